@@ -1,0 +1,147 @@
+"""Command line: `gateway serve` and `gateway check-config`."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import multiprocessing
+import os
+import signal
+import sys
+from collections.abc import Iterator, Sequence
+from types import FrameType
+
+from gateway.config import Config, ConfigError, Fallback, LoadBalance, Node, Route, Single, Target, load_config
+
+DEFAULT_CONFIG = "configs/gateway.yaml"
+log = logging.getLogger("gateway")
+
+
+def _config_path(given: str | None) -> str:
+    return given or os.environ.get("GATEWAY_CONFIG") or DEFAULT_CONFIG
+
+
+def _load_or_exit(path: str) -> Config:
+    try:
+        return load_config(path)
+    except ConfigError as exc:
+        print(f"{path}: invalid configuration", file=sys.stderr)
+        for error in exc.errors:
+            print(f"  {error}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+def describe_route(route: Route) -> Iterator[str]:
+    """The route as an indented tree, inherited settings resolved, secrets left out."""
+    memory = route.memory
+    yield f"{route.name}  (memory defaults: {memory.memory_type}, maxMessages={memory.max_messages}, maxTokens={memory.max_tokens})"
+    yield from _describe_node(route.root, 1)
+
+
+def _describe_node(node: Node, depth: int) -> Iterator[str]:
+    pad = "  " * depth
+    match node:
+        case Target():
+            retry = node.retry
+            parts = [
+                f"provider={node.provider}",
+                f"weight={node.weight:g}",
+                f"baseUrl={node.base_url or '-'}",
+                f"apiKey={'set' if node.api_key else 'none'}",
+                f"timeout={node.timeout:g}s",
+                f"streamIdleTimeout={node.stream_idle_timeout:g}s",
+                f"retry={retry.attempts}x on {sorted(retry.on_status_codes)}",
+            ]
+            if node.override_params:
+                parts.append(f"overrideParams={dict(node.override_params)}")
+            if node.headers:
+                parts.append(f"headers={sorted(node.headers)}")
+            yield f"{pad}- target {node.name}: " + " ".join(parts)
+        case Single() | Fallback() | LoadBalance():
+            mode = {Single: "single", Fallback: "fallback", LoadBalance: "loadbalance"}[type(node)]
+            codes = getattr(node, "on_status_codes", None)
+            triggers = f" onStatusCodes={sorted(codes)}" if codes is not None else ""
+            yield f"{pad}- {mode} {node.name}: weight={node.weight:g}{triggers}"
+            for child in node.children:
+                yield from _describe_node(child, depth + 1)
+
+
+def check_config(path: str) -> int:
+    config = _load_or_exit(path)
+    print(f"{path}: ok ({len(config.routes)} routes, auth {'on' if config.api_keys else 'off'})")
+    for route in config.routes.values():
+        for line in describe_route(route):
+            print(line)
+    return 0
+
+
+def serve(path: str, host: str | None, port: int | None, *, reuse_port: bool = False) -> None:
+    """Run one gateway process until SIGTERM/SIGINT, draining in-flight requests on the way out."""
+    from aiohttp import web
+
+    from gateway.server.app import create_app
+
+    config = _load_or_exit(path)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    try:
+        import uvloop
+
+        uvloop.install()
+    except ImportError:  # pragma: no cover - uvloop is a dependency on every platform we ship
+        pass
+    host = host or config.server.host
+    port = config.server.port if port is None else port
+    log.info("gateway %d listening on %s:%d with %d routes", os.getpid(), host, port, len(config.routes))
+    web.run_app(
+        create_app(config),
+        host=host,
+        port=port,
+        access_log=None,
+        print=None,
+        reuse_port=reuse_port or None,
+        handler_cancellation=True,
+        shutdown_timeout=60.0,
+    )
+
+
+def serve_workers(path: str, host: str | None, port: int | None, workers: int) -> int:
+    """Run `workers` processes sharing one port (SO_REUSEPORT); SIGTERM is passed on to each."""
+    _load_or_exit(path)  # fail once, in the parent, on a bad config
+    context = multiprocessing.get_context("spawn")
+    children = [context.Process(target=serve, args=(path, host, port), kwargs={"reuse_port": True}) for _ in range(workers)]
+    for child in children:
+        child.start()
+
+    def forward(signum: int, frame: FrameType | None) -> None:
+        for child in children:
+            if child.pid is not None and child.is_alive():
+                os.kill(child.pid, signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, forward)
+    signal.signal(signal.SIGINT, forward)
+    for child in children:
+        child.join()
+    return max((child.exitcode or 0) for child in children)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="gateway", description="OpenAI-compatible LLM routing gateway")
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve_cmd = commands.add_parser("serve", help="run the gateway")
+    serve_cmd.add_argument("--config", help=f"config file (default: $GATEWAY_CONFIG, else {DEFAULT_CONFIG})")
+    serve_cmd.add_argument("--host")
+    serve_cmd.add_argument("--port", type=int)
+    serve_cmd.add_argument("--workers", type=int, default=1, help="processes sharing the port")
+    check_cmd = commands.add_parser("check-config", help="validate a config and print its routes")
+    check_cmd.add_argument("path", nargs="?")
+    args = parser.parse_args(argv)
+
+    if args.command == "check-config":
+        return check_config(_config_path(args.path))
+    if args.workers < 1:
+        parser.error("--workers must be >= 1")
+    path = _config_path(args.config)
+    if args.workers == 1:
+        serve(path, args.host, args.port)
+        return 0
+    return serve_workers(path, args.host, args.port, args.workers)

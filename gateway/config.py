@@ -1,0 +1,639 @@
+"""YAML configuration → frozen, typed objects.
+
+Loading has two phases: `${VAR}` / `${VAR:-default}` interpolation over the raw document, then a
+strict read that rejects unknown keys and reports every problem with its dotted path, e.g.
+`routes.smart.targets[1].weight: must be >= 0, got -1`. Inherited settings of the strategy tree
+are resolved here, once, so nothing on the request path merges settings.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Final, TypeAlias
+
+import yaml
+from yarl import URL
+
+from gateway.memory.settings import MEMORY_TYPES, MemoryConfig, MemorySettings
+
+DEFAULT_TRIGGER_CODES: Final = frozenset({429, 500, 502, 503, 504})
+DEFAULT_OPENAI_BASE_URL: Final = "https://api.openai.com/v1"
+PROVIDERS: Final = ("openai", "mock")
+MODES: Final = ("single", "fallback", "loadbalance")
+
+# Portkey spells these in snake_case; any snake_case key is read as its camelCase twin.
+_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+class ConfigError(Exception):
+    """The configuration is invalid; `errors` holds every path-qualified problem."""
+
+    def __init__(self, errors: Sequence[str]) -> None:
+        self.errors = tuple(errors)
+        super().__init__("\n".join(self.errors))
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    attempts: int = 0
+    on_status_codes: frozenset[int] = DEFAULT_TRIGGER_CODES
+    backoff_seconds: float = 0.5
+    max_backoff_seconds: float = 8.0
+    max_retry_after_seconds: float = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class MockOptions:
+    """The built-in mock model's script: latency, fixed reply, statuses to return in turn, chunking."""
+
+    latency: float = 0.0
+    reply: str | None = None
+    statuses: tuple[int, ...] = ()
+    chunk_size: int = 16
+    chunk_delay: float = 0.0
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Target:
+    """A leaf of the strategy tree with every inherited setting already resolved.
+
+    Compared and hashed by identity, so providers can key per-target caches on it.
+    """
+
+    name: str
+    provider: str
+    base_url: str
+    api_key: str = field(repr=False)
+    weight: float = 1.0
+    override_params: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    headers: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    timeout: float = 600.0
+    stream_idle_timeout: float = 120.0
+    retry: RetryPolicy = RetryPolicy()
+    mock: MockOptions = MockOptions()
+
+    @property
+    def model(self) -> str | None:
+        model = self.override_params.get("model")
+        return model if isinstance(model, str) else None
+
+
+@dataclass(frozen=True, slots=True)
+class Single:
+    name: str
+    weight: float
+    children: tuple[Node, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Fallback:
+    name: str
+    weight: float
+    children: tuple[Node, ...]
+    on_status_codes: frozenset[int] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LoadBalance:
+    name: str
+    weight: float
+    children: tuple[Node, ...]
+    on_status_codes: frozenset[int] | None = None
+
+
+Node: TypeAlias = Target | Single | Fallback | LoadBalance
+
+
+def iter_targets(node: Node) -> Iterator[Target]:
+    """Every leaf under `node`, depth first, in configured order."""
+    if isinstance(node, Target):
+        yield node
+        return
+    for child in node.children:
+        yield from iter_targets(child)
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    name: str
+    root: Node
+    memory: MemorySettings
+
+    @property
+    def first_target(self) -> Target:
+        return next(iter_targets(self.root))
+
+
+@dataclass(frozen=True, slots=True)
+class ServerConfig:
+    host: str = "0.0.0.0"
+    port: int = 8080
+    max_body_bytes: int = 10 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class ApiKey:
+    """A gateway key, kept only as its SHA-256 digest; `name` is the caller's tenant."""
+
+    name: str
+    sha256: bytes = field(repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    routes: Mapping[str, Route]
+    server: ServerConfig = ServerConfig()
+    api_keys: tuple[ApiKey, ...] = ()
+    default_route: str | None = None
+    memory: MemoryConfig = MemoryConfig()
+
+
+# ---------------------------------------------------------------- loading
+
+
+def load_config(path: str | os.PathLike[str], env: Mapping[str, str] | None = None) -> Config:
+    """Read and validate a YAML config file."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError([f"{path}: cannot read ({exc.strerror})"]) from None
+    return parse_config(text, env=env)
+
+
+def parse_config(text: str, env: Mapping[str, str] | None = None) -> Config:
+    """Parse YAML text into a Config, or raise ConfigError listing every problem."""
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError([f"invalid YAML: {exc}"]) from None
+    errors: list[str] = []
+    document = _interpolate(document, "", os.environ if env is None else env, errors)
+    if not isinstance(document, dict):
+        raise ConfigError([*errors, f"top level: must be a mapping, got {_kind(document)}"])
+    config = _read_config(_Section(document, "", errors))
+    if errors:
+        raise ConfigError(errors)
+    assert config is not None
+    return config
+
+
+class _Interpolated(str):
+    """A string produced by `${...}`; number fields accept it when it parses as a number."""
+
+
+def _interpolate(value: Any, path: str, env: Mapping[str, str], errors: list[str]) -> Any:
+    if isinstance(value, str):
+        if "${" not in value:
+            return value
+
+        def substitute(match: re.Match[str]) -> str:
+            name, default = match.group(1), match.group(2)
+            found = env.get(name)
+            if found is None or (found == "" and default is not None):
+                if default is None:
+                    errors.append(f"{path}: environment variable {name} is not set")
+                    return ""
+                return default
+            return found
+
+        return _Interpolated(_ENV_REF.sub(substitute, value))
+    if isinstance(value, dict):
+        return {k: _interpolate(v, _join(path, str(k)), env, errors) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_interpolate(v, f"{path}[{i}]", env, errors) for i, v in enumerate(value)]
+    return value
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return f"{value!r}"
+    if isinstance(value, str):
+        return f"{value!r}" if len(value) <= 40 else "a string"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "a mapping"
+    return type(value).__name__
+
+
+def _camel(key: str) -> str:
+    head, *rest = key.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+_MISSING: Final = object()
+
+
+class _Section:
+    """A mapping read strictly: each key taken once, unknown keys reported at `finish`."""
+
+    def __init__(self, data: dict[Any, Any], path: str, errors: list[str]) -> None:
+        self.path = path
+        self.errors = errors
+        self.data: dict[str, Any] = {}
+        for raw_key, value in data.items():
+            key = _camel(str(raw_key))
+            if key in self.data:
+                self.error(key, "given twice (snake_case and camelCase spellings of one key)")
+            self.data[key] = value
+        self.taken: set[str] = set()
+
+    def at(self, key: str) -> str:
+        return _join(self.path, key)
+
+    def error(self, key: str, message: str) -> None:
+        self.errors.append(f"{self.at(key)}: {message}")
+
+    def has(self, key: str) -> bool:
+        return key in self.data
+
+    def take(self, key: str) -> Any:
+        self.taken.add(key)
+        return self.data.get(key, _MISSING)
+
+    def string(self, key: str, default: str | None = None, *, required: bool = False) -> str | None:
+        value = self.take(key)
+        if value is _MISSING or value is None:
+            if required:
+                self.error(key, "is required")
+            return default
+        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+            self.error(key, f"must be a string, got {_kind(value)}")
+            return default
+        return str(value)
+
+    def number(self, key: str, default: float, *, minimum: float = 0.0, positive: bool = False) -> float:
+        value = self._numeric(key, float)
+        if value is None:
+            return default
+        if value < minimum or (positive and value <= 0):
+            self.error(key, f"must be {'> 0' if positive else f'>= {minimum:g}'}, got {value:g}")
+            return default
+        return float(value)
+
+    def integer(self, key: str, default: int, *, minimum: int = 0, maximum: int | None = None) -> int:
+        value = self._numeric(key, int)
+        if value is None:
+            return default
+        if value < minimum or (maximum is not None and value > maximum):
+            bound = f"between {minimum} and {maximum}" if maximum is not None else f">= {minimum}"
+            self.error(key, f"must be {bound}, got {value}")
+            return default
+        return int(value)
+
+    def _numeric(self, key: str, kind: type[int] | type[float]) -> float | int | None:
+        value = self.take(key)
+        if value is _MISSING or value is None:
+            return None
+        if isinstance(value, _Interpolated):
+            try:
+                value = yaml.safe_load(value)
+            except yaml.YAMLError:
+                pass
+        wanted = "an integer" if kind is int else "a number"
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            self.error(key, f"must be {wanted}, got {_kind(value)}")
+            return None
+        if kind is int and not float(value).is_integer():
+            self.error(key, f"must be {wanted}, got {value!r}")
+            return None
+        return kind(value)
+
+    def status_codes(self, key: str) -> frozenset[int] | None:
+        value = self.take(key)
+        if value is _MISSING or value is None:
+            return None
+        if not isinstance(value, list):
+            self.error(key, f"must be a list of HTTP status codes, got {_kind(value)}")
+            return None
+        codes: set[int] = set()
+        for i, code in enumerate(value):
+            if not _is_status(code):
+                self.errors.append(f"{self.at(key)}[{i}]: {_STATUS_EXPECTED}, got {_kind(code)}")
+            else:
+                codes.add(code)
+        return frozenset(codes)
+
+    def mapping(self, key: str) -> dict[str, Any] | None:
+        """A free-form mapping whose keys are taken as they are (body params, headers)."""
+        value = self.take(key)
+        if value is _MISSING or value is None:
+            return None
+        if not isinstance(value, dict):
+            self.error(key, f"must be a mapping, got {_kind(value)}")
+            return None
+        return {str(k): v for k, v in value.items()}
+
+    def section(self, key: str) -> _Section | None:
+        value = self.mapping(key)
+        return None if value is None else _Section(value, self.at(key), self.errors)
+
+    def sections(self, key: str, *, required: bool = False) -> list[_Section] | None:
+        value = self.take(key)
+        if value is _MISSING or value is None:
+            if required:
+                self.error(key, "must be a non-empty list")
+            return None
+        if not isinstance(value, list) or not value:
+            self.error(key, f"must be a non-empty list, got {_kind(value)}")
+            return None
+        out = []
+        for i, item in enumerate(value):
+            if isinstance(item, dict):
+                out.append(_Section(item, f"{self.at(key)}[{i}]", self.errors))
+            else:
+                self.errors.append(f"{self.at(key)}[{i}]: must be a mapping, got {_kind(item)}")
+        return out
+
+    def finish(self) -> None:
+        for key in self.data:
+            if key not in self.taken:
+                expected = ", ".join(sorted(self.taken))
+                self.error(key, f"unknown key (expected one of: {expected})")
+
+
+def _read_config(root: _Section) -> Config | None:
+    server = _read_server(root.section("server"))
+    api_keys = _read_auth(root.section("auth"))
+    memory = MemoryConfig()
+    memory_section = root.section("memory")
+    if memory_section is not None:
+        memory = _read_memory(memory_section)
+    default_route = root.string("defaultRoute")
+    routes: dict[str, Route] = {}
+    route_map = root.mapping("routes")
+    if not route_map:
+        root.error("routes", "must be a mapping with at least one route")
+    else:
+        for name, body in route_map.items():
+            route = _read_route(name, body, root.at("routes"), root.errors, memory.defaults)
+            if route is not None:
+                routes[name] = route
+    if default_route is not None and route_map and default_route not in route_map:
+        root.error("defaultRoute", f"no route named {default_route!r} (routes: {', '.join(route_map)})")
+    root.finish()
+    return Config(
+        routes=MappingProxyType(routes),
+        server=server,
+        api_keys=api_keys,
+        default_route=default_route,
+        memory=memory,
+    )
+
+
+def _read_server(section: _Section | None) -> ServerConfig:
+    if section is None:
+        return ServerConfig()
+    defaults = ServerConfig()
+    server = ServerConfig(
+        host=section.string("host", defaults.host) or defaults.host,
+        port=section.integer("port", defaults.port, maximum=65535),
+        max_body_bytes=section.integer("maxBodyBytes", defaults.max_body_bytes, minimum=1),
+    )
+    section.finish()
+    return server
+
+
+def _read_auth(section: _Section | None) -> tuple[ApiKey, ...]:
+    if section is None:
+        return ()
+    keys: list[ApiKey] = []
+    for item in section.sections("keys") or []:
+        name = item.string("name", required=True)
+        key = item.string("key")
+        digest = item.string("keySha256")
+        if (key is None) == (digest is None):
+            item.errors.append(f"{item.path}: needs exactly one of key or keySha256")
+        elif key is not None:
+            if not key:
+                item.error("key", "must not be empty")
+            else:
+                keys.append(ApiKey(name or "", hashlib.sha256(key.encode()).digest()))
+        elif digest is not None:
+            if not re.fullmatch(r"[0-9a-fA-F]{64}", digest):
+                item.error("keySha256", "must be 64 hex characters (a SHA-256 digest)")
+            else:
+                keys.append(ApiKey(name or "", bytes.fromhex(digest)))
+        item.finish()
+    section.finish()
+    return tuple(keys)
+
+
+def _read_memory_settings(section: _Section, base: MemorySettings, *, typed: bool = True) -> MemorySettings:
+    memory_type = (section.string("memoryType", base.memory_type) if typed else None) or base.memory_type
+    if memory_type not in MEMORY_TYPES:
+        section.error("memoryType", f"must be one of {', '.join(MEMORY_TYPES)}, got {memory_type!r}")
+        memory_type = base.memory_type
+    settings = MemorySettings(
+        memory_type=memory_type,
+        max_messages=section.integer("maxMessages", base.max_messages, minimum=1),
+        max_tokens=section.integer("maxTokens", base.max_tokens, minimum=1),
+        max_rounds=section.integer("maxRounds", base.max_rounds, minimum=1),
+        max_chars=section.integer("maxChars", base.max_chars, minimum=1),
+    )
+    section.finish()
+    return settings
+
+
+def _read_memory(section: _Section) -> MemoryConfig:
+    base = MemoryConfig()
+    store = section.string("store", base.store) or base.store
+    if store not in ("sqlite", "memory", "redis"):
+        section.error("store", f"must be one of sqlite, memory, redis, got {store!r}")
+        store = base.store
+    defaults_section = section.section("defaults")
+    defaults = base.defaults if defaults_section is None else _read_memory_settings(defaults_section, base.defaults)
+    limits_section = section.section("limits")
+    limits = base.limits if limits_section is None else _read_memory_settings(limits_section, base.limits, typed=False)
+    config = MemoryConfig(
+        store=store,
+        path=section.string("path", base.path) or base.path,
+        url=section.string("url", base.url) or base.url,
+        ttl_seconds=section.number("ttlSeconds", base.ttl_seconds, positive=True),
+        max_stored_messages=section.integer("maxStoredMessages", base.max_stored_messages, minimum=1),
+        lock_timeout_seconds=section.number("lockTimeoutSeconds", base.lock_timeout_seconds, positive=True),
+        defaults=defaults,
+        limits=limits,
+    )
+    section.finish()
+    return config
+
+
+@dataclass(frozen=True, slots=True)
+class _Inherited:
+    """Settings a strategy node hands down to its descendants (deeper values win)."""
+
+    provider: str | None = None
+    api_key: str | None = None
+    base_url: str | None = None
+    override_params: Mapping[str, Any] = field(default_factory=dict)
+    headers: Mapping[str, str] = field(default_factory=dict)
+    timeout: float = 600.0
+    stream_idle_timeout: float = 120.0
+    retry: RetryPolicy = RetryPolicy()
+    mock: MockOptions = MockOptions()
+
+
+def _read_route(
+    name: str, body: Any, parent: str, errors: list[str], memory_defaults: MemorySettings
+) -> Route | None:
+    path = _join(parent, name)
+    if not isinstance(body, dict):
+        errors.append(f"{path}: must be a mapping (a target or a strategy node), got {_kind(body)}")
+        return None
+    section = _Section(body, path, errors)
+    memory = memory_defaults
+    memory_section = section.section("memory")
+    if memory_section is not None:
+        memory = _read_memory_settings(memory_section, memory_defaults)
+    root = _read_node(section, name, _Inherited(), {})
+    return None if root is None else Route(name=name, root=root, memory=memory)
+
+
+def _read_node(section: _Section, position: str, inherited: _Inherited, names: dict[str, str]) -> Node | None:
+    """Read a target or strategy node; `position` (e.g. `smart.targets[1]`) is its default name."""
+    name = section.string("name", position) or position
+    if name in names:
+        section.error("name", f"duplicate target name {name!r} (also at {names[name]})")
+    names[name] = section.path
+    weight = section.number("weight", 1.0)
+    inherited = _inherit(section, inherited)
+    strategy = section.section("strategy")
+    if strategy is None and not section.has("targets"):
+        target = _build_target(section, name, weight, inherited)
+        section.finish()
+        return target
+
+    mode, codes = "single", None
+    if strategy is None:
+        section.error("strategy", "is required when targets is given (mode: single, fallback or loadbalance)")
+    else:
+        mode = strategy.string("mode", required=True) or "single"
+        if mode not in MODES:
+            strategy.error("mode", f"must be one of {', '.join(MODES)}, got {mode!r}")
+        codes = strategy.status_codes("onStatusCodes")
+        strategy.finish()
+    children: list[Node] = []
+    for i, child_section in enumerate(section.sections("targets", required=True) or []):
+        child = _read_node(child_section, f"{position}.targets[{i}]", inherited, names)
+        if child is not None:
+            children.append(child)
+    section.finish()
+    if mode == "loadbalance" and children and all(c.weight == 0 for c in children):
+        section.error("targets", "a loadbalance needs at least one target with weight > 0")
+    if mode == "fallback":
+        return Fallback(name, weight, tuple(children), codes)
+    if mode == "loadbalance":
+        return LoadBalance(name, weight, tuple(children), codes)
+    return Single(name, weight, tuple(children))
+
+
+def _inherit(section: _Section, parent: _Inherited) -> _Inherited:
+    override = section.mapping("overrideParams") or {}
+    headers = section.mapping("headers") or {}
+    for key, value in headers.items():
+        if not isinstance(value, str):
+            section.errors.append(f"{section.at('headers')}.{key}: must be a string, got {_kind(value)}")
+    retry, mock = section.section("retry"), section.section("mock")
+    return _Inherited(
+        provider=section.string("provider", parent.provider),
+        api_key=section.string("apiKey", parent.api_key),
+        base_url=section.string("baseUrl", parent.base_url),
+        override_params={**parent.override_params, **override},
+        headers={**parent.headers, **{k: str(v) for k, v in headers.items()}},
+        timeout=section.number("timeout", parent.timeout, positive=True),
+        stream_idle_timeout=section.number("streamIdleTimeout", parent.stream_idle_timeout, positive=True),
+        retry=parent.retry if retry is None else _read_retry(retry, parent.retry),
+        mock=parent.mock if mock is None else _read_mock(mock, parent.mock),
+    )
+
+
+def _build_target(section: _Section, name: str, weight: float, inherited: _Inherited) -> Target | None:
+    provider = inherited.provider
+    if provider is None:
+        section.error("provider", f"is required (one of: {', '.join(PROVIDERS)})")
+        return None
+    if provider not in PROVIDERS:
+        section.error("provider", f"must be one of {', '.join(PROVIDERS)}, got {provider!r}")
+        return None
+    base_url = inherited.base_url or (DEFAULT_OPENAI_BASE_URL if provider == "openai" else "")
+    if base_url:
+        url = URL(base_url)
+        if url.scheme not in ("http", "https") or not url.host:
+            section.error("baseUrl", f"must be an http(s) URL, got {base_url!r}")
+    return Target(
+        name=name,
+        provider=provider,
+        base_url=base_url.rstrip("/"),
+        api_key=inherited.api_key or "",
+        weight=weight,
+        override_params=MappingProxyType(dict(inherited.override_params)),
+        headers=MappingProxyType(dict(inherited.headers)),
+        timeout=inherited.timeout,
+        stream_idle_timeout=inherited.stream_idle_timeout,
+        retry=inherited.retry,
+        mock=inherited.mock,
+    )
+
+
+def _read_retry(section: _Section, base: RetryPolicy) -> RetryPolicy:
+    codes = section.status_codes("onStatusCodes")
+    policy = RetryPolicy(
+        attempts=section.integer("attempts", base.attempts, maximum=10),
+        on_status_codes=base.on_status_codes if codes is None else codes,
+        backoff_seconds=section.number("backoffSeconds", base.backoff_seconds),
+        max_backoff_seconds=section.number("maxBackoffSeconds", base.max_backoff_seconds),
+        max_retry_after_seconds=section.number("maxRetryAfterSeconds", base.max_retry_after_seconds),
+    )
+    section.finish()
+    return policy
+
+
+def _read_mock(section: _Section, base: MockOptions) -> MockOptions:
+    options = MockOptions(
+        latency=section.number("latency", base.latency),
+        reply=section.string("reply", base.reply),
+        statuses=_read_status_sequence(section, "statuses", base.statuses),
+        chunk_size=section.integer("chunkSize", base.chunk_size, minimum=1),
+        chunk_delay=section.number("chunkDelay", base.chunk_delay),
+    )
+    section.finish()
+    return options
+
+
+def _read_status_sequence(section: _Section, key: str, default: tuple[int, ...]) -> tuple[int, ...]:
+    """An ordered status list (repeats allowed), unlike the trigger sets."""
+    value = section.take(key)
+    if value is _MISSING or value is None:
+        return default
+    if not isinstance(value, list):
+        section.error(key, f"must be a list of HTTP status codes, got {_kind(value)}")
+        return default
+    out: list[int] = []
+    for i, code in enumerate(value):
+        if _is_status(code):
+            out.append(code)
+        else:
+            section.errors.append(f"{section.at(key)}[{i}]: {_STATUS_EXPECTED}, got {_kind(code)}")
+    return tuple(out)
+
+
+_STATUS_EXPECTED: Final = "must be a status code between 100 and 599"
+
+
+def _is_status(code: Any) -> bool:
+    return isinstance(code, int) and not isinstance(code, bool) and 100 <= code <= 599

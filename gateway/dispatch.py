@@ -1,0 +1,262 @@
+"""Runs the attempts the strategy tree asks for: retries, timeouts and the stream commit point.
+
+`routing.walk` decides which target comes next; this module does the I/O for each attempt and
+reports its Outcome back. tenacity handles per-target retries, before the parent node judges.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+from tenacity import AsyncRetrying, RetryCallState, retry_if_result
+
+from gateway.config import RetryPolicy, Route, Target
+from gateway.errors import Attempt, UpstreamError
+from gateway.providers.base import Call, EventStream, Provider, Reply, TransportError
+from gateway.routing import Outcome, Random, walk
+from gateway.sse import Event
+
+
+@dataclass(slots=True)
+class Request:
+    """What the client asked for, parsed once."""
+
+    endpoint: str
+    payload: dict[str, Any]
+    raw: bytes | None
+    stream: bool = False
+
+
+@dataclass(slots=True)
+class Result:
+    """The answer a route settled on: a complete Reply, or a stream committed at `first_event`."""
+
+    target: Target
+    attempts: list[Attempt]
+    reply: Reply | None = None
+    stream: EventStream | None = None
+    first_event: Event | None = None
+
+    @property
+    def headers(self) -> Mapping[str, str]:
+        source = self.reply if self.reply is not None else self.stream
+        return source.headers if source is not None else {}
+
+
+@dataclass(slots=True)
+class _Try:
+    """One call to one target, judged."""
+
+    outcome: Outcome
+    detail: str = ""
+    reply: Reply | None = None
+    stream: EventStream | None = None
+    first_event: Event | None = None
+    retry_after: float | None = field(default=None)
+
+
+def retry_after_seconds(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
+    """Seconds the upstream asked us to wait (`retry-after-ms`, then `retry-after`), if any."""
+    if (ms := headers.get("retry-after-ms")) is not None:
+        try:
+            return max(float(ms) / 1000, 0.0)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(float(value), 0.0)
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value).timestamp()
+    except (TypeError, ValueError):
+        return None
+    return max(when - (time.time() if now is None else now), 0.0)
+
+
+def _error_fields(body: bytes) -> tuple[str, str | None, str | None]:
+    """(message, type, code) of an upstream error body, OpenAI-shaped or not."""
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return body[:200].decode(errors="replace").strip(), None, None
+    error = data.get("error") if isinstance(data, dict) else None
+    if isinstance(error, dict):
+        message = error.get("message")
+        code = error.get("code")
+        kind = error.get("type")
+        return (
+            str(message)[:300] if message is not None else "",
+            kind if isinstance(kind, str) else None,
+            str(code) if code is not None else None,
+        )
+    if isinstance(error, str):
+        return error[:300], None, None
+    return body[:200].decode(errors="replace").strip(), None, None
+
+
+def _redact(text: str, target: Target) -> str:
+    return text.replace(target.api_key, "***") if target.api_key and target.api_key in text else text
+
+
+class Dispatcher:
+    """Walks a route's strategy tree, one attempt at a time."""
+
+    def __init__(
+        self,
+        providers: Mapping[str, Provider],
+        *,
+        rng: Random,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        self._providers = providers
+        self._rng = rng
+        self._sleep = sleep
+
+    async def dispatch(self, route: Route, request: Request) -> Result:
+        """Try targets until the tree settles; raise UpstreamError when it settles on a failure."""
+        attempts: list[Attempt] = []
+        walker = walk(route.root, self._rng)
+        target = next(walker)
+        while True:
+            tried = await self._try_target(target, request, attempts)
+            try:
+                target = walker.send(tried.outcome)
+            except StopIteration:
+                break
+        if tried.outcome.ok:
+            return Result(target, attempts, tried.reply, tried.stream, tried.first_event)
+        raise self._failure(route, target, attempts, tried)
+
+    def _failure(self, route: Route, target: Target, attempts: list[Attempt], last: _Try) -> UpstreamError:
+        kind: str | None = None
+        code: str | None = None
+        headers = {"x-gateway-route": route.name, "x-gateway-target": target.name, "x-gateway-attempts": str(len(attempts))}
+        if last.reply is not None:
+            _, kind, code = _error_fields(last.reply.body)
+            headers.update(last.reply.headers)
+        elif last.outcome.transport:
+            code = "upstream_timeout" if last.outcome.status == 504 else "upstream_unavailable"
+        if len(attempts) > 1:
+            headers["x-should-retry"] = "false"
+        return UpstreamError(attempts, type=kind, code=code, headers=headers)
+
+    async def _try_target(self, target: Target, request: Request, attempts: list[Attempt]) -> _Try:
+        call = self._call_for(target, request)
+        policy = target.retry
+        once = self._open_stream if request.stream else self._complete
+
+        async def attempt() -> _Try:
+            tried = await once(call)
+            attempts.append(Attempt(target.name, tried.outcome.status, _redact(tried.detail, target)))
+            return tried
+
+        if policy.attempts == 0:
+            return await attempt()
+        retrying = AsyncRetrying(
+            stop=lambda state: _stop(policy, state),
+            wait=lambda state: _wait(policy, state, self._rng),
+            retry=retry_if_result(lambda tried: _retryable(policy, tried)),
+            retry_error_callback=lambda state: state.outcome.result() if state.outcome else None,
+            sleep=self._sleep,
+        )
+        result: _Try = await retrying(attempt)
+        return result
+
+    @staticmethod
+    def _call_for(target: Target, request: Request) -> Call:
+        if not target.override_params:
+            return Call(target, request.endpoint, request.payload, request.raw, request.stream)
+        return Call(target, request.endpoint, {**request.payload, **target.override_params}, None, request.stream)
+
+    def _provider(self, target: Target) -> Provider:
+        return self._providers[target.provider]
+
+    async def _complete(self, call: Call) -> _Try:
+        try:
+            async with asyncio.timeout(call.target.timeout):
+                reply = await self._provider(call.target).complete(call)
+        except TransportError as exc:
+            return _Try(Outcome(exc.status, transport=True), exc.detail)
+        except TimeoutError:
+            return _Try(Outcome(504, transport=True), f"timed out after {call.target.timeout:g}s")
+        return _judge_reply(reply)
+
+    async def _open_stream(self, call: Call) -> _Try:
+        opened: Reply | EventStream | None = None
+        try:
+            async with asyncio.timeout(call.target.timeout):
+                opened = await self._provider(call.target).stream(call)
+                if isinstance(opened, Reply):
+                    return _judge_reply(opened)
+                first = await _first_event(opened)
+        except TransportError as exc:
+            await _close(opened)
+            return _Try(Outcome(exc.status, transport=True), exc.detail)
+        except TimeoutError:
+            await _close(opened)
+            return _Try(Outcome(504, transport=True), f"no stream event within {call.target.timeout:g}s")
+        except BaseException:
+            await _close(opened)
+            raise
+        if first is None:
+            await opened.close()
+            return _Try(Outcome(502, transport=True), "upstream stream ended before its first event")
+        error = first.error()
+        if error is not None:
+            await opened.close()
+            status = error.get("status") or error.get("code")
+            status = status if isinstance(status, int) and 400 <= status <= 599 else 502
+            return _Try(Outcome(status, transport=True), f"error event: {error.get('message', '')}"[:300])
+        return _Try(Outcome(opened.status), "ok", stream=opened, first_event=first)
+
+
+async def _first_event(stream: EventStream) -> Event | None:
+    """The first event that carries data (comments and keep-alives before it are dropped)."""
+    while (event := await stream.next_event()) is not None:
+        if event.data is not None:
+            return event
+    return None
+
+
+async def _close(opened: Reply | EventStream | None) -> None:
+    if opened is not None and not isinstance(opened, Reply):
+        await opened.close()
+
+
+def _judge_reply(reply: Reply) -> _Try:
+    if not reply.ok:
+        message, _, _ = _error_fields(reply.body)
+        return _Try(Outcome(reply.status), message, reply=reply, retry_after=retry_after_seconds(reply.headers))
+    try:
+        reply.data = orjson.loads(reply.body)
+    except orjson.JSONDecodeError:
+        return _Try(Outcome(502, transport=True), f"malformed upstream response (status {reply.status}, not JSON)")
+    return _Try(Outcome(reply.status), "ok", reply=reply)
+
+
+def _retryable(policy: RetryPolicy, tried: _Try) -> bool:
+    return not tried.outcome.ok and (tried.outcome.transport or tried.outcome.status in policy.on_status_codes)
+
+
+def _stop(policy: RetryPolicy, state: RetryCallState) -> bool:
+    if state.attempt_number > policy.attempts:
+        return True
+    tried = state.outcome.result() if state.outcome is not None else None
+    return bool(tried and tried.retry_after is not None and tried.retry_after > policy.max_retry_after_seconds)
+
+
+def _wait(policy: RetryPolicy, state: RetryCallState, rng: Random) -> float:
+    tried = state.outcome.result() if state.outcome is not None else None
+    if tried is not None and tried.retry_after is not None:
+        return float(tried.retry_after)
+    ceiling = min(policy.max_backoff_seconds, policy.backoff_seconds * 2 ** (state.attempt_number - 1))
+    return rng.random() * ceiling  # full jitter

@@ -1,0 +1,126 @@
+"""The gateway's errors, each one rendered as an OpenAI-shaped JSON body.
+
+    GatewayError                      500 server_error
+    ├── InvalidRequestError           400 invalid_request_error (param names the culprit)
+    │   └── PayloadTooLargeError      413
+    ├── AuthenticationError           401 invalid_api_key
+    ├── NotFoundError                 404 (model_not_found, memory_not_found, not_found)
+    ├── MethodNotAllowedError         405
+    ├── ConflictError                 409 (memory busy)
+    └── UpstreamError                 the last attempt's status; keeps every attempt
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+
+class GatewayError(Exception):
+    """An error the client sees as `{"error": {"message", "type", "param", "code"}}`."""
+
+    status: int = 500
+    type: str = "server_error"
+    code: str | None = None
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        param: str | None = None,
+        code: str | None = None,
+        status: int | None = None,
+        type: str | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.param = param
+        if code is not None:
+            self.code = code
+        if status is not None:
+            self.status = status
+        if type is not None:
+            self.type = type
+        self.headers: dict[str, str] = dict(headers or {})
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
+
+    def to_json(self) -> bytes:
+        return orjson.dumps(self.to_dict())
+
+
+class InvalidRequestError(GatewayError):
+    status = 400
+    type = "invalid_request_error"
+
+
+class PayloadTooLargeError(InvalidRequestError):
+    status = 413
+    code = "request_too_large"
+
+
+class AuthenticationError(GatewayError):
+    status = 401
+    type = "invalid_request_error"
+    code = "invalid_api_key"
+
+
+class NotFoundError(GatewayError):
+    status = 404
+    type = "invalid_request_error"
+    code = "not_found"
+
+
+class MethodNotAllowedError(GatewayError):
+    status = 405
+    type = "invalid_request_error"
+    code = "method_not_allowed"
+
+
+class ConflictError(GatewayError):
+    status = 409
+    type = "invalid_request_error"
+    code = "conflict"
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """One upstream call as the client's error message reports it."""
+
+    target: str
+    status: int
+    detail: str
+
+    def describe(self) -> str:
+        return f"{self.target}: {self.status} {self.detail}".rstrip()
+
+
+class UpstreamError(GatewayError):
+    """Every attempt failed; the status and error type are the last attempt's."""
+
+    type = "upstream_error"
+
+    def __init__(
+        self,
+        attempts: Sequence[Attempt],
+        *,
+        type: str | None = None,
+        code: str | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        self.attempts = tuple(attempts)
+        last = self.attempts[-1]
+        listed = "; ".join(a.describe() for a in self.attempts)
+        summary = "Upstream request failed" if len(self.attempts) == 1 else f"All {len(self.attempts)} upstream attempts failed"
+        super().__init__(
+            f"{summary}: {listed}",
+            status=last.status,
+            type=type,
+            code=code,
+            headers=headers,
+        )

@@ -1,0 +1,1 @@
+"""Server-side chat memory: stores, trimming policies and the per-request flow."""

@@ -1,0 +1,1 @@
+"""Upstream providers: how one attempt reaches one target."""

@@ -1,0 +1,79 @@
+"""The provider seam: one attempt against one target, non-stream or stream."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import orjson
+
+from gateway.config import Target
+from gateway.sse import Event
+
+
+class TransportError(Exception):
+    """The upstream could not be reached or answered garbage (502), or timed out (504)."""
+
+    def __init__(self, detail: str, *, status: int = 502) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.status = status
+
+
+@dataclass(slots=True)
+class Call:
+    """One request to send to one target: the body is serialized at most once, and only if changed."""
+
+    target: Target
+    endpoint: str  # "chat/completions", "completions" or "embeddings"
+    payload: dict[str, Any]
+    raw: bytes | None = None  # the client's bytes, valid while nothing changed the payload
+    stream: bool = False
+    _body: bytes | None = field(default=None, repr=False)
+
+    @property
+    def body(self) -> bytes:
+        if self.raw is not None:
+            return self.raw
+        if self._body is None:
+            self._body = orjson.dumps(self.payload)
+        return self._body
+
+
+@dataclass(slots=True)
+class Reply:
+    """A complete upstream answer (any status) with the headers worth relaying."""
+
+    status: int
+    body: bytes
+    content_type: str = "application/json"
+    headers: Mapping[str, str] = field(default_factory=dict)
+    data: Any = None  # the parsed JSON body of a 2xx answer, once the dispatcher checked it
+
+    @property
+    def ok(self) -> bool:
+        return 200 <= self.status < 300
+
+
+class EventStream(Protocol):
+    """A 2xx upstream SSE stream, read one event at a time."""
+
+    status: int
+    headers: Mapping[str, str]
+
+    async def next_event(self) -> Event | None:
+        """The next event, or None at the end of the stream (clean or not)."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+class Provider(Protocol):
+    async def complete(self, call: Call) -> Reply:
+        """Send a non-stream request; raise TransportError when no HTTP answer came back."""
+        ...
+
+    async def stream(self, call: Call) -> Reply | EventStream:
+        """Open a stream request: a Reply when the upstream did not answer with SSE."""
+        ...

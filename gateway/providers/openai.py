@@ -1,0 +1,116 @@
+"""Pass-through to any OpenAI-compatible upstream on the one shared ClientSession."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+
+import aiohttp
+from multidict import CIMultiDict, CIMultiDictProxy
+from yarl import URL
+
+from gateway.config import Target
+from gateway.providers.base import Call, EventStream, Reply, TransportError
+from gateway.sse import Event, EventParser
+
+_RELAYED = ("retry-after", "retry-after-ms")
+
+
+def relayed_headers(headers: CIMultiDictProxy[str]) -> dict[str, str]:
+    """The upstream headers a client should see: rate-limit state and Retry-After."""
+    return {
+        key.lower(): value
+        for key, value in headers.items()
+        if key.lower().startswith("x-ratelimit-") or key.lower() in _RELAYED
+    }
+
+
+@contextmanager
+def _transport_errors() -> Iterator[None]:
+    """Map aiohttp's failures to TransportError, here and nowhere else."""
+    try:
+        yield
+    except aiohttp.ServerTimeoutError as exc:
+        raise TransportError(f"upstream timed out ({exc})", status=504) from None
+    except aiohttp.ClientConnectorError as exc:
+        raise TransportError(f"cannot connect to upstream ({exc.os_error.strerror or exc})") from None
+    except aiohttp.ServerDisconnectedError:
+        raise TransportError("upstream closed the connection") from None
+    except aiohttp.ClientPayloadError as exc:
+        raise TransportError(f"upstream response was cut off ({exc})") from None
+    except (aiohttp.ClientError, ConnectionError) as exc:
+        raise TransportError(f"upstream transport failed ({type(exc).__name__}: {exc})") from None
+
+
+class OpenAIProvider:
+    """Sends the body as bytes and relays the answer's bytes unchanged."""
+
+    def __init__(self, session: aiohttp.ClientSession) -> None:
+        self._session = session
+        self._urls: dict[tuple[Target, str], URL] = {}
+        self._headers: dict[Target, CIMultiDict[str]] = {}
+
+    def _url(self, target: Target, endpoint: str) -> URL:
+        url = self._urls.get((target, endpoint))
+        if url is None:
+            url = self._urls[target, endpoint] = URL(f"{target.base_url}/{endpoint}")
+        return url
+
+    def _request_headers(self, target: Target) -> CIMultiDict[str]:
+        headers = self._headers.get(target)
+        if headers is None:
+            headers = CIMultiDict({"Content-Type": "application/json", "Accept": "application/json"})
+            if target.api_key:
+                headers["Authorization"] = f"Bearer {target.api_key}"
+            headers.update(target.headers)
+            self._headers[target] = headers
+        return headers
+
+    async def complete(self, call: Call) -> Reply:
+        with _transport_errors():
+            async with self._session.post(
+                self._url(call.target, call.endpoint), data=call.body, headers=self._request_headers(call.target)
+            ) as response:
+                body = await response.read()
+                return Reply(response.status, body, response.content_type, relayed_headers(response.headers))
+
+    async def stream(self, call: Call) -> Reply | EventStream:
+        with _transport_errors():
+            response = await self._session.post(
+                self._url(call.target, call.endpoint), data=call.body, headers=self._request_headers(call.target)
+            )
+            if response.status < 300 and response.content_type == "text/event-stream":
+                return _UpstreamEvents(response)
+            try:
+                body = await response.read()
+            finally:
+                response.release()
+            return Reply(response.status, body, response.content_type, relayed_headers(response.headers))
+
+
+class _UpstreamEvents:
+    def __init__(self, response: aiohttp.ClientResponse) -> None:
+        self._response = response
+        self._parser = EventParser()
+        self._pending: list[Event] = []
+        self.status = response.status
+        self.headers: Mapping[str, str] = relayed_headers(response.headers)
+
+    async def next_event(self) -> Event | None:
+        while not self._pending:
+            with _transport_errors():
+                chunk = await self._response.content.readany()
+            if not chunk:
+                if self._parser.pending.strip():
+                    raise TransportError("upstream stream ended inside an event")
+                return None
+            self._pending = self._parser.feed(chunk)
+            self._pending.reverse()
+        return self._pending.pop()
+
+    async def close(self) -> None:
+        # An unfinished stream cannot go back to the pool: close() drops the connection.
+        if self._response.content.at_eof():
+            self._response.release()
+        else:
+            self._response.close()

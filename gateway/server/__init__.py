@@ -1,0 +1,1 @@
+"""The aiohttp server: app factory, middlewares and thin handlers."""

@@ -1,0 +1,55 @@
+"""The application factory: routes, middlewares, and the resources `cleanup_ctx` owns."""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import AsyncIterator
+
+import aiohttp
+from aiohttp import web
+
+from gateway.config import Config
+from gateway.dispatch import Dispatcher
+from gateway.providers.base import Provider
+from gateway.providers.mock import MockProvider
+from gateway.providers.openai import OpenAIProvider
+from gateway.routing import Random
+from gateway.server import handlers
+from gateway.server.keys import CONFIG, DISPATCHER, LIFECYCLE, Lifecycle
+from gateway.server.middlewares import auth_middleware, errors_middleware, open_middleware
+
+log = logging.getLogger("gateway")
+
+
+def create_app(config: Config, *, rng: Random | None = None) -> web.Application:
+    """Build the gateway for `config`; `rng` drives load balancing and jitter (seed it in tests)."""
+    access = auth_middleware(config.api_keys) if config.api_keys else open_middleware
+    app = web.Application(middlewares=[errors_middleware, access], client_max_size=config.server.max_body_bytes)
+    app[CONFIG] = config
+    app[LIFECYCLE] = Lifecycle(started_at=int(time.time()))
+
+    async def upstream_session(app: web.Application) -> AsyncIterator[None]:
+        connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=60, ttl_dns_cache=300)
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=30)
+        async with aiohttp.ClientSession(connector=connector, timeout=timeout, auto_decompress=True) as session:
+            providers: dict[str, Provider] = {"openai": OpenAIProvider(session), "mock": MockProvider()}
+            app[DISPATCHER] = Dispatcher(providers, rng=rng or random.Random())
+            yield
+
+    async def begin_draining(app: web.Application) -> None:
+        app[LIFECYCLE].draining = True
+
+    app.cleanup_ctx.append(upstream_session)
+    app.on_shutdown.append(begin_draining)
+    app.router.add_post("/v1/chat/completions", handlers.chat_completions)
+    app.router.add_post("/v1/completions", handlers.completions)
+    app.router.add_post("/v1/embeddings", handlers.embeddings)
+    app.router.add_get("/v1/models", handlers.list_models)
+    app.router.add_get("/v1/models/{model:.+}", handlers.get_model)
+    app.router.add_get("/healthz", handlers.healthz)
+    app.router.add_get("/readyz", handlers.readyz)
+    if not config.api_keys:
+        log.warning("auth.keys is empty: the gateway is open to anyone who can reach it")
+    return app

@@ -1,0 +1,104 @@
+"""Thin handlers: parse the request, call the dispatcher, render the answer."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from gateway.config import Config, Route
+from gateway.dispatch import Request, Result
+from gateway.errors import NotFoundError, PayloadTooLargeError
+from gateway.server.keys import CONFIG, DISPATCHER, LIFECYCLE, REQUEST_ID
+from gateway.server.parsing import check_input, check_messages, check_model, check_stream, parse_object
+from gateway.server.relay import relay_stream
+
+
+async def read_payload(request: web.Request) -> tuple[bytes, dict[str, Any]]:
+    limit = request.app[CONFIG].server.max_body_bytes
+    if request.content_length is not None and request.content_length > limit:
+        raise PayloadTooLargeError(f"The request body is larger than the limit of {limit} bytes.")
+    raw = await request.read()
+    return raw, parse_object(raw)
+
+
+def resolve_route(config: Config, model: str) -> Route:
+    route = config.routes.get(model)
+    if route is None and config.default_route is not None:
+        route = config.routes[config.default_route]
+    if route is None:
+        raise NotFoundError(
+            f"The model '{model}' does not exist on this gateway (routes: {', '.join(config.routes)}).",
+            param="model",
+            code="model_not_found",
+        )
+    return route
+
+
+def gateway_headers(request: web.Request, route: Route, result: Result) -> dict[str, str]:
+    return {
+        **result.headers,
+        "x-request-id": request[REQUEST_ID],
+        "x-gateway-route": route.name,
+        "x-gateway-target": result.target.name,
+        "x-gateway-attempts": str(len(result.attempts)),
+    }
+
+
+async def _proxy(request: web.Request, endpoint: str, payload: dict[str, Any], raw: bytes) -> web.StreamResponse:
+    route = resolve_route(request.app[CONFIG], check_model(payload))
+    stream = check_stream(payload) if endpoint != "embeddings" else False
+    result = await request.app[DISPATCHER].dispatch(route, Request(endpoint, payload, raw, stream))
+    headers = gateway_headers(request, route, result)
+    if result.reply is not None:
+        reply = result.reply
+        return web.Response(body=reply.body, status=reply.status, content_type=reply.content_type, headers=headers)
+    response, _ = await relay_stream(request, result, headers)
+    return response
+
+
+async def chat_completions(request: web.Request) -> web.StreamResponse:
+    raw, payload = await read_payload(request)
+    check_messages(payload)
+    return await _proxy(request, "chat/completions", payload, raw)
+
+
+async def completions(request: web.Request) -> web.StreamResponse:
+    raw, payload = await read_payload(request)
+    check_input(payload, "prompt", required=False)
+    return await _proxy(request, "completions", payload, raw)
+
+
+async def embeddings(request: web.Request) -> web.StreamResponse:
+    raw, payload = await read_payload(request)
+    check_input(payload, "input", required=True)
+    return await _proxy(request, "embeddings", payload, raw)
+
+
+def _model_card(name: str, created: int) -> dict[str, Any]:
+    return {"id": name, "object": "model", "created": created, "owned_by": "gateway"}
+
+
+async def list_models(request: web.Request) -> web.Response:
+    created = request.app[LIFECYCLE].started_at
+    data = [_model_card(name, created) for name in request.app[CONFIG].routes]
+    return web.Response(body=orjson.dumps({"object": "list", "data": data}), content_type="application/json")
+
+
+async def get_model(request: web.Request) -> web.Response:
+    name = request.match_info["model"]
+    if name not in request.app[CONFIG].routes:
+        raise NotFoundError(f"The model '{name}' does not exist on this gateway.", param="model", code="model_not_found")
+    card = _model_card(name, request.app[LIFECYCLE].started_at)
+    return web.Response(body=orjson.dumps(card), content_type="application/json")
+
+
+async def healthz(request: web.Request) -> web.Response:
+    return web.json_response({"status": "ok"})
+
+
+async def readyz(request: web.Request) -> web.Response:
+    if request.app[LIFECYCLE].draining:
+        return web.json_response({"status": "draining"}, status=503)
+    return web.json_response({"status": "ready"})

@@ -1,0 +1,24 @@
+"""Typed application keys for the long-lived objects handlers reach."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aiohttp import web
+
+from gateway.config import Config
+from gateway.dispatch import Dispatcher
+
+
+@dataclass(slots=True)
+class Lifecycle:
+    started_at: int
+    draining: bool = False
+
+
+CONFIG = web.AppKey("config", Config)
+DISPATCHER = web.AppKey("dispatcher", Dispatcher)
+LIFECYCLE = web.AppKey("lifecycle", Lifecycle)
+
+REQUEST_ID = "gateway.request_id"
+TENANT = "gateway.tenant"
