@@ -224,7 +224,7 @@ def _kind(value: Any) -> str:
     if isinstance(value, str):
         return f"{value!r}" if len(value) <= 40 else "a string"
     if isinstance(value, list):
-        return "a list"
+        return "a list" if value else "an empty list"
     if isinstance(value, dict):
         return "a mapping"
     return type(value).__name__
@@ -563,10 +563,7 @@ def _inherit(section: _Section, parent: _Inherited) -> _Inherited:
 
 
 def _build_target(section: _Section, name: str, weight: float, inherited: _Inherited) -> Target | None:
-    provider = inherited.provider
-    if provider is None:
-        section.error("provider", f"is required (one of: {', '.join(PROVIDERS)})")
-        return None
+    provider = inherited.provider or "openai"  # a bare apiKey target is OpenAI-compatible
     if provider not in PROVIDERS:
         section.error("provider", f"must be one of {', '.join(PROVIDERS)}, got {provider!r}")
         return None

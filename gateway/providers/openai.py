@@ -36,8 +36,8 @@ def _transport_errors() -> Iterator[None]:
         raise TransportError(f"cannot connect to upstream ({exc.os_error.strerror or exc})") from None
     except aiohttp.ServerDisconnectedError:
         raise TransportError("upstream closed the connection") from None
-    except aiohttp.ClientPayloadError as exc:
-        raise TransportError(f"upstream response was cut off ({exc})") from None
+    except aiohttp.ClientPayloadError:
+        raise TransportError("upstream response was cut off") from None
     except (aiohttp.ClientError, ConnectionError) as exc:
         raise TransportError(f"upstream transport failed ({type(exc).__name__}: {exc})") from None
 

@@ -1,0 +1,294 @@
+from __future__ import annotations
+
+import hashlib
+import textwrap
+
+import pytest
+
+from gateway.config import (
+    DEFAULT_OPENAI_BASE_URL,
+    ConfigError,
+    Fallback,
+    LoadBalance,
+    Single,
+    Target,
+    iter_targets,
+    load_config,
+    parse_config,
+)
+
+ENV = {"OPENAI_API_KEY": "sk-env", "TEAM_A_KEY": "team-a-secret"}
+
+
+def load(text: str, env: dict[str, str] | None = None):
+    return parse_config(textwrap.dedent(text), env=ENV if env is None else env)
+
+
+def errors_of(text: str, env: dict[str, str] | None = None) -> list[str]:
+    with pytest.raises(ConfigError) as caught:
+        load(text, env)
+    return list(caught.value.errors)
+
+
+# The five MultiLLMsConfig examples of the xFlow AIAgent spec, written as YAML routes.
+SEED_EXAMPLES = """
+routes:
+  single:
+    apiKey: sk-123456
+    overrideParams: {model: claude-1}
+  fallback:
+    strategy: {mode: fallback}
+    targets:
+      - apiKey: sk-123456
+      - apiKey: sk-789101
+        overrideParams: {model: claude-1}
+  fallback-429:
+    strategy: {mode: fallback, onStatusCodes: [429]}
+    targets:
+      - apiKey: sk-123456
+      - apiKey: sk-789101
+  loadbalance:
+    strategy: {mode: loadbalance}
+    targets:
+      - {apiKey: sk-123456, weight: 0.75}
+      - {apiKey: sk-789101, weight: 0.25}
+  combination:
+    strategy: {mode: fallback, onStatusCodes: [429]}
+    targets:
+      - apiKey: sk-main-123456
+      - strategy: {mode: loadbalance}
+        targets:
+          - {apiKey: sk-sub-456789, weight: 0.75}
+          - {apiKey: sk-sub-987654, weight: 0.25}
+"""
+
+
+def test_seed_examples_load() -> None:
+    config = load(SEED_EXAMPLES)
+    single = config.routes["single"].root
+    assert isinstance(single, Target)
+    assert single.api_key == "sk-123456" and single.model == "claude-1"
+    assert single.provider == "openai" and single.base_url == DEFAULT_OPENAI_BASE_URL
+
+    fallback = config.routes["fallback"].root
+    assert isinstance(fallback, Fallback) and fallback.on_status_codes is None
+    assert [t.model for t in iter_targets(fallback)] == [None, "claude-1"]
+
+    assert config.routes["fallback-429"].root.on_status_codes == frozenset({429})  # type: ignore[union-attr]
+
+    lb = config.routes["loadbalance"].root
+    assert isinstance(lb, LoadBalance)
+    assert [c.weight for c in lb.children] == [0.75, 0.25]
+
+    combo = config.routes["combination"].root
+    assert isinstance(combo, Fallback) and isinstance(combo.children[1], LoadBalance)
+    names = [t.name for t in iter_targets(combo)]
+    assert names == ["combination.targets[0]", "combination.targets[1].targets[0]", "combination.targets[1].targets[1]"]
+
+
+def test_issue_example_with_inheritance_and_env() -> None:
+    config = load(
+        """
+        server: {host: 127.0.0.1, port: 9000, maxBodyBytes: 1000}
+        auth:
+          keys:
+            - {name: team-a, key: "${TEAM_A_KEY}"}
+            - {name: team-b, keySha256: "%s"}
+        defaultRoute: fast
+        routes:
+          fast:
+            provider: openai
+            apiKey: "${OPENAI_API_KEY}"
+            overrideParams: {model: gpt-4o-mini}
+          smart:
+            strategy: {mode: fallback, onStatusCodes: [429, 500, 502, 503, 504]}
+            overrideParams: {temperature: 0.5, top_p: 0.9}
+            timeout: 45
+            retry: {attempts: 1}
+            targets:
+              - name: primary
+                provider: openai
+                apiKey: "${OPENAI_API_KEY}"
+                overrideParams: {model: gpt-4o, temperature: 0.2}
+                retry: {attempts: 2, onStatusCodes: [429, 503]}
+                timeout: 30
+              - strategy: {mode: loadbalance}
+                targets:
+                  - {provider: openai, baseUrl: "http://vllm-a:8000/v1", apiKey: "", weight: 0.75}
+                  - {provider: openai, baseUrl: "http://vllm-b:8000/v1/", apiKey: "", weight: 0.25}
+        """
+        % hashlib.sha256(b"b-secret").hexdigest()
+    )
+    assert config.server.port == 9000 and config.server.max_body_bytes == 1000
+    assert [k.name for k in config.api_keys] == ["team-a", "team-b"]
+    assert config.api_keys[0].sha256 == hashlib.sha256(b"team-a-secret").digest()
+    assert config.default_route == "fast"
+    primary, vllm_a, vllm_b = iter_targets(config.routes["smart"].root)
+    assert primary.api_key == "sk-env"
+    assert dict(primary.override_params) == {"model": "gpt-4o", "temperature": 0.2, "top_p": 0.9}
+    assert primary.timeout == 30 and primary.retry.attempts == 2
+    assert primary.retry.on_status_codes == frozenset({429, 503})
+    assert dict(vllm_a.override_params) == {"temperature": 0.5, "top_p": 0.9}
+    assert vllm_a.timeout == 45 and vllm_a.retry.attempts == 1  # inherited from the root node
+    assert vllm_a.api_key == "" and vllm_b.base_url == "http://vllm-b:8000/v1"
+    assert vllm_a.name == "smart.targets[1].targets[0]"
+
+
+def test_minimal_benchmark_config_loads() -> None:
+    config = load(
+        """
+        routes:
+          mock-1:
+            provider: openai
+            baseUrl: http://127.0.0.1:18080/v1
+            apiKey: sk-bench
+        """
+    )
+    target = config.routes["mock-1"].root
+    assert isinstance(target, Target) and target.base_url == "http://127.0.0.1:18080/v1"
+    assert target.timeout == 600 and target.stream_idle_timeout == 120 and target.retry.attempts == 0
+
+
+def test_shipped_configs_load() -> None:
+    config = load_config("configs/gateway.yaml")
+    assert all(t.provider == "mock" for r in config.routes.values() for t in iter_targets(r.root))
+
+
+def test_portkey_snake_case_aliases_load_unchanged() -> None:
+    config = load(
+        """
+        routes:
+          pk:
+            strategy: {mode: fallback, on_status_codes: [429]}
+            targets:
+              - provider: openai
+                api_key: sk-one
+                override_params: {model: gpt-4o, max_tokens: 10}
+                retry: {attempts: 2, on_status_codes: [503]}
+              - provider: openai
+                api_key: sk-two
+                base_url: http://other:9000/v1
+        """
+    )
+    first, second = iter_targets(config.routes["pk"].root)
+    assert first.api_key == "sk-one" and dict(first.override_params) == {"model": "gpt-4o", "max_tokens": 10}
+    assert first.retry.on_status_codes == frozenset({503})
+    assert second.base_url == "http://other:9000/v1"
+
+
+def test_env_default_and_numbers_from_env() -> None:
+    config = load(
+        """
+        server: {port: "${PORT:-8181}"}
+        routes:
+          r: {provider: openai, apiKey: "${MISSING_KEY:-}", baseUrl: "${BASE:-http://h:1/v1}"}
+        """,
+        env={},
+    )
+    assert config.server.port == 8181
+    target = config.routes["r"].root
+    assert isinstance(target, Target) and target.api_key == "" and target.base_url == "http://h:1/v1"
+
+
+def test_single_mode_uses_first_target_node() -> None:
+    config = load(
+        """
+        routes:
+          s:
+            strategy: {mode: single}
+            targets: [{provider: mock, name: a}, {provider: mock, name: b}]
+        """
+    )
+    assert isinstance(config.routes["s"].root, Single)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            "routes: {r: {strategy: {mode: fallback}, targets: []}}",
+            "routes.r.targets: must be a non-empty list, got an empty list",
+        ),
+        (
+            "routes: {r: {strategy: {mode: roundrobin}, targets: [{provider: mock}]}}",
+            "routes.r.strategy.mode: must be one of single, fallback, loadbalance, got 'roundrobin'",
+        ),
+        (
+            "routes: {r: {strategy: {mode: loadbalance}, targets: [{provider: mock, weight: 0}, {provider: mock, weight: 0}]}}",
+            "routes.r.targets: a loadbalance needs at least one target with weight > 0",
+        ),
+        (
+            """
+            routes:
+              smart:
+                strategy: {mode: loadbalance}
+                targets: [{provider: mock}, {provider: mock, weight: -1}]
+            """,
+            "routes.smart.targets[1].weight: must be >= 0, got -1",
+        ),
+        (
+            "routes: {r: {strategy: {mode: fallback, onStatusCodes: [429, 600]}, targets: [{provider: mock}]}}",
+            "routes.r.strategy.onStatusCodes[1]: must be a status code between 100 and 599, got 600",
+        ),
+        (
+            "routes: {r: {provider: mock, retry: {attempts: 1, onStatusCodes: [99]}}}",
+            "routes.r.retry.onStatusCodes[0]: must be a status code between 100 and 599, got 99",
+        ),
+        (
+            "routes: {r: {strategy: {mode: fallback}, targets: [{provider: mock, name: a}, {provider: mock, name: a}]}}",
+            "routes.r.targets[1].name: duplicate target name 'a' (also at routes.r.targets[0])",
+        ),
+        (
+            "defaultRoute: nope\nroutes: {r: {provider: mock}}",
+            "defaultRoute: no route named 'nope' (routes: r)",
+        ),
+        (
+            "routes: {r: {provider: mock, wieght: 2}}",
+            "routes.r.wieght: unknown key",
+        ),
+        (
+            "routes: {r: {provider: anthropic-ish}}",
+            "routes.r.provider: must be one of openai, mock, got 'anthropic-ish'",
+        ),
+        (
+            "routes: {r: {provider: openai, apiKey: '${NOT_SET_ANYWHERE}'}}",
+            "routes.r.apiKey: environment variable NOT_SET_ANYWHERE is not set",
+        ),
+        (
+            "routes: {r: {provider: mock, timeout: fast}}",
+            "routes.r.timeout: must be a number, got 'fast'",
+        ),
+        (
+            "routes: {r: {provider: openai, baseUrl: 'ftp://x'}}",
+            "routes.r.baseUrl: must be an http(s) URL, got 'ftp://x'",
+        ),
+        (
+            "routes: {r: {targets: [{provider: mock}]}}",
+            "routes.r.strategy: is required when targets is given",
+        ),
+        ("server: {port: 70000}\nroutes: {r: {provider: mock}}", "server.port: must be between 0 and 65535, got 70000"),
+        ("auth: {keys: [{name: a}]}\nroutes: {r: {provider: mock}}", "auth.keys[0]: needs exactly one of key or keySha256"),
+        ("routes: {}", "routes: must be a mapping with at least one route"),
+        ("routes: {r: {provider: mock, api_key: a, apiKey: b}}", "routes.r.apiKey: given twice"),
+    ],
+)
+def test_rejections_name_the_path(text: str, message: str) -> None:
+    errors = errors_of(text)
+    assert any(e.startswith(message) for e in errors), errors
+
+
+def test_every_error_is_reported_at_once() -> None:
+    errors = errors_of(
+        """
+        defaultRoute: missing
+        routes:
+          a: {provider: mock, weight: -2, timeout: 0}
+          b: {strategy: {mode: nope}, targets: [{provider: mock, bogus: 1}]}
+        """
+    )
+    assert len(errors) == 5, errors
+
+
+def test_invalid_yaml_and_top_level() -> None:
+    assert errors_of("routes: [")[0].startswith("invalid YAML")
+    assert errors_of("- a\n- b") == ["top level: must be a mapping, got a list"]
