@@ -11,7 +11,17 @@ import sys
 from collections.abc import Iterator, Sequence
 from types import FrameType
 
-from gateway.config import Config, ConfigError, Fallback, LoadBalance, Node, Route, Single, Target, load_config
+from gateway.config import (
+    Config,
+    ConfigError,
+    Fallback,
+    LoadBalance,
+    Node,
+    Route,
+    Single,
+    Target,
+    load_config,
+)
 
 DEFAULT_CONFIG = "configs/gateway.yaml"
 log = logging.getLogger("gateway")

@@ -8,6 +8,7 @@ are resolved here, once, so nothing on the request path merges settings.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -300,10 +301,8 @@ class _Section:
         if value is _MISSING or value is None:
             return None
         if isinstance(value, _Interpolated):
-            try:
+            with contextlib.suppress(yaml.YAMLError):
                 value = yaml.safe_load(value)
-            except yaml.YAMLError:
-                pass
         wanted = "an integer" if kind is int else "a number"
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             self.error(key, f"must be {wanted}, got {_kind(value)}")

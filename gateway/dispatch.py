@@ -258,5 +258,5 @@ def _wait(policy: RetryPolicy, state: RetryCallState, rng: Random) -> float:
     tried = state.outcome.result() if state.outcome is not None else None
     if tried is not None and tried.retry_after is not None:
         return float(tried.retry_after)
-    ceiling = min(policy.max_backoff_seconds, policy.backoff_seconds * 2 ** (state.attempt_number - 1))
+    ceiling = min(policy.max_backoff_seconds, policy.backoff_seconds * 2.0 ** (state.attempt_number - 1))
     return rng.random() * ceiling  # full jitter

@@ -93,7 +93,7 @@ def test_issue_example_with_inheritance_and_env() -> None:
         auth:
           keys:
             - {name: team-a, key: "${TEAM_A_KEY}"}
-            - {name: team-b, keySha256: "%s"}
+            - {name: team-b, keySha256: "DIGEST"}
         defaultRoute: fast
         routes:
           fast:
@@ -116,8 +116,7 @@ def test_issue_example_with_inheritance_and_env() -> None:
                 targets:
                   - {provider: openai, baseUrl: "http://vllm-a:8000/v1", apiKey: "", weight: 0.75}
                   - {provider: openai, baseUrl: "http://vllm-b:8000/v1/", apiKey: "", weight: 0.25}
-        """
-        % hashlib.sha256(b"b-secret").hexdigest()
+        """.replace("DIGEST", hashlib.sha256(b"b-secret").hexdigest())
     )
     assert config.server.port == 9000 and config.server.max_body_bytes == 1000
     assert [k.name for k in config.api_keys] == ["team-a", "team-b"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
 import orjson
@@ -97,7 +97,7 @@ class MockProvider:
             return failed
         return _MockEvents(self._events(call))
 
-    async def _events(self, call: Call) -> AsyncIterator[bytes]:
+    async def _events(self, call: Call) -> AsyncGenerator[bytes, None]:
         answer = self._answer(call)
         options = call.target.mock
         include_usage = bool((call.payload.get("stream_options") or {}).get("include_usage"))
@@ -124,7 +124,8 @@ class MockProvider:
 def _embeddings(payload: dict[str, Any], model: str) -> dict[str, Any]:
     inputs = payload.get("input")
     items = inputs if isinstance(inputs, list) else [inputs]
-    size = payload.get("dimensions") if isinstance(payload.get("dimensions"), int) else 16
+    dimensions = payload.get("dimensions")
+    size = dimensions if isinstance(dimensions, int) and 0 < dimensions <= 4096 else 16
     data = []
     for index, item in enumerate(items):
         digest = hashlib.sha256(orjson.dumps(item)).digest()
@@ -135,11 +136,10 @@ def _embeddings(payload: dict[str, Any], model: str) -> dict[str, Any]:
 
 
 class _MockEvents:
-    status = 200
-    headers: dict[str, str] = {}  # noqa: RUF012 - never mutated
-
-    def __init__(self, chunks: AsyncIterator[bytes]) -> None:
+    def __init__(self, chunks: AsyncGenerator[bytes, None]) -> None:
         self._chunks = chunks
+        self.status = 200
+        self.headers: Mapping[str, str] = {}
 
     async def next_event(self) -> Event | None:
         try:
@@ -149,4 +149,4 @@ class _MockEvents:
         return parse_event(raw[:-2])
 
     async def close(self) -> None:
-        await self._chunks.aclose()  # type: ignore[attr-defined]
+        await self._chunks.aclose()

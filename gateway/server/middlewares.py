@@ -10,7 +10,7 @@ import uuid
 from collections.abc import Sequence
 
 from aiohttp import web
-from aiohttp.typedefs import Handler
+from aiohttp.typedefs import Handler, Middleware
 
 from gateway.config import ApiKey
 from gateway.errors import (
@@ -86,7 +86,7 @@ async def errors_middleware(request: web.Request, handler: Handler) -> web.Strea
     return response
 
 
-def auth_middleware(keys: Sequence[ApiKey]) -> web._Middleware:
+def auth_middleware(keys: Sequence[ApiKey]) -> Middleware:
     """Require `Authorization: Bearer <gateway key>` on /v1; the key's name becomes the tenant."""
 
     @web.middleware

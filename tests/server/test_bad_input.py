@@ -1,0 +1,130 @@
+"""Every client mistake gets an OpenAI-shaped error with the right 4xx status, never a 500."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import aiohttp
+import openai
+import pytest
+from multidict import CIMultiDict
+
+from tests.conftest import GATEWAY_KEY, Gateway
+
+CONFIG = f"""
+server: {{maxBodyBytes: 2000}}
+auth: {{keys: [{{name: team-a, key: {GATEWAY_KEY}}}]}}
+routes: {{m: {{provider: mock}}}}
+"""
+AUTH = {"Authorization": f"Bearer {GATEWAY_KEY}"}
+
+
+async def call(client: openai.AsyncOpenAI, method: str, path: str, **kwargs: Any) -> tuple[int, CIMultiDict[str], Any]:
+    base = str(client.base_url).rstrip("/").removesuffix("/v1")
+    async with aiohttp.ClientSession() as session, session.request(method, base + path, **kwargs) as response:
+        return response.status, CIMultiDict(response.headers), await response.json(content_type=None)
+
+
+def assert_error(body: Any, *, param: str | None = None, code: str | None = None) -> None:
+    assert set(body) == {"error"} and set(body["error"]) == {"message", "type", "param", "code"}
+    assert body["error"]["message"]
+    if param is not None:
+        assert body["error"]["param"] == param
+    if code is not None:
+        assert body["error"]["code"] == code
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "param", "code"),
+    [
+        (b"{not json", 400, None, "invalid_json"),
+        (b"", 400, None, "invalid_json"),
+        (b"[1, 2]", 400, None, "invalid_json"),
+        (b'"text"', 400, None, "invalid_json"),
+        (b'{"model": "m"}', 400, "messages", "missing_required_parameter"),
+        (b'{"model": "m", "messages": []}', 400, "messages", "invalid_type"),
+        (b'{"model": "m", "messages": "hi"}', 400, "messages", "invalid_type"),
+        (b'{"model": "m", "messages": ["hi"]}', 400, "messages[0]", "invalid_type"),
+        (b'{"model": "m", "messages": [{"content": "hi"}]}', 400, "messages[0].role", "invalid_type"),
+        (b'{"model": "m", "messages": [{"role": "user", "content": 5}]}', 400, "messages[0].content", "invalid_type"),
+        (b'{"messages": [{"role": "user", "content": "hi"}]}', 400, "model", "invalid_type"),
+        (b'{"model": 3, "messages": [{"role": "user", "content": "hi"}]}', 400, "model", "invalid_type"),
+        (b'{"model": "m", "stream": "yes", "messages": [{"role": "user", "content": "hi"}]}', 400, "stream", "invalid_type"),
+        (b'{"model": "nope", "messages": [{"role": "user", "content": "hi"}]}', 404, "model", "model_not_found"),
+        (b'{"model": "m", "messages": [{"role": "user", "content": "' + b"x" * 3000 + b'"}]}', 413, None, "request_too_large"),
+    ],
+    ids=lambda value: value[:40].decode() if isinstance(value, bytes) else None,
+)
+async def test_chat_bad_bodies(gateway: Gateway, body: bytes, status: int, param: str | None, code: str) -> None:
+    client = await gateway(CONFIG)
+    got, headers, payload = await call(client, "POST", "/v1/chat/completions", data=body, headers=AUTH)
+    assert got == status, payload
+    assert_error(payload, param=param, code=code)
+    assert headers["x-request-id"]
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "param"),
+    [
+        ("/v1/embeddings", b'{"model": "m"}', "input"),
+        ("/v1/embeddings", b'{"model": "m", "input": 5}', "input"),
+        ("/v1/completions", b'{"model": "m", "prompt": {"a": 1}}', "prompt"),
+        ("/v1/completions", b"nope", None),
+    ],
+)
+async def test_other_endpoints_bad_bodies(gateway: Gateway, path: str, body: bytes, param: str | None) -> None:
+    client = await gateway(CONFIG)
+    status, _, payload = await call(client, "POST", path, data=body, headers=AUTH)
+    assert status == 400
+    assert_error(payload, param=param)
+
+
+async def test_unknown_path_and_wrong_method(gateway: Gateway) -> None:
+    client = await gateway(CONFIG)
+    status, _, payload = await call(client, "GET", "/v1/nothing-here", headers=AUTH)
+    assert status == 404
+    assert_error(payload, code="not_found")
+    status, headers, payload = await call(client, "GET", "/v1/chat/completions", headers=AUTH)
+    assert status == 405 and headers["Allow"] == "POST"
+    assert_error(payload, code="method_not_allowed")
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [{}, {"Authorization": "Bearer wrong"}, {"Authorization": GATEWAY_KEY}, {"Authorization": "Basic abc"}],
+    ids=["missing", "wrong-key", "no-scheme", "basic"],
+)
+async def test_auth_rejections(gateway: Gateway, headers: dict[str, str]) -> None:
+    client = await gateway(CONFIG)
+    status, _, payload = await call(client, "POST", "/v1/chat/completions", json={"model": "m"}, headers=headers)
+    assert status == 401
+    assert_error(payload, code="invalid_api_key")
+
+
+async def test_sdk_with_wrong_key_gets_authentication_error(gateway: Gateway) -> None:
+    client = await gateway(CONFIG, default_headers={"Authorization": "Bearer nope"})
+    with pytest.raises(openai.AuthenticationError):
+        await client.models.list()
+
+
+async def test_key_given_as_sha256(gateway: Gateway) -> None:
+    import hashlib
+
+    digest = hashlib.sha256(GATEWAY_KEY.encode()).hexdigest()
+    client = await gateway(f"auth: {{keys: [{{name: t, keySha256: {digest}}}]}}\nroutes: {{m: {{provider: mock}}}}")
+    assert [m.id for m in (await client.models.list()).data] == ["m"]
+
+
+async def test_bad_request_id_header(gateway: Gateway) -> None:
+    client = await gateway(CONFIG)
+    status, headers, payload = await call(client, "GET", "/v1/models", headers={**AUTH, "x-request-id": "a" * 300})
+    assert status == 400
+    assert_error(payload, param="x-request-id")
+    assert headers["x-request-id"] != "a" * 300
+
+
+async def test_health_endpoints_need_no_key(gateway: Gateway) -> None:
+    client = await gateway(CONFIG)
+    assert (await call(client, "GET", "/healthz"))[:1] == (200,)
+    status, _, payload = await call(client, "GET", "/readyz")
+    assert status == 200 and payload == {"status": "ready"}
