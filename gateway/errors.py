@@ -13,8 +13,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -88,8 +87,7 @@ class ConflictError(GatewayError):
     code = "conflict"
 
 
-@dataclass(frozen=True, slots=True)
-class Attempt:
+class Attempt(NamedTuple):
     """One upstream call as the client's error message reports it."""
 
     target: str

@@ -7,8 +7,7 @@ its return value is the outcome the whole tree settles on. The dispatcher does t
 from __future__ import annotations
 
 from collections.abc import Generator, Sequence
-from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from gateway.config import Fallback, LoadBalance, Node, Single, Target
 
@@ -17,8 +16,7 @@ class Random(Protocol):
     def random(self) -> float: ...
 
 
-@dataclass(frozen=True, slots=True)
-class Outcome:
+class Outcome(NamedTuple):
     """What one attempt came to. Transport failures carry 502 (connection) or 504 (timeout)."""
 
     status: int

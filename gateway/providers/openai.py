@@ -18,11 +18,12 @@ _RELAYED = ("retry-after", "retry-after-ms")
 
 def relayed_headers(headers: CIMultiDictProxy[str]) -> dict[str, str]:
     """The upstream headers a client should see: rate-limit state and Retry-After."""
-    return {
-        key.lower(): value
-        for key, value in headers.items()
-        if key.lower().startswith("x-ratelimit-") or key.lower() in _RELAYED
-    }
+    relayed = {}
+    for key, value in headers.items():
+        lower = key.lower()
+        if lower.startswith("x-ratelimit-") or lower in _RELAYED:
+            relayed[lower] = value
+    return relayed
 
 
 @contextmanager

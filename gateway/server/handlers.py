@@ -52,8 +52,8 @@ async def _proxy(request: web.Request, endpoint: str, payload: dict[str, Any], r
     result = await request.app[DISPATCHER].dispatch(route, Request(endpoint, payload, raw, stream))
     headers = gateway_headers(request, route, result)
     if result.reply is not None:
-        reply = result.reply
-        return web.Response(body=reply.body, status=reply.status, content_type=reply.content_type, headers=headers)
+        headers["Content-Type"] = result.reply.content_type
+        return web.Response(body=result.reply.body, status=result.reply.status, headers=headers)
     response, _ = await relay_stream(request, result, headers)
     return response
 

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Throughput, added latency and CPU per request of the gateway, against calling the upstream
+# directly (and against ../shared/bench/floor_aiohttp.py, the least an aiohttp proxy can do,
+# when it is there). Needs nginx with the echo module and wrk:
+#   apt-get install -y nginx-light libnginx-mod-http-echo wrk
+# The proxy under test gets CPU 0; nginx and wrk share CPU 1. Env: DURATION (8s), CONNS (32).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+run=$(mktemp -d /tmp/gateway-bench.XXXX)
+duration=${DURATION:-8s}
+conns=${CONNS:-32}
+floor=${FLOOR:-$here/../../shared/bench/floor_aiohttp.py}
+port=18090
+server=""
+
+stop_server() { if [ -n "$server" ]; then kill "$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true; server=""; fi; }
+cleanup() {
+  stop_server
+  [ -f "$run/nginx.pid" ] && kill "$(cat "$run/nginx.pid")" 2>/dev/null || true
+}
+trap cleanup EXIT
+
+start_server() {  # command...
+  taskset -c 0 "$@" >"$run/server.log" 2>&1 &
+  server=$!
+  for _ in $(seq 150); do
+    curl -s -o /dev/null -X POST "http://127.0.0.1:$port/v1/chat/completions" && return 0
+    sleep 0.1
+  done
+  echo "server did not start:" >&2; cat "$run/server.log" >&2; exit 1
+}
+
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+
+bench() {  # name path connections [env...]: one wrk run; prints rps, p50, and server CPU per request
+  local name=$1 path=$2 c=$3; shift 3
+  local before after out
+  before=$(cpu_ticks "$server")
+  out=$(env "$@" taskset -c 1 wrk -t1 -c"$c" -d"$duration" -s "$here/chat.lua" "http://127.0.0.1:$port$path")
+  after=$(cpu_ticks "$server")
+  echo "$out" | awk -v n="$name" -v t=$((after - before)) -v hz="$(getconf CLK_TCK)" '
+    /requests in/ {reqs = $1}
+    /^RESULT/ {line = $0}
+    END {sub(/^RESULT /, "", line); printf "%-28s %s cpu_us_per_req=%.0f\n", n, line, t / hz / reqs * 1e6}'
+}
+
+mkdir -p /tmp/gateway-bench-nginx
+taskset -c 1 nginx -p "$run" -c "$here/upstream.nginx.conf" -g "pid $run/nginx.pid; error_log $run/error.log;"
+
+echo "# direct to the upstream (nginx)"
+for c in 1 "$conns"; do
+  taskset -c 1 wrk -t1 -c"$c" -d"$duration" -s "$here/chat.lua" http://127.0.0.1:18080/v1/chat/completions |
+    awk -v n="direct-c$c" '/^RESULT/{sub(/^RESULT /, ""); printf "%-28s %s\n", n, $0}'
+done
+
+if [ -f "$floor" ]; then
+  echo "# the Python floor: $floor"
+  start_server python "$floor" "$port" http://127.0.0.1:18080/v1 --uvloop
+  bench warmup /v1/chat/completions 8 >/dev/null
+  bench floor-c1 /v1/chat/completions 1
+  bench "floor-c$conns" /v1/chat/completions "$conns"
+  stop_server
+fi
+
+echo "# the gateway: ${CONFIG:-$here/gateway.yaml}"
+start_server python -m gateway serve --config "${CONFIG:-$here/gateway.yaml}" --host 127.0.0.1 --port "$port"
+bench warmup /v1/chat/completions 8 >/dev/null
+bench gateway-c1 /v1/chat/completions 1
+bench "gateway-c$conns" /v1/chat/completions "$conns"
+bench "gateway-stream-c$conns" /v1/chat/completions "$conns" MODEL=mock-stream BODY_STREAM=1
+if [ -n "${MEMORY_HDRS:-}" ]; then
+  bench "gateway-memory-c$conns" /v1/chat/completions "$conns" HDRS="$MEMORY_HDRS"
+fi
