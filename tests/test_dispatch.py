@@ -1,0 +1,62 @@
+"""Dispatch pieces that need no socket: body preparation, Retry-After parsing, backoff."""
+
+from __future__ import annotations
+
+import email.utils
+import random
+from types import MappingProxyType
+
+import pytest
+from tenacity import RetryCallState
+
+from gateway.config import RetryPolicy, Target
+from gateway.dispatch import Dispatcher, Request, _wait, retry_after_seconds
+
+
+def target(**override: object) -> Target:
+    return Target(name="t", provider="mock", base_url="", api_key="", override_params=MappingProxyType(dict(override)))
+
+
+def test_unchanged_body_passes_the_clients_bytes_through() -> None:
+    raw = b'{"model": "m", "messages": []}'
+    call = Dispatcher._call_for(target(), Request("chat/completions", {"model": "m", "messages": []}, raw))
+    assert call.body is raw
+
+
+def test_override_params_win_over_the_body_and_reserialize() -> None:
+    request = Request("chat/completions", {"model": "m", "temperature": 1, "top_p": 0.5}, b"{}")
+    call = Dispatcher._call_for(target(model="real", temperature=0.1), request)
+    assert call.payload == {"model": "real", "temperature": 0.1, "top_p": 0.5}
+    assert call.body == b'{"model":"real","temperature":0.1,"top_p":0.5}'
+    assert request.payload["model"] == "m"  # the client's payload is left alone for the next target
+
+
+@pytest.mark.parametrize(
+    ("headers", "expected"),
+    [
+        ({}, None),
+        ({"retry-after": "3"}, 3.0),
+        ({"retry-after": "1.5"}, 1.5),
+        ({"retry-after-ms": "250", "retry-after": "9"}, 0.25),
+        ({"retry-after": "soon"}, None),
+        ({"retry-after": "-4"}, 0.0),
+    ],
+)
+def test_retry_after_parsing(headers: dict[str, str], expected: float | None) -> None:
+    assert retry_after_seconds(headers) == expected
+
+
+def test_retry_after_http_date() -> None:
+    date = email.utils.formatdate(1_000_030, usegmt=True)
+    assert retry_after_seconds({"retry-after": date}, now=1_000_000) == pytest.approx(30)
+
+
+def test_backoff_is_full_jitter_under_an_exponential_cap() -> None:
+    policy = RetryPolicy(attempts=5, backoff_seconds=0.5, max_backoff_seconds=3)
+    rng = random.Random(0)
+    for attempt, cap in [(1, 0.5), (2, 1.0), (3, 2.0), (4, 3.0), (5, 3.0)]:
+        state = RetryCallState(retry_object=None, fn=None, args=(), kwargs={})  # type: ignore[arg-type]
+        state.attempt_number = attempt
+        waits = [_wait(policy, state, rng) for _ in range(200)]
+        assert 0 <= min(waits) and max(waits) <= cap
+        assert max(waits) > cap * 0.8  # the whole range is used, not a fixed delay
