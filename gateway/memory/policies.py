@@ -56,7 +56,9 @@ def normalize(message: Mapping[str, Any]) -> Message:
 def _normalize_call(call: Any) -> Any:
     if not isinstance(call, dict):
         return call
-    function = call.get("function") if isinstance(call.get("function"), dict) else {}
+    function = call.get("function")
+    if not isinstance(function, dict):
+        function = {}
     return {
         "id": call.get("id"),
         "type": call.get("type", "function"),
@@ -124,7 +126,7 @@ def _groups(messages: Sequence[Message]) -> list[list[int]]:
     never forwarded.
     """
     groups: list[list[int]] = []
-    open_calls: set[str] = set()
+    open_calls: set[Any] = set()
     for index, message in enumerate(messages):
         if message.get("role") == "tool":
             if message.get("tool_call_id") in open_calls and groups:

@@ -1,0 +1,203 @@
+"""The embedded default store: SQLite in WAL mode, on one worker thread so the loop never blocks."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractAsyncContextManager
+from pathlib import Path
+from typing import TypeVar
+
+import orjson
+
+from gateway.memory.policies import Entry, Message
+from gateway.memory.store import Conversation, Key, KeyLocks, dump_entry, load_entry
+
+T = TypeVar("T")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS conversations (
+    tenant TEXT NOT NULL,
+    memory_id TEXT NOT NULL,
+    system TEXT NOT NULL,
+    updated_at REAL NOT NULL,
+    PRIMARY KEY (tenant, memory_id)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS conversations_updated ON conversations (updated_at);
+CREATE TABLE IF NOT EXISTS messages (
+    tenant TEXT NOT NULL,
+    memory_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    role TEXT NOT NULL,
+    body BLOB NOT NULL,
+    PRIMARY KEY (tenant, memory_id, seq)
+) WITHOUT ROWID;
+"""
+_PURGE_EVERY = 600.0
+
+
+class SQLiteStore:
+    """Survives restarts; every statement runs on a single dedicated thread."""
+
+    def __init__(
+        self,
+        path: str,
+        *,
+        ttl_seconds: float,
+        max_messages: int,
+        lock_timeout: float,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._path = path
+        self._ttl = ttl_seconds
+        self._cap = max_messages
+        self._clock = clock
+        self._locks = KeyLocks(lock_timeout)
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gateway-sqlite")
+        self._db: sqlite3.Connection | None = None
+        self._purged_at = 0.0
+
+    async def _run(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._executor, self._with_db, work)
+
+    def _with_db(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        if self._db is None:  # opened lazily, so a gateway that never uses memory creates no file
+            Path(self._path).parent.mkdir(parents=True, exist_ok=True)
+            db = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.execute("PRAGMA busy_timeout=10000")
+            db.executescript(_SCHEMA)
+            self._db = db
+        now = self._clock()
+        if now - self._purged_at > _PURGE_EVERY:
+            self._purged_at = now
+            self._purge(self._db, now)
+        return work(self._db)
+
+    def _purge(self, db: sqlite3.Connection, now: float) -> None:
+        cutoff = now - self._ttl
+        with _transaction(db):
+            db.execute(
+                "DELETE FROM messages WHERE (tenant, memory_id) IN "
+                "(SELECT tenant, memory_id FROM conversations WHERE updated_at < ?)",
+                (cutoff,),
+            )
+            db.execute("DELETE FROM conversations WHERE updated_at < ?", (cutoff,))
+
+    def _live(self, db: sqlite3.Connection, key: Key) -> tuple[str, float] | None:
+        row = db.execute(
+            "SELECT system, updated_at FROM conversations WHERE tenant = ? AND memory_id = ?", key
+        ).fetchone()
+        if row is None:
+            return None
+        if self._clock() - row[1] > self._ttl:
+            self._delete(db, key)
+            return None
+        return row[0], row[1]
+
+    async def load(self, key: Key) -> Conversation | None:
+        def work(db: sqlite3.Connection) -> Conversation | None:
+            found = self._live(db, key)
+            if found is None:
+                return None
+            rows = db.execute(
+                "SELECT body FROM messages WHERE tenant = ? AND memory_id = ? ORDER BY seq", key
+            ).fetchall()
+            return Conversation(orjson.loads(found[0]), [load_entry(r[0]) for r in rows], found[1])
+
+        return await self._run(work)
+
+    async def append(self, key: Key, entries: Sequence[Entry], *, system: Sequence[Message] | None) -> None:
+        bodies = [(entry.message.get("role") or "", dump_entry(entry)) for entry in entries]
+        system_json = orjson.dumps(list(system)).decode() if system is not None else None
+
+        def work(db: sqlite3.Connection) -> None:
+            now = self._clock()
+            with _transaction(db):
+                existing = self._live(db, key)
+                stored_system = system_json if system_json is not None else (existing[0] if existing else "[]")
+                db.execute(
+                    "INSERT INTO conversations (tenant, memory_id, system, updated_at) VALUES (?, ?, ?, ?) "
+                    "ON CONFLICT (tenant, memory_id) DO UPDATE SET system = excluded.system, "
+                    "updated_at = excluded.updated_at",
+                    (*key, stored_system, now),
+                )
+                (last,) = db.execute(
+                    "SELECT COALESCE(MAX(seq), 0) FROM messages WHERE tenant = ? AND memory_id = ?", key
+                ).fetchone()
+                db.executemany(
+                    "INSERT INTO messages (tenant, memory_id, seq, role, body) VALUES (?, ?, ?, ?, ?)",
+                    [(*key, last + i + 1, role, body) for i, (role, body) in enumerate(bodies)],
+                )
+                db.execute(
+                    "DELETE FROM messages WHERE tenant = ? AND memory_id = ? AND seq <= ?",
+                    (*key, last + len(bodies) - self._cap),
+                )
+
+        await self._run(work)
+
+    @staticmethod
+    def _delete(db: sqlite3.Connection, key: Key) -> bool:
+        with _transaction(db):
+            db.execute("DELETE FROM messages WHERE tenant = ? AND memory_id = ?", key)
+            return db.execute("DELETE FROM conversations WHERE tenant = ? AND memory_id = ?", key).rowcount > 0
+
+    async def delete(self, key: Key) -> bool:
+        def work(db: sqlite3.Connection) -> bool:
+            return self._live(db, key) is not None and self._delete(db, key)
+
+        return await self._run(work)
+
+    async def undo(self, key: Key) -> bool:
+        def work(db: sqlite3.Connection) -> bool:
+            with _transaction(db):
+                if self._live(db, key) is None:
+                    return False
+                first, last_user = db.execute(
+                    "SELECT MIN(seq), MAX(CASE WHEN role = 'user' THEN seq END) FROM messages "
+                    "WHERE tenant = ? AND memory_id = ?",
+                    key,
+                ).fetchone()
+                if first is None:
+                    return False
+                start = last_user if last_user is not None else first
+                db.execute("DELETE FROM messages WHERE tenant = ? AND memory_id = ? AND seq >= ?", (*key, start))
+                db.execute(
+                    "UPDATE conversations SET updated_at = ? WHERE tenant = ? AND memory_id = ?", (self._clock(), *key)
+                )
+                return True
+
+        return await self._run(work)
+
+    def lock(self, key: Key) -> AbstractAsyncContextManager[None]:
+        return self._locks.hold(key)
+
+    async def close(self) -> None:
+        def work() -> None:
+            if self._db is not None:
+                self._db.close()
+                self._db = None
+
+        await asyncio.get_running_loop().run_in_executor(self._executor, work)
+        self._executor.shutdown(wait=True)
+
+
+class _transaction:
+    """BEGIN IMMEDIATE ... COMMIT (ROLLBACK on error) on an autocommit connection; re-entrant."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self._db = db
+        self._outer = False
+
+    def __enter__(self) -> None:
+        if not self._db.in_transaction:
+            self._db.execute("BEGIN IMMEDIATE")
+            self._outer = True
+
+    def __exit__(self, kind: object, value: object, traceback: object) -> None:
+        if self._outer:
+            self._db.execute("COMMIT" if kind is None else "ROLLBACK")

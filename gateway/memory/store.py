@@ -1,0 +1,162 @@
+"""The MemoryStore protocol, per-conversation locks, and the in-process store.
+
+A conversation is keyed by (tenant, memoryId). Stores keep the system messages and up to
+`maxStoredMessages` history entries, forget a conversation untouched for `ttlSeconds`, and
+append a whole turn atomically. Trimming happens on read, in `policies`, never here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import orjson
+
+from gateway.memory.policies import Entry, Message
+
+Key = tuple[str, str]  # (tenant, memoryId)
+
+
+class LockTimeout(Exception):
+    """Another request held the conversation for longer than the lock timeout."""
+
+
+@dataclass(frozen=True, slots=True)
+class Conversation:
+    system: list[Message]
+    entries: list[Entry]
+    updated_at: float
+
+    @property
+    def messages(self) -> list[Message]:
+        return [entry.message for entry in self.entries]
+
+
+class MemoryStore(Protocol):
+    async def load(self, key: Key) -> Conversation | None:
+        """The stored conversation, or None when there is none (or it expired)."""
+        ...
+
+    async def append(self, key: Key, entries: Sequence[Entry], *, system: Sequence[Message] | None) -> None:
+        """Append one turn atomically; `system` replaces the stored system messages unless None."""
+        ...
+
+    async def delete(self, key: Key) -> bool: ...
+
+    async def undo(self, key: Key) -> bool:
+        """Remove the last turn (the last user message and everything after); False if empty."""
+        ...
+
+    def lock(self, key: Key) -> AbstractAsyncContextManager[None]:
+        """Hold the conversation; raises LockTimeout after the configured wait."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+def last_turn_start(entries: Sequence[Entry]) -> int:
+    """Index of the last user message (0 when there is none: the whole history is one turn)."""
+    for index in range(len(entries) - 1, -1, -1):
+        if entries[index].message.get("role") == "user":
+            return index
+    return 0
+
+
+def dump_entry(entry: Entry) -> bytes:
+    return orjson.dumps({"m": entry.message, "t": entry.tokens})
+
+
+def load_entry(raw: bytes | str) -> Entry:
+    data: dict[str, Any] = orjson.loads(raw)
+    return Entry(data["m"], data.get("t") or {})
+
+
+class KeyLocks:
+    """One asyncio.Lock per conversation, created on demand and dropped when nobody holds it."""
+
+    def __init__(self, timeout: float) -> None:
+        self.timeout = timeout
+        self._locks: dict[Key, tuple[asyncio.Lock, int]] = {}
+
+    @asynccontextmanager
+    async def hold(self, key: Key) -> AsyncIterator[None]:
+        lock, users = self._locks.get(key) or (asyncio.Lock(), 0)
+        self._locks[key] = (lock, users + 1)
+        try:
+            try:
+                async with asyncio.timeout(self.timeout):
+                    await lock.acquire()
+            except TimeoutError:
+                raise LockTimeout(f"conversation busy for more than {self.timeout:g}s") from None
+            try:
+                yield
+            finally:
+                lock.release()
+        finally:
+            lock, users = self._locks[key]
+            if users == 1:
+                del self._locks[key]
+            else:
+                self._locks[key] = (lock, users - 1)
+
+
+@dataclass(slots=True)
+class _Record:
+    system: list[Message]
+    entries: list[Entry] = field(default_factory=list)
+    updated_at: float = 0.0
+
+
+class InProcessStore:
+    """Conversations in a dict: for tests and throwaway setups; same TTL and cap as the others."""
+
+    def __init__(
+        self, *, ttl_seconds: float, max_messages: int, lock_timeout: float, clock: Callable[[], float] = time.time
+    ) -> None:
+        self._ttl = ttl_seconds
+        self._cap = max_messages
+        self._clock = clock
+        self._records: dict[Key, _Record] = {}
+        self._locks = KeyLocks(lock_timeout)
+
+    def _live(self, key: Key) -> _Record | None:
+        record = self._records.get(key)
+        if record is not None and self._clock() - record.updated_at > self._ttl:
+            del self._records[key]
+            return None
+        return record
+
+    async def load(self, key: Key) -> Conversation | None:
+        record = self._live(key)
+        if record is None:
+            return None
+        return Conversation(list(record.system), list(record.entries), record.updated_at)
+
+    async def append(self, key: Key, entries: Sequence[Entry], *, system: Sequence[Message] | None) -> None:
+        record = self._live(key) or self._records.setdefault(key, _Record(system=[]))
+        if system is not None:
+            record.system = list(system)
+        record.entries.extend(entries)
+        del record.entries[: max(len(record.entries) - self._cap, 0)]
+        record.updated_at = self._clock()
+
+    async def delete(self, key: Key) -> bool:
+        return self._live(key) is not None and self._records.pop(key, None) is not None
+
+    async def undo(self, key: Key) -> bool:
+        record = self._live(key)
+        if record is None or not record.entries:
+            return False
+        del record.entries[last_turn_start(record.entries) :]
+        record.updated_at = self._clock()
+        return True
+
+    def lock(self, key: Key) -> AbstractAsyncContextManager[None]:
+        return self._locks.hold(key)
+
+    async def close(self) -> None:
+        self._records.clear()

@@ -1,0 +1,188 @@
+"""One contract, three stores: in-process, SQLite and a real redis-server."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gateway.memory.policies import Entry
+from gateway.memory.redis import RedisStore
+from gateway.memory.sqlite import SQLiteStore
+from gateway.memory.store import InProcessStore, LockTimeout, MemoryStore
+
+KEY = ("team-a", "conv-1")
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def e(role: str, text: str, tokens: int = 0) -> Entry:
+    return Entry({"role": role, "content": text}, {"o200k_base": tokens} if tokens else {})
+
+
+StoreFactory = Callable[..., MemoryStore]
+
+
+async def flush(url: str) -> None:
+    import redis.asyncio as aioredis
+
+    client = aioredis.Redis.from_url(url)
+    await client.flushall()
+    await client.aclose()
+
+
+@pytest.fixture(params=["memory", "sqlite", "redis"])
+async def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[StoreFactory]:
+    stores: list[MemoryStore] = []
+    kind = request.param
+    url = ""
+    if kind == "redis":
+        url = request.getfixturevalue("redis_url")
+        await flush(url)
+
+    def make(*, ttl: float = 3600, cap: int = 1000, lock_timeout: float = 5, clock: Clock | None = None) -> MemoryStore:
+        options: dict[str, Any] = {"ttl_seconds": ttl, "max_messages": cap, "lock_timeout": lock_timeout}
+        if kind == "redis":
+            store: MemoryStore = RedisStore(url, **options)
+        elif kind == "sqlite":
+            store = SQLiteStore(str(tmp_path / "db" / "memory.db"), **options, **({"clock": clock} if clock else {}))
+        else:
+            store = InProcessStore(**options, **({"clock": clock} if clock else {}))
+        stores.append(store)
+        return store
+
+    make.kind = kind  # type: ignore[attr-defined]
+    yield make
+    for store in stores:
+        await store.close()
+
+
+async def test_missing_conversation_is_none(make_store: StoreFactory) -> None:
+    assert await make_store().load(KEY) is None
+
+
+async def test_append_and_load_round_trip(make_store: StoreFactory) -> None:
+    store = make_store()
+    await store.append(KEY, [e("user", "hi", 4), e("assistant", "hello", 5)], system=[{"role": "system", "content": "S"}])
+    conversation = await store.load(KEY)
+    assert conversation is not None
+    assert conversation.system == [{"role": "system", "content": "S"}]
+    assert conversation.messages == [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+    assert conversation.entries[0].tokens == {"o200k_base": 4}
+    assert conversation.updated_at > 0
+
+
+async def test_system_none_keeps_the_stored_system(make_store: StoreFactory) -> None:
+    store = make_store()
+    await store.append(KEY, [e("user", "1")], system=[{"role": "system", "content": "S"}])
+    await store.append(KEY, [e("user", "2")], system=None)
+    conversation = await store.load(KEY)
+    assert conversation is not None and conversation.system == [{"role": "system", "content": "S"}]
+    await store.append(("team-a", "fresh"), [e("user", "x")], system=None)
+    fresh = await store.load(("team-a", "fresh"))
+    assert fresh is not None and fresh.system == []
+
+
+async def test_cap_drops_the_oldest(make_store: StoreFactory) -> None:
+    store = make_store(cap=3)
+    await store.append(KEY, [e("user", "1"), e("assistant", "2")], system=None)
+    await store.append(KEY, [e("user", "3"), e("assistant", "4")], system=None)
+    conversation = await store.load(KEY)
+    assert conversation is not None
+    assert [m["content"] for m in conversation.messages] == ["2", "3", "4"]
+
+
+async def test_tenants_are_isolated(make_store: StoreFactory) -> None:
+    store = make_store()
+    await store.append(("a", "same"), [e("user", "secret of a")], system=None)
+    assert await store.load(("b", "same")) is None
+    assert not await store.delete(("b", "same"))
+    assert await store.load(("a", "same")) is not None
+
+
+async def test_delete(make_store: StoreFactory) -> None:
+    store = make_store()
+    await store.append(KEY, [e("user", "x")], system=None)
+    assert await store.delete(KEY)
+    assert await store.load(KEY) is None
+    assert not await store.delete(KEY)
+
+
+async def test_undo_removes_the_last_turn(make_store: StoreFactory) -> None:
+    store = make_store()
+    await store.append(KEY, [e("user", "q1"), e("assistant", "a1")], system=None)
+    await store.append(KEY, [e("user", "q2"), e("assistant", "call"), e("tool", "result"), e("assistant", "a2")], system=None)
+    assert await store.undo(KEY)
+    conversation = await store.load(KEY)
+    assert conversation is not None and [m["content"] for m in conversation.messages] == ["q1", "a1"]
+    assert await store.undo(KEY)
+    assert not await store.undo(KEY)
+    assert not await store.undo(("team-a", "never"))
+
+
+async def test_ttl_forgets_untouched_conversations(make_store: StoreFactory) -> None:
+    if make_store.kind == "redis":  # type: ignore[attr-defined]
+        store = make_store(ttl=1)
+        await store.append(KEY, [e("user", "x")], system=None)
+        await asyncio.sleep(2.1)
+    else:
+        clock = Clock()
+        store = make_store(ttl=60, clock=clock)
+        await store.append(KEY, [e("user", "x")], system=None)
+        clock.now += 30
+        await store.append(KEY, [e("user", "y")], system=None)  # touching it restarts the clock
+        clock.now += 59
+        assert await store.load(KEY) is not None
+        clock.now += 2
+    assert await store.load(KEY) is None
+
+
+async def test_lock_serializes_and_times_out(make_store: StoreFactory) -> None:
+    store = make_store(lock_timeout=0.3)
+    order: list[str] = []
+
+    async def hold(name: str, seconds: float) -> None:
+        async with store.lock(KEY):
+            order.append(f"{name}+")
+            await asyncio.sleep(seconds)
+            order.append(f"{name}-")
+
+    first = asyncio.create_task(hold("first", 0.15))
+    await asyncio.sleep(0.02)
+    await hold("second", 0)
+    await first
+    assert order == ["first+", "first-", "second+", "second-"]
+
+    blocker = asyncio.create_task(hold("blocker", 1.0))
+    await asyncio.sleep(0.02)
+    with pytest.raises(LockTimeout):
+        async with store.lock(KEY):
+            pass
+    await blocker
+    async with store.lock(("team-a", "other")):  # other conversations are not blocked
+        pass
+
+
+async def test_concurrent_locked_appends_lose_nothing(make_store: StoreFactory) -> None:
+    store = make_store()
+
+    async def turn(i: int) -> None:
+        async with store.lock(KEY):
+            before = await store.load(KEY)
+            await asyncio.sleep(0)
+            await store.append(KEY, [e("user", str(i))], system=None)
+            after = await store.load(KEY)
+            assert after is not None and len(after.entries) == (len(before.entries) if before else 0) + 1
+
+    await asyncio.gather(*(turn(i) for i in range(30)))
+    conversation = await store.load(KEY)
+    assert conversation is not None and sorted(int(m["content"]) for m in conversation.messages) == list(range(30))
