@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 import orjson
 import redis.asyncio as aioredis
-from redis.exceptions import LockError
+from redis.exceptions import LockError, RedisError
 
 from gateway.memory.policies import Entry, Message
 from gateway.memory.store import (
@@ -24,12 +24,21 @@ from gateway.memory.store import (
     Key,
     KeyLocks,
     LockTimeout,
+    StoreUnavailable,
     dump_entry,
     last_turn_start,
     load_entry,
 )
 
 LEASE_SECONDS = 30.0
+
+
+@contextlib.contextmanager
+def _unavailable_on_redis_errors() -> Iterator[None]:
+    try:
+        yield
+    except (RedisError, OSError) as exc:
+        raise StoreUnavailable(f"redis store: {exc}") from exc
 
 
 def key_prefix(key: Key) -> str:
@@ -50,10 +59,11 @@ class RedisStore:
 
     async def load(self, key: Key) -> Conversation | None:
         prefix = key_prefix(key)
-        async with self._client.pipeline(transaction=True) as pipe:
-            pipe.hgetall(f"{prefix}:meta")
-            pipe.lrange(f"{prefix}:msgs", 0, -1)
-            meta, rows = await pipe.execute()
+        with _unavailable_on_redis_errors():
+            async with self._client.pipeline(transaction=True) as pipe:
+                pipe.hgetall(f"{prefix}:meta")
+                pipe.lrange(f"{prefix}:msgs", 0, -1)
+                meta, rows = await pipe.execute()
         if not meta:
             return None
         return Conversation(
@@ -62,19 +72,20 @@ class RedisStore:
 
     async def append(self, key: Key, entries: Sequence[Entry], *, system: Sequence[Message] | None) -> None:
         prefix = key_prefix(key)
-        now = await self._now()
-        async with self._client.pipeline(transaction=True) as pipe:
-            if entries:
-                pipe.rpush(f"{prefix}:msgs", *[dump_entry(entry) for entry in entries])
-                pipe.ltrim(f"{prefix}:msgs", -self._cap, -1)
-            pipe.hset(f"{prefix}:meta", "updated_at", now)
-            if system is not None:
-                pipe.hset(f"{prefix}:meta", "system", orjson.dumps(list(system)))
-            else:
-                pipe.hsetnx(f"{prefix}:meta", "system", b"[]")
-            pipe.expire(f"{prefix}:msgs", self._ttl)
-            pipe.expire(f"{prefix}:meta", self._ttl)
-            await pipe.execute()
+        with _unavailable_on_redis_errors():
+            now = await self._now()
+            async with self._client.pipeline(transaction=True) as pipe:
+                if entries:
+                    pipe.rpush(f"{prefix}:msgs", *[dump_entry(entry) for entry in entries])
+                    pipe.ltrim(f"{prefix}:msgs", -self._cap, -1)
+                pipe.hset(f"{prefix}:meta", "updated_at", now)
+                if system is not None:
+                    pipe.hset(f"{prefix}:meta", "system", orjson.dumps(list(system)))
+                else:
+                    pipe.hsetnx(f"{prefix}:meta", "system", b"[]")
+                pipe.expire(f"{prefix}:msgs", self._ttl)
+                pipe.expire(f"{prefix}:meta", self._ttl)
+                await pipe.execute()
 
     async def _now(self) -> float:
         seconds, micros = await self._client.time()
@@ -82,7 +93,8 @@ class RedisStore:
 
     async def delete(self, key: Key) -> bool:
         prefix = key_prefix(key)
-        return bool(await self._client.delete(f"{prefix}:meta", f"{prefix}:msgs"))
+        with _unavailable_on_redis_errors():
+            return bool(await self._client.delete(f"{prefix}:meta", f"{prefix}:msgs"))
 
     async def undo(self, key: Key) -> bool:
         """Callers hold the conversation's lock, so the read and the trim cannot interleave."""
@@ -91,13 +103,15 @@ class RedisStore:
             return False
         prefix = key_prefix(key)
         start = last_turn_start(conversation.entries)
-        async with self._client.pipeline(transaction=True) as pipe:
-            if start == 0:
-                pipe.delete(f"{prefix}:msgs")
-            else:
-                pipe.ltrim(f"{prefix}:msgs", 0, start - 1)
-            pipe.hset(f"{prefix}:meta", "updated_at", await self._now())
-            await pipe.execute()
+        with _unavailable_on_redis_errors():
+            now = await self._now()
+            async with self._client.pipeline(transaction=True) as pipe:
+                if start == 0:
+                    pipe.delete(f"{prefix}:msgs")
+                else:
+                    pipe.ltrim(f"{prefix}:msgs", 0, start - 1)
+                pipe.hset(f"{prefix}:meta", "updated_at", now)
+                await pipe.execute()
         return True
 
     def lock(self, key: Key) -> AbstractAsyncContextManager[None]:
@@ -114,7 +128,9 @@ class RedisStore:
                 sleep=0.01,
                 blocking_timeout=max(deadline - loop.time(), 0.001),
             )
-            if not await lock.acquire():
+            with _unavailable_on_redis_errors():
+                acquired = await lock.acquire()
+            if not acquired:
                 raise LockTimeout(f"conversation busy for more than {self._lock_timeout:g}s")
             renewal = asyncio.create_task(self._renew(lock))
             try:

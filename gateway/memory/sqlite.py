@@ -14,7 +14,7 @@ from typing import TypeVar
 import orjson
 
 from gateway.memory.policies import Entry, Message
-from gateway.memory.store import Conversation, Key, KeyLocks, dump_entry, load_entry
+from gateway.memory.store import Conversation, Key, KeyLocks, StoreUnavailable, dump_entry, load_entry
 
 T = TypeVar("T")
 
@@ -61,7 +61,10 @@ class SQLiteStore:
         self._purged_at = 0.0
 
     async def _run(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        return await asyncio.get_running_loop().run_in_executor(self._executor, self._with_db, work)
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self._executor, self._with_db, work)
+        except (sqlite3.Error, OSError) as exc:
+            raise StoreUnavailable(f"sqlite store at {self._path}: {exc}") from exc
 
     def _with_db(self, work: Callable[[sqlite3.Connection], T]) -> T:
         if self._db is None:  # opened lazily, so a gateway that never uses memory creates no file

@@ -25,6 +25,10 @@ class LockTimeout(Exception):
     """Another request held the conversation for longer than the lock timeout."""
 
 
+class StoreUnavailable(Exception):
+    """The store's backend failed (Redis unreachable, SQLite file unwritable); each store maps its own errors."""
+
+
 @dataclass(frozen=True, slots=True)
 class Conversation:
     system: list[Message]

@@ -12,15 +12,32 @@ from aiohttp import web
 
 from gateway.config import Config
 from gateway.dispatch import Dispatcher
+from gateway.memory.settings import MemoryConfig
+from gateway.memory.sqlite import SQLiteStore
+from gateway.memory.store import InProcessStore, MemoryStore
+from gateway.memory.tokens import use_offline_encodings
+from gateway.memory.turns import Memory
 from gateway.providers.base import Provider
 from gateway.providers.mock import MockProvider
 from gateway.providers.openai import OpenAIProvider
 from gateway.routing import Random
-from gateway.server import handlers
-from gateway.server.keys import CONFIG, DISPATCHER, LIFECYCLE, Lifecycle
+from gateway.server import handlers, memory_api
+from gateway.server.keys import CONFIG, DISPATCHER, LIFECYCLE, MEMORY, Lifecycle
 from gateway.server.middlewares import auth_middleware, errors_middleware, open_middleware
 
 log = logging.getLogger("gateway")
+
+
+def open_store(config: MemoryConfig) -> MemoryStore:
+    """The configured memory store (SQLite opens its file on first use)."""
+    ttl, cap, wait = config.ttl_seconds, config.max_stored_messages, config.lock_timeout_seconds
+    if config.store == "redis":
+        from gateway.memory.redis import RedisStore
+
+        return RedisStore(config.url, ttl_seconds=ttl, max_messages=cap, lock_timeout=wait)
+    if config.store == "memory":
+        return InProcessStore(ttl_seconds=ttl, max_messages=cap, lock_timeout=wait)
+    return SQLiteStore(config.path, ttl_seconds=ttl, max_messages=cap, lock_timeout=wait)
 
 
 def create_app(config: Config, *, rng: Random | None = None) -> web.Application:
@@ -41,13 +58,24 @@ def create_app(config: Config, *, rng: Random | None = None) -> web.Application:
     async def begin_draining(app: web.Application) -> None:
         app[LIFECYCLE].draining = True
 
+    async def memory_store(app: web.Application) -> AsyncIterator[None]:
+        use_offline_encodings()
+        store = open_store(config.memory)
+        app[MEMORY] = Memory(store)
+        yield
+        await store.close()
+
     app.cleanup_ctx.append(upstream_session)
+    app.cleanup_ctx.append(memory_store)
     app.on_shutdown.append(begin_draining)
     app.router.add_post("/v1/chat/completions", handlers.chat_completions)
     app.router.add_post("/v1/completions", handlers.completions)
     app.router.add_post("/v1/embeddings", handlers.embeddings)
     app.router.add_get("/v1/models", handlers.list_models)
     app.router.add_get("/v1/models/{model:.+}", handlers.get_model)
+    app.router.add_get("/v1/memory/{memory_id}", memory_api.get_memory)
+    app.router.add_delete("/v1/memory/{memory_id}", memory_api.delete_memory)
+    app.router.add_post("/v1/memory/{memory_id}/undo", memory_api.undo_memory)
     app.router.add_get("/healthz", handlers.healthz)
     app.router.add_get("/readyz", handlers.readyz)
     if not config.api_keys:

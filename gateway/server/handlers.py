@@ -10,7 +10,9 @@ from aiohttp import web
 from gateway.config import Config, Route
 from gateway.dispatch import Request, Result
 from gateway.errors import NotFoundError, PayloadTooLargeError
-from gateway.server.keys import CONFIG, DISPATCHER, LIFECYCLE, REQUEST_ID
+from gateway.memory.headers import read_memory_headers
+from gateway.memory.turns import Turn
+from gateway.server.keys import CONFIG, DISPATCHER, LIFECYCLE, MEMORY, REQUEST_ID, TENANT
 from gateway.server.parsing import check_input, check_messages, check_model, check_stream, parse_object
 from gateway.server.relay import relay_stream
 
@@ -46,34 +48,50 @@ def gateway_headers(request: web.Request, route: Route, result: Result) -> dict[
     }
 
 
-async def _proxy(request: web.Request, endpoint: str, payload: dict[str, Any], raw: bytes) -> web.StreamResponse:
-    route = resolve_route(request.app[CONFIG], check_model(payload))
-    stream = check_stream(payload) if endpoint != "embeddings" else False
-    result = await request.app[DISPATCHER].dispatch(route, Request(endpoint, payload, raw, stream))
+async def forward(request: web.Request, route: Route, call: Request, *, turn: Turn | None = None) -> web.StreamResponse:
+    """Dispatch and relay the answer; with memory, store the turn once the answer is complete."""
+    result = await request.app[DISPATCHER].dispatch(route, call)
     headers = gateway_headers(request, route, result)
+    if turn is not None:
+        headers.update(turn.headers)
     if result.reply is not None:
+        if turn is not None:
+            await turn.commit_answer(result.reply.data)
         headers["Content-Type"] = result.reply.content_type
         return web.Response(body=result.reply.body, status=result.reply.status, headers=headers)
-    response, _ = await relay_stream(request, result, headers)
+    response, complete = await relay_stream(request, result, headers, on_event=turn.on_event if turn else None)
+    if complete and turn is not None:
+        await turn.commit_stream()
     return response
 
 
 async def chat_completions(request: web.Request) -> web.StreamResponse:
     raw, payload = await read_payload(request)
-    check_messages(payload)
-    return await _proxy(request, "chat/completions", payload, raw)
+    messages = check_messages(payload)
+    config = request.app[CONFIG]
+    route = resolve_route(config, check_model(payload))
+    stream = check_stream(payload)
+    ask = read_memory_headers(request.headers, route.memory, config.memory.limits)
+    if ask is None:
+        return await forward(request, route, Request("chat/completions", payload, raw, stream))
+    model = route.first_target.model or payload["model"]
+    async with request.app[MEMORY].turn(request[TENANT], ask, messages, model) as turn:
+        payload = {**payload, "messages": turn.plan.forwarded}
+        return await forward(request, route, Request("chat/completions", payload, None, stream), turn=turn)
 
 
 async def completions(request: web.Request) -> web.StreamResponse:
     raw, payload = await read_payload(request)
     check_input(payload, "prompt", required=False)
-    return await _proxy(request, "completions", payload, raw)
+    route = resolve_route(request.app[CONFIG], check_model(payload))
+    return await forward(request, route, Request("completions", payload, raw, check_stream(payload)))
 
 
 async def embeddings(request: web.Request) -> web.StreamResponse:
     raw, payload = await read_payload(request)
     check_input(payload, "input", required=True)
-    return await _proxy(request, "embeddings", payload, raw)
+    route = resolve_route(request.app[CONFIG], check_model(payload))
+    return await forward(request, route, Request("embeddings", payload, raw))
 
 
 def _model_card(name: str, created: int) -> dict[str, Any]:

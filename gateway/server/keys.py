@@ -8,6 +8,7 @@ from aiohttp import web
 
 from gateway.config import Config
 from gateway.dispatch import Dispatcher
+from gateway.memory.turns import Memory
 
 
 @dataclass(slots=True)
@@ -19,6 +20,7 @@ class Lifecycle:
 CONFIG = web.AppKey("config", Config)
 DISPATCHER = web.AppKey("dispatcher", Dispatcher)
 LIFECYCLE = web.AppKey("lifecycle", Lifecycle)
+MEMORY = web.AppKey("memory", Memory)
 
 REQUEST_ID = "gateway.request_id"
 TENANT = "gateway.tenant"

@@ -1,0 +1,64 @@
+"""The assistant message to store: taken from a complete answer, or assembled from stream deltas."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gateway.memory.policies import Message, normalize
+
+
+def reply_message(answer: Any) -> Message | None:
+    """Choice 0's message of a chat completion, or None when it has none."""
+    choices = answer.get("choices") if isinstance(answer, dict) else None
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        return None
+    message = choices[0].get("message")
+    if not isinstance(message, dict):
+        return None
+    return normalize({**message, "role": message.get("role") or "assistant"})
+
+
+class ReplyAssembler:
+    """Collects choice 0's content and tool-call fragments from stream chunks."""
+
+    def __init__(self) -> None:
+        self._content: list[str] = []
+        self._calls: dict[int, dict[str, Any]] = {}
+        self.finished = False
+
+    def feed(self, chunk: Any) -> None:
+        choices = chunk.get("choices") if isinstance(chunk, dict) else None
+        for choice in choices or ():
+            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+                continue
+            delta = choice.get("delta")
+            if isinstance(delta, dict):
+                self._feed_delta(delta)
+            if choice.get("finish_reason"):
+                self.finished = True
+
+    def _feed_delta(self, delta: dict[str, Any]) -> None:
+        content = delta.get("content")
+        if isinstance(content, str):
+            self._content.append(content)
+        for fragment in delta.get("tool_calls") or ():
+            if not isinstance(fragment, dict):
+                continue
+            call = self._calls.setdefault(
+                int(fragment.get("index", len(self._calls))),
+                {"id": None, "type": "function", "function": {"name": "", "arguments": ""}},
+            )
+            if fragment.get("id"):
+                call["id"] = fragment["id"]
+            if fragment.get("type"):
+                call["type"] = fragment["type"]
+            function = fragment.get("function")
+            if isinstance(function, dict):
+                call["function"]["name"] += function.get("name") or ""
+                call["function"]["arguments"] += function.get("arguments") or ""
+
+    def message(self) -> Message:
+        message: Message = {"role": "assistant", "content": "".join(self._content) or None}
+        if self._calls:
+            message["tool_calls"] = [self._calls[i] for i in sorted(self._calls)]
+        return normalize(message)
