@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import random
 import textwrap
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
 import openai
@@ -12,6 +12,7 @@ from aiohttp.test_utils import TestServer
 from gateway.config import Config, parse_config
 from gateway.server.app import create_app
 from tests.fakes import FakeUpstream, Step
+from tests.servers import redis_server
 
 GATEWAY_KEY = "gw-test-key"
 
@@ -65,3 +66,10 @@ async def gateway(aiohttp_server: Any) -> AsyncIterator[Gateway]:
     yield start
     for client in clients:
         await client.close()
+
+
+@pytest.fixture(scope="session")
+def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real redis-server for the whole session, on a free loopback port."""
+    with redis_server(tmp_path_factory.mktemp("redis")) as url:
+        yield url

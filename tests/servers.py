@@ -63,3 +63,11 @@ def redis_server(workdir: Path) -> Iterator[str]:
     finally:
         process.terminate()
         process.wait(10)
+
+
+async def flush_redis(url: str) -> None:
+    import redis.asyncio as aioredis
+
+    client = aioredis.Redis.from_url(url)
+    await client.flushall()
+    await client.aclose()

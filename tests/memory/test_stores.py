@@ -13,6 +13,7 @@ from gateway.memory.policies import Entry
 from gateway.memory.redis import RedisStore
 from gateway.memory.sqlite import SQLiteStore
 from gateway.memory.store import InProcessStore, LockTimeout, MemoryStore
+from tests.servers import flush_redis as flush
 
 KEY = ("team-a", "conv-1")
 
@@ -31,13 +32,6 @@ def e(role: str, text: str, tokens: int = 0) -> Entry:
 
 StoreFactory = Callable[..., MemoryStore]
 
-
-async def flush(url: str) -> None:
-    import redis.asyncio as aioredis
-
-    client = aioredis.Redis.from_url(url)
-    await client.flushall()
-    await client.aclose()
 
 
 @pytest.fixture(params=["memory", "sqlite", "redis"])

@@ -1,0 +1,104 @@
+"""Concurrent turns on one memoryId: serialized, none lost, none interleaved."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import aiohttp
+import openai
+import pytest
+
+from tests.conftest import Gateway
+from tests.servers import flush_redis as flush
+from tests.servers import free_port, wait_for_port
+
+TURNS = 50
+HEADERS = {"memoryId": "busy", "maxMessages": "200"}
+
+
+async def run_turns(clients: list[openai.AsyncOpenAI]) -> list[str]:
+    """TURNS concurrent requests spread over `clients`; returns the user messages in completion order."""
+    completed: list[str] = []
+    seen_counts: list[int] = []
+
+    async def one(i: int) -> None:
+        text = f"turn-{i}"
+        reply = await clients[i % len(clients)].chat.completions.create(
+            model="mock", messages=[{"role": "user", "content": text}], extra_headers=HEADERS
+        )
+        completed.append(text)
+        match = re.search(r"received (\d+) messages", reply.choices[0].message.content or "")
+        assert match is not None
+        seen_counts.append(int(match.group(1)))
+
+    await asyncio.gather(*(one(i) for i in range(TURNS)))
+    # each request saw the whole history before it, never a half-written turn: 1, 3, 5, ...
+    assert sorted(seen_counts) == [2 * k + 1 for k in range(TURNS)]
+    return completed
+
+
+async def stored_users(base_url: str) -> list[str]:
+    async with aiohttp.ClientSession() as session, session.get(f"{base_url}/memory/busy") as response:
+        body = await response.json()
+    assert body["turns"] == TURNS and len(body["messages"]) == 2 * TURNS
+    return [m["content"] for m in body["messages"] if m["role"] == "user"]
+
+
+def mock_config(memory: str) -> str:
+    return f"""
+memory: {{{memory}, lockTimeoutSeconds: 60}}
+routes:
+  mock: {{provider: mock, mock: {{latency: 0.005}}}}
+"""
+
+
+async def test_fifty_concurrent_turns_on_sqlite(gateway: Gateway, tmp_path: Path) -> None:
+    client = await gateway(mock_config(f'store: sqlite, path: "{tmp_path / "m.db"}"'), timeout=120)
+    completed = await run_turns([client])
+    assert await stored_users(str(client.base_url).rstrip("/")) == completed
+
+
+async def test_fifty_concurrent_turns_on_redis(gateway: Gateway, redis_url: str) -> None:
+    await flush(redis_url)
+    client = await gateway(mock_config(f'store: redis, url: "{redis_url}"'), timeout=120)
+    completed = await run_turns([client])
+    assert await stored_users(str(client.base_url).rstrip("/")) == completed
+
+
+@pytest.fixture
+def two_gateways(redis_url: str, tmp_path: Path):
+    path = tmp_path / "shared.yaml"
+    path.write_text(mock_config(f'store: redis, url: "{redis_url}"'))
+    ports = [free_port(), free_port()]
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-m", "gateway", "serve", "--config", str(path), "--host", "127.0.0.1", "--port", str(port)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for port in ports
+    ]
+    try:
+        for port, process in zip(ports, processes, strict=True):
+            wait_for_port(port, process, timeout=60)
+        yield [f"http://127.0.0.1:{port}/v1" for port in ports]
+    finally:
+        for process in processes:
+            process.terminate()
+            process.wait(20)
+
+
+async def test_fifty_concurrent_turns_across_two_processes_sharing_redis(two_gateways: list[str], redis_url: str) -> None:
+    await flush(redis_url)
+    clients = [openai.AsyncOpenAI(base_url=url, api_key="x", max_retries=0, timeout=120) for url in two_gateways]
+    try:
+        completed = await run_turns(clients)
+    finally:
+        for client in clients:
+            await client.close()
+    assert await stored_users(two_gateways[0]) == completed
+    assert await stored_users(two_gateways[1]) == completed
