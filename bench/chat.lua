@@ -8,6 +8,16 @@ local extra = os.getenv("HDRS")
 if extra then
   for k, v in string.gmatch(extra, "([^:;]+):([^;]+)") do wrk.headers[k] = v end
 end
+-- MEMORY_IDS=N: rotate a memoryId header over N conversations (one per connection at c=N)
+local memory_ids = tonumber(os.getenv("MEMORY_IDS") or "0")
+local counter = 0
+if memory_ids > 0 then
+  request = function()
+    counter = counter + 1
+    wrk.headers["memoryId"] = "bench-" .. (counter % memory_ids)
+    return wrk.format()
+  end
+end
 done = function(summary, latency, requests)
   io.write(string.format("RESULT rps=%.1f p50_ms=%.3f p99_ms=%.3f errors=%d non2xx=%d\n",
     summary.requests / (summary.duration / 1e6), latency:percentile(50) / 1000, latency:percentile(99) / 1000,

@@ -68,6 +68,19 @@ bench warmup /v1/chat/completions 8 >/dev/null
 bench gateway-c1 /v1/chat/completions 1
 bench "gateway-c$conns" /v1/chat/completions "$conns"
 bench "gateway-stream-c$conns" /v1/chat/completions "$conns" MODEL=mock-stream BODY_STREAM=1
-if [ -n "${MEMORY_HDRS:-}" ]; then
-  bench "gateway-memory-c$conns" /v1/chat/completions "$conns" HDRS="$MEMORY_HDRS"
-fi
+stop_server
+
+# Memory: token_window over a ~20-message history on the embedded SQLite store, one
+# conversation per connection (requests on one memoryId are serialized by design).
+echo "# the gateway with memory: $here/memory.yaml"
+rm -f /tmp/gateway-bench-memory.db*
+start_server python -m gateway serve --config "$here/memory.yaml" --host 127.0.0.1 --port "$port"
+memory_env=(MEMORY_IDS="$conns" HDRS="memoryType:token_window;maxTokens:${MEMORY_MAX_TOKENS:-330}")
+bench warmup /v1/chat/completions "$conns" "${memory_env[@]}" >/dev/null
+curl -s -o /dev/null -D "$run/memory-headers" -H "Authorization: Bearer sk-bench" -H "memoryId: bench-1" \
+  -H "memoryType: token_window" -H "maxTokens: ${MEMORY_MAX_TOKENS:-330}" -H "Content-Type: application/json" \
+  -d '{"model":"mock-1","messages":[{"role":"user","content":"Say hello in one short sentence."}]}' \
+  "http://127.0.0.1:$port/v1/chat/completions"
+echo "history forwarded per request: $(awk -F': ' 'tolower($1)=="x-memory-history"{print $2}' "$run/memory-headers" | tr -d '\r')"
+bench "gateway-memory-c$conns" /v1/chat/completions "$conns" "${memory_env[@]}"
+bench "gateway-nomemory-c$conns" /v1/chat/completions "$conns"

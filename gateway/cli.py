@@ -85,7 +85,7 @@ def check_config(path: str) -> int:
     return 0
 
 
-def serve(path: str, host: str | None, port: int | None, *, reuse_port: bool = False) -> None:
+def serve(path: str, host: str | None, port: int | None, *, workers: int = 1) -> None:
     """Run one gateway process until SIGTERM/SIGINT, draining in-flight requests on the way out."""
     from aiohttp import web
 
@@ -103,12 +103,12 @@ def serve(path: str, host: str | None, port: int | None, *, reuse_port: bool = F
     port = config.server.port if port is None else port
     log.info("gateway %d listening on %s:%d with %d routes", os.getpid(), host, port, len(config.routes))
     web.run_app(
-        create_app(config),
+        create_app(config, processes=workers),
         host=host,
         port=port,
         access_log=None,
         print=None,
-        reuse_port=reuse_port or None,
+        reuse_port=workers > 1 or None,
         handler_cancellation=True,
         shutdown_timeout=60.0,
     )
@@ -118,7 +118,7 @@ def serve_workers(path: str, host: str | None, port: int | None, workers: int) -
     """Run `workers` processes sharing one port (SO_REUSEPORT); SIGTERM is passed on to each."""
     _load_or_exit(path)  # fail once, in the parent, on a bad config
     context = multiprocessing.get_context("spawn")
-    children = [context.Process(target=serve, args=(path, host, port), kwargs={"reuse_port": True}) for _ in range(workers)]
+    children = [context.Process(target=serve, args=(path, host, port), kwargs={"workers": workers}) for _ in range(workers)]
     for child in children:
         child.start()
 

@@ -96,7 +96,8 @@ def plan_turn(
     groups = _groups(stored)
     if settings.memory_type == "token_window":
         fixed = sum(count(m) for m in system) + sum(count(m) for m in turn) + REPLY_PRIMING
-        costs = [sum(_tokens(history[i], encoding, count) for i in g) for g in groups]
+        tokens = [_tokens(entry, encoding, count) for entry in history]
+        costs = [tokens[g[0]] if len(g) == 1 else sum(tokens[i] for i in g) for g in groups]
         kept_groups = _newest_that_fit(costs, settings.max_tokens - fixed)
         kept = [stored[i] for g in groups[len(groups) - kept_groups :] for i in g]
     elif settings.memory_type == "round_window":
@@ -129,10 +130,11 @@ def _groups(messages: Sequence[Message]) -> list[list[int]]:
     open_calls: set[Any] = set()
     for index, message in enumerate(messages):
         if message.get("role") == "tool":
-            if message.get("tool_call_id") in open_calls and groups:
+            if open_calls and message.get("tool_call_id") in open_calls:
                 groups[-1].append(index)
             continue
-        open_calls = {c.get("id") for c in message.get("tool_calls") or () if isinstance(c, dict)}
+        calls = message.get("tool_calls")
+        open_calls = {c.get("id") for c in calls if isinstance(c, dict)} if calls else set()
         groups.append([index])
     return groups
 

@@ -1,10 +1,17 @@
-"""The embedded default store: SQLite in WAL mode, on one worker thread so the loop never blocks."""
+"""The embedded default store: SQLite in WAL mode, on one worker thread so the loop never blocks.
+
+A hop to that thread costs more than the query itself, so conversations this process wrote or
+read are also kept in a bounded write-through cache and served from it. That is only right
+while this process is the file's only writer: several processes sharing one file pass
+`cache_entries=0` (and get no cross-process serialization either: that is what Redis is for).
+"""
 
 from __future__ import annotations
 
 import asyncio
 import sqlite3
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractAsyncContextManager
@@ -49,9 +56,13 @@ class SQLiteStore:
         ttl_seconds: float,
         max_messages: int,
         lock_timeout: float,
+        cache_entries: int = 50_000,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._path = path
+        self._cache: OrderedDict[Key, Conversation] = OrderedDict()
+        self._cache_limit = cache_entries
+        self._cached_entries = 0
         self._ttl = ttl_seconds
         self._cap = max_messages
         self._clock = clock
@@ -102,7 +113,28 @@ class SQLiteStore:
             return None
         return row[0], row[1]
 
+    def _remember(self, key: Key, conversation: Conversation | None) -> None:
+        old = self._cache.pop(key, None)
+        if old is not None:
+            self._cached_entries -= len(old.entries)
+        if conversation is None or self._cache_limit <= 0:
+            return
+        self._cache[key] = conversation
+        self._cached_entries += len(conversation.entries)
+        while self._cached_entries > self._cache_limit and self._cache:
+            _, evicted = self._cache.popitem(last=False)
+            self._cached_entries -= len(evicted.entries)
+
     async def load(self, key: Key) -> Conversation | None:
+        cached = self._cache.get(key)
+        if cached is not None and self._clock() - cached.updated_at <= self._ttl:
+            self._cache.move_to_end(key)
+            return Conversation(list(cached.system), list(cached.entries), cached.updated_at)
+        conversation = await self._load(key)
+        self._remember(key, conversation)
+        return conversation
+
+    async def _load(self, key: Key) -> Conversation | None:
         def work(db: sqlite3.Connection) -> Conversation | None:
             found = self._live(db, key)
             if found is None:
@@ -118,7 +150,7 @@ class SQLiteStore:
         bodies = [(entry.message.get("role") or "", dump_entry(entry)) for entry in entries]
         system_json = orjson.dumps(list(system)).decode() if system is not None else None
 
-        def work(db: sqlite3.Connection) -> None:
+        def work(db: sqlite3.Connection) -> float:
             now = self._clock()
             with _transaction(db):
                 existing = self._live(db, key)
@@ -140,8 +172,20 @@ class SQLiteStore:
                     "DELETE FROM messages WHERE tenant = ? AND memory_id = ? AND seq <= ?",
                     (*key, last + len(bodies) - self._cap),
                 )
+            return now
 
-        await self._run(work)
+        cached = self._cache.get(key)
+        if cached is not None and self._clock() - cached.updated_at > self._ttl:
+            cached = None
+            self._remember(key, None)
+        try:
+            updated_at = await self._run(work)
+        except BaseException:
+            self._remember(key, None)  # the file is the truth; read it again next time
+            raise
+        if cached is not None and self._cache.get(key) is cached:
+            merged = [*cached.entries, *entries][-self._cap :]
+            self._remember(key, Conversation(list(system) if system is not None else cached.system, merged, updated_at))
 
     @staticmethod
     def _delete(db: sqlite3.Connection, key: Key) -> bool:
@@ -153,6 +197,7 @@ class SQLiteStore:
         def work(db: sqlite3.Connection) -> bool:
             return self._live(db, key) is not None and self._delete(db, key)
 
+        self._remember(key, None)
         return await self._run(work)
 
     async def undo(self, key: Key) -> bool:
@@ -174,6 +219,7 @@ class SQLiteStore:
                 )
                 return True
 
+        self._remember(key, None)
         return await self._run(work)
 
     def lock(self, key: Key) -> AbstractAsyncContextManager[None]:

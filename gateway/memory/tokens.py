@@ -27,6 +27,8 @@ _CL100K_PREFIXES = ("gpt-4", "gpt-3.5", "gpt-35", "text-embedding-3", "text-embe
 class Encoding(Protocol):
     def encode(self, text: str, *, disallowed_special: Any = ...) -> list[int]: ...
 
+    def __hash__(self) -> int: ...
+
 
 def bundled_tokenizer_dir() -> Path | None:
     """litellm's folder of tiktoken encodings, if litellm is installed (it is not imported)."""
@@ -77,7 +79,16 @@ def get_encoding(name: str) -> Encoding:
 
 
 def _count_text(encoding: Encoding, text: str) -> int:
-    return len(encoding.encode(text, disallowed_special=())) if text else 0
+    if not text:
+        return 0
+    if len(text) <= 32:  # roles, names, tool-call ids and short turns repeat: count them once
+        return _count_short(encoding, text)
+    return len(encoding.encode(text, disallowed_special=()))
+
+
+@functools.lru_cache(maxsize=8192)
+def _count_short(encoding: Encoding, text: str) -> int:
+    return len(encoding.encode(text, disallowed_special=()))
 
 
 def count_message(message: Mapping[str, Any], encoding: Encoding) -> int:

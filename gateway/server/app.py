@@ -28,8 +28,11 @@ from gateway.server.middlewares import auth_middleware, errors_middleware, open_
 log = logging.getLogger("gateway")
 
 
-def open_store(config: MemoryConfig) -> MemoryStore:
-    """The configured memory store (SQLite opens its file on first use)."""
+def open_store(config: MemoryConfig, *, processes: int = 1) -> MemoryStore:
+    """The configured memory store (SQLite opens its file on first use).
+
+    With several processes on one SQLite file, none may cache what the others write.
+    """
     ttl, cap, wait = config.ttl_seconds, config.max_stored_messages, config.lock_timeout_seconds
     if config.store == "redis":
         from gateway.memory.redis import RedisStore
@@ -37,11 +40,15 @@ def open_store(config: MemoryConfig) -> MemoryStore:
         return RedisStore(config.url, ttl_seconds=ttl, max_messages=cap, lock_timeout=wait)
     if config.store == "memory":
         return InProcessStore(ttl_seconds=ttl, max_messages=cap, lock_timeout=wait)
-    return SQLiteStore(config.path, ttl_seconds=ttl, max_messages=cap, lock_timeout=wait)
+    cache = 50_000 if processes == 1 else 0
+    return SQLiteStore(config.path, ttl_seconds=ttl, max_messages=cap, lock_timeout=wait, cache_entries=cache)
 
 
-def create_app(config: Config, *, rng: Random | None = None) -> web.Application:
-    """Build the gateway for `config`; `rng` drives load balancing and jitter (seed it in tests)."""
+def create_app(config: Config, *, rng: Random | None = None, processes: int = 1) -> web.Application:
+    """Build the gateway for `config`; `rng` drives load balancing and jitter (seed it in tests).
+
+    `processes` is how many gateway processes serve this config (`--workers`).
+    """
     access = auth_middleware(config.api_keys) if config.api_keys else open_middleware
     app = web.Application(middlewares=[errors_middleware, access], client_max_size=config.server.max_body_bytes)
     app[CONFIG] = config
@@ -60,7 +67,7 @@ def create_app(config: Config, *, rng: Random | None = None) -> web.Application:
 
     async def memory_store(app: web.Application) -> AsyncIterator[None]:
         use_offline_encodings()
-        store = open_store(config.memory)
+        store = open_store(config.memory, processes=processes)
         app[MEMORY] = Memory(store)
         yield
         await store.close()
@@ -80,4 +87,11 @@ def create_app(config: Config, *, rng: Random | None = None) -> web.Application:
     app.router.add_get("/readyz", handlers.readyz)
     if not config.api_keys:
         log.warning("auth.keys is empty: the gateway is open to anyone who can reach it")
+    if processes > 1 and config.memory.store != "redis":
+        log.warning(
+            "memory.store %s with %d processes: turns on one memoryId are not serialized across "
+            "processes; use memory.store: redis for that",
+            config.memory.store,
+            processes,
+        )
     return app

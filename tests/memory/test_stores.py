@@ -34,7 +34,7 @@ StoreFactory = Callable[..., MemoryStore]
 
 
 
-@pytest.fixture(params=["memory", "sqlite", "redis"])
+@pytest.fixture(params=["memory", "sqlite", "sqlite-uncached", "redis"])
 async def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[StoreFactory]:
     stores: list[MemoryStore] = []
     kind = request.param
@@ -47,8 +47,9 @@ async def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIte
         options: dict[str, Any] = {"ttl_seconds": ttl, "max_messages": cap, "lock_timeout": lock_timeout}
         if kind == "redis":
             store: MemoryStore = RedisStore(url, **options)
-        elif kind == "sqlite":
-            store = SQLiteStore(str(tmp_path / "db" / "memory.db"), **options, **({"clock": clock} if clock else {}))
+        elif kind.startswith("sqlite"):
+            cache = {"cache_entries": 0} if kind == "sqlite-uncached" else {}
+            store = SQLiteStore(str(tmp_path / "db" / "memory.db"), **options, **cache, **({"clock": clock} if clock else {}))
         else:
             store = InProcessStore(**options, **({"clock": clock} if clock else {}))
         stores.append(store)
@@ -180,3 +181,27 @@ async def test_concurrent_locked_appends_lose_nothing(make_store: StoreFactory) 
     await asyncio.gather(*(turn(i) for i in range(30)))
     conversation = await store.load(KEY)
     assert conversation is not None and sorted(int(m["content"]) for m in conversation.messages) == list(range(30))
+
+
+async def test_sqlite_processes_sharing_a_file_see_each_others_turns(tmp_path: Path) -> None:
+    path = str(tmp_path / "shared.db")
+    one, two = (SQLiteStore(path, ttl_seconds=60, max_messages=100, lock_timeout=1, cache_entries=0) for _ in range(2))
+    await one.append(KEY, [e("user", "from one")], system=None)
+    await two.append(KEY, [e("user", "from two")], system=None)
+    for store in (one, two):
+        conversation = await store.load(KEY)
+        assert conversation is not None and [m["content"] for m in conversation.messages] == ["from one", "from two"]
+        await store.close()
+
+
+async def test_sqlite_cache_is_bounded_and_falls_back_to_the_file(tmp_path: Path) -> None:
+    store = SQLiteStore(str(tmp_path / "c.db"), ttl_seconds=60, max_messages=100, lock_timeout=1, cache_entries=3)
+    keys = [("t", f"c{i}") for i in range(5)]
+    for key in keys:
+        await store.append(key, [e("user", key[1]), e("assistant", "ok")], system=None)
+        await store.load(key)
+    assert store._cached_entries <= 3
+    for key in keys:
+        conversation = await store.load(key)
+        assert conversation is not None and conversation.messages[0]["content"] == key[1]
+    await store.close()
