@@ -9,12 +9,14 @@ while this process is the file's only writer: several processes sharing one file
 from __future__ import annotations
 
 import asyncio
+import functools
 import sqlite3
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
@@ -63,6 +65,8 @@ class SQLiteStore:
         self._cache: OrderedDict[Key, Conversation] = OrderedDict()
         self._cache_limit = cache_entries
         self._cached_entries = 0
+        self._queue: list[_Write] = []
+        self._flusher: asyncio.Future[None] | None = None
         self._ttl = ttl_seconds
         self._cap = max_messages
         self._clock = clock
@@ -147,45 +151,66 @@ class SQLiteStore:
         return await self._run(work)
 
     async def append(self, key: Key, entries: Sequence[Entry], *, system: Sequence[Message] | None) -> None:
-        bodies = [(entry.message.get("role") or "", dump_entry(entry)) for entry in entries]
-        system_json = orjson.dumps(list(system)).decode() if system is not None else None
-
-        def work(db: sqlite3.Connection) -> float:
-            now = self._clock()
-            with _transaction(db):
-                existing = self._live(db, key)
-                stored_system = system_json if system_json is not None else (existing[0] if existing else "[]")
-                db.execute(
-                    "INSERT INTO conversations (tenant, memory_id, system, updated_at) VALUES (?, ?, ?, ?) "
-                    "ON CONFLICT (tenant, memory_id) DO UPDATE SET system = excluded.system, "
-                    "updated_at = excluded.updated_at",
-                    (*key, stored_system, now),
-                )
-                (last,) = db.execute(
-                    "SELECT COALESCE(MAX(seq), 0) FROM messages WHERE tenant = ? AND memory_id = ?", key
-                ).fetchone()
-                db.executemany(
-                    "INSERT INTO messages (tenant, memory_id, seq, role, body) VALUES (?, ?, ?, ?, ?)",
-                    [(*key, last + i + 1, role, body) for i, (role, body) in enumerate(bodies)],
-                )
-                db.execute(
-                    "DELETE FROM messages WHERE tenant = ? AND memory_id = ? AND seq <= ?",
-                    (*key, last + len(bodies) - self._cap),
-                )
-            return now
-
+        write = _Write(
+            key,
+            [(entry.message.get("role") or "", dump_entry(entry)) for entry in entries],
+            orjson.dumps(list(system)).decode() if system is not None else None,
+            asyncio.get_running_loop().create_future(),
+        )
         cached = self._cache.get(key)
         if cached is not None and self._clock() - cached.updated_at > self._ttl:
             cached = None
             self._remember(key, None)
+        self._queue.append(write)
+        if self._flusher is None or self._flusher.done():
+            self._flusher = asyncio.ensure_future(self._flush())
         try:
-            updated_at = await self._run(work)
+            updated_at = await asyncio.shield(write.done)
         except BaseException:
             self._remember(key, None)  # the file is the truth; read it again next time
             raise
         if cached is not None and self._cache.get(key) is cached:
             merged = [*cached.entries, *entries][-self._cap :]
             self._remember(key, Conversation(list(system) if system is not None else cached.system, merged, updated_at))
+
+    async def _flush(self) -> None:
+        """Group commit: every append queued meanwhile goes in one transaction, one thread hop."""
+        while self._queue:
+            batch, self._queue = self._queue, []
+            try:
+                updated_at = await self._run(functools.partial(self._write, batch=batch))
+            except asyncio.CancelledError:
+                _settle(batch, StoreUnavailable("the store is closing"))
+                raise
+            except Exception as exc:
+                _settle(batch, exc)
+            else:
+                _settle(batch, updated_at)
+
+    def _write(self, db: sqlite3.Connection, *, batch: Sequence[_Write]) -> float:
+        now = self._clock()
+        with _transaction(db):
+            for write in batch:
+                existing = self._live(db, write.key)
+                system = write.system if write.system is not None else (existing[0] if existing else "[]")
+                db.execute(
+                    "INSERT INTO conversations (tenant, memory_id, system, updated_at) VALUES (?, ?, ?, ?) "
+                    "ON CONFLICT (tenant, memory_id) DO UPDATE SET system = excluded.system, "
+                    "updated_at = excluded.updated_at",
+                    (*write.key, system, now),
+                )
+                (last,) = db.execute(
+                    "SELECT COALESCE(MAX(seq), 0) FROM messages WHERE tenant = ? AND memory_id = ?", write.key
+                ).fetchone()
+                db.executemany(
+                    "INSERT INTO messages (tenant, memory_id, seq, role, body) VALUES (?, ?, ?, ?, ?)",
+                    [(*write.key, last + i + 1, role, body) for i, (role, body) in enumerate(write.bodies)],
+                )
+                db.execute(
+                    "DELETE FROM messages WHERE tenant = ? AND memory_id = ? AND seq <= ?",
+                    (*write.key, last + len(write.bodies) - self._cap),
+                )
+        return now
 
     @staticmethod
     def _delete(db: sqlite3.Connection, key: Key) -> bool:
@@ -226,6 +251,9 @@ class SQLiteStore:
         return self._locks.hold(key)
 
     async def close(self) -> None:
+        if self._flusher is not None and not self._flusher.done():
+            await self._flusher
+
         def work() -> None:
             if self._db is not None:
                 self._db.close()
@@ -233,6 +261,24 @@ class SQLiteStore:
 
         await asyncio.get_running_loop().run_in_executor(self._executor, work)
         self._executor.shutdown(wait=True)
+
+
+@dataclass(slots=True)
+class _Write:
+    key: Key
+    bodies: list[tuple[str, bytes]]
+    system: str | None
+    done: asyncio.Future[float]
+
+
+def _settle(batch: Sequence[_Write], outcome: float | Exception) -> None:
+    for write in batch:
+        if write.done.done():
+            continue
+        if isinstance(outcome, Exception):
+            write.done.set_exception(outcome)
+        else:
+            write.done.set_result(outcome)
 
 
 class _transaction:
