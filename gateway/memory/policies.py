@@ -9,7 +9,7 @@ orphaned tool result.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -93,18 +93,13 @@ def plan_turn(
     if stored and turn[: len(stored)] == stored:
         turn = turn[len(stored) :]
 
-    groups = _groups(stored)
     if settings.memory_type == "token_window":
         fixed = sum(count(m) for m in system) + sum(count(m) for m in turn) + REPLY_PRIMING
-        tokens = [_tokens(entry, encoding, count) for entry in history]
-        costs = [tokens[g[0]] if len(g) == 1 else sum(tokens[i] for i in g) for g in groups]
-        kept_groups = _newest_that_fit(costs, settings.max_tokens - fixed)
-        kept = [stored[i] for g in groups[len(groups) - kept_groups :] for i in g]
+        kept = _newest_that_fit(stored, settings.max_tokens - fixed, lambda i: _tokens(history[i], encoding, count))
     elif settings.memory_type == "round_window":
-        kept = _round_window(stored, groups, turn, settings)
+        kept = _round_window(stored, turn, settings)
     else:
-        kept_groups = _newest_that_fit([len(g) for g in groups], settings.max_messages - len(turn))
-        kept = [stored[i] for g in groups[len(groups) - kept_groups :] for i in g]
+        kept = _newest_that_fit(stored, settings.max_messages - len(turn), lambda i: 1)
     return Plan(
         forwarded=[*system, *kept, *turn],
         system=system,
@@ -120,50 +115,66 @@ def _tokens(entry: Entry, encoding: str, count: TokenCounter) -> int:
     return cached if cached is not None else count(entry.message)
 
 
-def _groups(messages: Sequence[Message]) -> list[list[int]]:
-    """Indivisible units of history: an assistant tool call with its results, or one message.
+def _units_newest_first(messages: Sequence[Message]) -> Iterator[list[int]]:
+    """Indivisible units of history, newest first: an assistant tool call with its results, or one message.
 
-    A tool result whose call is not right before it (an orphan) belongs to no unit and so is
-    never forwarded.
+    A tool result not answering a call of the message right before its run of results (an
+    orphan) belongs to no unit, so it is never forwarded. Walking from the newest end lets a
+    window stop as soon as it is full, whatever the length of the stored history.
     """
-    groups: list[list[int]] = []
-    open_calls: set[Any] = set()
-    for index, message in enumerate(messages):
-        if message.get("role") == "tool":
-            if open_calls and message.get("tool_call_id") in open_calls:
-                groups[-1].append(index)
-            continue
-        calls = message.get("tool_calls")
-        open_calls = {c.get("id") for c in calls if isinstance(c, dict)} if calls else set()
-        groups.append([index])
-    return groups
+    end = len(messages) - 1
+    while end >= 0:
+        head = end
+        while head >= 0 and messages[head].get("role") == "tool":
+            head -= 1
+        if head < 0:
+            return
+        if head == end:
+            yield [head]
+        else:
+            calls = messages[head].get("tool_calls") or ()
+            ids = {c.get("id") for c in calls if isinstance(c, dict)}
+            yield [head, *(i for i in range(head + 1, end + 1) if messages[i].get("tool_call_id") in ids)]
+        end = head - 1
 
 
-def _newest_that_fit(costs: Sequence[int], budget: int) -> int:
-    """How many of the newest units fit in `budget`; the first that does not fit stops it."""
-    total = kept = 0
-    for cost in reversed(costs):
-        if total + cost > budget:
+def _newest_that_fit(messages: Sequence[Message], budget: int, cost: Callable[[int], int]) -> list[Message]:
+    """The newest units whose costs fit in `budget`; the first unit that does not fit stops it."""
+    kept: list[list[int]] = []
+    total = 0
+    for unit in _units_newest_first(messages):
+        unit_cost = cost(unit[0]) if len(unit) == 1 else sum(cost(i) for i in unit)
+        if total + unit_cost > budget:
             break
-        total += cost
-        kept += 1
-    return kept
+        total += unit_cost
+        kept.append(unit)
+    return [messages[i] for unit in reversed(kept) for i in unit]
 
 
-def _round_window(
-    stored: Sequence[Message], groups: list[list[int]], turn: Sequence[Message], settings: MemorySettings
-) -> list[Message]:
+def _round_window(stored: Sequence[Message], turn: Sequence[Message], settings: MemorySettings) -> list[Message]:
     """The last `maxRounds` rounds, then oldest-first eviction and front truncation for `maxChars`."""
-    round_starts = [g for g, group in enumerate(groups) if stored[group[0]].get("role") == "user"]
-    first = round_starts[-settings.max_rounds] if len(round_starts) >= settings.max_rounds else 0
-    units = [[stored[i] for i in group] for group in groups[first:]]
+    units: list[list[Message]] = []  # newest first
+    rounds = 0
+    for unit in _units_newest_first(stored):
+        units.append([stored[i] for i in unit])
+        if stored[unit[0]].get("role") == "user":
+            rounds += 1
+            if rounds == settings.max_rounds:
+                break
+    units.reverse()
     budget = settings.max_chars - sum(text_length(m) for m in turn)
     costs = [sum(text_length(m) for m in unit) for unit in units]
     if sum(costs) <= budget:
         return [m for unit in units for m in unit]
 
     room = budget - len(NOTICE)
-    fitting = _newest_that_fit(costs, room)
+    fitting = 0
+    total = 0
+    for cost in reversed(costs):
+        if total + cost > room:
+            break
+        total += cost
+        fitting += 1
     kept_units = units[len(units) - fitting :]
     if not kept_units and units and room > 0:
         last = units[-1]
