@@ -91,11 +91,14 @@ class KeyLocks:
         lock, users = self._locks.get(key) or (asyncio.Lock(), 0)
         self._locks[key] = (lock, users + 1)
         try:
-            try:
-                async with asyncio.timeout(self.timeout):
-                    await lock.acquire()
-            except TimeoutError:
-                raise LockTimeout(f"conversation busy for more than {self.timeout:g}s") from None
+            if lock.locked():  # only a wait needs a deadline
+                try:
+                    async with asyncio.timeout(self.timeout):
+                        await lock.acquire()
+                except TimeoutError:
+                    raise LockTimeout(f"conversation busy for more than {self.timeout:g}s") from None
+            else:
+                await lock.acquire()
             try:
                 yield
             finally:
