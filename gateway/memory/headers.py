@@ -14,26 +14,22 @@ from gateway.errors import InvalidRequestError
 from gateway.memory.settings import MEMORY_TYPES, MemorySettings
 
 MEMORY_ID: Final = re.compile(r"[A-Za-z0-9._:@-]{1,256}")
-_WINDOW_HEADERS: Final = (
-    ("maxMessages", "x-memory-max-messages", "max_messages"),
-    ("maxTokens", "x-memory-max-tokens", "max_tokens"),
-    ("maxRounds", "x-memory-max-rounds", "max_rounds"),
-    ("maxChars", "x-memory-max-chars", "max_chars"),
-)
+# canonical name -> (accepted spellings, lower-cased, and the MemorySettings field it sets)
+_HEADERS: Final = {
+    "memoryId": ("memoryid", "x-memory-id", None),
+    "memoryType": ("memorytype", "x-memory-type", "memory_type"),
+    "maxMessages": ("maxmessages", "x-memory-max-messages", "max_messages"),
+    "maxTokens": ("maxtokens", "x-memory-max-tokens", "max_tokens"),
+    "maxRounds": ("maxrounds", "x-memory-max-rounds", "max_rounds"),
+    "maxChars": ("maxchars", "x-memory-max-chars", "max_chars"),
+}
+_BY_SPELLING: Final = {spelling: name for name, (*spellings, _) in _HEADERS.items() for spelling in spellings}
 
 
 @dataclass(frozen=True, slots=True)
 class MemoryAsk:
     memory_id: str
     settings: MemorySettings
-
-
-def _header(headers: Mapping[str, str], name: str, alias: str) -> tuple[str, str] | None:
-    for key in (name, alias):
-        value = headers.get(key)
-        if value is not None:
-            return key, value
-    return None
 
 
 def _bad(header: str, message: str) -> InvalidRequestError:
@@ -50,27 +46,29 @@ def read_memory_headers(
     headers: Mapping[str, str], defaults: MemorySettings, limits: MemorySettings
 ) -> MemoryAsk | None:
     """The memory the request asks for, or None without a memoryId; a 400 names any bad header."""
-    found = _header(headers, "memoryId", "x-memory-id")
-    if found is None:
+    given: dict[str, tuple[str, str]] = {}  # canonical name -> (the spelling errors name, value)
+    for header, value in headers.items():
+        lower = header.lower()
+        name = _BY_SPELLING.get(lower)
+        if name is not None and (name not in given or lower == name.lower()):  # the plain form wins
+            given[name] = (lower if lower.startswith("x-memory-") else name, value)
+    if "memoryId" not in given:
         return None
-    memory_id = check_memory_id(found[1].strip(), found[0])
-    settings = defaults
+    header, value = given.pop("memoryId")
+    memory_id = check_memory_id(value.strip(), header)
     changes: dict[str, Any] = {}
-    kind = _header(headers, "memoryType", "x-memory-type")
-    if kind is not None:
-        if kind[1].strip() not in MEMORY_TYPES:
-            raise _bad(kind[0], f"must be one of {', '.join(MEMORY_TYPES)}, got {kind[1][:40]!r}")
-        changes["memory_type"] = kind[1].strip()
-    for name, alias, attribute in _WINDOW_HEADERS:
-        given = _header(headers, name, alias)
-        if given is None:
-            continue
-        header, raw = given
+    for name, (header, raw) in given.items():
+        field = _HEADERS[name][2]
         text = raw.strip()
+        if field == "memory_type":
+            if text not in MEMORY_TYPES:
+                raise _bad(header, f"must be one of {', '.join(MEMORY_TYPES)}, got {raw[:40]!r}")
+            changes[field] = text
+            continue
         if not text.isdigit() or int(text) <= 0:
             raise _bad(header, f"must be a positive integer, got {raw[:40]!r}")
-        limit = getattr(limits, attribute)
+        limit = getattr(limits, str(field))
         if int(text) > limit:
             raise _bad(header, f"must be at most {limit} (the operator's limit), got {text}")
-        changes[attribute] = int(text)
-    return MemoryAsk(memory_id, replace(settings, **changes))
+        changes[str(field)] = int(text)
+    return MemoryAsk(memory_id, replace(defaults, **changes) if changes else defaults)
