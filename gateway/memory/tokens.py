@@ -81,13 +81,13 @@ def get_encoding(name: str) -> Encoding:
 def _count_text(encoding: Encoding, text: str) -> int:
     if not text:
         return 0
-    if len(text) <= 32:  # roles, names, tool-call ids and short turns repeat: count them once
-        return _count_short(encoding, text)
+    if len(text) <= 4096:  # roles, names, system prompts and common turns repeat: count them once
+        return _count_cached(encoding, text)
     return len(encoding.encode(text, disallowed_special=()))
 
 
-@functools.lru_cache(maxsize=8192)
-def _count_short(encoding: Encoding, text: str) -> int:
+@functools.lru_cache(maxsize=4096)
+def _count_cached(encoding: Encoding, text: str) -> int:
     return len(encoding.encode(text, disallowed_special=()))
 
 
