@@ -291,3 +291,61 @@ def test_every_error_is_reported_at_once() -> None:
 def test_invalid_yaml_and_top_level() -> None:
     assert errors_of("routes: [")[0].startswith("invalid YAML")
     assert errors_of("- a\n- b") == ["top level: must be a mapping, got a list"]
+
+
+def test_memory_block_and_route_defaults() -> None:
+    config = load(
+        """
+        memory:
+          store: redis
+          url: redis://cache:6379/2
+          path: /var/lib/gateway/m.db
+          ttlSeconds: 3600
+          maxStoredMessages: 50
+          lockTimeoutSeconds: 5
+          defaults: {memoryType: token_window, maxMessages: 10, maxTokens: 2000, maxRounds: 2, maxChars: 5000}
+          limits: {maxMessages: 100, maxTokens: 64000, maxRounds: 20, maxChars: 100000}
+        routes:
+          plain: {provider: mock}
+          smart:
+            provider: mock
+            memory: {memoryType: round_window, maxRounds: 4}
+        """
+    )
+    memory = config.memory
+    assert (memory.store, memory.url, memory.path) == ("redis", "redis://cache:6379/2", "/var/lib/gateway/m.db")
+    assert (memory.ttl_seconds, memory.max_stored_messages, memory.lock_timeout_seconds) == (3600, 50, 5)
+    assert memory.defaults.memory_type == "token_window" and memory.defaults.max_tokens == 2000
+    assert memory.limits.max_tokens == 64000
+    assert config.routes["plain"].memory == memory.defaults
+    smart = config.routes["smart"].memory
+    assert (smart.memory_type, smart.max_rounds, smart.max_tokens) == ("round_window", 4, 2000)
+
+
+def test_memory_defaults_without_a_block() -> None:
+    config = load("routes: {r: {provider: mock}}")
+    assert config.memory.store == "sqlite" and config.memory.path == "./data/memory.db"
+    assert config.memory.ttl_seconds == 30 * 24 * 3600 and config.memory.max_stored_messages == 1000
+    assert config.memory.lock_timeout_seconds == 120
+    assert config.routes["r"].memory.memory_type == "message_window" and config.routes["r"].memory.max_messages == 20
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("memory: {store: mongo}", "memory.store: must be one of sqlite, memory, redis, got 'mongo'"),
+        ("memory: {defaults: {memoryType: forever}}", "memory.defaults.memoryType: must be one of message_window"),
+        ("memory: {defaults: {maxTokens: 0}}", "memory.defaults.maxTokens: must be >= 1, got 0"),
+        ("memory: {limits: {memoryType: token_window}}", "memory.limits.memoryType: unknown key"),
+        ("memory: {ttlSeconds: -1}", "memory.ttlSeconds: must be > 0, got -1"),
+        ("memory: {colour: blue}", "memory.colour: unknown key"),
+    ],
+)
+def test_memory_rejections(text: str, message: str) -> None:
+    errors = errors_of(text + "\nroutes: {r: {provider: mock}}")
+    assert any(e.startswith(message) for e in errors), errors
+
+
+def test_route_memory_rejection() -> None:
+    errors = errors_of("routes: {r: {provider: mock, memory: {maxRounds: x}}}")
+    assert "routes.r.memory.maxRounds: must be an integer, got 'x'" in errors

@@ -205,3 +205,13 @@ async def test_sqlite_cache_is_bounded_and_falls_back_to_the_file(tmp_path: Path
         conversation = await store.load(key)
         assert conversation is not None and conversation.messages[0]["content"] == key[1]
     await store.close()
+
+
+async def test_sqlite_uses_wal(tmp_path: Path) -> None:
+    import sqlite3
+
+    path = tmp_path / "wal.db"
+    store = SQLiteStore(str(path), ttl_seconds=60, max_messages=10, lock_timeout=1)
+    await store.append(KEY, [e("user", "x")], system=None)
+    await store.close()
+    assert sqlite3.connect(path).execute("PRAGMA journal_mode").fetchone()[0] == "wal"

@@ -319,3 +319,48 @@ async def test_memory_headers_are_ignored_outside_chat(gateway: Gateway, upstrea
     upstream.then(Step(body={"object": "list", "model": "m", "data": data, "usage": {"prompt_tokens": 0, "total_tokens": 0}}))
     await client.embeddings.create(model="chat", input="x", extra_headers={"memoryId": "emb"})
     assert (await stored(client, "emb"))[0] == 404
+
+
+async def test_busy_conversation_times_out_with_409(gateway: Gateway, tmp_path: Path) -> None:
+    client = await gateway(f"""
+memory: {{store: memory, lockTimeoutSeconds: 0.2}}
+routes: {{slow: {{provider: mock, mock: {{latency: 1.0}}}}}}
+""")
+    first = asyncio.create_task(
+        client.chat.completions.create(model="slow", messages=[u("one")], extra_headers={"memoryId": "busy"})
+    )
+    await asyncio.sleep(0.1)
+    with pytest.raises(openai.ConflictError) as caught:
+        await client.chat.completions.create(model="slow", messages=[u("two")], extra_headers={"memoryId": "busy"})
+    assert caught.value.response.headers["x-should-retry"] == "false"
+    assert caught.value.code == "memory_busy"
+    await first
+    # another conversation was never blocked, and the first turn was stored
+    status, body = await stored(client, "busy")
+    assert status == 200 and body["turns"] == 1
+
+
+async def test_a_later_larger_window_sees_more(gateway: Gateway, upstream: FakeUpstream, tmp_path: Path) -> None:
+    client = await gateway(config(upstream, tmp_path, memory="maxStoredMessages: 5"))
+    script_replies(upstream, 4, stream=False)
+    for question in ("q1", "q2", "q3"):
+        await ask(client, [u(question)], {"memoryId": "grow", "maxMessages": "1"})
+    assert received(upstream)[2] == [u("q3")]
+    await ask(client, [u("q4")], {"memoryId": "grow", "maxMessages": "10"})
+    # six messages were stored, the cap keeps five: the oldest (q1) is gone
+    assert received(upstream)[3] == [a("r1"), u("q2"), a("r2"), u("q3"), a("r3"), u("q4")]
+
+
+async def test_unreachable_memory_store_is_503(gateway: Gateway, upstream: FakeUpstream) -> None:
+    from tests.servers import free_port
+
+    client = await gateway(f"""
+memory: {{store: redis, url: "redis://127.0.0.1:{free_port()}/0"}}
+routes: {{chat: {{provider: openai, baseUrl: "{upstream.url}", apiKey: k}}}}
+""")
+    with pytest.raises(openai.InternalServerError) as caught:
+        await client.chat.completions.create(model="chat", messages=[u("x")], extra_headers={"memoryId": "m"})
+    assert caught.value.status_code == 503 and caught.value.code == "memory_unavailable"
+    assert upstream.calls == 0
+    # without memory the gateway still answers
+    assert (await ask(client, [u("x")], {}))[0] == "Hello from upstream"
