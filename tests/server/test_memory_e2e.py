@@ -322,9 +322,9 @@ async def test_memory_headers_are_ignored_outside_chat(gateway: Gateway, upstrea
 
 
 async def test_busy_conversation_times_out_with_409(gateway: Gateway, tmp_path: Path) -> None:
-    client = await gateway(f"""
-memory: {{store: memory, lockTimeoutSeconds: 0.2}}
-routes: {{slow: {{provider: mock, mock: {{latency: 1.0}}}}}}
+    client = await gateway("""
+memory: {store: memory, lockTimeoutSeconds: 0.2}
+routes: {slow: {provider: mock, mock: {latency: 1.0}}}
 """)
     first = asyncio.create_task(
         client.chat.completions.create(model="slow", messages=[u("one")], extra_headers={"memoryId": "busy"})
@@ -335,7 +335,7 @@ routes: {{slow: {{provider: mock, mock: {{latency: 1.0}}}}}}
     assert caught.value.response.headers["x-should-retry"] == "false"
     assert caught.value.code == "memory_busy"
     await first
-    # another conversation was never blocked, and the first turn was stored
+    # the first turn, which held the conversation, was stored
     status, body = await stored(client, "busy")
     assert status == 200 and body["turns"] == 1
 
