@@ -154,13 +154,15 @@ class Dispatcher:
         policy = target.retry
         once = self._open_stream if request.stream else self._complete
 
-        async def attempt() -> _Try:
-            tried = await once(call)
+        def record(tried: _Try) -> _Try:
             attempts.append(Attempt(target.name, tried.outcome.status, _redact(tried.detail, target)))
             return tried
 
-        if policy.attempts == 0:
-            return await attempt()
+        async def attempt() -> _Try:
+            return record(await once(call))
+
+        if policy.attempts == 0:  # no retry machinery (nor its coroutine layer) on the common path
+            return record(await once(call))
         retrying = AsyncRetrying(
             stop=lambda state: _stop(policy, state),
             wait=lambda state: _wait(policy, state, self._rng),

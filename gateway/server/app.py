@@ -23,7 +23,7 @@ from gateway.providers.openai import OpenAIProvider
 from gateway.routing import Random
 from gateway.server import handlers, memory_api
 from gateway.server.keys import CONFIG, DISPATCHER, LIFECYCLE, MEMORY, Lifecycle
-from gateway.server.middlewares import auth_middleware, errors_middleware, open_middleware
+from gateway.server.middlewares import Authenticator, gateway_middleware
 
 log = logging.getLogger("gateway")
 
@@ -49,8 +49,9 @@ def create_app(config: Config, *, rng: Random | None = None, processes: int = 1)
 
     `processes` is how many gateway processes serve this config (`--workers`).
     """
-    access = auth_middleware(config.api_keys) if config.api_keys else open_middleware
-    app = web.Application(middlewares=[errors_middleware, access], client_max_size=config.server.max_body_bytes)
+    app = web.Application(
+        middlewares=[gateway_middleware(Authenticator(config.api_keys))], client_max_size=config.server.max_body_bytes
+    )
     app[CONFIG] = config
     app[LIFECYCLE] = Lifecycle(started_at=int(time.time()))
 
