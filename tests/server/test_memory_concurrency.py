@@ -21,24 +21,27 @@ HEADERS = {"memoryId": "busy", "maxMessages": "200"}
 
 
 async def run_turns(clients: list[openai.AsyncOpenAI]) -> list[str]:
-    """TURNS concurrent requests spread over `clients`; returns the user messages in completion order."""
-    completed: list[str] = []
-    seen_counts: list[int] = []
+    """TURNS concurrent requests spread over `clients`; returns the user messages in completion order.
+
+    The mock model reports how many messages it received, so each reply tells exactly where its
+    turn completed: the k-th turn to complete saw the k-1 turns before it (2k - 1 messages).
+    The order in which responses reach this client may differ when a process is descheduled.
+    """
+    seen: dict[int, str] = {}
 
     async def one(i: int) -> None:
         text = f"turn-{i}"
         reply = await clients[i % len(clients)].chat.completions.create(
             model="mock", messages=[{"role": "user", "content": text}], extra_headers=HEADERS
         )
-        completed.append(text)
         match = re.search(r"received (\d+) messages", reply.choices[0].message.content or "")
         assert match is not None
-        seen_counts.append(int(match.group(1)))
+        seen[int(match.group(1))] = text
 
     await asyncio.gather(*(one(i) for i in range(TURNS)))
-    # each request saw the whole history before it, never a half-written turn: 1, 3, 5, ...
-    assert sorted(seen_counts) == [2 * k + 1 for k in range(TURNS)]
-    return completed
+    # every request saw the whole history before it, never a half-written or interleaved turn
+    assert sorted(seen) == [2 * k + 1 for k in range(TURNS)]
+    return [seen[count] for count in sorted(seen)]
 
 
 async def stored_users(base_url: str) -> list[str]:
