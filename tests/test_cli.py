@@ -73,7 +73,7 @@ def slow_config(tmp_path: Path) -> Path:
     path = tmp_path / "slow.yaml"
     path.write_text(
         "routes:\n"
-        "  slow: {provider: mock, mock: {latency: 1.5}}\n"
+        "  slow: {provider: mock, mock: {latency: 2.0}}\n"
         "  slow-stream: {provider: mock, mock: {chunkSize: 4, chunkDelay: 0.05}}\n"
     )
     return path
@@ -119,7 +119,7 @@ async def test_sigterm_drains_in_flight_requests_and_streams(slow_config: Path, 
         messages = [{"role": "user", "content": "drain me"}]
         pending = asyncio.create_task(client.chat.completions.create(model="slow", messages=messages))
         stream = await client.chat.completions.create(model="slow-stream", messages=messages, stream=True)
-        await asyncio.sleep(0.3)
+        await asyncio.sleep(0.6)  # both requests are in flight by now
         process.send_signal(signal.SIGTERM)
         text = "".join([part.choices[0].delta.content or "" async for part in stream if part.choices])
         completion = await pending

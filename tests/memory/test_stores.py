@@ -141,29 +141,45 @@ async def test_ttl_forgets_untouched_conversations(make_store: StoreFactory) -> 
     assert await store.load(KEY) is None
 
 
-async def test_lock_serializes_and_times_out(make_store: StoreFactory) -> None:
-    store = make_store(lock_timeout=0.3)
+async def test_lock_serializes(make_store: StoreFactory) -> None:
+    store = make_store(lock_timeout=10)
     order: list[str] = []
+    held = asyncio.Event()
 
-    async def hold(name: str, seconds: float) -> None:
+    async def first() -> None:
         async with store.lock(KEY):
-            order.append(f"{name}+")
-            await asyncio.sleep(seconds)
-            order.append(f"{name}-")
+            order.append("first+")
+            held.set()
+            await asyncio.sleep(0.15)
+            order.append("first-")
 
-    first = asyncio.create_task(hold("first", 0.15))
-    await asyncio.sleep(0.02)
-    await hold("second", 0)
-    await first
-    assert order == ["first+", "first-", "second+", "second-"]
+    task = asyncio.create_task(first())
+    await held.wait()
+    async with store.lock(("team-a", "other")):  # other conversations are not blocked
+        order.append("other")
+    async with store.lock(KEY):
+        order.append("second")
+    await task
+    assert order == ["first+", "other", "first-", "second"]
 
-    blocker = asyncio.create_task(hold("blocker", 1.0))
-    await asyncio.sleep(0.02)
+
+async def test_lock_times_out(make_store: StoreFactory) -> None:
+    store = make_store(lock_timeout=0.2)
+    held, release = asyncio.Event(), asyncio.Event()
+
+    async def blocker() -> None:
+        async with store.lock(KEY):
+            held.set()
+            await release.wait()
+
+    task = asyncio.create_task(blocker())
+    await held.wait()
     with pytest.raises(LockTimeout):
         async with store.lock(KEY):
             pass
-    await blocker
-    async with store.lock(("team-a", "other")):  # other conversations are not blocked
+    release.set()
+    await task
+    async with store.lock(KEY):  # and it is free again afterwards
         pass
 
 

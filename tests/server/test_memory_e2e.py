@@ -323,13 +323,13 @@ async def test_memory_headers_are_ignored_outside_chat(gateway: Gateway, upstrea
 
 async def test_busy_conversation_times_out_with_409(gateway: Gateway, tmp_path: Path) -> None:
     client = await gateway("""
-memory: {store: memory, lockTimeoutSeconds: 0.2}
-routes: {slow: {provider: mock, mock: {latency: 1.0}}}
+memory: {store: memory, lockTimeoutSeconds: 0.3}
+routes: {slow: {provider: mock, mock: {latency: 2.0}}}
 """)
     first = asyncio.create_task(
         client.chat.completions.create(model="slow", messages=[u("one")], extra_headers={"memoryId": "busy"})
     )
-    await asyncio.sleep(0.1)
+    await asyncio.sleep(0.5)  # the first request holds the conversation by now
     with pytest.raises(openai.ConflictError) as caught:
         await client.chat.completions.create(model="slow", messages=[u("two")], extra_headers={"memoryId": "busy"})
     assert caught.value.response.headers["x-should-retry"] == "false"
