@@ -41,21 +41,24 @@ class ReplyAssembler:
         content = delta.get("content")
         if isinstance(content, str):
             self._content.append(content)
-        for fragment in delta.get("tool_calls") or ():
+        fragments = delta.get("tool_calls")
+        for fragment in fragments if isinstance(fragments, list) else ():
             if not isinstance(fragment, dict):
                 continue
+            index = fragment.get("index")
             call = self._calls.setdefault(
-                int(fragment.get("index", len(self._calls))),
+                index if isinstance(index, int) else len(self._calls),
                 {"id": None, "type": "function", "function": {"name": "", "arguments": ""}},
             )
-            if fragment.get("id"):
+            if isinstance(fragment.get("id"), str):
                 call["id"] = fragment["id"]
-            if fragment.get("type"):
+            if isinstance(fragment.get("type"), str):
                 call["type"] = fragment["type"]
             function = fragment.get("function")
             if isinstance(function, dict):
-                call["function"]["name"] += function.get("name") or ""
-                call["function"]["arguments"] += function.get("arguments") or ""
+                for part in ("name", "arguments"):
+                    if isinstance(function.get(part), str):
+                        call["function"][part] += function[part]
 
     def message(self) -> Message:
         message: Message = {"role": "assistant", "content": "".join(self._content) or None}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from contextlib import asynccontextmanager, contextmanager, suppress
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 import orjson
@@ -37,6 +37,7 @@ class Turn:
         self._encoding = encoding
         self._count = count
         self._assembler = ReplyAssembler()
+        self._unreadable = False
         self._write: asyncio.Task[None] | None = None
         self.headers = {
             "x-memory-id": key[1],
@@ -46,10 +47,13 @@ class Turn:
 
     def on_event(self, event: Event) -> None:
         """Feed a relayed stream event to the reply being assembled."""
-        if event.data is None or event.is_done:
+        if event.data is None or event.is_done or self._unreadable:
             return
-        with suppress(orjson.JSONDecodeError):
+        try:
             self._assembler.feed(orjson.loads(event.data))
+        except Exception:  # the client still gets the stream; memory just won't store a reply it could not read
+            log.warning("unreadable stream event; memory %s will not store this turn", self._key[1], exc_info=True)
+            self._unreadable = True
 
     async def commit_answer(self, answer: Any) -> None:
         message = reply_message(answer)
@@ -60,7 +64,7 @@ class Turn:
 
     async def commit_stream(self) -> None:
         """Store the assembled reply, if the stream reached its finish_reason."""
-        if self._assembler.finished:
+        if self._assembler.finished and not self._unreadable:
             await self._commit(self._assembler.message())
 
     async def _commit(self, reply: Message) -> None:

@@ -76,6 +76,20 @@ def check_messages(payload: dict[str, Any]) -> list[dict[str, Any]]:
                 param=f"messages[{index}].content",
                 code="invalid_type",
             )
+        for key in ("name", "tool_call_id"):
+            if message.get(key) is not None and not isinstance(message[key], str):
+                raise InvalidRequestError(
+                    f"messages[{index}].{key} must be a string, got {_kind(message[key])}.",
+                    param=f"messages[{index}].{key}",
+                    code="invalid_type",
+                )
+        calls = message.get("tool_calls")
+        if calls is not None and (not isinstance(calls, list) or not all(isinstance(c, dict) for c in calls)):
+            raise InvalidRequestError(
+                f"messages[{index}].tool_calls must be an array of objects.",
+                param=f"messages[{index}].tool_calls",
+                code="invalid_type",
+            )
     return messages
 
 

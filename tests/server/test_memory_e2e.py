@@ -364,3 +364,24 @@ routes: {{chat: {{provider: openai, baseUrl: "{upstream.url}", apiKey: k}}}}
     assert upstream.calls == 0
     # without memory the gateway still answers
     assert (await ask(client, [u("x")], {}))[0] == "Hello from upstream"
+
+
+async def test_odd_stream_deltas_never_break_the_stream(gateway: Gateway, upstream: FakeUpstream, tmp_path: Path) -> None:
+    client = await gateway(config(upstream, tmp_path))
+    odd = {"index": "x", "id": 5, "function": {"name": None, "arguments": ["not", "text"]}}
+    upstream.then(
+        Step(events=[chunk({"role": "assistant", "content": "fine", "tool_calls": [odd]}), chunk({}, "stop"),
+                     b"data: [DONE]\n\n"]),
+        Step(events=[chunk({"role": "assistant", "content": "x"}), b"data: {not json\n\n", chunk({}, "stop"),
+                     b"data: [DONE]\n\n"]),
+    )
+    base = str(client.base_url).rstrip("/")
+    body = {"model": "chat", "stream": True, "messages": [u("q")]}
+    async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {GATEWAY_KEY}"}) as session:
+        async with session.post(f"{base}/chat/completions", json=body, headers={"memoryId": "odd"}) as response:
+            assert response.status == 200 and (await response.read()).endswith(b"data: [DONE]\n\n")
+        status, stored_body = await stored(client, "odd")
+        assert status == 200 and stored_body["messages"][-1]["content"] == "fine"  # what was readable is kept
+        async with session.post(f"{base}/chat/completions", json=body, headers={"memoryId": "odd2"}) as response:
+            assert response.status == 200 and (await response.read()).endswith(b"data: [DONE]\n\n")
+        assert (await stored(client, "odd2"))[0] == 404  # an unreadable event: nothing stored
