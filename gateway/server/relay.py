@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 from collections.abc import Callable, Mapping
 
 from aiohttp import web
@@ -12,6 +14,7 @@ from gateway.providers.base import TransportError
 from gateway.sse import DONE_EVENT, Event, encode
 
 EventHook = Callable[[Event], None]
+log = logging.getLogger("gateway")
 
 
 def _error_event(message: str, code: str) -> bytes:
@@ -61,6 +64,13 @@ async def relay_stream(
         return response, False
     except ConnectionResetError:  # the client left; closing the upstream below is all there is to do
         return response, False
+    except Exception:  # headers are out: the only honest end left is an in-band error
+        log.exception("relaying the stream of %s failed", target.name)
+        if response.prepared:
+            with contextlib.suppress(ConnectionResetError):
+                await response.write(_error_event("the gateway failed while relaying the stream", "internal_error"))
+            return response, False
+        raise
     finally:
         await stream.close()
 

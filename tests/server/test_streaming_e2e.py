@@ -159,3 +159,26 @@ async def test_mock_provider_streams(gateway: Gateway) -> None:
     text = "".join(p.choices[0].delta.content or "" for p in parts if p.choices)
     assert text == 'Mock reply: received 1 messages; last user message: "stream please"'
     assert parts[-1].usage is not None
+
+
+async def test_an_internal_failure_mid_stream_ends_with_an_error_event(
+    gateway: Gateway, upstream: FakeUpstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gateway.sse import Event
+
+    upstream.then(Step(events=stream_of("a", "b")))
+    client = await gateway(single(upstream))
+    calls = 0
+    original = Event.error
+
+    def failing(self: Event) -> dict | None:
+        nonlocal calls
+        calls += 1
+        if calls == 3:
+            raise RuntimeError("bug")
+        return original(self)
+
+    monkeypatch.setattr(Event, "error", failing)
+    stream = await client.chat.completions.create(model="chat", messages=MESSAGES, stream=True)
+    with pytest.raises(openai.APIError, match="failed while relaying"):
+        await collect(stream)
