@@ -147,7 +147,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     if args.command == "check-config":
-        return check_config(_config_path(args.path))
+        try:
+            return check_config(_config_path(args.path))
+        except BrokenPipeError:  # `gateway check-config | head`: the reader left, which is fine
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return 0
     if args.workers < 1:
         parser.error("--workers must be >= 1")
     path = _config_path(args.config)
