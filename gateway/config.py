@@ -413,6 +413,9 @@ def _read_auth(section: _Section | None) -> tuple[ApiKey, ...]:
     keys: list[ApiKey] = []
     for item in section.sections("keys") or []:
         name = item.string("name", required=True)
+        # the name is the tenant in memory keys ({tenant:memoryId}); no ':' or braces keeps them unambiguous
+        if name is not None and not re.fullmatch(r"[A-Za-z0-9._@-]{1,64}", name):
+            item.error("name", f"must be 1-64 letters, digits or ._@- (it names the tenant), got {name[:40]!r}")
         key = item.string("key")
         digest = item.string("keySha256")
         if (key is None) == (digest is None):

@@ -268,6 +268,10 @@ def test_single_mode_uses_first_target_node() -> None:
         ("server: {port: 70000}\nroutes: {r: {provider: mock}}", "server.port: must be between 0 and 65535, got 70000"),
         ("auth: {keys: [{name: a}]}\nroutes: {r: {provider: mock}}", "auth.keys[0]: needs exactly one of key or keySha256"),
         ("routes: {}", "routes: must be a mapping with at least one route"),
+        (
+            "auth: {keys: [{name: 'a:b', key: k}]}\nroutes: {r: {provider: mock}}",
+            "auth.keys[0].name: must be 1-64 letters, digits or ._@- (it names the tenant), got 'a:b'",
+        ),
         ("routes: {r: {provider: mock, api_key: a, apiKey: b}}", "routes.r.apiKey: given twice"),
     ],
 )
