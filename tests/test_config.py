@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import hashlib
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -353,3 +354,10 @@ def test_memory_rejections(text: str, message: str) -> None:
 def test_route_memory_rejection() -> None:
     errors = errors_of("routes: {r: {provider: mock, memory: {maxRounds: x}}}")
     assert "routes.r.memory.maxRounds: must be an integer, got 'x'" in errors
+
+
+@pytest.mark.parametrize("path", sorted(Path("configs").rglob("*.yaml")), ids=str)
+def test_every_shipped_config_loads(path: Path) -> None:
+    env = {"OPENAI_API_KEY": "sk-x", "TEAM_A_KEY": "a", "WEB_KEY": "w", "MOBILE_KEY_SHA256": "0" * 64}
+    config = load_config(path, env=env)
+    assert config.routes
