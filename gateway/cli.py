@@ -110,7 +110,7 @@ def serve(path: str, host: str | None, port: int | None, *, workers: int = 1) ->
         print=None,
         reuse_port=workers > 1 or None,
         handler_cancellation=True,
-        shutdown_timeout=60.0,
+        shutdown_timeout=config.server.drain_seconds,
     )
 
 

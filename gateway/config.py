@@ -136,6 +136,7 @@ class ServerConfig:
     host: str = "0.0.0.0"
     port: int = 8080
     max_body_bytes: int = 10 * 1024 * 1024
+    drain_seconds: float = 60.0  # on SIGTERM, how long in-flight requests and streams may finish
 
 
 @dataclass(frozen=True, slots=True)
@@ -402,6 +403,7 @@ def _read_server(section: _Section | None) -> ServerConfig:
         host=section.string("host", defaults.host) or defaults.host,
         port=section.integer("port", defaults.port, maximum=65535),
         max_body_bytes=section.integer("maxBodyBytes", defaults.max_body_bytes, minimum=1),
+        drain_seconds=section.number("drainSeconds", defaults.drain_seconds),
     )
     section.finish()
     return server

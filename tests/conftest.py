@@ -52,7 +52,8 @@ async def gateway(aiohttp_server: Any) -> AsyncIterator[Gateway]:
     async def start(config: str | Config, *, seed: int = 7, **client_options: Any) -> openai.AsyncOpenAI:
         if isinstance(config, str):
             config = parse_config(textwrap.dedent(config))
-        server: TestServer = await aiohttp_server(create_app(config, rng=random.Random(seed)))
+        app = create_app(config, rng=random.Random(seed))
+        server: TestServer = await aiohttp_server(app)
         client = openai.AsyncOpenAI(
             base_url=str(server.make_url("/v1")),
             api_key=GATEWAY_KEY,
@@ -60,6 +61,7 @@ async def gateway(aiohttp_server: Any) -> AsyncIterator[Gateway]:
             timeout=client_options.pop("timeout", 20),
             **client_options,
         )
+        client._gateway_app = app  # type: ignore[attr-defined]  # for tests that look inside
         clients.append(client)
         return client
 

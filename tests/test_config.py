@@ -120,6 +120,7 @@ def test_issue_example_with_inheritance_and_env() -> None:
         """.replace("DIGEST", hashlib.sha256(b"b-secret").hexdigest())
     )
     assert config.server.port == 9000 and config.server.max_body_bytes == 1000
+    assert config.server.drain_seconds == 60
     assert [k.name for k in config.api_keys] == ["team-a", "team-b"]
     assert config.api_keys[0].sha256 == hashlib.sha256(b"team-a-secret").digest()
     assert config.default_route == "fast"
@@ -356,7 +357,7 @@ def test_route_memory_rejection() -> None:
     assert "routes.r.memory.maxRounds: must be an integer, got 'x'" in errors
 
 
-@pytest.mark.parametrize("path", sorted(Path("configs").rglob("*.yaml")), ids=str)
+@pytest.mark.parametrize("path", sorted([*Path("configs").rglob("*.yaml"), *Path("bench").glob("*.yaml")]), ids=str)
 def test_every_shipped_config_loads(path: Path) -> None:
     env = {"OPENAI_API_KEY": "sk-x", "TEAM_A_KEY": "a", "WEB_KEY": "w", "MOBILE_KEY_SHA256": "0" * 64}
     config = load_config(path, env=env)

@@ -132,3 +132,13 @@ async def test_health_endpoints_need_no_key(gateway: Gateway) -> None:
     assert (await call(client, "GET", "/healthz"))[:1] == (200,)
     status, _, payload = await call(client, "GET", "/readyz")
     assert status == 200 and payload == {"status": "ready"}
+
+
+async def test_readyz_reports_draining(gateway: Gateway) -> None:
+    from gateway.server.keys import LIFECYCLE
+
+    client = await gateway("routes: {m: {provider: mock}}")
+    app = client._gateway_app  # type: ignore[attr-defined]
+    app[LIFECYCLE].draining = True
+    status, _, payload = await call(client, "GET", "/readyz")
+    assert status == 503 and payload == {"status": "draining"}
