@@ -2,20 +2,24 @@
 
 A hop to that thread costs more than the query itself, so conversations this process wrote or
 read are also kept in a bounded write-through cache and served from it. That is only right
-while this process is the file's only writer: several processes sharing one file pass
-`cache_entries=0` (and get no cross-process serialization either: that is what Redis is for).
+while this process is the file's only writer. Worker processes sharing one file (`--workers N`)
+open it with `shared=True`: no cache, and conversations are locked through a lease table in the
+file itself, renewed while held, so turns stay serialized across the processes.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
+import itertools
+import os
 import sqlite3
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import AbstractAsyncContextManager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
@@ -23,7 +27,15 @@ from typing import TypeVar
 import orjson
 
 from gateway.memory.policies import Entry, Message
-from gateway.memory.store import Conversation, Key, KeyLocks, StoreUnavailable, dump_entry, load_entry
+from gateway.memory.store import (
+    Conversation,
+    Key,
+    KeyLocks,
+    LockTimeout,
+    StoreUnavailable,
+    dump_entry,
+    load_entry,
+)
 
 T = TypeVar("T")
 
@@ -36,6 +48,13 @@ CREATE TABLE IF NOT EXISTS conversations (
     PRIMARY KEY (tenant, memory_id)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS conversations_updated ON conversations (updated_at);
+CREATE TABLE IF NOT EXISTS locks (
+    tenant TEXT NOT NULL,
+    memory_id TEXT NOT NULL,
+    owner TEXT NOT NULL,
+    expires_at REAL NOT NULL,
+    PRIMARY KEY (tenant, memory_id)
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS messages (
     tenant TEXT NOT NULL,
     memory_id TEXT NOT NULL,
@@ -46,6 +65,7 @@ CREATE TABLE IF NOT EXISTS messages (
 ) WITHOUT ROWID;
 """
 _PURGE_EVERY = 600.0
+LEASE_SECONDS = 15.0
 
 
 class SQLiteStore:
@@ -59,9 +79,15 @@ class SQLiteStore:
         max_messages: int,
         lock_timeout: float,
         cache_entries: int = 50_000,
+        shared: bool = False,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._path = path
+        self._shared = shared
+        self._owner = f"{os.getpid()}-{os.urandom(4).hex()}"
+        self._tokens = itertools.count(1)
+        if shared:
+            cache_entries = 0
         self._cache: OrderedDict[Key, Conversation] = OrderedDict()
         self._cache_limit = cache_entries
         self._cached_entries = 0
@@ -105,6 +131,7 @@ class SQLiteStore:
                 (cutoff,),
             )
             db.execute("DELETE FROM conversations WHERE updated_at < ?", (cutoff,))
+            db.execute("DELETE FROM locks WHERE expires_at < ?", (now,))
 
     def _live(self, db: sqlite3.Connection, key: Key) -> tuple[str, float] | None:
         row = db.execute(
@@ -248,7 +275,63 @@ class SQLiteStore:
         return await self._run(work)
 
     def lock(self, key: Key) -> AbstractAsyncContextManager[None]:
-        return self._locks.hold(key)
+        return self._hold_shared(key) if self._shared else self._locks.hold(key)
+
+    @asynccontextmanager
+    async def _hold_shared(self, key: Key) -> AsyncIterator[None]:
+        """This process's waiters queue in memory; one of them at a time takes the row in the file."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._locks.timeout
+        async with self._locks.hold(key):
+            token = f"{self._owner}:{next(self._tokens)}"
+            pause = 0.002
+            while not await self._try_lock(key, token):
+                if loop.time() >= deadline:
+                    raise LockTimeout(f"conversation busy for more than {self._locks.timeout:g}s")
+                await asyncio.sleep(min(pause, max(deadline - loop.time(), 0.0)))
+                pause = min(pause * 2, 0.05)
+            renewal = asyncio.create_task(self._renew(key, token))
+            try:
+                yield
+            finally:
+                renewal.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await renewal
+                await self._run(functools.partial(self._unlock, key=key, token=token))
+
+    async def _try_lock(self, key: Key, token: str) -> bool:
+        attempt = asyncio.ensure_future(self._run(functools.partial(self._insert_lock, key=key, token=token)))
+        try:
+            return await asyncio.shield(attempt)
+        except asyncio.CancelledError:  # the caller left: never leave a lock behind for the lease to clear
+            if await attempt:
+                await self._run(functools.partial(self._unlock, key=key, token=token))
+            raise
+
+    def _insert_lock(self, db: sqlite3.Connection, *, key: Key, token: str) -> bool:
+        now = time.time()
+        with _transaction(db):
+            db.execute("DELETE FROM locks WHERE tenant = ? AND memory_id = ? AND expires_at < ?", (*key, now))
+            inserted = db.execute(
+                "INSERT OR IGNORE INTO locks (tenant, memory_id, owner, expires_at) VALUES (?, ?, ?, ?)",
+                (*key, token, now + LEASE_SECONDS),
+            )
+            return inserted.rowcount == 1
+
+    @staticmethod
+    def _unlock(db: sqlite3.Connection, *, key: Key, token: str) -> None:
+        db.execute("DELETE FROM locks WHERE tenant = ? AND memory_id = ? AND owner = ?", (*key, token))
+
+    async def _renew(self, key: Key, token: str) -> None:
+        def extend(db: sqlite3.Connection) -> None:
+            db.execute(
+                "UPDATE locks SET expires_at = ? WHERE tenant = ? AND memory_id = ? AND owner = ?",
+                (time.time() + LEASE_SECONDS, *key, token),
+            )
+
+        while True:
+            await asyncio.sleep(LEASE_SECONDS / 3)
+            await self._run(extend)
 
     async def close(self) -> None:
         if self._flusher is not None and not self._flusher.done():

@@ -31,7 +31,7 @@ log = logging.getLogger("gateway")
 def open_store(config: MemoryConfig, *, processes: int = 1) -> MemoryStore:
     """The configured memory store (SQLite opens its file on first use).
 
-    With several processes on one SQLite file, none may cache what the others write.
+    Worker processes sharing one SQLite file lock conversations through the file, uncached.
     """
     ttl, cap, wait = config.ttl_seconds, config.max_stored_messages, config.lock_timeout_seconds
     if config.store == "redis":
@@ -40,8 +40,7 @@ def open_store(config: MemoryConfig, *, processes: int = 1) -> MemoryStore:
         return RedisStore(config.url, ttl_seconds=ttl, max_messages=cap, lock_timeout=wait)
     if config.store == "memory":
         return InProcessStore(ttl_seconds=ttl, max_messages=cap, lock_timeout=wait)
-    cache = 50_000 if processes == 1 else 0
-    return SQLiteStore(config.path, ttl_seconds=ttl, max_messages=cap, lock_timeout=wait, cache_entries=cache)
+    return SQLiteStore(config.path, ttl_seconds=ttl, max_messages=cap, lock_timeout=wait, shared=processes > 1)
 
 
 def create_app(config: Config, *, rng: Random | None = None, processes: int = 1) -> web.Application:
@@ -88,11 +87,10 @@ def create_app(config: Config, *, rng: Random | None = None, processes: int = 1)
     app.router.add_get("/readyz", handlers.readyz)
     if not config.api_keys:
         log.warning("auth.keys is empty: the gateway is open to anyone who can reach it")
-    if processes > 1 and config.memory.store != "redis":
+    if processes > 1 and config.memory.store == "memory":
         log.warning(
-            "memory.store %s with %d processes: turns on one memoryId are not serialized across "
-            "processes; use memory.store: redis for that",
-            config.memory.store,
+            "memory.store memory with %d processes: each process keeps its own conversations; "
+            "use sqlite or redis to share them",
             processes,
         )
     return app

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -34,7 +35,7 @@ StoreFactory = Callable[..., MemoryStore]
 
 
 
-@pytest.fixture(params=["memory", "sqlite", "sqlite-uncached", "redis"])
+@pytest.fixture(params=["memory", "sqlite", "sqlite-uncached", "sqlite-shared", "redis"])
 async def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[StoreFactory]:
     stores: list[MemoryStore] = []
     kind = request.param
@@ -48,7 +49,7 @@ async def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIte
         if kind == "redis":
             store: MemoryStore = RedisStore(url, **options)
         elif kind.startswith("sqlite"):
-            cache = {"cache_entries": 0} if kind == "sqlite-uncached" else {}
+            cache = {"cache_entries": 0} if kind == "sqlite-uncached" else {"shared": True} if kind == "sqlite-shared" else {}
             store = SQLiteStore(str(tmp_path / "db" / "memory.db"), **options, **cache, **({"clock": clock} if clock else {}))
         else:
             store = InProcessStore(**options, **({"clock": clock} if clock else {}))
@@ -201,7 +202,7 @@ async def test_concurrent_locked_appends_lose_nothing(make_store: StoreFactory) 
 
 async def test_sqlite_processes_sharing_a_file_see_each_others_turns(tmp_path: Path) -> None:
     path = str(tmp_path / "shared.db")
-    one, two = (SQLiteStore(path, ttl_seconds=60, max_messages=100, lock_timeout=1, cache_entries=0) for _ in range(2))
+    one, two = (SQLiteStore(path, ttl_seconds=60, max_messages=100, lock_timeout=1, shared=True) for _ in range(2))
     await one.append(KEY, [e("user", "from one")], system=None)
     await two.append(KEY, [e("user", "from two")], system=None)
     for store in (one, two):
@@ -231,3 +232,33 @@ async def test_sqlite_uses_wal(tmp_path: Path) -> None:
     await store.append(KEY, [e("user", "x")], system=None)
     await store.close()
     assert sqlite3.connect(path).execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+async def test_shared_sqlite_locks_across_stores_on_one_file(tmp_path: Path) -> None:
+    path = str(tmp_path / "locks.db")
+    one, two = (SQLiteStore(path, ttl_seconds=60, max_messages=100, lock_timeout=0.3, shared=True) for _ in range(2))
+    held, release = asyncio.Event(), asyncio.Event()
+
+    async def holder() -> None:
+        async with one.lock(KEY):
+            held.set()
+            await release.wait()
+
+    task = asyncio.create_task(holder())
+    await held.wait()
+    with pytest.raises(LockTimeout):  # the other "process" waits, then gives up
+        async with two.lock(KEY):
+            pass
+    async with two.lock(("team-a", "other")):  # other conversations are free
+        pass
+    waiter = asyncio.create_task(two.lock(KEY).__aenter__())
+    await asyncio.sleep(0.05)
+    waiter.cancel()  # a waiter that leaves must not leave a lock row behind
+    with contextlib.suppress(asyncio.CancelledError):
+        await waiter
+    release.set()
+    await task
+    async with two.lock(KEY):  # free again for the other store at once
+        pass
+    for store in (one, two):
+        await store.close()

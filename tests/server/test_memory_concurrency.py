@@ -6,6 +6,9 @@ import asyncio
 import re
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import aiohttp
@@ -72,27 +75,30 @@ async def test_fifty_concurrent_turns_on_redis(gateway: Gateway, redis_url: str)
     assert await stored_users(str(client.base_url).rstrip("/")) == completed
 
 
+@contextmanager
+def serving(config: Path, *extra: str) -> Iterator[str]:
+    """`gateway serve` in a subprocess on a free port; yields its /v1 URL."""
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "gateway", "serve", "--config", str(config), "--host", "127.0.0.1",
+         "--port", str(port), *extra],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_for_port(port, process, timeout=60)
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        process.terminate()
+        process.wait(30)
+
+
 @pytest.fixture
-def two_gateways(redis_url: str, tmp_path: Path):
+def two_gateways(redis_url: str, tmp_path: Path) -> Iterator[list[str]]:
     path = tmp_path / "shared.yaml"
     path.write_text(mock_config(f'store: redis, url: "{redis_url}"'))
-    ports = [free_port(), free_port()]
-    processes = [
-        subprocess.Popen(
-            [sys.executable, "-m", "gateway", "serve", "--config", str(path), "--host", "127.0.0.1", "--port", str(port)],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        for port in ports
-    ]
-    try:
-        for port, process in zip(ports, processes, strict=True):
-            wait_for_port(port, process, timeout=60)
-        yield [f"http://127.0.0.1:{port}/v1" for port in ports]
-    finally:
-        for process in processes:
-            process.terminate()
-            process.wait(20)
+    with serving(path) as first, serving(path) as second:
+        yield [first, second]
 
 
 async def test_fifty_concurrent_turns_across_two_processes_sharing_redis(two_gateways: list[str], redis_url: str) -> None:
@@ -105,3 +111,22 @@ async def test_fifty_concurrent_turns_across_two_processes_sharing_redis(two_gat
             await client.close()
     assert await stored_users(two_gateways[0]) == completed
     assert await stored_users(two_gateways[1]) == completed
+
+
+@pytest.fixture
+def two_workers_on_sqlite(tmp_path: Path) -> Iterator[str]:
+    path = tmp_path / "workers.yaml"
+    path.write_text(mock_config(f'store: sqlite, path: "{tmp_path / "shared.db"}"'))
+    with serving(path, "--workers", "2") as url:
+        time.sleep(1.0)  # let the second worker bind the port too
+        yield url
+
+
+async def test_fifty_concurrent_turns_across_workers_sharing_sqlite(two_workers_on_sqlite: str) -> None:
+    clients = [openai.AsyncOpenAI(base_url=two_workers_on_sqlite, api_key="x", max_retries=0, timeout=120) for _ in range(4)]
+    try:
+        completed = await run_turns(clients)
+    finally:
+        for client in clients:
+            await client.close()
+    assert await stored_users(two_workers_on_sqlite) == completed
