@@ -385,3 +385,17 @@ async def test_odd_stream_deltas_never_break_the_stream(gateway: Gateway, upstre
         async with session.post(f"{base}/chat/completions", json=body, headers={"memoryId": "odd2"}) as response:
             assert response.status == 200 and (await response.read()).endswith(b"data: [DONE]\n\n")
         assert (await stored(client, "odd2"))[0] == 404  # an unreadable event: nothing stored
+
+
+async def test_json_answer_to_a_stream_request_is_stored(gateway: Gateway, upstream: FakeUpstream, tmp_path: Path) -> None:
+    client = await gateway(config(upstream, tmp_path))
+    upstream.then(Step(body=chat_completion("as json")))
+    base = str(client.base_url).rstrip("/")
+    body = {"model": "chat", "stream": True, "messages": [u("q")]}
+    auth = {"Authorization": f"Bearer {GATEWAY_KEY}"}
+    async with aiohttp.ClientSession(headers=auth) as session, session.post(
+        f"{base}/chat/completions", json=body, headers={"memoryId": "j"}
+    ) as response:
+        assert response.status == 200 and response.content_type == "application/json"
+    status, stored_body = await stored(client, "j")
+    assert status == 200 and stored_body["messages"] == [u("q"), a("as json")]

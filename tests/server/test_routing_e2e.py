@@ -275,3 +275,43 @@ async def test_mock_provider_scripted_statuses(gateway: Gateway) -> None:
         model="m", messages=[{"role": "system", "content": "s"}, {"role": "user", "content": "quote me"}]
     )
     assert raw.parse().choices[0].message.content == 'Mock reply: received 2 messages; last user message: "quote me"'
+
+
+async def test_weighted_loadbalance_spreads_requests(gateway: Gateway, make_upstream) -> None:
+    heavy, light = await make_upstream(), await make_upstream()
+    client = await gateway(f"""
+routes:
+  lb:
+    strategy: {{mode: loadbalance}}
+    targets:
+      - {{name: heavy, provider: openai, baseUrl: "{heavy.url}", apiKey: k, weight: 3}}
+      - {{name: light, provider: openai, baseUrl: "{light.url}", apiKey: k, weight: 1}}
+""", seed=11)
+    for _ in range(80):
+        await client.chat.completions.create(model="lb", messages=MESSAGES)
+    assert heavy.calls + light.calls == 80
+    assert 45 <= heavy.calls <= 75  # ~60 expected; a fixed seed keeps this deterministic
+
+
+async def test_fallback_over_a_nested_loadbalance(gateway: Gateway, make_upstream) -> None:
+    main, sub_a, sub_b = await make_upstream(), await make_upstream(), await make_upstream()
+    main.then(Step(status=429, body=error_body(429)))
+    sub_a.then(Step(status=503, body=error_body(503)))
+    sub_b.then(Step(status=503, body=error_body(503)))
+    client = await gateway(f"""
+routes:
+  combo:
+    strategy: {{mode: fallback, onStatusCodes: [429, 503]}}
+    targets:
+      - {{name: main, provider: openai, baseUrl: "{main.url}", apiKey: k}}
+      - strategy: {{mode: loadbalance, onStatusCodes: [503]}}
+        targets:
+          - {{name: sub-a, provider: openai, baseUrl: "{sub_a.url}", apiKey: k}}
+          - {{name: sub-b, provider: openai, baseUrl: "{sub_b.url}", apiKey: k}}
+""")
+    with pytest.raises(openai.InternalServerError) as caught:
+        await client.chat.completions.create(model="combo", messages=MESSAGES)
+    # main, then both loadbalance children (re-picked on 503), and the subtree's last 503 is final
+    assert caught.value.status_code == 503
+    assert (main.calls, sub_a.calls, sub_b.calls) == (1, 1, 1)
+    assert caught.value.response.headers["x-gateway-attempts"] == "3"

@@ -182,3 +182,21 @@ async def test_an_internal_failure_mid_stream_ends_with_an_error_event(
     stream = await client.chat.completions.create(model="chat", messages=MESSAGES, stream=True)
     with pytest.raises(openai.APIError, match="failed while relaying"):
         await collect(stream)
+
+
+async def test_stream_retries_on_the_same_target(gateway: Gateway, upstream: FakeUpstream) -> None:
+    upstream.then(Step(status=503, body=error_body(503)))
+    upstream.then(Step(events=stream_of("second try")))
+    client = await gateway(single(upstream, ", retry: {attempts: 1, backoffSeconds: 0.01}"))
+    raw = await client.chat.completions.with_raw_response.create(model="chat", messages=MESSAGES, stream=True)
+    assert raw.headers["x-gateway-attempts"] == "2"
+    assert await collect(raw.parse()) == "second try"
+
+
+async def test_completions_stream_is_relayed(gateway: Gateway, upstream: FakeUpstream) -> None:
+    piece = b'data: {"id":"c","object":"text_completion","created":1,"model":"m","choices":[{"index":0,"text":"hi","finish_reason":null,"logprobs":null}]}\n\n'
+    upstream.then(Step(events=[piece, b"data: [DONE]\n\n"]))
+    client = await gateway(single(upstream))
+    stream = await client.completions.create(model="chat", prompt="say hi", stream=True)
+    assert [part.choices[0].text async for part in stream] == ["hi"]
+    assert upstream.requests[0].path == "/v1/completions"
