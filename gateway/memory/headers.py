@@ -5,6 +5,7 @@ Each header is also accepted in kebab case with an `x-memory-` prefix (`x-memory
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -71,4 +72,10 @@ def read_memory_headers(
         if int(text) > limit:
             raise _bad(header, f"must be at most {limit} (the operator's limit), got {text}")
         changes[str(field)] = int(text)
-    return MemoryAsk(memory_id, replace(defaults, **changes) if changes else defaults)
+    return MemoryAsk(memory_id, _with_changes(defaults, tuple(changes.items())) if changes else defaults)
+
+
+@functools.lru_cache(maxsize=1024)
+def _with_changes(defaults: MemorySettings, changes: tuple[tuple[str, Any], ...]) -> MemorySettings:
+    """Clients repeat the same few window headers: build each MemorySettings once."""
+    return replace(defaults, **dict(changes))

@@ -95,11 +95,12 @@ def plan_turn(
 
     if settings.memory_type == "token_window":
         fixed = sum(count(m) for m in system) + sum(count(m) for m in turn) + REPLY_PRIMING
-        kept = _newest_that_fit(stored, settings.max_tokens - fixed, lambda i: _tokens(history[i], encoding, count))
+        costs = [entry.tokens.get(encoding) or count(entry.message) for entry in history]
+        kept = _newest_that_fit(stored, settings.max_tokens - fixed, costs)
     elif settings.memory_type == "round_window":
         kept = _round_window(stored, turn, settings)
     else:
-        kept = _newest_that_fit(stored, settings.max_messages - len(turn), lambda i: 1)
+        kept = _newest_that_fit(stored, settings.max_messages - len(turn), [1] * len(stored))
     return Plan(
         forwarded=[*system, *kept, *turn],
         system=system,
@@ -110,45 +111,65 @@ def plan_turn(
     )
 
 
-def _tokens(entry: Entry, encoding: str, count: TokenCounter) -> int:
-    cached = entry.tokens.get(encoding)
-    return cached if cached is not None else count(entry.message)
+def _unit_ending_at(messages: Sequence[Message], end: int) -> tuple[int, list[int]]:
+    """The indivisible unit that ends at `end`: (index of its head, its indices oldest first).
+
+    A run of tool results belongs to the assistant message right before it, keeping only the
+    results that answer one of its calls; results that answer nothing (orphans) are left out,
+    so forwarded history never holds a result whose call is gone. Head -1: orphans only.
+    """
+    head = end
+    while head >= 0 and messages[head].get("role") == "tool":
+        head -= 1
+    if head < 0:
+        return head, []
+    calls = messages[head].get("tool_calls") or ()
+    ids = {c.get("id") for c in calls if isinstance(c, dict)}
+    return head, [head, *(i for i in range(head + 1, end + 1) if messages[i].get("tool_call_id") in ids)]
 
 
 def _units_newest_first(messages: Sequence[Message]) -> Iterator[list[int]]:
-    """Indivisible units of history, newest first: an assistant tool call with its results, or one message.
-
-    A tool result not answering a call of the message right before its run of results (an
-    orphan) belongs to no unit, so it is never forwarded. Walking from the newest end lets a
-    window stop as soon as it is full, whatever the length of the stored history.
-    """
+    """Indivisible units of history, newest first (see `_unit_ending_at`)."""
     end = len(messages) - 1
     while end >= 0:
-        head = end
-        while head >= 0 and messages[head].get("role") == "tool":
-            head -= 1
+        if messages[end].get("role") != "tool":
+            yield [end]
+            end -= 1
+            continue
+        head, unit = _unit_ending_at(messages, end)
         if head < 0:
             return
-        if head == end:
-            yield [head]
-        else:
-            calls = messages[head].get("tool_calls") or ()
-            ids = {c.get("id") for c in calls if isinstance(c, dict)}
-            yield [head, *(i for i in range(head + 1, end + 1) if messages[i].get("tool_call_id") in ids)]
+        yield unit
         end = head - 1
 
 
-def _newest_that_fit(messages: Sequence[Message], budget: int, cost: Callable[[int], int]) -> list[Message]:
-    """The newest units whose costs fit in `budget`; the first unit that does not fit stops it."""
-    kept: list[list[int]] = []
+def _newest_that_fit(messages: Sequence[Message], budget: int, costs: Sequence[int]) -> list[Message]:
+    """The newest units whose costs fit in `budget`; the first unit that does not fit stops it.
+
+    Walking from the newest end stops as soon as the window is full, whatever the length of the
+    stored history; plain messages (the common case) take the short way through the loop.
+    """
+    kept: list[int] = []  # indices, newest first
     total = 0
-    for unit in _units_newest_first(messages):
-        unit_cost = cost(unit[0]) if len(unit) == 1 else sum(cost(i) for i in unit)
-        if total + unit_cost > budget:
+    end = len(messages) - 1
+    while end >= 0:
+        if messages[end].get("role") != "tool":
+            cost = costs[end]
+            if total + cost > budget:
+                break
+            total += cost
+            kept.append(end)
+            end -= 1
+            continue
+        head, unit = _unit_ending_at(messages, end)
+        cost = sum(costs[i] for i in unit)
+        if head < 0 or total + cost > budget:
             break
-        total += unit_cost
-        kept.append(unit)
-    return [messages[i] for unit in reversed(kept) for i in unit]
+        total += cost
+        kept.extend(reversed(unit))
+        end = head - 1
+    kept.reverse()
+    return [messages[i] for i in kept]
 
 
 def _round_window(stored: Sequence[Message], turn: Sequence[Message], settings: MemorySettings) -> list[Message]:
