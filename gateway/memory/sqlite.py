@@ -218,26 +218,37 @@ class SQLiteStore:
         now = self._clock()
         with _transaction(db):
             for write in batch:
-                existing = self._live(db, write.key)
-                system = write.system if write.system is not None else (existing[0] if existing else "[]")
+                last = self._last_seq(db, write.key, now)
                 db.execute(
-                    "INSERT INTO conversations (tenant, memory_id, system, updated_at) VALUES (?, ?, ?, ?) "
-                    "ON CONFLICT (tenant, memory_id) DO UPDATE SET system = excluded.system, "
-                    "updated_at = excluded.updated_at",
-                    (*write.key, system, now),
+                    "INSERT INTO conversations (tenant, memory_id, system, updated_at) "
+                    "VALUES (?, ?, COALESCE(?, '[]'), ?) ON CONFLICT (tenant, memory_id) DO UPDATE SET "
+                    "system = COALESCE(?, conversations.system), updated_at = excluded.updated_at",
+                    (*write.key, write.system, now, write.system),
                 )
-                (last,) = db.execute(
-                    "SELECT COALESCE(MAX(seq), 0) FROM messages WHERE tenant = ? AND memory_id = ?", write.key
-                ).fetchone()
                 db.executemany(
                     "INSERT INTO messages (tenant, memory_id, seq, role, body) VALUES (?, ?, ?, ?, ?)",
                     [(*write.key, last + i + 1, role, body) for i, (role, body) in enumerate(write.bodies)],
                 )
-                db.execute(
-                    "DELETE FROM messages WHERE tenant = ? AND memory_id = ? AND seq <= ?",
-                    (*write.key, last + len(write.bodies) - self._cap),
-                )
+                if last + len(write.bodies) > self._cap:
+                    db.execute(
+                        "DELETE FROM messages WHERE tenant = ? AND memory_id = ? AND seq <= ?",
+                        (*write.key, last + len(write.bodies) - self._cap),
+                    )
         return now
+
+    def _last_seq(self, db: sqlite3.Connection, key: Key, now: float) -> int:
+        """The conversation's last message number; an expired conversation is forgotten first (0)."""
+        row = db.execute(
+            "SELECT c.updated_at, (SELECT MAX(seq) FROM messages m WHERE m.tenant = c.tenant "
+            "AND m.memory_id = c.memory_id) FROM conversations c WHERE c.tenant = ? AND c.memory_id = ?",
+            key,
+        ).fetchone()
+        if row is None:
+            return 0
+        if now - row[0] > self._ttl:
+            self._delete(db, key)
+            return 0
+        return int(row[1] or 0)
 
     @staticmethod
     def _delete(db: sqlite3.Connection, key: Key) -> bool:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import Callable, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -86,29 +86,50 @@ class KeyLocks:
         self.timeout = timeout
         self._locks: dict[Key, tuple[asyncio.Lock, int]] = {}
 
-    @asynccontextmanager
-    async def hold(self, key: Key) -> AsyncIterator[None]:
+    def hold(self, key: Key) -> _Held:
+        return _Held(self, key)
+
+    async def _acquire(self, key: Key) -> None:
         lock, users = self._locks.get(key) or (asyncio.Lock(), 0)
         self._locks[key] = (lock, users + 1)
         try:
-            if lock.locked():  # only a wait needs a deadline
-                try:
-                    async with asyncio.timeout(self.timeout):
-                        await lock.acquire()
-                except TimeoutError:
-                    raise LockTimeout(f"conversation busy for more than {self.timeout:g}s") from None
-            else:
+            if not lock.locked():
                 await lock.acquire()
-            try:
-                yield
-            finally:
-                lock.release()
-        finally:
-            lock, users = self._locks[key]
-            if users == 1:
-                del self._locks[key]
-            else:
-                self._locks[key] = (lock, users - 1)
+                return
+            async with asyncio.timeout(self.timeout):  # only a wait needs a deadline
+                await lock.acquire()
+        except BaseException as exc:
+            self._leave(key)
+            if isinstance(exc, TimeoutError):
+                raise LockTimeout(f"conversation busy for more than {self.timeout:g}s") from None
+            raise
+
+    def _release(self, key: Key) -> None:
+        self._locks[key][0].release()
+        self._leave(key)
+
+    def _leave(self, key: Key) -> None:
+        lock, users = self._locks[key]
+        if users == 1:
+            del self._locks[key]
+        else:
+            self._locks[key] = (lock, users - 1)
+
+
+class _Held:
+    """`async with locks.hold(key)`: a plain class, cheaper per request than a generator-based one."""
+
+    __slots__ = ("_key", "_locks")
+
+    def __init__(self, locks: KeyLocks, key: Key) -> None:
+        self._locks = locks
+        self._key = key
+
+    async def __aenter__(self) -> None:
+        await self._locks._acquire(self._key)
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._locks._release(self._key)
 
 
 @dataclass(slots=True)
