@@ -176,8 +176,8 @@ class Dispatcher:
     @staticmethod
     def _call_for(target: Target, request: Request) -> Call:
         if not target.override_params:
-            return Call(target, request.endpoint, request.payload, request.raw, request.stream)
-        return Call(target, request.endpoint, {**request.payload, **target.override_params}, None, request.stream)
+            return Call(target, request.endpoint, request.payload, request.raw)
+        return Call(target, request.endpoint, {**request.payload, **target.override_params}, None)
 
     def _provider(self, target: Target) -> Provider:
         return self._providers[target.provider]

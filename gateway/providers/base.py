@@ -29,7 +29,6 @@ class Call:
     endpoint: str  # "chat/completions", "completions" or "embeddings"
     payload: dict[str, Any]
     raw: bytes | None = None  # the client's bytes, valid while nothing changed the payload
-    stream: bool = False
     _body: bytes | None = field(default=None, repr=False)
 
     @property

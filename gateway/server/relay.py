@@ -11,7 +11,7 @@ from aiohttp import web
 
 from gateway.dispatch import Result
 from gateway.providers.base import TransportError
-from gateway.sse import DONE_EVENT, Event, encode
+from gateway.sse import Event, encode
 
 EventHook = Callable[[Event], None]
 log = logging.getLogger("gateway")
@@ -74,5 +74,3 @@ async def relay_stream(
     finally:
         await stream.close()
 
-
-__all__ = ["DONE_EVENT", "relay_stream"]
