@@ -182,27 +182,19 @@ def _round_window(stored: Sequence[Message], turn: Sequence[Message], settings: 
             rounds += 1
             if rounds == settings.max_rounds:
                 break
-    units.reverse()
+    candidates = [m for unit in reversed(units) for m in unit]
+    costs = [text_length(m) for m in candidates]
     budget = settings.max_chars - sum(text_length(m) for m in turn)
-    costs = [sum(text_length(m) for m in unit) for unit in units]
     if sum(costs) <= budget:
-        return [m for unit in units for m in unit]
+        return candidates
 
     room = budget - len(NOTICE)
-    fitting = 0
-    total = 0
-    for cost in reversed(costs):
-        if total + cost > room:
-            break
-        total += cost
-        fitting += 1
-    kept_units = units[len(units) - fitting :]
-    if not kept_units and units and room > 0:
-        last = units[-1]
-        if len(last) == 1 and isinstance(last[0].get("content"), str):  # cut its beginning
-            message = last[0]
-            kept_units = [[{**message, "content": message["content"][len(message["content"]) - room :]}]]
-    kept = [dict(m) for unit in kept_units for m in unit]
+    kept = _newest_that_fit(candidates, room, costs)
+    if not kept and units and room > 0:
+        newest = units[0]
+        if len(newest) == 1 and isinstance(newest[0].get("content"), str):  # cut its beginning
+            content = newest[0]["content"]
+            kept = [{**newest[0], "content": content[len(content) - room :]}]
     if kept:
         kept[0] = _with_notice(kept[0])
     return kept

@@ -12,7 +12,7 @@ import orjson
 
 from gateway.errors import ConflictError, GatewayError
 from gateway.memory.headers import MemoryAsk
-from gateway.memory.policies import Entry, Message, Plan, plan_turn
+from gateway.memory.policies import Entry, Message, Plan, TokenCounter, plan_turn
 from gateway.memory.replies import ReplyAssembler, reply_message
 from gateway.memory.store import Key, LockTimeout, MemoryStore, StoreUnavailable
 from gateway.memory.tokens import count_message, encoding_name, get_encoding
@@ -30,7 +30,7 @@ class MemoryUnavailableError(GatewayError):
 class Turn:
     """The forwarded messages of one request, and the write that follows its success."""
 
-    def __init__(self, store: MemoryStore, key: Key, plan: Plan, encoding: str, count: Any) -> None:
+    def __init__(self, store: MemoryStore, key: Key, plan: Plan, encoding: str, count: TokenCounter) -> None:
         self._store = store
         self._key = key
         self.plan = plan
@@ -80,7 +80,7 @@ class Turn:
             await asyncio.wait([self._write])
 
 
-def _memo_counter(encoding: str) -> Any:
+def _memo_counter(encoding: str) -> TokenCounter:
     """count_message for `encoding`, computed at most once per message object of this request."""
     codec = get_encoding(encoding)
     seen: dict[int, tuple[Message, int]] = {}
