@@ -136,7 +136,26 @@ class ServerConfig:
     host: str = "0.0.0.0"
     port: int = 8080
     max_body_bytes: int = 10 * 1024 * 1024
+    max_response_bytes: int = 32 * 1024 * 1024  # the most of an upstream answer the gateway buffers
+    body_read_timeout_seconds: float = 30.0  # a client slower than this sending its body gets a 408
+    backlog: int = 2048  # the listen queue: connections the kernel holds before the loop accepts them
     drain_seconds: float = 60.0  # on SIGTERM, how long in-flight requests and streams may finish
+
+
+@dataclass(frozen=True, slots=True)
+class CorsConfig:
+    """Cross-origin access for browser clients; off while `allow_origins` is empty.
+
+    `allow_headers` empty means: allow whatever request headers the preflight asks for.
+    """
+
+    allow_origins: tuple[str, ...] = ()
+    allow_headers: tuple[str, ...] = ()
+    max_age_seconds: int = 600
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.allow_origins)
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,6 +173,7 @@ class Config:
     api_keys: tuple[ApiKey, ...] = ()
     default_route: str | None = None
     memory: MemoryConfig = MemoryConfig()
+    cors: CorsConfig = CorsConfig()
 
 
 # ---------------------------------------------------------------- loading
@@ -368,6 +388,7 @@ class _Section:
 
 def _read_config(root: _Section) -> Config | None:
     server = _read_server(root.section("server"))
+    cors = _read_cors(root.section("cors"))
     api_keys = _read_auth(root.section("auth"))
     memory = MemoryConfig()
     memory_section = root.section("memory")
@@ -392,6 +413,7 @@ def _read_config(root: _Section) -> Config | None:
         api_keys=api_keys,
         default_route=default_route,
         memory=memory,
+        cors=cors,
     )
 
 
@@ -403,10 +425,50 @@ def _read_server(section: _Section | None) -> ServerConfig:
         host=section.string("host", defaults.host) or defaults.host,
         port=section.integer("port", defaults.port, maximum=65535),
         max_body_bytes=section.integer("maxBodyBytes", defaults.max_body_bytes, minimum=1),
+        max_response_bytes=section.integer("maxResponseBytes", defaults.max_response_bytes, minimum=1),
+        body_read_timeout_seconds=section.number(
+            "bodyReadTimeoutSeconds", defaults.body_read_timeout_seconds, positive=True
+        ),
+        backlog=section.integer("backlog", defaults.backlog, minimum=1, maximum=65535),
         drain_seconds=section.number("drainSeconds", defaults.drain_seconds),
     )
     section.finish()
     return server
+
+
+def _read_cors(section: _Section | None) -> CorsConfig:
+    if section is None:
+        return CorsConfig()
+    defaults = CorsConfig()
+    cors = CorsConfig(
+        allow_origins=_read_strings(section, "allowOrigins"),
+        allow_headers=tuple(h.lower() for h in _read_strings(section, "allowHeaders")),
+        max_age_seconds=section.integer("maxAgeSeconds", defaults.max_age_seconds),
+    )
+    for i, origin in enumerate(cors.allow_origins):
+        url = URL(origin)
+        if origin != "*" and (url.scheme not in ("http", "https") or not url.host or url.path not in ("", "/")):
+            section.errors.append(
+                f"{section.at('allowOrigins')}[{i}]: must be '*' or an origin like https://app.example.com, got {origin!r}"
+            )
+    section.finish()
+    return cors
+
+
+def _read_strings(section: _Section, key: str) -> tuple[str, ...]:
+    value = section.take(key)
+    if value is _MISSING or value is None:
+        return ()
+    if not isinstance(value, list):
+        section.error(key, f"must be a list of strings, got {_kind(value)}")
+        return ()
+    out: list[str] = []
+    for i, item in enumerate(value):
+        if isinstance(item, str) and item:
+            out.append(item.rstrip("/") if item != "*" else item)
+        else:
+            section.errors.append(f"{section.at(key)}[{i}]: must be a non-empty string, got {_kind(item)}")
+    return tuple(out)
 
 
 def _read_auth(section: _Section | None) -> tuple[ApiKey, ...]:

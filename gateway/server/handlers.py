@@ -9,20 +9,13 @@ from aiohttp import web
 
 from gateway.config import Config, Route
 from gateway.dispatch import Request, Result
-from gateway.errors import NotFoundError, PayloadTooLargeError
+from gateway.errors import NotFoundError
 from gateway.memory.headers import read_memory_headers
 from gateway.memory.turns import Turn
+from gateway.server.bodies import read_payload
 from gateway.server.keys import CONFIG, DISPATCHER, LIFECYCLE, MEMORY, REQUEST_ID, TENANT
-from gateway.server.parsing import check_input, check_messages, check_model, check_stream, parse_object
+from gateway.server.parsing import check_input, check_messages, check_model, check_stream
 from gateway.server.relay import relay_stream
-
-
-async def read_payload(request: web.Request) -> tuple[bytes, dict[str, Any]]:
-    limit = request.app[CONFIG].server.max_body_bytes
-    if request.content_length is not None and request.content_length > limit:
-        raise PayloadTooLargeError(f"The request body is larger than the limit of {limit} bytes.")
-    raw = await request.read()
-    return raw, parse_object(raw)
 
 
 def resolve_route(config: Config, model: str) -> Route:
