@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import functools
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -16,6 +17,7 @@ from typing import Any
 import orjson
 from tenacity import AsyncRetrying, RetryCallState, retry_if_result
 
+from gateway.chunks import MalformedEvent, ReplayedStream, read_chunk, replay
 from gateway.config import RetryPolicy, Route, Target
 from gateway.errors import Attempt, UpstreamError
 from gateway.providers.base import Call, EventStream, Provider, Reply, TransportError
@@ -61,25 +63,35 @@ class _Try:
     retry_after: float | None = field(default=None)
 
 
+MAX_RETRY_AFTER_SECONDS = 86_400.0  # a day; a longer or non-finite value is nonsense, taken as absent
+
+
+def _seconds(value: float) -> float | None:
+    return value if 0.0 <= value <= MAX_RETRY_AFTER_SECONDS else None  # NaN fails both comparisons
+
+
 def retry_after_seconds(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
-    """Seconds the upstream asked us to wait (`retry-after-ms`, then `retry-after`), if any."""
+    """Seconds the upstream asked us to wait (`retry-after-ms`, then `retry-after`), if any.
+
+    Values that are not finite, negative or beyond a day are treated as absent.
+    """
     if (ms := headers.get("retry-after-ms")) is not None:
         try:
-            return max(float(ms) / 1000, 0.0)
+            return _seconds(float(ms) / 1000)
         except ValueError:
             pass
     value = headers.get("retry-after")
     if value is None:
         return None
     try:
-        return max(float(value), 0.0)
+        return _seconds(float(value))
     except ValueError:
         pass
     try:
         when = email.utils.parsedate_to_datetime(value).timestamp()
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError, IndexError):
         return None
-    return max(when - (time.time() if now is None else now), 0.0)
+    return _seconds(max(when - (time.time() if now is None else now), 0.0))
 
 
 def _error_fields(body: bytes) -> tuple[str, str | None, str | None]:
@@ -103,8 +115,19 @@ def _error_fields(body: bytes) -> tuple[str, str | None, str | None]:
     return body[:200].decode(errors="replace").strip(), None, None
 
 
-def _redact(text: str, target: Target) -> str:
-    return text.replace(target.api_key, "***") if target.api_key and target.api_key in text else text
+@functools.lru_cache(maxsize=1024)
+def _secrets(target: Target) -> tuple[str, ...]:
+    """A target's configured secrets: its key and every header value long enough to be one."""
+    values = (target.api_key, *target.headers.values())
+    return tuple(sorted({v for v in values if len(v) >= 4}, key=len, reverse=True))
+
+
+def redact(text: str, target: Target) -> str:
+    """`text` (from an upstream) with the target's configured secrets masked."""
+    for secret in _secrets(target):
+        if secret in text:
+            text = text.replace(secret, "***")
+    return text
 
 
 class Dispatcher:
@@ -155,7 +178,7 @@ class Dispatcher:
         once = self._open_stream if request.stream else self._complete
 
         def record(tried: _Try) -> _Try:
-            attempts.append(Attempt(target.name, tried.outcome.status, _redact(tried.detail, target)))
+            attempts.append(Attempt(target.name, tried.outcome.status, redact(tried.detail, target)))
             return tried
 
         async def attempt() -> _Try:
@@ -198,7 +221,7 @@ class Dispatcher:
             async with asyncio.timeout(call.target.timeout):
                 opened = await self._provider(call.target).stream(call)
                 if isinstance(opened, Reply):
-                    return _judge_reply(opened)
+                    return _replay_reply(call, opened)
                 first = await _first_event(opened)
         except TransportError as exc:
             await _close(opened)
@@ -212,13 +235,30 @@ class Dispatcher:
         if first is None:
             await opened.close()
             return _Try(Outcome(502, transport=True), "upstream stream ended before its first event")
-        error = first.error()
+        try:
+            _, error = read_chunk(first)
+        except MalformedEvent as exc:
+            await opened.close()
+            return _Try(Outcome(502, transport=True), str(exc))
         if error is not None:
             await opened.close()
             status = error.get("status") or error.get("code")
             status = status if isinstance(status, int) and 400 <= status <= 599 else 502
             return _Try(Outcome(status, transport=True), f"error event: {error.get('message', '')}"[:300])
         return _Try(Outcome(opened.status), "ok", stream=opened, first_event=first)
+
+
+def _replay_reply(call: Call, reply: Reply) -> _Try:
+    """A stream request answered with one JSON body: judged, then replayed as a stream."""
+    tried = _judge_reply(reply)
+    if not tried.outcome.ok:
+        return tried
+    options = call.payload.get("stream_options")
+    include_usage = isinstance(options, dict) and bool(options.get("include_usage"))
+    events = replay(reply.data, endpoint=call.endpoint, include_usage=include_usage)
+    if events is None:
+        return _Try(Outcome(502, transport=True), "malformed upstream response (a stream was asked for; the JSON is not a completion)")
+    return _Try(Outcome(200), "ok", stream=ReplayedStream(events[1:], reply.headers), first_event=events[0])
 
 
 async def _first_event(stream: EventStream) -> Event | None:

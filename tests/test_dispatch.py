@@ -39,7 +39,17 @@ def test_override_params_win_over_the_body_and_reserialize() -> None:
         ({"retry-after": "1.5"}, 1.5),
         ({"retry-after-ms": "250", "retry-after": "9"}, 0.25),
         ({"retry-after": "soon"}, None),
-        ({"retry-after": "-4"}, 0.0),
+        ({"retry-after": "-4"}, None),
+        ({"retry-after": "nan"}, None),
+        ({"retry-after": "inf"}, None),
+        ({"retry-after": "-inf"}, None),
+        ({"retry-after": "1e300"}, None),
+        ({"retry-after": "100000"}, None),
+        ({"retry-after-ms": "nan", "retry-after": "2"}, None),
+        ({"retry-after-ms": "inf"}, None),
+        ({"retry-after-ms": "-5"}, None),
+        ({"retry-after": "Thu, 01 Jan 99999 00:00:00 GMT"}, None),
+        ({"retry-after": "Mon, 32 Foo 2024 99:99:99 GMT"}, None),
     ],
 )
 def test_retry_after_parsing(headers: dict[str, str], expected: float | None) -> None:

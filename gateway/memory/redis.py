@@ -3,26 +3,30 @@
 Keys of one conversation share the hash tag `{tenant:memoryId}`, so a Redis Cluster keeps them
 on one slot and a MULTI/EXEC covers them all. TTL is Redis expiry, refreshed on each write.
 The lock is a Redis lock (SET NX PX, released by token) whose lease is renewed while held, in
-front of which an in-process lock queues this process's own waiters.
+front of which an in-process lock queues this process's own waiters. A turn is appended by one
+script that first checks this holder still owns the lock: a lease that ran out while Redis was
+unreachable fails the write (LockLost) instead of interleaving with another holder's turn.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 import orjson
 import redis.asyncio as aioredis
-from redis.exceptions import LockError, RedisError
+from redis.exceptions import LockError, LockNotOwnedError, RedisError, ResponseError
 
 from gateway.memory.policies import Entry, Message
 from gateway.memory.store import (
     Conversation,
     Key,
     KeyLocks,
+    LockLost,
     LockTimeout,
     StoreUnavailable,
     dump_entry,
@@ -31,6 +35,29 @@ from gateway.memory.store import (
 )
 
 LEASE_SECONDS = 30.0
+RENEW_RETRY_SECONDS = 0.5
+log = logging.getLogger("gateway.memory")
+
+# KEYS: msgs, meta, lock. ARGV: lock token ('' = unlocked write), cap, ttl, system ('' = keep), entries...
+_APPEND = """
+if ARGV[1] ~= '' and redis.call('GET', KEYS[3]) ~= ARGV[1] then
+  return redis.error_reply('LOCKLOST the conversation lock is no longer held by this request')
+end
+local now = redis.call('TIME')
+if #ARGV > 4 then
+  redis.call('RPUSH', KEYS[1], unpack(ARGV, 5))
+  redis.call('LTRIM', KEYS[1], -tonumber(ARGV[2]), -1)
+end
+redis.call('HSET', KEYS[2], 'updated_at', now[1] .. '.' .. string.format('%06d', tonumber(now[2])))
+if ARGV[4] ~= '' then
+  redis.call('HSET', KEYS[2], 'system', ARGV[4])
+else
+  redis.call('HSETNX', KEYS[2], 'system', '[]')
+end
+redis.call('EXPIRE', KEYS[1], ARGV[3])
+redis.call('EXPIRE', KEYS[2], ARGV[3])
+return 1
+"""
 
 
 @contextlib.contextmanager
@@ -47,12 +74,18 @@ def key_prefix(key: Key) -> str:
 
 
 class RedisStore:
-    def __init__(self, url: str, *, ttl_seconds: float, max_messages: int, lock_timeout: float) -> None:
-        self._client: aioredis.Redis = aioredis.Redis.from_url(url)
+    def __init__(
+        self, url: str, *, ttl_seconds: float, max_messages: int, lock_timeout: float, lease_seconds: float = LEASE_SECONDS
+    ) -> None:
+        # Timeouts: a Redis that hangs must fail requests (503), not hold them forever.
+        self._client: aioredis.Redis = aioredis.Redis.from_url(url, socket_timeout=10, socket_connect_timeout=5)
+        self._append = self._client.register_script(_APPEND)
         self._ttl = max(int(ttl_seconds), 1)
         self._cap = max_messages
         self._lock_timeout = lock_timeout
+        self._lease = lease_seconds
         self._local = KeyLocks(lock_timeout)
+        self._tokens: dict[Key, bytes] = {}  # the lock token of each conversation this process holds
 
     async def ping(self) -> None:
         await self._client.ping()
@@ -72,20 +105,20 @@ class RedisStore:
 
     async def append(self, key: Key, entries: Sequence[Entry], *, system: Sequence[Message] | None) -> None:
         prefix = key_prefix(key)
+        args: list[bytes | str | int] = [
+            self._tokens.get(key, b""),
+            self._cap,
+            self._ttl,
+            orjson.dumps(list(system)) if system is not None else b"",
+            *[dump_entry(entry) for entry in entries],
+        ]
         with _unavailable_on_redis_errors():
-            now = await self._now()
-            async with self._client.pipeline(transaction=True) as pipe:
-                if entries:
-                    pipe.rpush(f"{prefix}:msgs", *[dump_entry(entry) for entry in entries])
-                    pipe.ltrim(f"{prefix}:msgs", -self._cap, -1)
-                pipe.hset(f"{prefix}:meta", "updated_at", now)
-                if system is not None:
-                    pipe.hset(f"{prefix}:meta", "system", orjson.dumps(list(system)))
-                else:
-                    pipe.hsetnx(f"{prefix}:meta", "system", b"[]")
-                pipe.expire(f"{prefix}:msgs", self._ttl)
-                pipe.expire(f"{prefix}:meta", self._ttl)
-                await pipe.execute()
+            try:
+                await self._append(keys=[f"{prefix}:msgs", f"{prefix}:meta", f"{prefix}:lock"], args=args)
+            except ResponseError as exc:
+                if str(exc).startswith("LOCKLOST"):
+                    raise LockLost(f"redis store: {exc}") from None
+                raise
 
     async def _now(self) -> float:
         seconds, micros = await self._client.time()
@@ -124,7 +157,7 @@ class RedisStore:
         async with self._local.hold(key):
             lock = self._client.lock(
                 f"{key_prefix(key)}:lock",
-                timeout=LEASE_SECONDS,
+                timeout=self._lease,
                 sleep=0.01,
                 blocking_timeout=max(deadline - loop.time(), 0.001),
             )
@@ -132,21 +165,37 @@ class RedisStore:
                 acquired = await lock.acquire()
             if not acquired:
                 raise LockTimeout(f"conversation busy for more than {self._lock_timeout:g}s")
-            renewal = asyncio.create_task(self._renew(lock))
+            self._tokens[key] = lock.local.token
+            renewal = asyncio.create_task(self._renew(lock, key))
             try:
                 yield
             finally:
+                del self._tokens[key]
                 renewal.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await renewal
-                with contextlib.suppress(LockError):
+                try:
                     await lock.release()
+                except (LockError, RedisError, OSError) as exc:  # the lease ends it; the turn's fate is already known
+                    log.warning("memory %s: releasing the redis lock failed (%s); its lease will end it", key[1], exc)
 
-    @staticmethod
-    async def _renew(lock: Any) -> None:
+    async def _renew(self, lock: Any, key: Key) -> None:
+        """Keep the lease while held; an unreachable Redis is retried, a lost lock is only logged.
+
+        Whether the lock still holds is decided where it matters, atomically, by the append script.
+        """
+        pause = self._lease / 3
         while True:
-            await asyncio.sleep(LEASE_SECONDS / 3)
-            await lock.reacquire()
+            await asyncio.sleep(pause)
+            try:
+                await lock.reacquire()
+                pause = self._lease / 3
+            except LockNotOwnedError:
+                log.warning("memory %s: the redis lock's lease ran out while held", key[1])
+                return
+            except (RedisError, OSError) as exc:
+                log.warning("memory %s: renewing the redis lock failed (%s); retrying", key[1], exc)
+                pause = RENEW_RETRY_SECONDS
 
     async def close(self) -> None:
         await self._client.aclose()

@@ -18,12 +18,18 @@ def reply_message(answer: Any) -> Message | None:
     return normalize({**message, "role": message.get("role") or "assistant"})
 
 
-class ReplyAssembler:
-    """Collects choice 0's content and tool-call fragments from stream chunks."""
+class ReplyTooLarge(Exception):
+    """A streamed reply grew past what the gateway buffers to store."""
 
-    def __init__(self) -> None:
+
+class ReplyAssembler:
+    """Collects choice 0's content and tool-call fragments from stream chunks, up to `max_bytes`."""
+
+    def __init__(self, *, max_bytes: int) -> None:
         self._content: list[str] = []
         self._calls: dict[int, dict[str, Any]] = {}
+        self._size = 0
+        self._max_bytes = max_bytes
         self.finished = False
 
     def feed(self, chunk: Any) -> None:
@@ -38,9 +44,12 @@ class ReplyAssembler:
                 self.finished = True
 
     def _feed_delta(self, delta: dict[str, Any]) -> None:
+        if self._size > self._max_bytes:  # past the limit: keep nothing more, message() refuses
+            return
         content = delta.get("content")
         if isinstance(content, str):
             self._content.append(content)
+            self._size += len(content)
         fragments = delta.get("tool_calls")
         for fragment in fragments if isinstance(fragments, list) else ():
             if not isinstance(fragment, dict):
@@ -59,8 +68,12 @@ class ReplyAssembler:
                 for part in ("name", "arguments"):
                     if isinstance(function.get(part), str):
                         call["function"][part] += function[part]
+                        self._size += len(function[part])
 
     def message(self) -> Message:
+        """The assembled reply; ReplyTooLarge past the limit."""
+        if self._size > self._max_bytes:
+            raise ReplyTooLarge(f"The streamed reply is larger than server.maxResponseBytes ({self._max_bytes} bytes)")
         message: Message = {"role": "assistant", "content": "".join(self._content) or None}
         if self._calls:
             message["tool_calls"] = [self._calls[i] for i in sorted(self._calls)]

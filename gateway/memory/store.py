@@ -29,6 +29,10 @@ class StoreUnavailable(Exception):
     """The store's backend failed (Redis unreachable, SQLite file unwritable); each store maps its own errors."""
 
 
+class LockLost(StoreUnavailable):
+    """The conversation's lock expired or passed to another holder before the write; nothing was written."""
+
+
 @dataclass(frozen=True, slots=True)
 class Conversation:
     system: list[Message]

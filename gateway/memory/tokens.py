@@ -11,7 +11,7 @@ import functools
 import importlib.util
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -20,6 +20,8 @@ log = logging.getLogger("gateway.memory")
 TOKENS_PER_MESSAGE = 3
 TOKENS_PER_NAME = 1
 REPLY_PRIMING = 3
+EXACT_CHARS = 65_536
+PIECE_CHARS = 16_384
 _O200K_PREFIXES = ("gpt-4o", "chatgpt-4o", "gpt-4.1", "gpt-4.5", "gpt-5", "o1", "o3", "o4")
 _CL100K_PREFIXES = ("gpt-4", "gpt-3.5", "gpt-35", "text-embedding-3", "text-embedding-ada")
 
@@ -78,12 +80,24 @@ def get_encoding(name: str) -> Encoding:
         return _Approximate()
 
 
-def _count_text(encoding: Encoding, text: str) -> int:
+def count_text(encoding: Encoding, text: str, cap: int | None = None) -> int:
+    """Tokens of `text`; once past `cap` the count stops there (a lower bound: it fits no window).
+
+    Texts over EXACT_CHARS are counted in PIECE_CHARS pieces: linear however the text is made
+    (BPE on one giant "word" is not), and within a token per piece of the exact count.
+    """
     if not text:
         return 0
     if len(text) <= 4096:  # roles, names, system prompts and common turns repeat: count them once
         return _count_cached(encoding, text)
-    return len(encoding.encode(text, disallowed_special=()))
+    if len(text) <= EXACT_CHARS:
+        return len(encoding.encode(text, disallowed_special=()))
+    tokens = 0
+    for start in range(0, len(text), PIECE_CHARS):
+        tokens += len(encoding.encode(text[start : start + PIECE_CHARS], disallowed_special=()))
+        if cap is not None and tokens > cap:
+            break
+    return tokens
 
 
 @functools.lru_cache(maxsize=4096)
@@ -91,29 +105,40 @@ def _count_cached(encoding: Encoding, text: str) -> int:
     return len(encoding.encode(text, disallowed_special=()))
 
 
-def count_message(message: Mapping[str, Any], encoding: Encoding) -> int:
-    """One message's tokens by the OpenAI cookbook: 3 + every value's tokens (+1 for a name).
-
-    Content given as parts counts its text parts; tool calls count their function names and
-    arguments.
-    """
-    tokens = TOKENS_PER_MESSAGE
+def _texts(message: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
+    """(key, text) for every text of a message that counts: string values, text parts, tool calls."""
     for key, value in message.items():
         if isinstance(value, str):
-            tokens += _count_text(encoding, value)
-            if key == "name":
-                tokens += TOKENS_PER_NAME
+            yield key, value
         elif key == "content" and isinstance(value, list):
             for part in value:
                 if isinstance(part, dict) and isinstance(part.get("text"), str):
-                    tokens += _count_text(encoding, part["text"])
+                    yield "text", part["text"]
         elif key == "tool_calls" and isinstance(value, list):
             for call in value:
                 function = call.get("function") if isinstance(call, dict) else None
                 if isinstance(function, dict):
-                    tokens += _count_text(encoding, str(function.get("name") or ""))
-                    tokens += _count_text(encoding, str(function.get("arguments") or ""))
+                    yield "function", str(function.get("name") or "")
+                    yield "arguments", str(function.get("arguments") or "")
+
+
+def count_message(message: Mapping[str, Any], encoding: Encoding, cap: int | None = None) -> int:
+    """One message's tokens by the OpenAI cookbook: 3 + every value's tokens (+1 for a name).
+
+    Content given as parts counts its text parts; tool calls count their function names and
+    arguments. With a `cap`, a count above it is a lower bound: the message fits no window.
+    """
+    tokens = TOKENS_PER_MESSAGE
+    for key, text in _texts(message):
+        tokens += count_text(encoding, text, cap)
+        if key == "name":
+            tokens += TOKENS_PER_NAME
     return tokens
+
+
+def text_size(message: Mapping[str, Any]) -> int:
+    """Characters a count of `message` would encode: cheap, to decide where the count runs."""
+    return sum(len(text) for _, text in _texts(message))
 
 
 def count_messages(messages: list[dict[str, Any]], encoding: Encoding) -> int:

@@ -46,8 +46,9 @@ def _transport_errors() -> Iterator[None]:
 class OpenAIProvider:
     """Sends the body as bytes and relays the answer's bytes unchanged."""
 
-    def __init__(self, session: aiohttp.ClientSession) -> None:
+    def __init__(self, session: aiohttp.ClientSession, *, max_response_bytes: int = 32 * 1024 * 1024) -> None:
         self._session = session
+        self._max_response_bytes = max_response_bytes
         self._urls: dict[tuple[Target, str], URL] = {}
         self._headers: dict[Target, CIMultiDict[str]] = {}
 
@@ -72,8 +73,22 @@ class OpenAIProvider:
             async with self._session.post(
                 self._url(call.target, call.endpoint), data=call.body, headers=self._request_headers(call.target)
             ) as response:
-                body = await response.read()
+                body = await self._read(response)
                 return Reply(response.status, body, response.content_type, relayed_headers(response.headers))
+
+    async def _read(self, response: aiohttp.ClientResponse) -> bytes:
+        """The whole body, up to the limit; past it the answer is dropped, never buffered."""
+        limit = self._max_response_bytes
+        if response.content_length is None or response.content_length <= limit:
+            body = bytearray()
+            async for piece in response.content.iter_any():
+                body += piece
+                if len(body) > limit:
+                    break
+            else:
+                return bytes(body)
+        response.close()
+        raise TransportError(f"upstream response larger than server.maxResponseBytes ({limit} bytes)")
 
     async def stream(self, call: Call) -> Reply | EventStream:
         with _transport_errors():
@@ -83,7 +98,7 @@ class OpenAIProvider:
             if response.status < 300 and response.content_type == "text/event-stream":
                 return _UpstreamEvents(response)
             try:
-                body = await response.read()
+                body = await self._read(response)
             finally:
                 response.release()
             return Reply(response.status, body, response.content_type, relayed_headers(response.headers))

@@ -22,6 +22,7 @@ from gateway.providers.mock import MockProvider
 from gateway.providers.openai import OpenAIProvider
 from gateway.routing import Random
 from gateway.server import handlers, memory_api
+from gateway.server.cors import cors_middlewares, cors_response_hook
 from gateway.server.keys import CONFIG, DISPATCHER, LIFECYCLE, MEMORY, Lifecycle
 from gateway.server.middlewares import Authenticator, gateway_middleware
 
@@ -49,7 +50,8 @@ def create_app(config: Config, *, rng: Random | None = None, processes: int = 1)
     `processes` is how many gateway processes serve this config (`--workers`).
     """
     app = web.Application(
-        middlewares=[gateway_middleware(Authenticator(config.api_keys))], client_max_size=config.server.max_body_bytes
+        middlewares=[*cors_middlewares(config.cors), gateway_middleware(Authenticator(config.api_keys))],
+        client_max_size=config.server.max_body_bytes,
     )
     app[CONFIG] = config
     app[LIFECYCLE] = Lifecycle(started_at=int(time.time()))
@@ -58,7 +60,10 @@ def create_app(config: Config, *, rng: Random | None = None, processes: int = 1)
         connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=60, ttl_dns_cache=300)
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=30)
         async with aiohttp.ClientSession(connector=connector, timeout=timeout, auto_decompress=True) as session:
-            providers: dict[str, Provider] = {"openai": OpenAIProvider(session), "mock": MockProvider()}
+            providers: dict[str, Provider] = {
+                "openai": OpenAIProvider(session, max_response_bytes=config.server.max_response_bytes),
+                "mock": MockProvider(),
+            }
             app[DISPATCHER] = Dispatcher(providers, rng=rng or random.Random())
             yield
 
@@ -68,13 +73,17 @@ def create_app(config: Config, *, rng: Random | None = None, processes: int = 1)
     async def memory_store(app: web.Application) -> AsyncIterator[None]:
         use_offline_encodings()
         store = open_store(config.memory, processes=processes)
-        app[MEMORY] = Memory(store)
+        app[MEMORY] = Memory(
+            store, token_cap=config.memory.limits.max_tokens, max_reply_bytes=config.server.max_response_bytes
+        )
         yield
-        await store.close()
+        await app[MEMORY].close()
 
     app.cleanup_ctx.append(upstream_session)
     app.cleanup_ctx.append(memory_store)
     app.on_shutdown.append(begin_draining)
+    if config.cors.enabled:
+        app.on_response_prepare.append(cors_response_hook(config.cors))
     app.router.add_post("/v1/chat/completions", handlers.chat_completions)
     app.router.add_post("/v1/completions", handlers.completions)
     app.router.add_post("/v1/embeddings", handlers.embeddings)

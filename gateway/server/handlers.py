@@ -42,7 +42,7 @@ def gateway_headers(request: web.Request, route: Route, result: Result) -> dict[
 
 
 async def forward(request: web.Request, route: Route, call: Request, *, turn: Turn | None = None) -> web.StreamResponse:
-    """Dispatch and relay the answer; with memory, store the turn once the answer is complete."""
+    """Dispatch and relay the answer; with memory, the answer reaches the client only once stored."""
     result = await request.app[DISPATCHER].dispatch(route, call)
     headers = gateway_headers(request, route, result)
     if turn is not None:
@@ -52,10 +52,7 @@ async def forward(request: web.Request, route: Route, call: Request, *, turn: Tu
             await turn.commit_answer(result.reply.data)
         headers["Content-Type"] = result.reply.content_type
         return web.Response(body=result.reply.body, status=result.reply.status, headers=headers)
-    response, complete = await relay_stream(request, result, headers, on_event=turn.on_event if turn else None)
-    if complete and turn is not None:
-        await turn.commit_stream()
-    return response
+    return await relay_stream(request, result, headers, sink=turn)
 
 
 async def chat_completions(request: web.Request) -> web.StreamResponse:

@@ -366,7 +366,10 @@ routes: {{chat: {{provider: openai, baseUrl: "{upstream.url}", apiKey: k}}}}
     assert (await ask(client, [u("x")], {}))[0] == "Hello from upstream"
 
 
-async def test_odd_stream_deltas_never_break_the_stream(gateway: Gateway, upstream: FakeUpstream, tmp_path: Path) -> None:
+async def test_unstorable_stream_replies_end_with_an_error_and_store_nothing(
+    gateway: Gateway, upstream: FakeUpstream, tmp_path: Path
+) -> None:
+    """A reply memory cannot keep (a malformed tool call, an event that is not JSON) is never a clean end."""
     client = await gateway(config(upstream, tmp_path))
     odd = {"index": "x", "id": 5, "function": {"name": None, "arguments": ["not", "text"]}}
     upstream.then(
@@ -378,24 +381,34 @@ async def test_odd_stream_deltas_never_break_the_stream(gateway: Gateway, upstre
     base = str(client.base_url).rstrip("/")
     body = {"model": "chat", "stream": True, "messages": [u("q")]}
     async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {GATEWAY_KEY}"}) as session:
-        async with session.post(f"{base}/chat/completions", json=body, headers={"memoryId": "odd"}) as response:
-            assert response.status == 200 and (await response.read()).endswith(b"data: [DONE]\n\n")
-        status, stored_body = await stored(client, "odd")
-        assert status == 200 and stored_body["messages"][-1]["content"] == "fine"  # what was readable is kept
-        async with session.post(f"{base}/chat/completions", json=body, headers={"memoryId": "odd2"}) as response:
-            assert response.status == 200 and (await response.read()).endswith(b"data: [DONE]\n\n")
-        assert (await stored(client, "odd2"))[0] == 404  # an unreadable event: nothing stored
+        for memory_id, code in [("odd", b'"unstorable_reply"'), ("odd2", b'"upstream_stream_error"')]:
+            async with session.post(f"{base}/chat/completions", json=body, headers={"memoryId": memory_id}) as response:
+                text = await response.read()
+                assert response.status == 200 and b"[DONE]" not in text
+                assert text.rsplit(b"\n\n", 2)[-2].startswith(b'data: {"error"') and code in text
+            assert (await stored(client, memory_id))[0] == 404
 
 
-async def test_json_answer_to_a_stream_request_is_stored(gateway: Gateway, upstream: FakeUpstream, tmp_path: Path) -> None:
+async def test_malformed_tool_call_in_a_json_reply_is_a_502_and_stores_nothing(
+    gateway: Gateway, upstream: FakeUpstream, tmp_path: Path
+) -> None:
+    client = await gateway(config(upstream, tmp_path))
+    answer = chat_completion("")
+    answer["choices"][0]["message"]["tool_calls"] = [{"id": ["x"], "type": "function", "function": {"name": "f", "arguments": "{}"}}]
+    upstream.then(Step(body=answer))
+    with pytest.raises(openai.APIStatusError) as caught:
+        await client.chat.completions.create(model="chat", messages=[u("q")], extra_headers={"memoryId": "bad"})
+    assert caught.value.status_code == 502 and caught.value.code == "unstorable_reply"
+    assert "tool_calls[0].id" in caught.value.message
+    assert (await stored(client, "bad"))[0] == 404
+
+
+async def test_json_answer_to_a_stream_request_is_replayed_and_stored(
+    gateway: Gateway, upstream: FakeUpstream, tmp_path: Path
+) -> None:
     client = await gateway(config(upstream, tmp_path))
     upstream.then(Step(body=chat_completion("as json")))
-    base = str(client.base_url).rstrip("/")
-    body = {"model": "chat", "stream": True, "messages": [u("q")]}
-    auth = {"Authorization": f"Bearer {GATEWAY_KEY}"}
-    async with aiohttp.ClientSession(headers=auth) as session, session.post(
-        f"{base}/chat/completions", json=body, headers={"memoryId": "j"}
-    ) as response:
-        assert response.status == 200 and response.content_type == "application/json"
+    text, headers = await ask(client, [u("q")], {"memoryId": "j"}, stream=True)
+    assert text == "as json" and headers["content-type"].startswith("text/event-stream")
     status, stored_body = await stored(client, "j")
     assert status == 200 and stored_body["messages"] == [u("q"), a("as json")]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import openai
 import orjson
@@ -144,10 +145,44 @@ async def test_client_disconnect_closes_the_upstream(gateway: Gateway, upstream:
     await asyncio.wait_for(upstream.disconnected.wait(), 5)
 
 
-async def test_upstream_answering_json_to_a_stream_request(gateway: Gateway, upstream: FakeUpstream) -> None:
+async def test_upstream_answering_json_to_a_stream_request_is_replayed_as_a_stream(
+    gateway: Gateway, upstream: FakeUpstream
+) -> None:
     client = await gateway(single(upstream))
+    raw = await client.chat.completions.with_raw_response.create(
+        model="chat", messages=MESSAGES, stream=True, stream_options={"include_usage": True}
+    )
+    assert raw.http_response.headers["content-type"].startswith("text/event-stream")
+    parts = [part async for part in raw.parse()]
+    assert "".join(p.choices[0].delta.content or "" for p in parts if p.choices) == "Hello from upstream"
+    assert [p.choices[0].finish_reason for p in parts if p.choices][-1] == "stop"
+    assert parts[-1].usage is not None and parts[-1].usage.total_tokens == 8
+
+
+async def test_json_answer_that_is_no_completion_falls_back(gateway: Gateway, make_upstream) -> None:
+    first, second = await make_upstream(Step(body={"object": "list", "data": []})), await make_upstream()
+    second.then(Step(events=stream_of("from second")))
+    client = await gateway(fallback(first, second))
     raw = await client.chat.completions.with_raw_response.create(model="chat", messages=MESSAGES, stream=True)
-    assert raw.http_response.headers["content-type"].startswith("application/json")
+    assert raw.headers["x-gateway-attempts"] == "2"
+    assert await collect(raw.parse()) == "from second"
+
+
+async def test_an_event_that_is_not_json_ends_the_stream_with_an_error(gateway: Gateway, upstream: FakeUpstream) -> None:
+    upstream.then(Step(events=[chunk({"role": "assistant", "content": "a"}), b"data: {not json\n\n", *stream_of("b")]))
+    client = await gateway(single(upstream))
+    stream = await client.chat.completions.create(model="chat", messages=MESSAGES, stream=True)
+    with pytest.raises(openai.APIError, match="not JSON"):
+        await collect(stream)
+
+
+async def test_a_first_event_that_is_not_json_falls_back(gateway: Gateway, make_upstream) -> None:
+    first, second = await make_upstream(), await make_upstream()
+    first.then(Step(events=[b"data: <html>oops</html>\n\n", *stream_of("x")]))
+    second.then(Step(events=stream_of("from second")))
+    client = await gateway(fallback(first, second))
+    stream = await client.chat.completions.create(model="chat", messages=MESSAGES, stream=True)
+    assert await collect(stream) == "from second"
 
 
 async def test_mock_provider_streams(gateway: Gateway) -> None:
@@ -164,21 +199,21 @@ async def test_mock_provider_streams(gateway: Gateway) -> None:
 async def test_an_internal_failure_mid_stream_ends_with_an_error_event(
     gateway: Gateway, upstream: FakeUpstream, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from gateway.sse import Event
+    from gateway.server import relay
 
     upstream.then(Step(events=stream_of("a", "b")))
     client = await gateway(single(upstream))
     calls = 0
-    original = Event.error
+    original = relay.read_chunk
 
-    def failing(self: Event) -> dict | None:
+    def failing(event: Any) -> Any:
         nonlocal calls
         calls += 1
         if calls == 3:
             raise RuntimeError("bug")
-        return original(self)
+        return original(event)
 
-    monkeypatch.setattr(Event, "error", failing)
+    monkeypatch.setattr(relay, "read_chunk", failing)
     stream = await client.chat.completions.create(model="chat", messages=MESSAGES, stream=True)
     with pytest.raises(openai.APIError, match="failed while relaying"):
         await collect(stream)
