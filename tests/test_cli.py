@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -15,7 +17,7 @@ from pathlib import Path
 import openai
 import pytest
 
-from gateway.cli import main
+from gateway.cli import describe_exit, main, restart_delay
 
 
 def free_port() -> int:
@@ -128,11 +130,12 @@ async def test_sigterm_drains_in_flight_requests_and_streams(slow_config: Path, 
     assert await asyncio.to_thread(process.wait, 20) == 0
 
 
-def _children(pid: int) -> set[int]:
+def _workers(pid: int) -> set[int]:
+    """The gateway worker processes the `serve --workers` parent `pid` has running now."""
     found: set[int] = set()
     for task in Path(f"/proc/{pid}/task").iterdir():
         found |= {int(p) for p in (task / "children").read_text().split()}
-    return found
+    return {child for child in found if "spawn_main" in Path(f"/proc/{child}/cmdline").read_text()}
 
 
 async def test_workers_share_the_port_and_stop_on_sigterm(slow_config: Path, processes: list) -> None:
@@ -142,12 +145,113 @@ async def test_workers_share_the_port_and_stop_on_sigterm(slow_config: Path, pro
     await wait_ready(port, process)
     async with openai.AsyncOpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="x", max_retries=0) as client:
         assert [m.id for m in (await client.models.list()).data] == ["slow", "slow-stream"]
-    workers = {child for child in _children(process.pid) if "spawn_main" in Path(f"/proc/{child}/cmdline").read_text()}
+    workers = _workers(process.pid)
     assert len(workers) == 2
     process.send_signal(signal.SIGTERM)
     assert await asyncio.to_thread(process.wait, 20) == 0
     for worker in workers:
         assert not Path(f"/proc/{worker}").exists() or "zombie" in Path(f"/proc/{worker}/status").read_text()
+
+
+def ss(*query: str) -> str:
+    """`ss` lines (no header) for TCP sockets matching `query`, with owning processes."""
+    return subprocess.run(["ss", "-tnpH", *query], capture_output=True, text=True, check=True, timeout=10).stdout
+
+
+needs_ss = pytest.mark.skipif(shutil.which("ss") is None, reason="needs ss (iproute2) to read listen queues")
+
+
+@needs_ss
+async def test_serve_listens_with_the_configured_backlog(tmp_path: Path, processes: list) -> None:
+    config = tmp_path / "g.yaml"
+    config.write_text("server: {backlog: 77}\nroutes:\n  m: {provider: mock}\n")
+    port = free_port()
+    process = start_gateway(config, port)
+    processes.append(process)
+    await wait_ready(port, process)
+    # For a listening socket Send-Q is the backlog the kernel was given (aiohttp's own default is 128).
+    [line] = ss("-l", f"sport = :{port}").splitlines()
+    assert line.split()[2] == "77"
+
+
+async def healthz_served_by(port: int) -> int:
+    """GET /healthz on a new connection; the pid of the process that answered it."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(b"GET /healthz HTTP/1.1\r\nHost: gateway\r\n\r\n")
+        assert (await reader.readline()).startswith(b"HTTP/1.1 200")
+        client_port = writer.get_extra_info("sockname")[1]
+        server_side = ss("state", "established", f"( sport = :{port} and dport = :{client_port} )")
+        owner = re.search(r"pid=(\d+)", server_side)
+        assert owner, server_side
+        return int(owner.group(1))
+    finally:
+        writer.close()
+
+
+async def wait_for_new_worker(process: subprocess.Popen[bytes], port: int, old: set[int]) -> int:
+    """The pid of a worker not in `old` once it listens on `port`."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        assert process.poll() is None
+        listening = ss("-l", f"sport = :{port}")
+        for worker in _workers(process.pid) - old:
+            if f"pid={worker}," in listening:
+                return worker
+        await asyncio.sleep(0.1)
+    raise AssertionError("no new worker took the place of the dead one")
+
+
+@needs_ss
+async def test_workers_replace_a_killed_worker(slow_config: Path, processes: list) -> None:
+    port = free_port()
+    process = start_gateway(slow_config, port, "--workers", "2")
+    processes.append(process)
+    await wait_ready(port, process)
+    workers = _workers(process.pid)
+    victim = min(workers)
+    os.kill(victim, signal.SIGKILL)
+    replacement = await wait_for_new_worker(process, port, workers)
+    assert _workers(process.pid) == workers - {victim} | {replacement}
+    # The port's connections are spread over the workers by a hash, so try until one lands on it.
+    for _ in range(64):
+        if await healthz_served_by(port) == replacement:
+            break
+    else:
+        raise AssertionError(f"worker {replacement} served none of 64 connections")
+    async with openai.AsyncOpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="x", max_retries=0) as client:
+        pending = asyncio.create_task(client.chat.completions.create(model="slow", messages=[{"role": "user", "content": "hi"}]))
+        await asyncio.sleep(0.5)  # the request is in flight by now
+        process.send_signal(signal.SIGTERM)
+        assert (await pending).choices[0].message.content
+    assert await asyncio.to_thread(process.wait, 20) == 0
+    log = process.stdout.read().decode() if process.stdout else ""
+    assert f"worker {victim} died (signal SIGKILL) after " in log
+    assert "restarting it in 0.5s" in log
+
+
+async def test_workers_that_keep_failing_to_start_make_serve_exit_1(slow_config: Path, processes: list) -> None:
+    with socket.socket() as taken:  # bound without SO_REUSEPORT: no worker can listen beside it
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        process = start_gateway(slow_config, port, "--workers", "2")
+        processes.append(process)
+        out, _ = await asyncio.to_thread(process.communicate, timeout=60)
+    assert process.returncode == 1
+    log = out.decode()
+    assert "died at start-up 4 times in a row (exit code 1); giving up" in log
+    assert log.count("restarting it in") >= 3
+    assert "address already in use" in log.lower()
+
+
+def test_restart_delay_doubles_up_to_30_seconds() -> None:
+    assert [restart_delay(deaths) for deaths in range(1, 9)] == [0.5, 1, 2, 4, 8, 16, 30, 30]
+
+
+def test_describe_exit_names_the_signal() -> None:
+    assert describe_exit(3) == "exit code 3"
+    assert describe_exit(-signal.SIGKILL) == "signal SIGKILL"
 
 
 def test_serve_rejects_a_bad_config(tmp_path: Path) -> None:
