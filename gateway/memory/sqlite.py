@@ -4,7 +4,9 @@ A hop to that thread costs more than the query itself, so conversations this pro
 read are also kept in a bounded write-through cache and served from it. That is only right
 while this process is the file's only writer. Worker processes sharing one file (`--workers N`)
 open it with `shared=True`: no cache, and conversations are locked through a lease table in the
-file itself, renewed while held, so turns stay serialized across the processes.
+file itself, renewed while held, so turns stay serialized across the processes. A lease names its
+holder's pid and boot (see `_boot_id`), so a holder that died on this machine is taken over at once
+rather than after the lease runs out.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import contextlib
 import functools
 import itertools
 import os
+import socket
 import sqlite3
 import time
 from collections import OrderedDict
@@ -53,6 +56,8 @@ CREATE TABLE IF NOT EXISTS locks (
     memory_id TEXT NOT NULL,
     owner TEXT NOT NULL,
     expires_at REAL NOT NULL,
+    pid INTEGER,
+    boot TEXT,
     PRIMARY KEY (tenant, memory_id)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS messages (
@@ -64,6 +69,8 @@ CREATE TABLE IF NOT EXISTS messages (
     PRIMARY KEY (tenant, memory_id, seq)
 ) WITHOUT ROWID;
 """
+# Columns added to `locks` after its first release; files made before then gain them when opened.
+_LOCK_COLUMNS = {"pid": "INTEGER", "boot": "TEXT"}
 _PURGE_EVERY = 600.0
 LEASE_SECONDS = 15.0
 
@@ -80,11 +87,14 @@ class SQLiteStore:
         lock_timeout: float,
         cache_entries: int = 50_000,
         shared: bool = False,
+        busy_timeout: float = 10.0,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._path = path
         self._shared = shared
+        self._busy_timeout_ms = max(round(busy_timeout * 1000), 0)
         self._owner = f"{os.getpid()}-{os.urandom(4).hex()}"
+        self._boot = _boot_id()
         self._tokens = itertools.count(1)
         if shared:
             cache_entries = 0
@@ -113,8 +123,9 @@ class SQLiteStore:
             db = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=NORMAL")
-            db.execute("PRAGMA busy_timeout=10000")
+            db.execute(f"PRAGMA busy_timeout={self._busy_timeout_ms}")
             db.executescript(_SCHEMA)
+            _add_lock_columns(db)
             self._db = db
         now = self._clock()
         if now - self._purged_at > _PURGE_EVERY:
@@ -321,13 +332,26 @@ class SQLiteStore:
 
     def _insert_lock(self, db: sqlite3.Connection, *, key: Key, token: str) -> bool:
         now = time.time()
+        row = (*key, token, now + LEASE_SECONDS, os.getpid(), self._boot)
+        insert = (
+            "INSERT OR IGNORE INTO locks (tenant, memory_id, owner, expires_at, pid, boot) VALUES (?, ?, ?, ?, ?, ?)"
+        )
         with _transaction(db):
             db.execute("DELETE FROM locks WHERE tenant = ? AND memory_id = ? AND expires_at < ?", (*key, now))
-            inserted = db.execute(
-                "INSERT OR IGNORE INTO locks (tenant, memory_id, owner, expires_at) VALUES (?, ?, ?, ?)",
-                (*key, token, now + LEASE_SECONDS),
-            )
-            return inserted.rowcount == 1
+            if db.execute(insert, row).rowcount == 1:
+                return True
+            if not self._holder_died(db, key):
+                return False
+            db.execute("DELETE FROM locks WHERE tenant = ? AND memory_id = ?", key)
+            return db.execute(insert, row).rowcount == 1
+
+    def _holder_died(self, db: sqlite3.Connection, key: Key) -> bool:
+        """Whether the lease on `key` belongs to a process of this boot that no longer runs."""
+        holder = db.execute("SELECT pid, boot FROM locks WHERE tenant = ? AND memory_id = ?", key).fetchone()
+        # Rows from older gateways carry no pid; rows from other machines name pids we cannot see.
+        if holder is None or holder[0] is None or holder[1] != self._boot:
+            return False
+        return _process_gone(holder[0])
 
     @staticmethod
     def _unlock(db: sqlite3.Connection, *, key: Key, token: str) -> None:
@@ -363,6 +387,50 @@ class _Write:
     bodies: list[tuple[str, bytes]]
     system: str | None
     done: asyncio.Future[float]
+
+
+def _add_lock_columns(db: sqlite3.Connection) -> None:
+    """Give a `locks` table made by an older gateway the columns this one writes."""
+    with _transaction(db):  # serializes processes opening one old file together: one of them alters it
+        present = {row[1] for row in db.execute("PRAGMA table_info(locks)")}
+        for column, kind in _LOCK_COLUMNS.items():
+            if column not in present:
+                db.execute(f"ALTER TABLE locks ADD COLUMN {column} {kind}")
+
+
+def _boot_id() -> str:
+    """Names the space this process's pid is unique in: this boot's id and pid namespace, else the hostname.
+
+    The pid namespace is part of it because containers on one host share the boot id but number
+    their processes separately, so a pid from another container says nothing here.
+    """
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return socket.gethostname()
+    try:
+        return f"{boot} {os.readlink('/proc/self/ns/pid')}"
+    except OSError:
+        return boot
+
+
+def _process_gone(pid: int) -> bool:
+    """Whether no process `pid` runs here; one that exited but was not yet reaped (a zombie) is gone."""
+    if pid <= 0:  # kill(0) and kill(-n) address process groups, not a holder
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # EPERM: it exists, as another user
+        return False
+    try:  # a worker killed under `serve --workers` stays a zombie until its parent joins it
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[:1] in (["Z"], ["X"])
 
 
 def _settle(batch: Sequence[_Write], outcome: float | Exception) -> None:
