@@ -8,11 +8,12 @@ from typing import Any
 import orjson
 
 DONE: bytes = b"[DONE]"
+MAX_EVENT_BYTES: int = 8 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
 class Event:
-    """One SSE event: `raw` is its exact bytes (terminator included), `data` its joined data lines."""
+    """One SSE event: `raw` is its bytes (line ends made `\\n`, blank line included), `data` its data lines joined."""
 
     raw: bytes
     data: bytes | None
@@ -40,30 +41,91 @@ class Event:
         return None
 
 
-class EventParser:
-    """Incremental SSE parser: feed bytes as they arrive, get whole events back."""
+class EventTooLarge(Exception):
+    """An event (its normalised bytes, blank line included) grew past the parser's `max_event_bytes`."""
 
-    def __init__(self) -> None:
-        self._buffer = b""
+
+class EventParser:
+    """Incremental SSE parser: feed bytes as they arrive, get whole events back.
+
+    Work is linear in the bytes fed: each chunk is normalised and searched once. The bytes of an
+    unterminated event are kept as the chunks they arrived in and joined once, when it completes.
+
+    An event's size is its `raw` length. One past `max_event_bytes` raises EventTooLarge however
+    the stream is chunked: when it completes, or as soon as its unterminated bytes (a prefix of
+    `raw` one byte short at least) pass the limit.
+    """
+
+    def __init__(self, *, max_event_bytes: int = MAX_EVENT_BYTES) -> None:
+        self._max_event_bytes = max_event_bytes
+        # Normalised chunks of the unterminated event; none holds b"\n\n", nor does any seam.
+        self._parts: list[bytes] = []
+        self._size = 0
+        # The last chunk ended in b"\r": a b"\n" opening the next one belongs to that line end.
+        self._after_cr = False
 
     def feed(self, chunk: bytes) -> list[Event]:
-        buffer = self._buffer + chunk
-        if b"\r" in buffer:
-            buffer = buffer.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        """The events `chunk` completes, in order; raises EventTooLarge past `max_event_bytes`."""
+        if self._after_cr or b"\r" in chunk:
+            chunk = self._normalise(chunk)
         events: list[Event] = []
-        start = 0
-        while (end := buffer.find(b"\n\n", start)) >= 0:
-            block = buffer[start:end]
+        start = self._complete_pending(chunk, events) if self._parts else 0
+        limit = self._max_event_bytes
+        while (end := chunk.find(b"\n\n", start)) >= 0:
+            if end + 2 - start > limit:
+                raise self._too_large()
+            if end > start:
+                events.append(parse_event(chunk[start:end]))
             start = end + 2
-            if block:
-                events.append(parse_event(block))
-        self._buffer = buffer[start:]
+        if start < len(chunk):
+            if len(chunk) - start > limit:
+                raise self._too_large()
+            self._parts, self._size = [chunk[start:]], len(chunk) - start
         return events
 
     @property
     def pending(self) -> bytes:
         """Bytes of an event not yet terminated (what a cut-off stream left behind)."""
-        return self._buffer
+        return b"".join(self._parts)
+
+    def _normalise(self, chunk: bytes) -> bytes:
+        """`chunk` with every line end as b"\\n", a b"\\r\\n" split across chunks counted once."""
+        if not chunk:
+            return chunk
+        if self._after_cr and chunk.startswith(b"\n"):
+            chunk = chunk[1:]
+        # A trailing b"\r" ends its line now (a b"\r"-only stream must not wait for the next chunk).
+        self._after_cr = chunk.endswith(b"\r")
+        return chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+
+    def _complete_pending(self, chunk: bytes, events: list[Event]) -> int:
+        """Add `chunk` to the pending event, completing it if `chunk` ends it; where the rest starts."""
+        if not chunk:
+            return 0
+        parts = self._parts
+        if chunk.startswith(b"\n") and parts[-1].endswith(b"\n"):
+            parts[-1] = parts[-1][:-1]
+            end, start = 0, 1
+        elif (end := chunk.find(b"\n\n")) >= 0:
+            start = end + 2
+        else:
+            self._size += len(chunk)
+            if self._size > self._max_event_bytes:
+                raise self._too_large()
+            parts.append(chunk)
+            return len(chunk)
+        parts.append(chunk[:end])
+        block = b"".join(parts)
+        parts.clear()
+        self._size = 0
+        if len(block) + 2 > self._max_event_bytes:
+            raise self._too_large()
+        if block:
+            events.append(parse_event(block))
+        return start
+
+    def _too_large(self) -> EventTooLarge:
+        return EventTooLarge(f"SSE event larger than {self._max_event_bytes} bytes")
 
 
 def parse_event(block: bytes) -> Event:
