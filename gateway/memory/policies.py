@@ -2,9 +2,9 @@
 
 Given the stored system messages S, the stored history H and the request's messages M:
 system/developer messages in M replace S; the rest of M is the new turn N (minus a resent copy
-of H at its start); N is always forwarded whole and only H is trimmed, by one of three windows.
-Tool calls and their results are evicted together, and forwarded history never starts with an
-orphaned tool result.
+of H, or of a tail of H, at its start); N is always forwarded whole and only H is trimmed, by one
+of three windows. Tool calls and their results are evicted together, and forwarded history never
+starts with an orphaned tool result. Whatever a store holds, planning does not raise.
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+import orjson
 
 from gateway.memory.settings import MemorySettings
 
@@ -45,10 +47,12 @@ class Plan:
 
 
 def normalize(message: Mapping[str, Any]) -> Message:
-    """The parts of a message that memory keeps; None values and client extras are dropped."""
+    """The parts of a message that memory keeps; None values, empty tool_calls and client extras are dropped."""
     out: Message = {key: message[key] for key in _KEPT_KEYS if message.get(key) is not None}
     calls = out.get("tool_calls")
-    if isinstance(calls, list):
+    if calls == []:  # some upstreams add it to a plain answer; forwarded, it is a 400 at OpenAI
+        del out["tool_calls"]
+    elif isinstance(calls, list):
         out["tool_calls"] = [_normalize_call(call) for call in calls]
     return out
 
@@ -90,8 +94,7 @@ def plan_turn(
     turn = [normalize(m) for m in messages if m.get("role") not in SYSTEM_ROLES]
     system = given_system or list(stored_system)
     stored = [entry.message for entry in history]
-    if stored and turn[: len(stored)] == stored:
-        turn = turn[len(stored) :]
+    turn = turn[resent_length(stored, turn) :]
 
     if settings.memory_type == "token_window":
         fixed = sum(count(m) for m in system) + sum(count(m) for m in turn) + REPLY_PRIMING
@@ -111,6 +114,98 @@ def plan_turn(
     )
 
 
+def resent_length(stored: Sequence[Message], turn: Sequence[Message]) -> int:
+    """How many messages at the start of `turn` repeat the end of `stored`: 0 when none do.
+
+    A client that keeps its own copy resends the whole history, or only its tail when it trims
+    its copy (LangChain's `trim_messages`): either way the repeat is the longest run that starts
+    the turn and ends where the stored history ends. A repeat ends with the last stored message,
+    a reply of the model's, so a turn that merely begins like the history does not count.
+    Messages match by bytes, or failing that by meaning (see `_meaning`).
+    """
+    size = len(stored)
+    if not size or not turn:
+        return 0
+    if turn[:size] == stored:  # the whole history, resent as it was stored
+        return size
+    width = min(len(turn), size)
+    last_role = stored[-1].get("role")
+    if all(message.get("role") != last_role for message in turn[:width]):  # the common case: a new turn only
+        return 0
+    if width == size and all(
+        mine == theirs or _meaning(mine) == _meaning(theirs) for mine, theirs in zip(stored, turn[:size], strict=True)
+    ):
+        return size
+    return _longest_overlap([_meaning(m) for m in turn[:width]], [_meaning(m) for m in stored[size - width :]])
+
+
+def _longest_overlap(head: Sequence[object], tail: Sequence[object]) -> int:
+    """The length of the longest start of `head` that is also an end of `tail` (Knuth-Morris-Pratt).
+
+    Linear in their lengths, so a long history full of look-alike messages costs no more.
+    """
+    border = [0] * len(head)  # border[i]: longest proper start of head[: i + 1] that also ends it
+    for i in range(1, len(head)):
+        k = border[i - 1]
+        while k and head[i] != head[k]:
+            k = border[k - 1]
+        border[i] = k + 1 if head[i] == head[k] else 0
+    matched = 0
+    for item in tail:
+        while matched and (matched == len(head) or item != head[matched]):
+            matched = border[matched - 1]
+        if item == head[matched]:
+            matched += 1
+    return matched
+
+
+def _meaning(message: Mapping[str, Any]) -> tuple[Any, ...]:
+    """What a message says, for telling a client's re-serialized copy from a different message.
+
+    Tool-call arguments count as parsed JSON, content made of text parts only as the joined
+    string, an assistant's empty content as none, and an assistant's name not at all (LangChain's
+    `create_agent(name=...)` stamps it on every reply it resends; replies are stored without one).
+    """
+    role = message.get("role")
+    content = message.get("content")
+    if isinstance(content, list) and all(_is_text_part(part) for part in content):
+        content = "".join(part["text"] for part in content)
+    if role == "assistant" and content == "":
+        content = None
+    calls = message.get("tool_calls")
+    if isinstance(calls, list):
+        calls = [_call_meaning(call) for call in calls] or None
+    name = None if role == "assistant" else message.get("name")
+    return (role, content, name, calls, message.get("tool_call_id"))
+
+
+def _is_text_part(part: Any) -> bool:
+    return isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str)
+
+
+def _call_meaning(call: Any) -> Any:
+    if not isinstance(call, dict):
+        return call
+    function = call.get("function")
+    if isinstance(function, dict):
+        function = (function.get("name"), _json_meaning(function.get("arguments")))
+    return (call.get("id"), call.get("type") or "function", function)
+
+
+def _json_meaning(arguments: Any) -> Any:
+    """JSON text in one canonical spelling; anything that does not parse stays as it is.
+
+    Re-serialized rather than compared parsed, so `true` is not `1`. Integers past 64 bits
+    compare as floats (orjson's reading), a price paid for being ~20x faster than the stdlib.
+    """
+    if not isinstance(arguments, str):
+        return arguments
+    try:
+        return orjson.dumps(orjson.loads(arguments), option=orjson.OPT_SORT_KEYS)
+    except (orjson.JSONDecodeError, orjson.JSONEncodeError):  # not JSON, or nested past what dumps takes
+        return arguments
+
+
 def _unit_ending_at(messages: Sequence[Message], end: int) -> tuple[int, list[int]]:
     """The indivisible unit that ends at `end`: (index of its head, its indices oldest first).
 
@@ -123,9 +218,15 @@ def _unit_ending_at(messages: Sequence[Message], end: int) -> tuple[int, list[in
         head -= 1
     if head < 0:
         return head, []
-    calls = messages[head].get("tool_calls") or ()
-    ids = {c.get("id") for c in calls if isinstance(c, dict)}
-    return head, [head, *(i for i in range(head + 1, end + 1) if messages[i].get("tool_call_id") in ids)]
+    calls = messages[head].get("tool_calls")
+    # only string ids count: a stored id or tool_call_id of another type (a JSON array) is unhashable
+    ids = {c["id"] for c in calls if isinstance(c, dict) and isinstance(c.get("id"), str)} if isinstance(calls, list) else set()
+    return head, [head, *(i for i in range(head + 1, end + 1) if _answered_id(messages[i]) in ids)]
+
+
+def _answered_id(message: Message) -> str | None:
+    call_id = message.get("tool_call_id")
+    return call_id if isinstance(call_id, str) else None
 
 
 def _units_newest_first(messages: Sequence[Message]) -> Iterator[list[int]]:

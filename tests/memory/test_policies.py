@@ -5,8 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from gateway.memory.policies import NOTICE, Entry, normalize, plan_turn
+from gateway.memory import policies
+from gateway.memory.policies import NOTICE, Entry, normalize, plan_turn, resent_length
 from gateway.memory.settings import MemorySettings
 from gateway.memory.tokens import count_message, count_messages, encoding_name, get_encoding
 
@@ -78,9 +81,26 @@ def test_resent_history_matches_after_normalizing_sdk_extras() -> None:
     assert plan(HISTORY, [*resent, u("q4")]).new_turn == [u("q4")]
 
 
-def test_partial_resend_is_not_deduplicated() -> None:
+def test_resent_tail_of_the_history_is_not_doubled() -> None:
+    # a client that trims its own copy (LangChain's trim_messages) resends only the newest part
     p = plan(HISTORY, [*HISTORY[2:], u("q4")])
-    assert p.new_turn == [*HISTORY[2:], u("q4")]
+    assert p.new_turn == [u("q4")]
+    assert p.forwarded == [*HISTORY, u("q4")]
+    assert plan(HISTORY, [HISTORY[-1], u("q4")]).new_turn == [u("q4")]
+
+
+@pytest.mark.parametrize(
+    "turn",
+    [
+        [*HISTORY[:2], u("q4")],  # the history's start, not its end
+        [HISTORY[2], HISTORY[3], u("q4")],  # a middle piece
+        [u("q3"), u("q4")],  # begins like the last round but is not it
+        [a("a3 again"), u("q4")],
+    ],
+    ids=["start", "middle", "same-question", "other-reply"],
+)
+def test_a_turn_that_does_not_repeat_the_end_of_the_history_is_new(turn: list[dict[str, Any]]) -> None:
+    assert plan(HISTORY, turn).new_turn == turn
 
 
 def test_new_turn_is_forwarded_whole_even_when_larger_than_the_window() -> None:
@@ -133,6 +153,174 @@ def test_history_never_starts_with_an_orphaned_tool_result() -> None:
     assert p.evicted == 1
     stray = [u("q"), {"role": "tool", "tool_call_id": "nobody", "content": "x"}, a("a")]
     assert plan(stray, [u("q2")], max_messages=50).forwarded == [u("q"), a("a"), u("q2")]
+
+
+# ---------------------------------------------------------------- resent history, compared by meaning
+
+
+def tool_call(args: str, *, call_id: str = "call_1", name: str = "get_weather", **extra: Any) -> dict[str, Any]:
+    return {"role": "assistant", **extra, "tool_calls": [call(call_id, name, args)]}
+
+
+def result(content: Any, call_id: str = "call_1") -> dict[str, Any]:
+    return {"role": "tool", "tool_call_id": call_id, "content": content}
+
+
+def parts(*texts: str) -> list[dict[str, Any]]:
+    return [{"type": "text", "text": text} for text in texts]
+
+
+SAME_MEANING = {  # the stored copy, and how a client (LangChain) resends it
+    "arguments-spaced": (tool_call('{"city":"Paris","days":2}'), tool_call('{"city": "Paris", "days": 2}')),
+    "arguments-key-order": (tool_call('{"city":"Paris","days":2}'), tool_call('{"days": 2, "city": "Paris"}')),
+    "arguments-escaped": (tool_call('{"city":"Zürich"}'), tool_call('{"city": "Z\\u00fcrich"}')),
+    "arguments-unparseable": (tool_call("{oops", content=""), tool_call("{oops")),
+    "empty-content-with-calls": (tool_call("{}", content=""), tool_call("{}", content=None)),
+    "no-content-with-calls": (tool_call("{}"), tool_call("{}", content="")),
+    "empty-reply": ({"role": "assistant"}, a("")),
+    "user-text-parts": (u("Weather in Paris?"), {"role": "user", "content": parts("Weather in ", "Paris?")}),
+    "reply-one-text-part": (a("Sunny."), {"role": "assistant", "content": parts("Sunny.")}),
+    "tool-result-parts": (result("sunny"), result(parts("sunny"))),
+    "stored-empty-tool-calls": ({**a("Sunny."), "tool_calls": []}, a("Sunny.")),
+    "agent-name-on-reply": (a("Sunny."), {**a("Sunny."), "name": "weather_agent"}),
+    "sdk-extras": (tool_call("{}"), {**tool_call("{}", refusal=None, annotations=[]),
+                                     "tool_calls": [{**call("call_1", "get_weather", "{}"), "index": 0}]}),
+}
+
+DIFFERENT_MEANING = {
+    "other-argument": (tool_call('{"city":"Paris"}'), tool_call('{"city": "Rome"}')),
+    "true-is-not-1": (tool_call('{"x":true}'), tool_call('{"x": 1}')),
+    "int-is-not-float": (tool_call('{"n":1}'), tool_call('{"n": 1.0}')),
+    "nested-too-deep": (tool_call("[" * 300 + "]" * 300), tool_call("[ " * 300 + "]" * 300)),
+    "unparseable-arguments": (tool_call('{"city":'), tool_call('{"city": ')),
+    "other-call-id": (tool_call("{}"), tool_call("{}", call_id="call_2")),
+    "other-function": (tool_call("{}"), tool_call("{}", name="get_time")),
+    "reply-text": (tool_call("{}", content="Let me look."), tool_call("{}")),
+    "user-name": ({**u("hi"), "name": "ann"}, {**u("hi"), "name": "bob"}),
+    "image-part": ({"role": "user", "content": [*parts("see"), {"type": "image_url", "image_url": {"url": "x"}}]},
+                   u("see")),
+}
+
+
+@pytest.mark.parametrize(("stored", "resent"), SAME_MEANING.values(), ids=SAME_MEANING.keys())
+def test_resent_history_matches_by_meaning(stored: dict[str, Any], resent: dict[str, Any]) -> None:
+    history = [u("q"), stored]
+    p = plan(history, [u("q"), resent, u("next")])
+    assert p.new_turn == [u("next")]
+    assert plan(history, [resent, u("next")]).new_turn == [u("next")]  # a resent tail too
+
+
+@pytest.mark.parametrize(("stored", "resent"), DIFFERENT_MEANING.values(), ids=DIFFERENT_MEANING.keys())
+def test_a_message_that_means_something_else_is_new(stored: dict[str, Any], resent: dict[str, Any]) -> None:
+    turn = [u("q"), resent, u("next")]
+    assert plan([u("q"), stored], turn).new_turn == [normalize(m) for m in turn]
+
+
+def test_langchain_agent_loop_is_not_doubled() -> None:
+    stored = [u("Weather in Paris?"), tool_call('{"city":"Paris"}', content=""), result("sunny"), a("Sunny.")]
+    resent = [u("Weather in Paris?"), tool_call('{"city": "Paris"}', content=None), result("sunny"), a("Sunny.")]
+    p = plan(stored, [*resent, u("And tomorrow?")])
+    assert p.forwarded == [*stored, u("And tomorrow?")]  # the stored copy is what is forwarded
+    assert p.new_turn == [u("And tomorrow?")]
+    p = plan(stored[:2], [sys("be brief"), *resent[:3]])  # the tool result is the new turn
+    assert p.forwarded == [sys("be brief"), *stored[:3]]
+    assert p.new_turn == [result("sunny")]
+
+
+def test_the_common_cases_compare_by_bytes_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    def meaning(message: Any) -> Any:
+        raise AssertionError("compared by meaning")
+
+    monkeypatch.setattr(policies, "_meaning", meaning)
+    assert plan(TOOLS, [u("next")]).new_turn == [u("next")]  # only the new turn
+    assert plan(TOOLS[:2], [TOOLS[2], TOOLS[3]]).new_turn == TOOLS[2:4]  # tool results for the last call
+    assert plan(TOOLS, [*TOOLS, u("next")]).new_turn == [u("next")]  # the whole history, unchanged
+
+
+LOOK_ALIKES = [  # groups of spellings of one message; different groups mean different things
+    [u("x")],
+    [u("y"), {"role": "user", "content": parts("y")}],
+    [a("x")],
+    [tool_call('{"a":1}'), tool_call('{"a": 1}')],
+    [result("r")],
+]
+spelled = st.tuples(st.integers(0, len(LOOK_ALIKES) - 1), st.integers(0, 1))
+
+
+@settings(deadline=None)
+@given(st.lists(spelled, max_size=8), st.lists(spelled, max_size=8))
+def test_resent_length_is_the_longest_start_of_the_turn_that_ends_the_history(
+    stored: list[tuple[int, int]], turn: list[tuple[int, int]]
+) -> None:
+    def message(group: int, spelling: int) -> dict[str, Any]:
+        spellings = LOOK_ALIKES[group]
+        return spellings[spelling % len(spellings)]
+
+    expected = max(
+        (k for k in range(min(len(stored), len(turn)) + 1)
+         if [g for g, _ in turn[:k]] == [g for g, _ in stored[len(stored) - k :]]),
+    )
+    assert resent_length([message(*m) for m in stored], [message(*m) for m in turn]) == expected
+
+
+# ---------------------------------------------------------------- a poisoned store
+
+
+POISONED = [
+    u("weather?"),
+    {"role": "assistant", "tool_calls": [{"id": ["c1"], "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+    {"role": "tool", "tool_call_id": ["c1"], "content": "sunny"},
+    {"role": "assistant", "tool_calls": {"id": "c2"}},
+    {"role": "tool", "tool_call_id": {"x": 1}, "content": "warm"},
+    a("It is sunny."),
+]
+MEMORY_TYPES = [{"memory_type": "message_window", "max_messages": 50},
+                {"memory_type": "token_window", "max_tokens": 4000},
+                {"memory_type": "round_window", "max_rounds": 5, "max_chars": 10_000}]
+
+
+@pytest.mark.parametrize("window", MEMORY_TYPES, ids=lambda w: w["memory_type"])
+def test_unhashable_tool_call_ids_in_the_store_do_not_break_planning(window: dict[str, Any]) -> None:
+    p = plan(POISONED, [u("next")], **window)
+    # results whose call id is not a string answer nothing: they are left out like orphans
+    assert p.forwarded == [POISONED[0], POISONED[1], POISONED[3], POISONED[5], u("next")]
+    assert plan(POISONED, [*POISONED, u("next")], **window).new_turn == [u("next")]
+
+
+json_values = st.recursive(
+    st.sampled_from([None, True, 0, 1.5, "", "c1", "text", "{}"]),
+    lambda inner: st.lists(inner, max_size=2) | st.dictionaries(st.sampled_from(["id", "type", "text"]), inner, max_size=2),
+    max_leaves=4,
+)
+
+
+def anything_or(strategy: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    return strategy | json_values
+
+
+stored_calls = st.lists(anything_or(st.fixed_dictionaries({}, optional={
+    "id": anything_or(st.sampled_from(["c1", "c2"])),
+    "type": json_values,
+    "function": anything_or(st.fixed_dictionaries({}, optional={"name": json_values, "arguments": json_values})),
+})), max_size=3)
+stored_messages = st.fixed_dictionaries({}, optional={
+    "role": anything_or(st.sampled_from(["user", "assistant", "tool", "system"])),
+    "content": anything_or(st.lists(anything_or(st.fixed_dictionaries({"type": st.just("text"), "text": json_values})))),
+    "name": json_values,
+    "tool_calls": anything_or(stored_calls),
+    "tool_call_id": anything_or(st.sampled_from(["c1", "c2"])),
+})
+
+
+@settings(deadline=None)
+@given(st.lists(stored_messages, max_size=8), st.integers(0, 8), st.sampled_from(MEMORY_TYPES))
+def test_planning_never_raises_whatever_the_store_holds(
+    stored: list[dict[str, Any]], resent: int, window: dict[str, Any]
+) -> None:
+    # the request resends some of what is stored (messages with a string role, as a request has)
+    request = [m for m in stored[len(stored) - resent :] if isinstance(m.get("role"), str) and m["role"] != "system"]
+    p = plan(stored, [*request, u("next")], **window)
+    assert p.forwarded[-1] == u("next")
 
 
 # ---------------------------------------------------------------- token_window
@@ -244,6 +432,10 @@ def test_round_window_cuts_the_front_of_a_single_message() -> None:
 def test_round_window_new_turn_alone_too_big_forwards_no_history() -> None:
     p = plan(ROUNDS, [u("x" * 50)], memory_type="round_window", max_chars=40)
     assert p.forwarded == [u("x" * 50)] and p.history_kept == 0
+
+
+def test_normalize_drops_empty_tool_calls() -> None:
+    assert normalize({"role": "assistant", "content": "hi", "tool_calls": []}) == a("hi")
 
 
 def test_normalize_drops_extras_and_keeps_tool_fields() -> None:
