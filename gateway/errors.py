@@ -2,7 +2,9 @@
 
     GatewayError                      500 server_error
     ├── InvalidRequestError           400 invalid_request_error (param names the culprit)
-    │   └── PayloadTooLargeError      413
+    │   ├── RequestTimeoutError       408 (the body arrived too slowly; the connection is closed)
+    │   ├── PayloadTooLargeError      413
+    │   └── UnsupportedEncodingError  415 (a Content-Encoding the gateway cannot decode)
     ├── AuthenticationError           401 invalid_api_key
     ├── NotFoundError                 404 (model_not_found, memory_not_found, not_found)
     ├── MethodNotAllowedError         405
@@ -61,6 +63,16 @@ class InvalidRequestError(GatewayError):
 class PayloadTooLargeError(InvalidRequestError):
     status = 413
     code = "request_too_large"
+
+
+class RequestTimeoutError(InvalidRequestError):
+    status = 408
+    code = "request_timeout"
+
+
+class UnsupportedEncodingError(InvalidRequestError):
+    status = 415
+    code = "unsupported_content_encoding"
 
 
 class AuthenticationError(GatewayError):

@@ -66,13 +66,22 @@ def read_memory_headers(
                 raise _bad(header, f"must be one of {', '.join(MEMORY_TYPES)}, got {raw[:40]!r}")
             changes[field] = text
             continue
-        if not text.isdigit() or int(text) <= 0:
-            raise _bad(header, f"must be a positive integer, got {raw[:40]!r}")
-        limit = getattr(limits, str(field))
-        if int(text) > limit:
-            raise _bad(header, f"must be at most {limit} (the operator's limit), got {text}")
-        changes[str(field)] = int(text)
+        changes[str(field)] = _window_size(header, raw, getattr(limits, str(field)))
     return MemoryAsk(memory_id, _with_changes(defaults, tuple(changes.items())) if changes else defaults)
+
+
+def _window_size(header: str, raw: str, limit: int) -> int:
+    """A window header's positive integer, at most `limit`."""
+    text = raw.strip()
+    # isdigit() alone also passes '²' (which int() refuses) and '٣' (which it reads as 3).
+    digits = text.lstrip("0") if text.isascii() and text.isdigit() else ""
+    if not digits:
+        raise _bad(header, f"must be a positive integer, got {raw[:40]!r}")
+    # Lengths first: int() refuses over 4300 digits, and a number longer than the limit is above it.
+    if len(digits) > len(str(limit)) or int(digits) > limit:
+        got = digits if len(digits) <= 20 else f"a {len(digits)}-digit number"
+        raise _bad(header, f"must be at most {limit} (the operator's limit), got {got}")
+    return int(digits)
 
 
 @functools.lru_cache(maxsize=1024)

@@ -1,20 +1,65 @@
-"""Reading a client's request body: size limit first, then one parse."""
+"""Reading a client's request body: encoding and size first, then a bounded read, then one parse."""
 
 from __future__ import annotations
 
-from typing import Any
+import asyncio
+from collections.abc import Sequence
+from typing import Any, Final
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 
-from gateway.errors import PayloadTooLargeError
+from gateway.errors import (
+    InvalidRequestError,
+    PayloadTooLargeError,
+    RequestTimeoutError,
+    UnsupportedEncodingError,
+)
 from gateway.server.keys import CONFIG
 from gateway.server.parsing import parse_object
+
+# What aiohttp's HTTP parser decodes before the handler reads (br and zstd only with their
+# packages installed; without them the parser itself answers 400), plus the no-op coding.
+_DECODED: Final = frozenset({"gzip", "deflate", "br", "zstd", "identity"})
+# Advertised in Accept-Encoding with a 415: the codings zlib always decodes.
+ACCEPTED_ENCODINGS: Final = "gzip, deflate"
+
+
+def check_content_encoding(values: Sequence[str]) -> None:
+    """A 415 unless the body arrives decoded: no Content-Encoding, or one coding aiohttp decodes.
+
+    415 rather than 400, as RFC 9110 (15.5.16) asks for a content coding the server does not
+    accept, with Accept-Encoding naming those it does. A list of codings, or two headers, is
+    refused: aiohttp decodes a single coding only, and its two parsers read different headers.
+    """
+    if not values or (len(values) == 1 and values[0].lower() in _DECODED):
+        return
+    given = ", ".join(values)
+    raise UnsupportedEncodingError(
+        f"Content-Encoding {given[:60]!r} is not supported; send the body as it is or in one of: {ACCEPTED_ENCODINGS}.",
+        param="Content-Encoding",
+        headers={"Accept-Encoding": ACCEPTED_ENCODINGS},
+    )
 
 
 async def read_payload(request: web.Request) -> tuple[bytes, dict[str, Any]]:
     """The body's bytes and the JSON object they hold; a clear 4xx for anything else."""
-    limit = request.app[CONFIG].server.max_body_bytes
-    if request.content_length is not None and request.content_length > limit:
-        raise PayloadTooLargeError(f"The request body is larger than the limit of {limit} bytes.")
-    raw = await request.read()
+    server = request.app[CONFIG].server
+    check_content_encoding(request.headers.getall("Content-Encoding", ()))
+    if request.content_length is not None and request.content_length > server.max_body_bytes:
+        raise PayloadTooLargeError(f"The request body is larger than the limit of {server.max_body_bytes} bytes.")
+    try:
+        # The whole read is bounded, not each chunk: a client trickling a byte at a time would
+        # otherwise hold its connection for as long as it likes.
+        async with asyncio.timeout(server.body_read_timeout_seconds):
+            raw = await request.read()
+    except TimeoutError:
+        raise RequestTimeoutError(
+            f"The request body did not arrive within {server.body_read_timeout_seconds:g} seconds.",
+            headers={"Connection": "close"},
+        ) from None
+    except web.RequestPayloadError as exc:
+        cause = exc.__cause__
+        reason = cause.message if isinstance(cause, HttpProcessingError) else str(exc)
+        raise InvalidRequestError(f"The request body could not be read: {reason}.", code="invalid_body") from None
     return raw, parse_object(raw)

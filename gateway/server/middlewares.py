@@ -43,7 +43,20 @@ def error_response(error: GatewayError, request_id: str | None = None) -> web.Re
     response.headers.update(error.headers)
     if request_id is not None:
         response.headers["x-request-id"] = request_id
+    if response.headers.get("Connection", "").lower() == "close":
+        response.force_close()
     return response
+
+
+async def send_and_close(request: web.Request, response: web.StreamResponse) -> None:
+    """Send `response`, then drop the connection at once.
+
+    Left to itself aiohttp keeps reading a body the handler did not read, for up to its
+    lingering time (10 s), before it closes: pointless for a client cut off for being slow.
+    """
+    await response.prepare(request)
+    await response.write_eof()
+    request.protocol.force_close()
 
 
 def _from_http_exception(exc: web.HTTPException, request: web.Request) -> GatewayError:
@@ -81,11 +94,15 @@ class Authenticator:
         token = token.strip()
         if scheme.lower() != "bearer" or not token:
             raise AuthenticationError("Missing gateway API key: send 'Authorization: Bearer <key>'.")
-        digest = hashlib.sha256(token.encode()).digest()
         tenant = None
-        for key in self._keys:
-            if hmac.compare_digest(key.sha256, digest):
-                tenant = key.name
+        # aiohttp keeps undecodable header bytes as lone surrogates, which encode() refuses.
+        # Keys are sent as printable ASCII (HTTP clients send headers so), so any other token is
+        # simply an incorrect key.
+        if token.isascii() and token.isprintable():
+            digest = hashlib.sha256(token.encode()).digest()
+            for key in self._keys:
+                if hmac.compare_digest(key.sha256, digest):
+                    tenant = key.name
         if tenant is None:
             raise AuthenticationError("Incorrect gateway API key provided.")
         return tenant
@@ -114,7 +131,10 @@ def gateway_middleware(auth: Authenticator) -> Middleware:
                 request[TENANT] = auth.tenant(request)
             response = await handler(request)
         except GatewayError as exc:
-            return error_response(exc, request_id)
+            response = error_response(exc, request_id)
+            if response.keep_alive is False:  # the error ends the connection
+                await send_and_close(request, response)
+            return response
         except web.HTTPException as exc:
             if exc.status < 400:
                 raise

@@ -47,7 +47,21 @@ def check_stream(payload: dict[str, Any]) -> bool:
     return stream
 
 
+def _invalid(param: str, expected: str, value: Any) -> InvalidRequestError:
+    return InvalidRequestError(f"{param} must be {expected}, got {_kind(value)}.", param=param, code="invalid_type")
+
+
+def _check_string(value: Any, param: str) -> None:
+    if not isinstance(value, str):
+        raise _invalid(param, "a string", value)
+
+
 def check_messages(payload: dict[str, Any]) -> list[dict[str, Any]]:
+    """The messages, each checked as deep as memory and the token counter look.
+
+    Extra keys pass (clients send provider extras); a value of the wrong type in a key the
+    gateway reads is a 400, since a stored one would break every later turn of a conversation.
+    """
     messages = payload.get("messages")
     if messages is None:
         raise InvalidRequestError("'messages' is required.", param="messages", code="missing_required_parameter")
@@ -56,41 +70,52 @@ def check_messages(payload: dict[str, Any]) -> list[dict[str, Any]]:
             f"'messages' must be a non-empty array, got {_kind(messages)}.", param="messages", code="invalid_type"
         )
     for index, message in enumerate(messages):
-        if not isinstance(message, dict):
-            raise InvalidRequestError(
-                f"messages[{index}] must be an object, got {_kind(message)}.",
-                param=f"messages[{index}]",
-                code="invalid_type",
-            )
-        role = message.get("role")
-        if not isinstance(role, str) or not role:
-            raise InvalidRequestError(
-                f"messages[{index}].role must be a non-empty string, got {_kind(role)}.",
-                param=f"messages[{index}].role",
-                code="invalid_type",
-            )
-        content = message.get("content")
-        if content is not None and not isinstance(content, (str, list)):
-            raise InvalidRequestError(
-                f"messages[{index}].content must be a string, an array of parts or null, got {_kind(content)}.",
-                param=f"messages[{index}].content",
-                code="invalid_type",
-            )
-        for key in ("name", "tool_call_id"):
-            if message.get(key) is not None and not isinstance(message[key], str):
-                raise InvalidRequestError(
-                    f"messages[{index}].{key} must be a string, got {_kind(message[key])}.",
-                    param=f"messages[{index}].{key}",
-                    code="invalid_type",
-                )
-        calls = message.get("tool_calls")
-        if calls is not None and (not isinstance(calls, list) or not all(isinstance(c, dict) for c in calls)):
-            raise InvalidRequestError(
-                f"messages[{index}].tool_calls must be an array of objects.",
-                param=f"messages[{index}].tool_calls",
-                code="invalid_type",
-            )
+        _check_message(message, f"messages[{index}]")
     return messages
+
+
+def _check_message(message: Any, at: str) -> None:
+    if not isinstance(message, dict):
+        raise _invalid(at, "an object", message)
+    role = message.get("role")
+    if not isinstance(role, str) or not role:
+        raise _invalid(f"{at}.role", "a non-empty string", role)
+    content = message.get("content")
+    if isinstance(content, list):
+        for number, part in enumerate(content):
+            _check_part(part, f"{at}.content[{number}]")
+    elif content is not None and not isinstance(content, str):
+        raise _invalid(f"{at}.content", "a string, an array of parts or null", content)
+    for key in ("name", "tool_call_id"):
+        if message.get(key) is not None:
+            _check_string(message[key], f"{at}.{key}")
+    calls = message.get("tool_calls")
+    if calls is not None and (not isinstance(calls, list) or not all(isinstance(c, dict) for c in calls)):
+        raise InvalidRequestError(
+            f"{at}.tool_calls must be an array of objects.", param=f"{at}.tool_calls", code="invalid_type"
+        )
+    for number, call in enumerate(calls or ()):
+        _check_tool_call(call, f"{at}.tool_calls[{number}]")
+
+
+def _check_part(part: Any, at: str) -> None:
+    if not isinstance(part, dict):
+        raise _invalid(at, "an object", part)
+    _check_string(part.get("type"), f"{at}.type")
+    if part["type"] == "text":
+        _check_string(part.get("text"), f"{at}.text")
+
+
+def _check_tool_call(call: dict[str, Any], at: str) -> None:
+    _check_string(call.get("id"), f"{at}.id")
+    if "type" in call:
+        _check_string(call["type"], f"{at}.type")
+    function = call.get("function")
+    if not isinstance(function, dict):
+        raise _invalid(f"{at}.function", "an object", function)
+    _check_string(function.get("name"), f"{at}.function.name")
+    # OpenAI takes the arguments as JSON text only, never as the object itself.
+    _check_string(function.get("arguments"), f"{at}.function.arguments")
 
 
 def check_input(payload: dict[str, Any], key: str, *, required: bool) -> None:

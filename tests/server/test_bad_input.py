@@ -56,6 +56,25 @@ def assert_error(body: Any, *, param: str | None = None, code: str | None = None
         (b'{"model": "m", "messages": [{"role": "user", "content": "x", "name": 7}]}', 400, "messages[0].name", "invalid_type"),
         (b'{"model": "m", "messages": [{"role": "tool", "content": "x", "tool_call_id": []}]}', 400, "messages[0].tool_call_id", "invalid_type"),
         (b'{"model": "m", "messages": [{"role": "user", "content": "' + b"x" * 3000 + b'"}]}', 413, None, "request_too_large"),
+        *(
+            (b'{"model": "m", "messages": [{"role": "user", "content": "q"}, ' + message + b"]}", 400, param, "invalid_type")
+            for message, param in [
+                (b'{"role": "assistant", "tool_calls": [{"id": ["c"], "function": {"name": "f", "arguments": "{}"}}]}',
+                 "messages[1].tool_calls[0].id"),
+                (b'{"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": "{}"}}]}',
+                 "messages[1].tool_calls[0].id"),
+                (b'{"role": "assistant", "tool_calls": [{"id": "c", "type": 1, "function": {"name": "f", "arguments": ""}}]}',
+                 "messages[1].tool_calls[0].type"),
+                (b'{"role": "assistant", "tool_calls": [{"id": "c", "function": "f"}]}', "messages[1].tool_calls[0].function"),
+                (b'{"role": "assistant", "tool_calls": [{"id": "c", "function": {"name": null, "arguments": ""}}]}',
+                 "messages[1].tool_calls[0].function.name"),
+                (b'{"role": "assistant", "tool_calls": [{"id": "c", "function": {"name": "f", "arguments": {"a": 1}}}]}',
+                 "messages[1].tool_calls[0].function.arguments"),
+                (b'{"role": "user", "content": ["hi"]}', "messages[1].content[0]"),
+                (b'{"role": "user", "content": [{"text": "hi"}]}', "messages[1].content[0].type"),
+                (b'{"role": "user", "content": [{"type": "text", "text": ["hi"]}]}', "messages[1].content[0].text"),
+            ]
+        ),
     ],
     ids=lambda value: value[:40].decode() if isinstance(value, bytes) else None,
 )

@@ -1,0 +1,197 @@
+"""Hostile input the SDK never sends: raw header bytes, lying Content-Encoding, trickled bodies.
+
+Raw bytes need a raw socket: these tests write HTTP/1.1 by hand over asyncio streams.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import zlib
+from typing import Any
+
+import orjson
+import pytest
+from yarl import URL
+
+from tests.conftest import GATEWAY_KEY, Gateway
+from tests.server.test_bad_input import assert_error
+
+CONFIG = f"""
+auth: {{keys: [{{name: team-a, key: {GATEWAY_KEY}}}]}}
+memory: {{store: memory}}
+routes: {{m: {{provider: mock}}}}
+"""
+HELLO = orjson.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]})
+AUTH = b"Authorization: Bearer " + GATEWAY_KEY.encode() + b"\r\n"
+
+
+async def address(gateway: Gateway, config: str = CONFIG) -> tuple[str, int]:
+    url = URL(str((await gateway(config)).base_url))
+    assert url.host is not None and url.port is not None
+    return url.host, url.port
+
+
+def request(headers: bytes, body: bytes = HELLO) -> bytes:
+    """A chat completion request with these header lines."""
+    length = b"Content-Length: %d\r\n" % len(body)
+    return b"POST /v1/chat/completions HTTP/1.1\r\nHost: gateway\r\nConnection: close\r\n" + headers + length + b"\r\n" + body
+
+
+def parse_answer(raw: bytes) -> tuple[int, dict[str, str], bytes]:
+    head, _, body = raw.partition(b"\r\n\r\n")
+    status_line, *lines = head.decode("latin-1").split("\r\n")
+    headers = {name.strip().lower(): value.strip() for name, _, value in (line.partition(":") for line in lines)}
+    return int(status_line.split()[1]), headers, body
+
+
+async def send(where: tuple[str, int], data: bytes) -> tuple[int, dict[str, str], bytes]:
+    """Send raw bytes, read until the gateway closes; the status, headers and body."""
+    reader, writer = await asyncio.open_connection(*where)
+    try:
+        writer.write(data)
+        return parse_answer(await asyncio.wait_for(reader.read(), 10))
+    finally:
+        writer.close()
+
+
+async def exchange(where: tuple[str, int], data: bytes) -> tuple[int, dict[str, str], Any]:
+    """`send`, with the body read as JSON."""
+    status, headers, body = await send(where, data)
+    return status, headers, orjson.loads(body)
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        "maxMessages: ²",  # str.isdigit() says yes, int() says no
+        "maxMessages: ٣",  # int() reads Arabic-Indic digits; a header takes ASCII only
+        "x-memory-max-tokens: ¹²",
+        "maxRounds: " + "9" * 5000,  # more digits than int() will parse
+    ],
+    ids=["superscript", "arabic-indic", "x-memory-superscripts", "5000-digits"],
+)
+async def test_bad_window_header_is_a_400(gateway: Gateway, header: str) -> None:
+    name = header.partition(":")[0]
+    data = request(AUTH + b"memoryId: m1\r\n" + header.encode() + b"\r\n")
+    status, _, body = await exchange(await address(gateway), data)
+    assert status == 400
+    assert_error(body, param=name, code="invalid_header")
+    if "9999" in header:
+        assert body["error"]["message"].endswith("must be at most 50 (the operator's limit), got a 5000-digit number")
+
+
+@pytest.mark.parametrize(
+    "token",
+    [b"gw\xff", GATEWAY_KEY.encode() + b"\x80"],
+    ids=["latin-1-byte", "key-plus-byte"],
+)
+async def test_non_ascii_bearer_token_is_an_incorrect_key(gateway: Gateway, token: bytes) -> None:
+    status, _, body = await exchange(await address(gateway), request(b"Authorization: Bearer " + token + b"\r\n"))
+    assert status == 401
+    assert_error(body, code="invalid_api_key")
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "deflate", "GZip"])
+async def test_body_that_is_not_what_content_encoding_says_is_a_400(gateway: Gateway, encoding: str) -> None:
+    data = request(AUTH + f"Content-Encoding: {encoding}\r\n".encode())
+    status, _, body = await exchange(await address(gateway), data)
+    assert status == 400
+    assert_error(body, code="invalid_body")
+    assert encoding.lower() in body["error"]["message"]
+
+
+@pytest.mark.parametrize(
+    ("encoding", "compress"),
+    [("gzip", gzip.compress), ("deflate", zlib.compress), ("identity", bytes)],
+)
+async def test_compressed_body_is_read(gateway: Gateway, encoding: str, compress: Any) -> None:
+    data = request(AUTH + f"Content-Encoding: {encoding}\r\n".encode(), compress(HELLO))
+    status, _, body = await exchange(await address(gateway), data)
+    assert status == 200
+    assert body["choices"][0]["message"]["content"].endswith('"hi"')
+
+
+@pytest.mark.parametrize("encoding", ["br", "zstd"])
+async def test_uncompressed_br_or_zstd_body_is_a_400(gateway: Gateway, encoding: str) -> None:
+    """aiohttp decodes these only with Brotli / backports.zstd installed; without, its parser says 400."""
+    status, headers, body = await send(await address(gateway), request(AUTH + f"Content-Encoding: {encoding}\r\n".encode()))
+    assert status == 400
+    if headers["content-type"].startswith("application/json"):  # decoded by aiohttp, refused by the gateway
+        assert_error(orjson.loads(body), code="invalid_body")
+
+
+@pytest.mark.parametrize("encoding", ["compress", "x-gzip", "gzip, gzip", "gzip, identity", "é"])
+async def test_unsupported_content_encoding_is_a_415(gateway: Gateway, encoding: str) -> None:
+    data = request(AUTH + b"Content-Encoding: " + encoding.encode() + b"\r\n")
+    status, headers, body = await exchange(await address(gateway), data)
+    assert status == 415
+    assert_error(body, param="Content-Encoding", code="unsupported_content_encoding")
+    assert headers["accept-encoding"] == "gzip, deflate"
+
+
+async def test_two_content_encoding_headers_are_one_list(gateway: Gateway) -> None:
+    """aiohttp's C parser decodes by the last header; the gateway judges them all, so no mix-up."""
+    for first, second in (b"compress", b"gzip"), (b"gzip", b"compress"):
+        headers = AUTH + b"Content-Encoding: " + first + b"\r\nContent-Encoding: " + second + b"\r\n"
+        status, _, body = await exchange(await address(gateway), request(headers, gzip.compress(HELLO)))
+        assert status == 415
+        assert_error(body, code="unsupported_content_encoding")
+
+
+async def test_memory_poisoned_by_a_list_tool_call_id_is_refused(gateway: Gateway) -> None:
+    """A tool call id given as an array used to be stored, and every later turn was a 500."""
+    where = await address(gateway)
+    call = {"id": ["call_1"], "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    turn = [
+        {"role": "user", "content": "weather?"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "sunny"},
+    ]
+    headers = AUTH + b"memoryId: poisoned\r\n"
+    status, _, body = await exchange(where, request(headers, orjson.dumps({"model": "m", "messages": turn})))
+    assert status == 400
+    assert_error(body, param="messages[1].tool_calls[0].id", code="invalid_type")
+    status, _, body = await exchange(where, request(headers))
+    assert status == 200, body
+
+
+async def test_trickled_body_gets_a_408_and_the_connection_closed(gateway: Gateway) -> None:
+    """A client sending one byte every 0.2 s is cut off at bodyReadTimeoutSeconds (0.5 s)."""
+    where = await address(gateway, CONFIG + "server: {bodyReadTimeoutSeconds: 0.5}\n")
+    reader, writer = await asyncio.open_connection(*where)
+    head = b"POST /v1/chat/completions HTTP/1.1\r\nHost: gateway\r\n" + AUTH + b"Content-Length: 100\r\n\r\n"
+
+    async def trickle() -> None:
+        writer.write(head)
+        for _ in range(100):
+            writer.write(b" ")
+            await writer.drain()
+            await asyncio.sleep(0.2)
+
+    sender = asyncio.create_task(trickle())
+    try:
+        raw = await asyncio.wait_for(reader.read(), 5)  # returns only once the gateway closes; 20 s otherwise
+    finally:
+        sender.cancel()
+        await asyncio.gather(sender, return_exceptions=True)  # it may also have hit the closed socket
+        writer.close()
+    status, headers, body = parse_answer(raw)
+    assert status == 408
+    assert headers["connection"] == "close"
+    assert_error(orjson.loads(body), code="request_timeout")
+
+
+async def test_full_message_shapes_with_provider_extras_pass(gateway: Gateway) -> None:
+    call = {"id": "call_1", "type": "function", "function": {"name": "f", "arguments": "{}"}, "index": 0}
+    parts = [{"type": "text", "text": "look", "cache_control": {"type": "ephemeral"}},
+             {"type": "image_url", "image_url": {"url": "data:image/png;base64,AA=="}}]
+    messages = [
+        {"role": "user", "content": parts, "name": "ann"},
+        {"role": "assistant", "content": None, "tool_calls": [call], "refusal": None},
+        {"role": "tool", "tool_call_id": "call_1", "content": [{"type": "text", "text": "sunny"}]},
+        {"role": "user", "content": "thanks", "x-provider-extra": [1, 2]},
+    ]
+    data = request(AUTH + b"memoryId: extras\r\n", orjson.dumps({"model": "m", "messages": messages}))
+    status, _, body = await exchange(await address(gateway), data)
+    assert status == 200, body
