@@ -73,5 +73,5 @@ async def gateway(aiohttp_server: Any) -> AsyncIterator[Gateway]:
 @pytest.fixture(scope="session")
 def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A real redis-server for the whole session, on a free loopback port."""
-    with redis_server(tmp_path_factory.mktemp("redis")) as url:
-        yield url
+    with redis_server(tmp_path_factory.mktemp("redis")) as server:
+        yield server.url

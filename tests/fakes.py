@@ -62,6 +62,7 @@ class Step:
     events: list[bytes | float | asyncio.Event] | None = None
     reset: bool = False  # abort the connection after the events (or instead of any answer)
     content_type: str = "application/json"
+    gate: asyncio.Event | None = None  # answer only once this is set
 
 
 @dataclass
@@ -78,6 +79,7 @@ class FakeUpstream:
         self.script: deque[Step] = deque()
         self.requests: list[Received] = []
         self.disconnected = asyncio.Event()
+        self.arrived = asyncio.Event()  # set by every request
         self.url = ""
 
     def then(self, *steps: Step) -> FakeUpstream:
@@ -96,9 +98,12 @@ class FakeUpstream:
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         raw = await request.read()
         self.requests.append(Received(request.path, dict(request.headers), orjson.loads(raw), time.monotonic()))
+        self.arrived.set()
         step = self.script.popleft() if self.script else self.default
         if step.delay:
             await asyncio.sleep(step.delay)
+        if step.gate is not None:
+            await step.gate.wait()
         if step.events is not None:
             return await self._stream(request, step)
         if step.reset:

@@ -46,23 +46,54 @@ def wait_for_port(port: int, process: subprocess.Popen[bytes], timeout: float = 
     raise RuntimeError(f"nothing listening on {port} after {timeout}s")
 
 
+class RedisProcess:
+    """A redis-server a test can kill and start again on the same port.
+
+    With `durable`, every write is fsynced to an append-only file, so a restart keeps the data
+    (lock keys and their expiry included): a blip. Without it, a restart comes back empty.
+    """
+
+    def __init__(self, workdir: Path, *, durable: bool = False) -> None:
+        self.binary = require_binary("redis-server")
+        self.workdir = workdir
+        self.durable = durable
+        self.port = free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        persistence = ["--appendonly", "yes", "--appendfsync", "always"] if self.durable else ["--appendonly", "no"]
+        self.process = subprocess.Popen(
+            [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", *persistence,
+             "--dir", str(self.workdir), "--protected-mode", "no"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        wait_for_port(self.port, self.process)
+
+    def kill(self) -> None:
+        """SIGKILL: no goodbye to clients, no save beyond what was already fsynced."""
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait(10)
+            self.process = None
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.terminate()
+            self.process.wait(10)
+            self.process = None
+
+
 @contextmanager
-def redis_server(workdir: Path) -> Iterator[str]:
-    """A throwaway redis-server; yields its URL."""
-    binary = require_binary("redis-server")
-    port = free_port()
-    process = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-         "--dir", str(workdir), "--protected-mode", "no"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+def redis_server(workdir: Path, *, durable: bool = False) -> Iterator[RedisProcess]:
+    """A throwaway redis-server on a free port, stopped on exit."""
+    server = RedisProcess(workdir, durable=durable)
+    server.start()
     try:
-        wait_for_port(port, process)
-        yield f"redis://127.0.0.1:{port}/0"
+        yield server
     finally:
-        process.terminate()
-        process.wait(10)
+        server.stop()
 
 
 async def flush_redis(url: str) -> None:

@@ -13,12 +13,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 import orjson
 import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialWithJitterBackoff
 from redis.exceptions import LockError, LockNotOwnedError, RedisError, ResponseError
 
 from gateway.memory.policies import Entry, Message
@@ -38,14 +41,19 @@ LEASE_SECONDS = 30.0
 RENEW_RETRY_SECONDS = 0.5
 log = logging.getLogger("gateway.memory")
 
-# KEYS: msgs, meta, lock. ARGV: lock token ('' = unlocked write), cap, ttl, system ('' = keep), entries...
+# KEYS: msgs, meta, lock. ARGV: lock token ('' = unlocked write), cap, ttl, system ('' = keep),
+# write id, entries... The write id makes a retried call (the reply was lost, not the write) a no-op.
 _APPEND = """
 if ARGV[1] ~= '' and redis.call('GET', KEYS[3]) ~= ARGV[1] then
   return redis.error_reply('LOCKLOST the conversation lock is no longer held by this request')
 end
+if redis.call('HGET', KEYS[2], 'write') == ARGV[5] then
+  return 0
+end
 local now = redis.call('TIME')
-if #ARGV > 4 then
-  redis.call('RPUSH', KEYS[1], unpack(ARGV, 5))
+redis.call('HSET', KEYS[2], 'write', ARGV[5])
+if #ARGV > 5 then
+  redis.call('RPUSH', KEYS[1], unpack(ARGV, 6))
   redis.call('LTRIM', KEYS[1], -tonumber(ARGV[2]), -1)
 end
 redis.call('HSET', KEYS[2], 'updated_at', now[1] .. '.' .. string.format('%06d', tonumber(now[2])))
@@ -75,15 +83,20 @@ def key_prefix(key: Key) -> str:
 
 class RedisStore:
     def __init__(
-        self, url: str, *, ttl_seconds: float, max_messages: int, lock_timeout: float, lease_seconds: float = LEASE_SECONDS
+        self, url: str, *, ttl_seconds: float, max_messages: int, lock_timeout: float, lease_seconds: float | None = None
     ) -> None:
-        # Timeouts: a Redis that hangs must fail requests (503), not hold them forever.
-        self._client: aioredis.Redis = aioredis.Redis.from_url(url, socket_timeout=10, socket_connect_timeout=5)
+        # A Redis that hangs or is gone fails requests within seconds (503), not after a long retry loop.
+        self._client: aioredis.Redis = aioredis.Redis.from_url(
+            url,
+            socket_timeout=10,
+            socket_connect_timeout=5,
+            retry=Retry(ExponentialWithJitterBackoff(base=0.05, cap=0.5), retries=3),
+        )
         self._append = self._client.register_script(_APPEND)
         self._ttl = max(int(ttl_seconds), 1)
         self._cap = max_messages
         self._lock_timeout = lock_timeout
-        self._lease = lease_seconds
+        self._lease = LEASE_SECONDS if lease_seconds is None else lease_seconds
         self._local = KeyLocks(lock_timeout)
         self._tokens: dict[Key, bytes] = {}  # the lock token of each conversation this process holds
 
@@ -110,6 +123,7 @@ class RedisStore:
             self._cap,
             self._ttl,
             orjson.dumps(list(system)) if system is not None else b"",
+            os.urandom(8).hex(),
             *[dump_entry(entry) for entry in entries],
         ]
         with _unavailable_on_redis_errors():
