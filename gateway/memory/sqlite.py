@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import functools
 import itertools
+import logging
 import os
 import socket
 import sqlite3
@@ -34,6 +35,7 @@ from gateway.memory.store import (
     Conversation,
     Key,
     KeyLocks,
+    LockLost,
     LockTimeout,
     StoreUnavailable,
     dump_entry,
@@ -41,6 +43,7 @@ from gateway.memory.store import (
 )
 
 T = TypeVar("T")
+log = logging.getLogger("gateway.memory")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS conversations (
@@ -107,6 +110,7 @@ class SQLiteStore:
         self._cap = max_messages
         self._clock = clock
         self._locks = KeyLocks(lock_timeout)
+        self._held: dict[Key, str] = {}  # lease tokens this process holds (shared mode)
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gateway-sqlite")
         self._db: sqlite3.Connection | None = None
         self._purged_at = 0.0
@@ -194,6 +198,7 @@ class SQLiteStore:
             [(entry.message.get("role") or "", dump_entry(entry)) for entry in entries],
             orjson.dumps(list(system)).decode() if system is not None else None,
             asyncio.get_running_loop().create_future(),
+            self._held.get(key),
         )
         cached = self._cache.get(key)
         if cached is not None and self._clock() - cached.updated_at > self._ttl:
@@ -216,19 +221,25 @@ class SQLiteStore:
         while self._queue:
             batch, self._queue = self._queue, []
             try:
-                updated_at = await self._run(functools.partial(self._write, batch=batch))
+                updated_at, lost = await self._run(functools.partial(self._write, batch=batch))
             except asyncio.CancelledError:
                 _settle(batch, StoreUnavailable("the store is closing"))
                 raise
             except Exception as exc:
                 _settle(batch, exc)
             else:
+                _settle(lost, LockLost("sqlite store: the conversation's lease passed to another holder"))
                 _settle(batch, updated_at)
 
-    def _write(self, db: sqlite3.Connection, *, batch: Sequence[_Write]) -> float:
+    def _write(self, db: sqlite3.Connection, *, batch: Sequence[_Write]) -> tuple[float, list[_Write]]:
+        """Write the batch in one transaction; a write whose holder lost its lease is left out, and returned."""
         now = self._clock()
+        lost: list[_Write] = []
         with _transaction(db):
             for write in batch:
+                if write.token is not None and not self._owns(db, write.key, write.token):
+                    lost.append(write)
+                    continue
                 last = self._last_seq(db, write.key, now)
                 db.execute(
                     "INSERT INTO conversations (tenant, memory_id, system, updated_at) "
@@ -245,7 +256,12 @@ class SQLiteStore:
                         "DELETE FROM messages WHERE tenant = ? AND memory_id = ? AND seq <= ?",
                         (*write.key, last + len(write.bodies) - self._cap),
                     )
-        return now
+        return now, lost
+
+    @staticmethod
+    def _owns(db: sqlite3.Connection, key: Key, token: str) -> bool:
+        row = db.execute("SELECT owner FROM locks WHERE tenant = ? AND memory_id = ?", key).fetchone()
+        return row is not None and row[0] == token
 
     def _last_seq(self, db: sqlite3.Connection, key: Key, now: float) -> int:
         """The conversation's last message number; an expired conversation is forgotten first (0)."""
@@ -313,9 +329,11 @@ class SQLiteStore:
                 await asyncio.sleep(min(pause, max(deadline - loop.time(), 0.0)))
                 pause = min(pause * 2, 0.05)
             renewal = asyncio.create_task(self._renew(key, token))
+            self._held[key] = token
             try:
                 yield
             finally:
+                del self._held[key]
                 renewal.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await renewal
@@ -364,9 +382,15 @@ class SQLiteStore:
                 (time.time() + LEASE_SECONDS, *key, token),
             )
 
-        while True:
-            await asyncio.sleep(LEASE_SECONDS / 3)
-            await self._run(extend)
+        pause = LEASE_SECONDS / 3
+        while True:  # a file locked for a while is retried; whether the lease held is decided at the write
+            await asyncio.sleep(pause)
+            try:
+                await self._run(extend)
+                pause = LEASE_SECONDS / 3
+            except StoreUnavailable as exc:
+                log.warning("memory %s: renewing the sqlite lease failed (%s); retrying", key[1], exc)
+                pause = 1.0
 
     async def close(self) -> None:
         if self._flusher is not None and not self._flusher.done():
@@ -387,6 +411,7 @@ class _Write:
     bodies: list[tuple[str, bytes]]
     system: str | None
     done: asyncio.Future[float]
+    token: str | None = None  # the lease this write must still hold (shared mode)
 
 
 def _add_lock_columns(db: sqlite3.Connection) -> None:

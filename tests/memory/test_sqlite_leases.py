@@ -15,7 +15,7 @@ import pytest
 
 from gateway.memory.policies import Entry
 from gateway.memory.sqlite import LEASE_SECONDS, SQLiteStore
-from gateway.memory.store import LockTimeout, StoreUnavailable
+from gateway.memory.store import LockLost, LockTimeout, StoreUnavailable
 
 KEY = ("team-a", "chat-1")
 
@@ -149,3 +149,24 @@ async def test_busy_timeout_bounds_the_wait_for_a_locked_file(tmp_path: Path) ->
     writer.execute("ROLLBACK")
     writer.close()
     await store.close()
+
+
+async def test_a_write_after_the_lease_passed_on_is_refused(tmp_path: Path) -> None:
+    """The lease ran out (a long stall) and another holder took it: the late write must not land."""
+    store = shared_store(tmp_path / "m.db", lock_timeout=3)
+    entry = Entry({"role": "user", "content": "late"}, {})
+    try:
+        async with store.lock(KEY):
+            other = sqlite3.connect(tmp_path / "m.db", isolation_level=None)
+            other.execute("UPDATE locks SET owner = 'someone-else' WHERE tenant = ? AND memory_id = ?", KEY)
+            with pytest.raises(LockLost):
+                await store.append(KEY, [entry], system=None)
+        assert await store.load(KEY) is None
+        other.execute("DELETE FROM locks")  # the other holder is done
+        other.close()
+        async with store.lock(KEY):  # a holder that still owns its lease writes as usual
+            await store.append(KEY, [entry], system=None)
+        loaded = await store.load(KEY)
+        assert loaded is not None and loaded.messages == [entry.message]
+    finally:
+        await store.close()
