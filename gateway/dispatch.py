@@ -12,7 +12,7 @@ import functools
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 from tenacity import AsyncRetrying, RetryCallState, retry_if_result
@@ -94,25 +94,31 @@ def retry_after_seconds(headers: Mapping[str, str], *, now: float | None = None)
     return _seconds(max(when - (time.time() if now is None else now), 0.0))
 
 
-def _error_fields(body: bytes) -> tuple[str, str | None, str | None]:
-    """(message, type, code) of an upstream error body, OpenAI-shaped or not."""
+class _ErrorFields(NamedTuple):
+    message: str
+    type: str | None = None
+    code: str | None = None
+    param: str | None = None
+
+
+def _error_fields(body: bytes) -> _ErrorFields:
+    """The message, type, code and param of an upstream error body, OpenAI-shaped or not."""
     try:
         data = orjson.loads(body)
     except orjson.JSONDecodeError:
-        return body[:200].decode(errors="replace").strip(), None, None
+        return _ErrorFields(body[:200].decode(errors="replace").strip())
     error = data.get("error") if isinstance(data, dict) else None
     if isinstance(error, dict):
-        message = error.get("message")
-        code = error.get("code")
-        kind = error.get("type")
-        return (
+        message, kind, code, param = (error.get(k) for k in ("message", "type", "code", "param"))
+        return _ErrorFields(
             str(message)[:300] if message is not None else "",
             kind if isinstance(kind, str) else None,
             str(code) if code is not None else None,
+            param if isinstance(param, str) else None,
         )
     if isinstance(error, str):
-        return error[:300], None, None
-    return body[:200].decode(errors="replace").strip(), None, None
+        return _ErrorFields(error[:300])
+    return _ErrorFields(body[:200].decode(errors="replace").strip())
 
 
 @functools.lru_cache(maxsize=1024)
@@ -160,17 +166,16 @@ class Dispatcher:
         raise self._failure(route, target, attempts, tried)
 
     def _failure(self, route: Route, target: Target, attempts: list[Attempt], last: _Try) -> UpstreamError:
-        kind: str | None = None
-        code: str | None = None
+        fields = _ErrorFields("")
         headers = {"x-gateway-route": route.name, "x-gateway-target": target.name, "x-gateway-attempts": str(len(attempts))}
         if last.reply is not None:
-            _, kind, code = _error_fields(last.reply.body)
+            fields = _error_fields(last.reply.body)
             headers.update(last.reply.headers)
         elif last.outcome.transport:
-            code = "upstream_timeout" if last.outcome.status == 504 else "upstream_unavailable"
+            fields = fields._replace(code="upstream_timeout" if last.outcome.status == 504 else "upstream_unavailable")
         if len(attempts) > 1:
             headers["x-should-retry"] = "false"
-        return UpstreamError(attempts, type=kind, code=code, headers=headers)
+        return UpstreamError(attempts, type=fields.type, code=fields.code, param=fields.param, headers=headers)
 
     async def _try_target(self, target: Target, request: Request, attempts: list[Attempt]) -> _Try:
         call = self._call_for(target, request)
@@ -276,8 +281,7 @@ async def _close(opened: Reply | EventStream | None) -> None:
 
 def _judge_reply(reply: Reply) -> _Try:
     if not reply.ok:
-        message, _, _ = _error_fields(reply.body)
-        return _Try(Outcome(reply.status), message, reply=reply, retry_after=retry_after_seconds(reply.headers))
+        return _Try(Outcome(reply.status), _error_fields(reply.body).message, reply=reply, retry_after=retry_after_seconds(reply.headers))
     try:
         reply.data = orjson.loads(reply.body)
     except orjson.JSONDecodeError:

@@ -121,6 +121,7 @@ class UpstreamError(GatewayError):
         *,
         type: str | None = None,
         code: str | None = None,
+        param: str | None = None,
         headers: Mapping[str, str] | None = None,
     ) -> None:
         self.attempts = tuple(attempts)
@@ -132,5 +133,6 @@ class UpstreamError(GatewayError):
             status=last.status,
             type=type,
             code=code,
+            param=param,
             headers=headers,
         )

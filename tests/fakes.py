@@ -91,7 +91,7 @@ class FakeUpstream:
         return len(self.requests)
 
     def app(self) -> web.Application:
-        app = web.Application()
+        app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_post("/v1/{tail:.*}", self._handle)
         return app
 

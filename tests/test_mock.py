@@ -61,7 +61,6 @@ async def test_unknown_encoding_format_is_a_400_naming_it(gateway: Gateway) -> N
     assert "'encoding_format'" in caught.value.body["message"]  # type: ignore[index]
 
 
-@pytest.mark.xfail(strict=True, reason="dispatch drops an upstream error's param (UpstreamError takes none)")
 async def test_a_rejected_parameter_is_named_in_param(gateway: Gateway) -> None:
     client = await gateway(CONFIG)
     with pytest.raises(openai.BadRequestError) as caught:

@@ -20,7 +20,7 @@ from gateway.memory.headers import MemoryAsk
 from gateway.memory.policies import Entry, Message, Plan, TokenCounter, plan_turn
 from gateway.memory.replies import ReplyAssembler, ReplyTooLarge, reply_message
 from gateway.memory.store import Key, LockLost, LockTimeout, MemoryStore, StoreUnavailable
-from gateway.memory.tokens import count_message, encoding_name, get_encoding, text_size
+from gateway.memory.tokens import Encoding, count_message, encoding_name, get_encoding, text_size
 
 log = logging.getLogger("gateway.memory")
 T = TypeVar("T")
@@ -117,9 +117,8 @@ def malformed_reply(message: Message) -> str | None:
     return None
 
 
-def _memo_counter(encoding: str, cap: int) -> TokenCounter:
-    """count_message for `encoding`, computed at most once per message object of this request."""
-    codec = get_encoding(encoding)
+def _memo_counter(codec: Encoding, cap: int) -> TokenCounter:
+    """count_message for `codec`, computed at most once per message object of this request."""
     seen: dict[int, tuple[Message, int]] = {}
 
     def count(message: Message) -> int:
@@ -145,14 +144,24 @@ class Memory:
         self.token_cap = token_cap
         self.max_reply_bytes = max_reply_bytes
         self._pool: ThreadPoolExecutor | None = None
+        self._codecs: dict[str, Encoding] = {}
 
     async def offload(self, work: Callable[[], T], messages: Sequence[Mapping[str, Any]]) -> T:
         """Run `work` here when `messages` are small, else on a thread (tiktoken releases the GIL)."""
         if sum(text_size(m) for m in messages) <= OFF_LOOP_CHARS:
             return work()
+        return await self._on_thread(work)
+
+    async def _on_thread(self, work: Callable[[], T]) -> T:
         if self._pool is None:
             self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="gateway-tokens")
         return await asyncio.get_running_loop().run_in_executor(self._pool, work)
+
+    async def _codec(self, name: str) -> Encoding:
+        """The tiktoken encoding; its first load (~0.5 s of building tables) happens on a thread."""
+        if name not in self._codecs:
+            self._codecs[name] = await self._on_thread(functools.partial(get_encoding, name))
+        return self._codecs[name]
 
     @asynccontextmanager
     async def turn(
@@ -160,7 +169,7 @@ class Memory:
     ) -> AsyncIterator[Turn]:
         key = (tenant, ask.memory_id)
         encoding = encoding_name(model)
-        count = _memo_counter(encoding, self.token_cap)
+        count = _memo_counter(await self._codec(encoding), self.token_cap)
         async with self.hold(key):
             with store_errors():
                 conversation = await self.store.load(key)

@@ -11,7 +11,7 @@ from yarl import URL
 
 from gateway.config import Target
 from gateway.providers.base import Call, EventStream, Reply, TransportError
-from gateway.sse import Event, EventParser
+from gateway.sse import Event, EventParser, EventTooLarge
 
 _RELAYED = ("retry-after", "retry-after-ms")
 
@@ -120,7 +120,10 @@ class _UpstreamEvents:
                 if self._parser.pending.strip():
                     raise TransportError("upstream stream ended inside an event")
                 return None
-            self._pending = self._parser.feed(chunk)
+            try:
+                self._pending = self._parser.feed(chunk)
+            except EventTooLarge as exc:
+                raise TransportError(f"upstream stream: {exc}") from None
             self._pending.reverse()
         return self._pending.pop()
 

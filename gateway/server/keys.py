@@ -24,3 +24,4 @@ MEMORY = web.AppKey("memory", Memory)
 
 REQUEST_ID = "gateway.request_id"
 TENANT = "gateway.tenant"
+STREAM_STARTED = "gateway.stream_started"  # the prepared response, once its headers went out

@@ -22,7 +22,7 @@ from gateway.errors import (
     NotFoundError,
     PayloadTooLargeError,
 )
-from gateway.server.keys import REQUEST_ID, TENANT
+from gateway.server.keys import REQUEST_ID, STREAM_STARTED, TENANT
 
 log = logging.getLogger("gateway")
 
@@ -108,6 +108,22 @@ class Authenticator:
         return tenant
 
 
+async def _failure_response(request: web.Request, exc: Exception, request_id: str) -> web.StreamResponse:
+    """The OpenAI-shaped answer to a request that failed before its response started."""
+    if isinstance(exc, GatewayError):
+        response = error_response(exc, request_id)
+        if response.keep_alive is False:  # the error ends the connection
+            await send_and_close(request, response)
+        return response
+    if isinstance(exc, web.HTTPException):
+        if exc.status < 400:
+            raise exc
+        return error_response(_from_http_exception(exc, request), request_id)
+    log.error("unhandled error in %s %s (request %s)", request.method, request.path, request_id, exc_info=exc)
+    error = GatewayError("The gateway failed to handle this request.", code="internal_error")
+    return error_response(error, request_id)
+
+
 def gateway_middleware(auth: Authenticator) -> Middleware:
     """Request id, auth on /v1, and an OpenAI-shaped body for every failure.
 
@@ -130,21 +146,14 @@ def gateway_middleware(auth: Authenticator) -> Middleware:
             if request.path.startswith("/v1/"):
                 request[TENANT] = auth.tenant(request)
             response = await handler(request)
-        except GatewayError as exc:
-            response = error_response(exc, request_id)
-            if response.keep_alive is False:  # the error ends the connection
-                await send_and_close(request, response)
-            return response
-        except web.HTTPException as exc:
-            if exc.status < 400:
-                raise
-            return error_response(_from_http_exception(exc, request), request_id)
         except ConnectionResetError:
             raise
-        except Exception:
-            log.exception("unhandled error in %s %s (request %s)", request.method, request.path, request_id)
-            error = GatewayError("The gateway failed to handle this request.", code="internal_error")
-            return error_response(error, request_id)
+        except Exception as exc:
+            started: web.StreamResponse | None = request.get(STREAM_STARTED)
+            if started is not None:  # a second status line would corrupt the answer already under way
+                log.error("failure after the response to request %s started", request_id, exc_info=exc)
+                return started
+            return await _failure_response(request, exc, request_id)
         if not response.prepared:
             response.headers["x-request-id"] = request_id
         return response

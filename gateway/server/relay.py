@@ -14,6 +14,7 @@ from gateway.chunks import MalformedEvent, read_chunk
 from gateway.dispatch import Result, redact
 from gateway.errors import GatewayError
 from gateway.providers.base import TransportError
+from gateway.server.keys import STREAM_STARTED
 from gateway.sse import Event, encode
 
 log = logging.getLogger("gateway")
@@ -49,6 +50,7 @@ async def relay_stream(
     response.headers["Cache-Control"] = "no-cache"
     try:
         await response.prepare(request)
+        request[STREAM_STARTED] = response
         event: Event | None = result.first_event
         while event is not None:
             if event.is_done:

@@ -5,10 +5,11 @@ from __future__ import annotations
 import time
 
 import openai
+import orjson
 import pytest
 
 from tests.conftest import GATEWAY_KEY, Gateway
-from tests.fakes import FakeUpstream, Step, chat_completion, error_body
+from tests.fakes import FakeUpstream, Step, chat_completion, chunk, error_body
 
 MESSAGES = [{"role": "user", "content": "hello"}]
 
@@ -214,6 +215,27 @@ async def test_provider_key_never_appears_in_errors(gateway: Gateway, upstream: 
         await client.chat.completions.create(model="chat", messages=MESSAGES)
     assert "sk-secret-provider-key" not in caught.value.response.text
     assert "***" in caught.value.message
+
+
+async def test_secret_header_values_never_appear_in_errors(gateway: Gateway, upstream: FakeUpstream) -> None:
+    """An Azure-style `api-key` header echoed back by the upstream is masked, in JSON and stream errors."""
+    echoed = "Access denied for key azure-secret-0123456789 on deployment"
+    upstream.then(
+        Step(status=401, body=error_body(401, echoed)),
+        Step(events=[chunk({"role": "assistant", "content": "a"}), b"data: " + orjson.dumps(error_body(500, echoed)) + b"\n\n"]),
+    )
+    client = await gateway(f"""
+routes:
+  chat: {{provider: openai, baseUrl: "{upstream.url}", apiKey: "", headers: {{api-key: azure-secret-0123456789}}}}
+""")
+    with pytest.raises(openai.AuthenticationError) as caught:
+        await client.chat.completions.create(model="chat", messages=MESSAGES)
+    assert "azure-secret-0123456789" not in caught.value.response.text and "***" in caught.value.message
+    stream = await client.chat.completions.create(model="chat", messages=MESSAGES, stream=True)
+    with pytest.raises(openai.APIError) as raised:
+        async for _ in stream:
+            pass
+    assert "azure-secret-0123456789" not in str(raised.value) and "key *** on deployment" in str(raised.value)
 
 
 async def test_rate_limit_headers_pass_through(gateway: Gateway, upstream: FakeUpstream) -> None:
