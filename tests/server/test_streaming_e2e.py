@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import aiohttp
 import openai
 import orjson
 import pytest
@@ -235,3 +236,26 @@ async def test_completions_stream_is_relayed(gateway: Gateway, upstream: FakeUps
     stream = await client.completions.create(model="chat", prompt="say hi", stream=True)
     assert [part.choices[0].text async for part in stream] == ["hi"]
     assert upstream.requests[0].path == "/v1/completions"
+
+
+async def test_nothing_is_written_after_a_stream_finished(
+    gateway: Gateway, upstream: FakeUpstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A failure once the answer is under way never becomes a second HTTP status line in its body."""
+    from gateway.server import handlers
+
+    relay = handlers.relay_stream
+
+    async def then_fail(*args: Any, **kwargs: Any) -> Any:
+        await relay(*args, **kwargs)
+        raise RuntimeError("a bug after the stream")
+
+    monkeypatch.setattr(handlers, "relay_stream", then_fail)
+    upstream.then(Step(events=stream_of("whole")))
+    client = await gateway(single(upstream))
+    base = str(client.base_url).rstrip("/")
+    async with aiohttp.ClientSession() as session, session.post(
+        f"{base}/chat/completions", json={"model": "chat", "stream": True, "messages": MESSAGES}
+    ) as response:
+        body = await response.read()
+    assert body.endswith(b"data: [DONE]\n\n") and b"HTTP/1.1" not in body
