@@ -104,6 +104,7 @@ def plan_turn(
         kept = _round_window(stored, turn, settings)
     else:
         kept = _newest_that_fit(stored, settings.max_messages - len(turn), [1] * len(stored))
+    kept = _without_unanswered_calls(kept, turn)
     return Plan(
         forwarded=[*system, *kept, *turn],
         system=system,
@@ -112,6 +113,42 @@ def plan_turn(
         history_kept=len(kept),
         evicted=len(stored) - len(kept),
     )
+
+
+def _without_unanswered_calls(kept: list[Message], turn: Sequence[Message]) -> list[Message]:
+    """History whose tool calls are all answered: a call left unanswered would fail every later turn.
+
+    An assistant message whose calls are not all answered by the tool results right after it
+    (a client that moved on without running the tools) loses its calls, and the message goes
+    if nothing else is left; its partial results go with them. Calls answered by the new turn's
+    leading tool results are the client answering now, and stay.
+    """
+    if not any(m.get("role") == "assistant" and m.get("tool_calls") for m in kept):
+        return kept
+    out: list[Message] = []
+    index = 0
+    while index < len(kept):
+        message = kept[index]
+        index += 1
+        calls = message.get("tool_calls") if message.get("role") == "assistant" else None
+        if not calls:
+            out.append(message)
+            continue
+        end = index
+        while end < len(kept) and kept[end].get("role") == "tool":
+            end += 1
+        answered = {m.get("tool_call_id") for m in kept[index:end] if isinstance(m.get("tool_call_id"), str)}
+        listed = calls if isinstance(calls, list) else []
+        wanted = {c.get("id") for c in listed if isinstance(c, dict) and isinstance(c.get("id"), str)}
+        answering_now = end == len(kept) and bool(turn) and turn[0].get("role") == "tool"
+        if listed and (answering_now or (wanted <= answered and len(wanted) == len(listed))):
+            out.append(message)
+            continue
+        bare = {key: value for key, value in message.items() if key != "tool_calls"}
+        if bare.get("content"):
+            out.append(bare)
+        index = end  # its partial results would be orphans
+    return out
 
 
 def resent_length(stored: Sequence[Message], turn: Sequence[Message]) -> int:

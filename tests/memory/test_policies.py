@@ -155,6 +155,18 @@ def test_history_never_starts_with_an_orphaned_tool_result() -> None:
     assert plan(stray, [u("q2")], max_messages=50).forwarded == [u("q"), a("a"), u("q2")]
 
 
+def test_tool_calls_left_unanswered_are_not_forwarded() -> None:
+    """A client that moved on without running the tools must not be stuck on a 400 for ever after."""
+    asked = {"role": "assistant", "tool_calls": [call("c1"), call("c2")]}
+    said = {"role": "assistant", "content": "Let me check.", "tool_calls": [call("c3")]}
+    half = [u("q1"), asked, {"role": "tool", "tool_call_id": "c1", "content": "sunny"}, u("q2"), said]
+    p = plan(half, [u("never mind")], max_messages=50)
+    assert p.forwarded == [u("q1"), u("q2"), a("Let me check."), u("never mind")]
+    p = plan([u("q"), said], [{"role": "tool", "tool_call_id": "c3", "content": "done"}], max_messages=50)
+    assert p.forwarded[1] == said  # the new turn answers it now
+    assert plan(TOOLS, [u("thanks")], max_messages=50).forwarded == [*TOOLS, u("thanks")]
+
+
 # ---------------------------------------------------------------- resent history, compared by meaning
 
 
@@ -282,8 +294,9 @@ MEMORY_TYPES = [{"memory_type": "message_window", "max_messages": 50},
 @pytest.mark.parametrize("window", MEMORY_TYPES, ids=lambda w: w["memory_type"])
 def test_unhashable_tool_call_ids_in_the_store_do_not_break_planning(window: dict[str, Any]) -> None:
     p = plan(POISONED, [u("next")], **window)
-    # results whose call id is not a string answer nothing: they are left out like orphans
-    assert p.forwarded == [POISONED[0], POISONED[1], POISONED[3], POISONED[5], u("next")]
+    # results whose call id is not a string answer nothing: they are left out like orphans, and
+    # calls nothing answers are left out too, so what is forwarded is a valid conversation
+    assert p.forwarded == [POISONED[0], POISONED[5], u("next")]
     assert plan(POISONED, [*POISONED, u("next")], **window).new_turn == [u("next")]
 
 
