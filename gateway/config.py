@@ -487,6 +487,9 @@ def _read_auth(section: _Section | None) -> tuple[ApiKey, ...]:
         elif key is not None:
             if not key:
                 item.error("key", "must not be empty")
+            elif not (key.isascii() and key.isprintable()) or key != key.strip():
+                # a Bearer token is printable ASCII without surrounding spaces; any other key could never match
+                item.error("key", "must be printable ASCII without leading or trailing spaces")
             else:
                 keys.append(ApiKey(name or "", hashlib.sha256(key.encode()).digest()))
         elif digest is not None:

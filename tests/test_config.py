@@ -269,6 +269,16 @@ def test_single_mode_uses_first_target_node() -> None:
         ),
         ("server: {port: 70000}\nroutes: {r: {provider: mock}}", "server.port: must be between 0 and 65535, got 70000"),
         ("auth: {keys: [{name: a}]}\nroutes: {r: {provider: mock}}", "auth.keys[0]: needs exactly one of key or keySha256"),
+        (
+            "auth: {keys: [{name: a, key: 'clé'}]}\nroutes: {r: {provider: mock}}",
+            "auth.keys[0].key: must be printable ASCII without leading or trailing spaces",
+        ),
+        ("server: {maxResponseBytes: 0}\nroutes: {r: {provider: mock}}", "server.maxResponseBytes: must be >= 1, got 0"),
+        ("server: {bodyReadTimeoutSeconds: 0}\nroutes: {r: {provider: mock}}", "server.bodyReadTimeoutSeconds: must be > 0, got 0"),
+        (
+            "cors: {allowOrigins: ['ftp://x']}\nroutes: {r: {provider: mock}}",
+            "cors.allowOrigins[0]: must be '*' or an origin like https://app.example.com, got 'ftp://x'",
+        ),
         ("routes: {}", "routes: must be a mapping with at least one route"),
         (
             "auth: {keys: [{name: 'a:b', key: k}]}\nroutes: {r: {provider: mock}}",
