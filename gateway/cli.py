@@ -6,15 +6,9 @@ import argparse
 import logging
 import multiprocessing
 import os
-import signal
-import socket
 import sys
-import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
-from multiprocessing.connection import wait
 from multiprocessing.process import BaseProcess
-from types import FrameType
 
 from gateway.config import (
     Config,
@@ -27,6 +21,7 @@ from gateway.config import (
     Target,
     load_config,
 )
+from gateway.workers import supervise
 
 DEFAULT_CONFIG = "configs/gateway.yaml"
 log = logging.getLogger("gateway")
@@ -124,46 +119,8 @@ def serve(path: str, host: str | None, port: int | None, *, workers: int = 1) ->
     )
 
 
-RESTART_FIRST_DELAY = 0.5
-RESTART_MAX_DELAY = 30.0
-STABLE_SECONDS = 60.0  # a worker that lived this long resets its slot's backoff
-STARTUP_SECONDS = 10.0  # a worker that died sooner than this failed to start (imports alone take seconds)
-MAX_STARTUP_FAILURES = 4  # that many failed starts in a row in one slot: the config or host is broken
-
-
-def restart_delay(deaths: int) -> float:
-    """Seconds to wait before restarting a slot whose workers died `deaths` times in a row."""
-    return min(RESTART_FIRST_DELAY * 2.0 ** (deaths - 1), RESTART_MAX_DELAY)
-
-
-def describe_exit(exitcode: int) -> str:
-    """How a worker ended, from its multiprocessing exit code: `exit code 1` or `signal SIGKILL`."""
-    if exitcode >= 0:
-        return f"exit code {exitcode}"
-    try:
-        return f"signal {signal.Signals(-exitcode).name}"
-    except ValueError:  # a real-time signal has no name of its own
-        return f"signal {-exitcode}"
-
-
-@dataclass(slots=True)
-class _Slot:
-    """One of the N worker places: its running process, or when to start the next one."""
-
-    process: BaseProcess | None
-    started_at: float
-    restart_at: float = 0.0
-    deaths: int = 0  # in a row, since a worker in this slot last lived STABLE_SECONDS
-    startup_failures: int = 0  # in a row, each within STARTUP_SECONDS of its start
-
-
 def serve_workers(path: str, host: str | None, port: int | None, workers: int) -> int:
-    """Keep `workers` processes serving one port (SO_REUSEPORT), restarting any that die.
-
-    Exits 1 after stopping the rest when a slot's workers keep dying at start-up. SIGTERM or
-    SIGINT stops restarting, passes SIGTERM on to each worker and waits for them to drain;
-    the exit code is 0 if every worker exited cleanly.
-    """
+    """Run `workers` processes sharing one port (SO_REUSEPORT), supervised (see gateway.workers)."""
     _load_or_exit(path)  # fail once, in the parent, on a bad config
     _configure_logging()
     context = multiprocessing.get_context("spawn")
@@ -173,65 +130,7 @@ def serve_workers(path: str, host: str | None, port: int | None, workers: int) -
         process.start()
         return process
 
-    stopping = False
-
-    def stop(signum: int, frame: FrameType | None) -> None:
-        nonlocal stopping
-        stopping = True
-
-    # The wakeup socket makes a signal end the wait below even while every slot is backing off.
-    wakeup, wakeup_writer = socket.socketpair()
-    wakeup.setblocking(False)
-    wakeup_writer.setblocking(False)
-    signal.set_wakeup_fd(wakeup_writer.fileno())
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
-
-    slots = [_Slot(start(), time.monotonic()) for _ in range(workers)]
-    while not stopping:
-        now = time.monotonic()
-        for slot in slots:
-            if slot.process is None and slot.restart_at <= now:
-                slot.process, slot.started_at = start(), now
-        running = [slot.process for slot in slots if slot.process is not None]
-        next_restart = min((slot.restart_at for slot in slots if slot.process is None), default=None)
-        timeout = None if next_restart is None else next_restart - now
-        if wakeup in wait([wakeup, *(process.sentinel for process in running)], timeout):
-            wakeup.recv(64)
-        for slot in slots:
-            died = slot.process is not None and slot.process.exitcode is not None
-            if died and not stopping and not _replace_dead_worker(slot, time.monotonic()):
-                _stop_workers(slots)
-                return 1
-    return 0 if _stop_workers(slots) else 1
-
-
-def _replace_dead_worker(slot: _Slot, now: float) -> bool:
-    """Log how the slot's worker died and schedule its successor; False to give up instead."""
-    assert slot.process is not None and slot.process.exitcode is not None
-    pid, how, lived = slot.process.pid, describe_exit(slot.process.exitcode), now - slot.started_at
-    slot.process = None
-    slot.deaths = 1 if lived >= STABLE_SECONDS else slot.deaths + 1
-    slot.startup_failures = slot.startup_failures + 1 if lived < STARTUP_SECONDS else 0
-    if slot.startup_failures >= MAX_STARTUP_FAILURES:
-        log.error("worker %s died at start-up %d times in a row (%s); giving up", pid, MAX_STARTUP_FAILURES, how)
-        return False
-    delay = restart_delay(slot.deaths)
-    log.warning("worker %s died (%s) after %.1fs; restarting it in %.1fs", pid, how, lived, delay)
-    slot.restart_at = now + delay
-    return True
-
-
-def _stop_workers(slots: Sequence[_Slot]) -> bool:
-    """SIGTERM every running worker and wait for each to drain; True if all exited cleanly."""
-    running = [slot.process for slot in slots if slot.process is not None]
-    for process in running:
-        if process.exitcode is None:
-            process.terminate()
-    for process in running:
-        process.join()
-    # A worker still starting up has no handler yet and dies of the SIGTERM itself; that is clean too.
-    return all(process.exitcode in (0, -signal.SIGTERM) for process in running)
+    return supervise(start, workers)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

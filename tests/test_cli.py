@@ -17,7 +17,8 @@ from pathlib import Path
 import openai
 import pytest
 
-from gateway.cli import describe_exit, main, restart_delay
+from gateway.cli import main
+from gateway.workers import describe_exit, restart_delay
 
 
 def free_port() -> int:
