@@ -171,6 +171,23 @@ async def test_retry_after_above_the_limit_gives_up_the_target(gateway: Gateway,
     assert first.calls == 1
 
 
+@pytest.mark.parametrize(
+    "headers",
+    [{"retry-after": "nan"}, {"retry-after-ms": "nan"}, {"retry-after": "inf"}, {"retry-after-ms": "-inf"},
+     {"retry-after": "-3"}, {"retry-after": "1e400"}],
+    ids=lambda h: "=".join(*h.items()),
+)
+async def test_nonsense_retry_after_is_ignored_and_fallback_still_works(
+    gateway: Gateway, make_upstream, headers: dict[str, str]
+) -> None:
+    first, second = await make_upstream(), await make_upstream()
+    first.then(*[Step(status=429, body=error_body(429), headers=headers)] * 2)
+    retry = ", retry: {attempts: 1, backoffSeconds: 0.01}"
+    client = await gateway(fallback_config(first, second, codes="429", extra=retry))
+    raw = await client.chat.completions.with_raw_response.create(model="chat", messages=MESSAGES)
+    assert raw.headers["x-gateway-target"] == "second" and first.calls == 2  # retried as if no Retry-After
+
+
 async def test_override_params_reach_the_upstream(gateway: Gateway, upstream: FakeUpstream) -> None:
     config = f"""
     routes:
