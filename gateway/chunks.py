@@ -42,7 +42,7 @@ def read_chunk(event: Event) -> tuple[Any, dict[str, Any] | None]:
 def replay(answer: Any, *, endpoint: str, include_usage: bool) -> list[Event] | None:
     """The events of a stream equivalent to a complete chat or text completion; None if it is neither."""
     choices = answer.get("choices") if isinstance(answer, dict) else None
-    if not isinstance(choices, list) or not all(isinstance(c, dict) for c in choices):
+    if not isinstance(choices, list) or not choices or not all(isinstance(c, dict) for c in choices):
         return None
     chat = endpoint == "chat/completions"
     base = {

@@ -77,7 +77,8 @@ def retry_after_seconds(headers: Mapping[str, str], *, now: float | None = None)
     """
     if (ms := headers.get("retry-after-ms")) is not None:
         try:
-            return _seconds(float(ms) / 1000)
+            if (seconds := _seconds(float(ms) / 1000)) is not None:
+                return seconds
         except ValueError:
             pass
     value = headers.get("retry-after")
@@ -175,7 +176,8 @@ class Dispatcher:
             fields = fields._replace(code="upstream_timeout" if last.outcome.status == 504 else "upstream_unavailable")
         if len(attempts) > 1:
             headers["x-should-retry"] = "false"
-        return UpstreamError(attempts, type=fields.type, code=fields.code, param=fields.param, headers=headers)
+        code, param = (redact(v, target) if v else v for v in (fields.code, fields.param))
+        return UpstreamError(attempts, type=fields.type, code=code, param=param, headers=headers)
 
     async def _try_target(self, target: Target, request: Request, attempts: list[Attempt]) -> _Try:
         call = self._call_for(target, request)

@@ -52,7 +52,12 @@ class GatewayError(Exception):
         return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
 
     def to_json(self) -> bytes:
-        return orjson.dumps(self.to_dict())
+        try:
+            return orjson.dumps(self.to_dict())
+        except TypeError:  # text quoting undecodable header bytes (lone surrogates) is not UTF-8
+            self.message = self.message.encode("utf-8", "replace").decode()
+            self.param = self.param.encode("utf-8", "replace").decode() if self.param else self.param
+            return orjson.dumps(self.to_dict())
 
 
 class InvalidRequestError(GatewayError):

@@ -23,23 +23,6 @@ class Event:
     def is_done(self) -> bool:
         return self.data == DONE
 
-    def error(self) -> dict[str, Any] | None:
-        """The `error` object of an in-band error event, or None for an ordinary event."""
-        if self.data is None:
-            return None
-        if self.name != b"error" and b'"error"' not in self.data:
-            return None
-        try:
-            payload = orjson.loads(self.data)
-        except orjson.JSONDecodeError:
-            return {"message": self.data.decode(errors="replace")} if self.name == b"error" else None
-        if isinstance(payload, dict) and payload.get("error"):
-            error = payload["error"]
-            return error if isinstance(error, dict) else {"message": str(error)}
-        if self.name == b"error":
-            return payload if isinstance(payload, dict) else {"message": str(payload)}
-        return None
-
 
 class EventTooLarge(Exception):
     """An event (its normalised bytes, blank line included) grew past the parser's `max_event_bytes`."""

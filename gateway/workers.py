@@ -94,10 +94,14 @@ def supervise(start: Callable[[], BaseProcess], workers: int) -> int:
 def _replace_dead_worker(slot: _Slot, now: float) -> bool:
     """Log how the slot's worker died and schedule its successor; False to give up instead."""
     assert slot.process is not None and slot.process.exitcode is not None
-    pid, how, lived = slot.process.pid, describe_exit(slot.process.exitcode), now - slot.started_at
+    pid, exitcode, lived = slot.process.pid, slot.process.exitcode, now - slot.started_at
+    how = describe_exit(exitcode)
     slot.process = None
     slot.deaths = 1 if lived >= STABLE_SECONDS else slot.deaths + 1
-    slot.startup_failures = slot.startup_failures + 1 if lived < STARTUP_SECONDS else 0
+    # A start fails with an exit code (a port taken, a bad path); a worker killed by a signal
+    # (OOM, a crash a request caused) was running, and never counts towards giving up.
+    failed_start = lived < STARTUP_SECONDS and exitcode > 0
+    slot.startup_failures = slot.startup_failures + 1 if failed_start else 0
     if slot.startup_failures >= MAX_STARTUP_FAILURES:
         log.error("worker %s died at start-up %d times in a row (%s); giving up", pid, MAX_STARTUP_FAILURES, how)
         return False

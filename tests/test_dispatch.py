@@ -45,7 +45,7 @@ def test_override_params_win_over_the_body_and_reserialize() -> None:
         ({"retry-after": "-inf"}, None),
         ({"retry-after": "1e300"}, None),
         ({"retry-after": "100000"}, None),
-        ({"retry-after-ms": "nan", "retry-after": "2"}, None),
+        ({"retry-after-ms": "nan", "retry-after": "2"}, 2.0),
         ({"retry-after-ms": "inf"}, None),
         ({"retry-after-ms": "-5"}, None),
         ({"retry-after": "Thu, 01 Jan 99999 00:00:00 GMT"}, None),

@@ -44,11 +44,11 @@ log = logging.getLogger("gateway.memory")
 # KEYS: msgs, meta, lock. ARGV: lock token ('' = unlocked write), cap, ttl, system ('' = keep),
 # write id, entries... The write id makes a retried call (the reply was lost, not the write) a no-op.
 _APPEND = """
-if ARGV[1] ~= '' and redis.call('GET', KEYS[3]) ~= ARGV[1] then
-  return redis.error_reply('LOCKLOST the conversation lock is no longer held by this request')
-end
 if redis.call('HGET', KEYS[2], 'write') == ARGV[5] then
   return 0
+end
+if ARGV[1] ~= '' and redis.call('GET', KEYS[3]) ~= ARGV[1] then
+  return redis.error_reply('LOCKLOST the conversation lock is no longer held by this request')
 end
 local now = redis.call('TIME')
 redis.call('HSET', KEYS[2], 'write', ARGV[5])

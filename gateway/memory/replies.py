@@ -18,6 +18,10 @@ def reply_message(answer: Any) -> Message | None:
     return normalize({**message, "role": message.get("role") or "assistant"})
 
 
+def _utf8_size(text: str) -> int:
+    return len(text) if text.isascii() else len(text.encode(errors="replace"))
+
+
 class ReplyTooLarge(Exception):
     """A streamed reply grew past what the gateway buffers to store."""
 
@@ -49,7 +53,7 @@ class ReplyAssembler:
         content = delta.get("content")
         if isinstance(content, str):
             self._content.append(content)
-            self._size += len(content)
+            self._size += _utf8_size(content)
         fragments = delta.get("tool_calls")
         for fragment in fragments if isinstance(fragments, list) else ():
             if not isinstance(fragment, dict):
@@ -68,7 +72,7 @@ class ReplyAssembler:
                 for part in ("name", "arguments"):
                     if isinstance(function.get(part), str):
                         call["function"][part] += function[part]
-                        self._size += len(function[part])
+                        self._size += _utf8_size(function[part])
 
     def message(self) -> Message:
         """The assembled reply; ReplyTooLarge past the limit."""

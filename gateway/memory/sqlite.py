@@ -337,7 +337,10 @@ class SQLiteStore:
                 renewal.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await renewal
-                await self._run(functools.partial(self._unlock, key=key, token=token))
+                try:
+                    await self._run(functools.partial(self._unlock, key=key, token=token))
+                except StoreUnavailable as exc:  # the lease ends it; never hide how the turn itself went
+                    log.warning("memory %s: releasing the sqlite lease failed (%s); it will expire", key[1], exc)
 
     async def _try_lock(self, key: Key, token: str) -> bool:
         attempt = asyncio.ensure_future(self._run(functools.partial(self._insert_lock, key=key, token=token)))

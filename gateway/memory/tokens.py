@@ -130,9 +130,11 @@ def count_message(message: Mapping[str, Any], encoding: Encoding, cap: int | Non
     """
     tokens = TOKENS_PER_MESSAGE
     for key, text in _texts(message):
-        tokens += count_text(encoding, text, cap)
+        tokens += count_text(encoding, text, None if cap is None else cap - tokens)
         if key == "name":
             tokens += TOKENS_PER_NAME
+        if cap is not None and tokens > cap:
+            break
     return tokens
 
 

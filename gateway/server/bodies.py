@@ -61,5 +61,7 @@ async def read_payload(request: web.Request) -> tuple[bytes, dict[str, Any]]:
     except web.RequestPayloadError as exc:
         cause = exc.__cause__
         reason = cause.message if isinstance(cause, HttpProcessingError) else str(exc)
-        raise InvalidRequestError(f"The request body could not be read: {reason}.", code="invalid_body") from None
+        raise InvalidRequestError(
+            f"The request body could not be read: {reason}.", code="invalid_body", headers={"Connection": "close"}
+        ) from None
     return raw, parse_object(raw)

@@ -122,7 +122,7 @@ def cors_middlewares(config: CorsConfig) -> list[Middleware]:
         request_id = new_request_id()
         if not policy.allows(origin):
             error = GatewayError(
-                f"Origin {origin} is not allowed by this gateway's cors.allowOrigins.",
+                f"Origin {origin[:200]!r} is not allowed by this gateway's cors.allowOrigins.",
                 status=403,
                 type="invalid_request_error",
                 code="origin_not_allowed",

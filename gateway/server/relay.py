@@ -21,7 +21,7 @@ log = logging.getLogger("gateway")
 
 
 class StreamSink(Protocol):
-    """What a memory turn needs from a stream: every chunk, then a say before `[DONE]` goes out."""
+    """What a memory turn needs from a stream: every chunk, then the last word before `[DONE]` goes out."""
 
     def feed(self, chunk: Any) -> None: ...
 

@@ -58,3 +58,21 @@ async def test_small_counts_run_inline_and_large_ones_on_a_thread() -> None:
         assert (await memory.offload(lambda: threading.current_thread().name, large)).startswith("gateway-tokens")
     finally:
         await memory.close()
+
+
+def test_a_message_of_many_parts_stops_counting_past_the_cap() -> None:
+    counting = CountingEncoding()
+    message = {"role": "user", "content": [{"type": "text", "text": "word " * 12_000} for _ in range(150)]}
+    assert count_message(message, counting, cap=1000) > 1000  # type: ignore[arg-type]
+    assert counting.encoded <= 2 * 60_000  # a part or two, not 150 of them
+
+
+def test_a_streamed_reply_is_measured_in_utf8_bytes() -> None:
+    import pytest
+
+    from gateway.memory.replies import ReplyAssembler, ReplyTooLarge
+
+    assembler = ReplyAssembler(max_bytes=100)
+    assembler.feed({"choices": [{"index": 0, "delta": {"content": "語" * 40}, "finish_reason": "stop"}]})
+    with pytest.raises(ReplyTooLarge):  # 40 characters, 120 bytes
+        assembler.message()

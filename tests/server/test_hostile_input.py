@@ -95,8 +95,8 @@ async def test_non_ascii_bearer_token_is_an_incorrect_key(gateway: Gateway, toke
 @pytest.mark.parametrize("encoding", ["gzip", "deflate", "GZip"])
 async def test_body_that_is_not_what_content_encoding_says_is_a_400(gateway: Gateway, encoding: str) -> None:
     data = request(AUTH + f"Content-Encoding: {encoding}\r\n".encode())
-    status, _, body = await exchange(await address(gateway), data)
-    assert status == 400
+    status, headers, body = await exchange(await address(gateway), data)
+    assert status == 400 and headers["connection"] == "close"  # the undecodable rest is not read
     assert_error(body, code="invalid_body")
     assert encoding.lower() in body["error"]["message"]
 
@@ -195,3 +195,14 @@ async def test_full_message_shapes_with_provider_extras_pass(gateway: Gateway) -
     data = request(AUTH + b"memoryId: extras\r\n", orjson.dumps({"model": "m", "messages": messages}))
     status, _, body = await exchange(await address(gateway), data)
     assert status == 200, body
+
+
+async def test_a_preflight_origin_that_is_not_utf8_is_a_403_not_a_500(gateway: Gateway) -> None:
+    config = CONFIG + "cors: {allowOrigins: ['https://app.example.com']}\n"
+    preflight = (
+        b"OPTIONS /v1/chat/completions HTTP/1.1\r\nHost: gateway\r\nConnection: close\r\n"
+        b"Origin: https://\xff\xfe.example.com\r\nAccess-Control-Request-Method: POST\r\n\r\n"
+    )
+    status, _, body = await exchange(await address(gateway, config), preflight)
+    assert status == 403
+    assert_error(body, code="origin_not_allowed")

@@ -123,6 +123,5 @@ routes:
         prober.stdin.close()
         latencies = [float(line) for line in (await prober.communicate())[0].split()]
     assert turn.choices[0].message.content == "Hello from upstream"
-    print("LAT", len(latencies), max(latencies))
     assert len(latencies) > 5 and max(latencies) < 1.0, f"/healthz waited {max(latencies):.2f}s behind the memory turn"
     assert len(upstream.requests[-1].body["messages"][0]["content"]) == len(big[0]["content"])

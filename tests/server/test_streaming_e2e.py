@@ -160,8 +160,9 @@ async def test_upstream_answering_json_to_a_stream_request_is_replayed_as_a_stre
     assert parts[-1].usage is not None and parts[-1].usage.total_tokens == 8
 
 
-async def test_json_answer_that_is_no_completion_falls_back(gateway: Gateway, make_upstream) -> None:
-    first, second = await make_upstream(Step(body={"object": "list", "data": []})), await make_upstream()
+@pytest.mark.parametrize("answer", [{"object": "list", "data": []}, {"choices": []}], ids=["not-a-completion", "no-choices"])
+async def test_json_answer_that_is_no_completion_falls_back(gateway: Gateway, make_upstream, answer: dict) -> None:
+    first, second = await make_upstream(Step(body=answer)), await make_upstream()
     second.then(Step(events=stream_of("from second")))
     client = await gateway(fallback(first, second))
     raw = await client.chat.completions.with_raw_response.create(model="chat", messages=MESSAGES, stream=True)
