@@ -55,9 +55,9 @@ class GatewayError(Exception):
         try:
             return orjson.dumps(self.to_dict())
         except TypeError:  # text quoting undecodable header bytes (lone surrogates) is not UTF-8
-            self.message = self.message.encode("utf-8", "replace").decode()
-            self.param = self.param.encode("utf-8", "replace").decode() if self.param else self.param
-            return orjson.dumps(self.to_dict())
+            error = {k: v.encode(errors="replace").decode() if isinstance(v, str) else v
+                     for k, v in self.to_dict()["error"].items()}
+            return orjson.dumps({"error": error})
 
 
 class InvalidRequestError(GatewayError):

@@ -1,7 +1,8 @@
 """CORS for browser clients: preflights answered before auth, allowed origins on every response.
 
 Wired in only when `cors.allowOrigins` is set, so with CORS off nothing here is on the hot path.
-The allowed origin is always echoed rather than `*`: browsers refuse `*` on credentialed requests.
+The allowed origin is always echoed rather than `*`, so a config listing origins behaves the same
+whether or not a page sends credentials.
 """
 
 from __future__ import annotations
