@@ -21,6 +21,7 @@ from gateway.config import (
     Target,
     load_config,
 )
+from gateway.logs import FORMATS, LEVELS, configure_logging, default_log_format
 from gateway.workers import supervise
 
 DEFAULT_CONFIG = "configs/gateway.yaml"
@@ -85,18 +86,22 @@ def check_config(path: str) -> int:
     return 0
 
 
-def _configure_logging() -> None:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-
-
-def serve(path: str, host: str | None, port: int | None, *, workers: int = 1) -> None:
+def serve(
+    path: str,
+    host: str | None,
+    port: int | None,
+    *,
+    workers: int = 1,
+    log_format: str = "json",
+    log_level: str = "info",
+) -> None:
     """Run one gateway process until SIGTERM/SIGINT, draining in-flight requests on the way out."""
     from aiohttp import web
 
     from gateway.server.app import create_app
 
     config = _load_or_exit(path)
-    _configure_logging()
+    configure_logging(log_format, log_level)
     try:
         import uvloop
 
@@ -119,21 +124,24 @@ def serve(path: str, host: str | None, port: int | None, *, workers: int = 1) ->
     )
 
 
-def serve_workers(path: str, host: str | None, port: int | None, workers: int) -> int:
+def serve_workers(
+    path: str, host: str | None, port: int | None, workers: int, *, log_format: str = "json", log_level: str = "info"
+) -> int:
     """Run `workers` processes sharing one port (SO_REUSEPORT), supervised (see gateway.workers)."""
     _load_or_exit(path)  # fail once, in the parent, on a bad config
-    _configure_logging()
+    configure_logging(log_format, log_level)
     context = multiprocessing.get_context("spawn")
+    options = {"workers": workers, "log_format": log_format, "log_level": log_level}
 
     def start() -> BaseProcess:
-        process = context.Process(target=serve, args=(path, host, port), kwargs={"workers": workers})
+        process = context.Process(target=serve, args=(path, host, port), kwargs=options)
         process.start()
         return process
 
     return supervise(start, workers)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gateway", description="OpenAI-compatible LLM routing gateway")
     commands = parser.add_subparsers(dest="command", required=True)
     serve_cmd = commands.add_parser("serve", help="run the gateway")
@@ -141,8 +149,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     serve_cmd.add_argument("--host")
     serve_cmd.add_argument("--port", type=int)
     serve_cmd.add_argument("--workers", type=int, default=1, help="processes sharing the port")
+    serve_cmd.add_argument(
+        "--log-format", choices=FORMATS, help="log line format (default: text on a terminal, else json)"
+    )
+    serve_cmd.add_argument("--log-level", choices=LEVELS, default="info", type=str.lower, help="default: info")
     check_cmd = commands.add_parser("check-config", help="validate a config and print its routes")
     check_cmd.add_argument("path", nargs="?")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
 
     if args.command == "check-config":
@@ -154,7 +171,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.workers < 1:
         parser.error("--workers must be >= 1")
     path = _config_path(args.config)
+    # Resolved here, where stderr is the operator's: workers are told the format, not left to guess.
+    logs = {"log_format": args.log_format or default_log_format(sys.stderr), "log_level": args.log_level}
     if args.workers == 1:
-        serve(path, args.host, args.port)
+        serve(path, args.host, args.port, **logs)
         return 0
-    return serve_workers(path, args.host, args.port, args.workers)
+    return serve_workers(path, args.host, args.port, args.workers, **logs)
