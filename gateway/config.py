@@ -159,6 +159,20 @@ class CorsConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class MetricsConfig:
+    """Prometheus metrics: where they are served and whether the gateway keys guard them.
+
+    `stream_usage` asks streaming upstreams for a final usage chunk (and keeps it from clients that
+    did not ask for one), so token and cost metrics cover streams too.
+    """
+
+    enabled: bool = True
+    path: str = "/metrics"
+    require_auth: bool = False
+    stream_usage: bool = True
+
+
+@dataclass(frozen=True, slots=True)
 class ApiKey:
     """A gateway key, kept only as its SHA-256 digest; `name` is the caller's tenant."""
 
@@ -174,6 +188,7 @@ class Config:
     default_route: str | None = None
     memory: MemoryConfig = MemoryConfig()
     cors: CorsConfig = CorsConfig()
+    metrics: MetricsConfig = MetricsConfig()
 
 
 # ---------------------------------------------------------------- loading
@@ -298,6 +313,18 @@ class _Section:
             return default
         return str(value)
 
+    def flag(self, key: str, default: bool) -> bool:
+        """A boolean; `true`/`false` text from `${VAR}` interpolation counts too."""
+        value = self.take(key)
+        if value is _MISSING or value is None:
+            return default
+        if isinstance(value, _Interpolated) and value.lower() in ("true", "false"):
+            return value.lower() == "true"
+        if not isinstance(value, bool):
+            self.error(key, f"must be true or false, got {_kind(value)}")
+            return default
+        return value
+
     def number(self, key: str, default: float, *, minimum: float = 0.0, positive: bool = False) -> float:
         value = self._numeric(key, float)
         if value is None:
@@ -389,6 +416,7 @@ class _Section:
 def _read_config(root: _Section) -> Config | None:
     server = _read_server(root.section("server"))
     cors = _read_cors(root.section("cors"))
+    metrics = _read_metrics(root.section("metrics"))
     api_keys = _read_auth(root.section("auth"))
     memory = MemoryConfig()
     memory_section = root.section("memory")
@@ -414,7 +442,28 @@ def _read_config(root: _Section) -> Config | None:
         default_route=default_route,
         memory=memory,
         cors=cors,
+        metrics=metrics,
     )
+
+
+_RESERVED_PATHS = ("/v1/", "/healthz", "/readyz")
+
+
+def _read_metrics(section: _Section | None) -> MetricsConfig:
+    if section is None:
+        return MetricsConfig()
+    defaults = MetricsConfig()
+    metrics = MetricsConfig(
+        enabled=section.flag("enabled", defaults.enabled),
+        path=section.string("path", defaults.path) or defaults.path,
+        require_auth=section.flag("requireAuth", defaults.require_auth),
+        stream_usage=section.flag("streamUsage", defaults.stream_usage),
+    )
+    path = metrics.path
+    if not path.startswith("/") or path.startswith(_RESERVED_PATHS) or not path.isascii() or " " in path:
+        section.error("path", f"must be an absolute path outside /v1/, /healthz and /readyz, got {path!r}")
+    section.finish()
+    return metrics
 
 
 def _read_server(section: _Section | None) -> ServerConfig:

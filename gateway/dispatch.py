@@ -20,6 +20,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_result
 from gateway.chunks import MalformedEvent, ReplayedStream, read_chunk, replay
 from gateway.config import RetryPolicy, Route, Target
 from gateway.errors import Attempt, UpstreamError
+from gateway.observe import INVALID_RESPONSE, STREAM_ERROR, TIMEOUT, Trace
 from gateway.providers.base import Call, EventStream, Provider, Reply, TransportError
 from gateway.routing import Outcome, Random, walk
 from gateway.sse import Event
@@ -27,12 +28,18 @@ from gateway.sse import Event
 
 @dataclass(slots=True)
 class Request:
-    """What the client asked for, parsed once."""
+    """What the client asked for, parsed once, and the trace its events go to.
+
+    `hidden_usage`: the gateway, not the client, asked the stream for its final usage chunk,
+    which the relay must then keep from the client.
+    """
 
     endpoint: str
     payload: dict[str, Any]
     raw: bytes | None
     stream: bool = False
+    trace: Trace = field(default_factory=Trace)
+    hidden_usage: bool = False
 
 
 @dataclass(slots=True)
@@ -44,6 +51,7 @@ class Result:
     reply: Reply | None = None
     stream: EventStream | None = None
     first_event: Event | None = None
+    started: float = 0.0  # when the answering attempt began (time.monotonic)
 
     @property
     def headers(self) -> Mapping[str, str]:
@@ -61,6 +69,13 @@ class _Try:
     stream: EventStream | None = None
     first_event: Event | None = None
     retry_after: float | None = field(default=None)
+    kind: str | None = None  # TIMEOUT, CONNECT_ERROR or STREAM_ERROR when no usable answer came
+    started: float = 0.0
+
+    @property
+    def label(self) -> str:
+        """The attempt's outcome as metrics name it: the kind of failure, else the status code."""
+        return self.kind or str(self.outcome.status)
 
 
 MAX_RETRY_AFTER_SECONDS = 86_400.0  # a day; a longer or non-finite value is nonsense, taken as absent
@@ -159,11 +174,13 @@ class Dispatcher:
         while True:
             tried = await self._try_target(target, request, attempts)
             try:
-                target = walker.send(tried.outcome)
+                following = walker.send(tried.outcome)
             except StopIteration:
                 break
+            request.trace.fell_back(target, tried.label)
+            target = following
         if tried.outcome.ok:
-            return Result(target, attempts, tried.reply, tried.stream, tried.first_event)
+            return Result(target, attempts, tried.reply, tried.stream, tried.first_event, tried.started)
         raise self._failure(route, target, attempts, tried)
 
     def _failure(self, route: Route, target: Target, attempts: list[Attempt], last: _Try) -> UpstreamError:
@@ -183,13 +200,21 @@ class Dispatcher:
         call = self._call_for(target, request)
         policy = target.retry
         once = self._open_stream if request.stream else self._complete
+        trace = request.trace
+        previous: _Try | None = None
 
         def record(tried: _Try) -> _Try:
             attempts.append(Attempt(target.name, tried.outcome.status, redact(tried.detail, target)))
+            if tried.stream is None:  # a committed stream's attempt ends when the relay ends it
+                trace.attempt_ended(target, tried.label, time.monotonic() - tried.started)
             return tried
 
         async def attempt() -> _Try:
-            return record(await once(call))
+            nonlocal previous
+            if previous is not None:
+                trace.retried(target, previous.label)
+            previous = record(await once(call))
+            return previous
 
         if policy.attempts == 0:  # no retry machinery (nor its coroutine layer) on the common path
             return record(await once(call))
@@ -213,16 +238,28 @@ class Dispatcher:
         return self._providers[target.provider]
 
     async def _complete(self, call: Call) -> _Try:
+        started = time.monotonic()
+        tried = await self._complete_once(call)
+        tried.started = started
+        return tried
+
+    async def _complete_once(self, call: Call) -> _Try:
         try:
             async with asyncio.timeout(call.target.timeout):
                 reply = await self._provider(call.target).complete(call)
         except TransportError as exc:
-            return _Try(Outcome(exc.status, transport=True), exc.detail)
+            return _Try(Outcome(exc.status, transport=True), exc.detail, kind=exc.kind)
         except TimeoutError:
-            return _Try(Outcome(504, transport=True), f"timed out after {call.target.timeout:g}s")
+            return _Try(Outcome(504, transport=True), f"timed out after {call.target.timeout:g}s", kind=TIMEOUT)
         return _judge_reply(reply)
 
     async def _open_stream(self, call: Call) -> _Try:
+        started = time.monotonic()
+        tried = await self._open_stream_once(call)
+        tried.started = started
+        return tried
+
+    async def _open_stream_once(self, call: Call) -> _Try:
         opened: Reply | EventStream | None = None
         try:
             async with asyncio.timeout(call.target.timeout):
@@ -232,26 +269,29 @@ class Dispatcher:
                 first = await _first_event(opened)
         except TransportError as exc:
             await _close(opened)
-            return _Try(Outcome(exc.status, transport=True), exc.detail)
+            return _Try(Outcome(exc.status, transport=True), exc.detail, kind=exc.kind)
         except TimeoutError:
             await _close(opened)
-            return _Try(Outcome(504, transport=True), f"no stream event within {call.target.timeout:g}s")
+            detail = f"no stream event within {call.target.timeout:g}s"
+            return _Try(Outcome(504, transport=True), detail, kind=TIMEOUT)
         except BaseException:
             await _close(opened)
             raise
         if first is None:
             await opened.close()
-            return _Try(Outcome(502, transport=True), "upstream stream ended before its first event")
+            detail = "upstream stream ended before its first event"
+            return _Try(Outcome(502, transport=True), detail, kind=STREAM_ERROR)
         try:
             _, error = read_chunk(first)
         except MalformedEvent as exc:
             await opened.close()
-            return _Try(Outcome(502, transport=True), str(exc))
+            return _Try(Outcome(502, transport=True), str(exc), kind=STREAM_ERROR)
         if error is not None:
             await opened.close()
             status = error.get("status") or error.get("code")
             status = status if isinstance(status, int) and 400 <= status <= 599 else 502
-            return _Try(Outcome(status, transport=True), f"error event: {error.get('message', '')}"[:300])
+            detail = f"error event: {error.get('message', '')}"[:300]
+            return _Try(Outcome(status, transport=True), detail, kind=STREAM_ERROR)
         return _Try(Outcome(opened.status), "ok", stream=opened, first_event=first)
 
 
@@ -264,7 +304,8 @@ def _replay_reply(call: Call, reply: Reply) -> _Try:
     include_usage = isinstance(options, dict) and bool(options.get("include_usage"))
     events = replay(reply.data, endpoint=call.endpoint, include_usage=include_usage)
     if events is None:
-        return _Try(Outcome(502, transport=True), "malformed upstream response (a stream was asked for; the JSON is not a completion)")
+        detail = "malformed upstream response (a stream was asked for; the JSON is not a completion)"
+        return _Try(Outcome(502, transport=True), detail, kind=INVALID_RESPONSE)
     return _Try(Outcome(200), "ok", stream=ReplayedStream(events[1:], reply.headers), first_event=events[0])
 
 
@@ -287,7 +328,8 @@ def _judge_reply(reply: Reply) -> _Try:
     try:
         reply.data = orjson.loads(reply.body)
     except orjson.JSONDecodeError:
-        return _Try(Outcome(502, transport=True), f"malformed upstream response (status {reply.status}, not JSON)")
+        detail = f"malformed upstream response (status {reply.status}, not JSON)"
+        return _Try(Outcome(502, transport=True), detail, kind=INVALID_RESPONSE)
     return _Try(Outcome(reply.status), "ok", reply=reply)
 
 

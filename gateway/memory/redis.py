@@ -82,6 +82,8 @@ def key_prefix(key: Key) -> str:
 
 
 class RedisStore:
+    kind = "redis"  # the `store` label of its metrics
+
     def __init__(
         self, url: str, *, ttl_seconds: float, max_messages: int, lock_timeout: float, lease_seconds: float | None = None
     ) -> None:

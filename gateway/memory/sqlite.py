@@ -81,6 +81,8 @@ LEASE_SECONDS = 15.0
 class SQLiteStore:
     """Survives restarts; every statement runs on a single dedicated thread."""
 
+    kind = "sqlite"  # the `store` label of its metrics
+
     def __init__(
         self,
         path: str,

@@ -146,6 +146,8 @@ class _Record:
 class InProcessStore:
     """Conversations in a dict: for tests and throwaway setups; same TTL and cap as the others."""
 
+    kind = "memory"  # the `store` label of its metrics
+
     def __init__(
         self, *, ttl_seconds: float, max_messages: int, lock_timeout: float, clock: Callable[[], float] = time.time
     ) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager, contextmanager
@@ -21,6 +22,7 @@ from gateway.memory.policies import Entry, Message, Plan, TokenCounter, plan_tur
 from gateway.memory.replies import ReplyAssembler, ReplyTooLarge, reply_message
 from gateway.memory.store import Key, LockLost, LockTimeout, MemoryStore, StoreUnavailable
 from gateway.memory.tokens import Encoding, count_message, encoding_name, get_encoding, text_size
+from gateway.observe import Observer, Trace
 
 log = logging.getLogger("gateway.memory")
 T = TypeVar("T")
@@ -45,8 +47,11 @@ class UnstorableReplyError(GatewayError):
 class Turn:
     """The forwarded messages of one request, and the write that follows its success."""
 
-    def __init__(self, memory: Memory, key: Key, plan: Plan, encoding: str, count: TokenCounter) -> None:
+    def __init__(
+        self, memory: Memory, key: Key, plan: Plan, encoding: str, count: TokenCounter, observer: Observer | None = None
+    ) -> None:
         self._memory = memory
+        self._observer = observer or Observer()
         self._key = key
         self.plan = plan
         self._encoding = encoding
@@ -90,8 +95,10 @@ class Turn:
         system = self.plan.system if self.plan.system_changed else None
         # Shielded: a client that leaves now must not cut the write (or the lock) in half.
         self._write = asyncio.ensure_future(self._memory.store.append(self._key, entries, system=system))
+        started = time.monotonic()
         with store_errors():
             await asyncio.shield(self._write)
+        self._observer.store_timed(self._memory.store_kind, "append", time.monotonic() - started)
 
     async def settle(self) -> None:
         """Wait for a write still under way, so the lock outlives it."""
@@ -141,6 +148,7 @@ class Memory:
         self, store: MemoryStore, *, token_cap: int = 128_000, max_reply_bytes: int = 32 * 1024 * 1024
     ) -> None:
         self.store = store
+        self.store_kind = str(getattr(store, "kind", "custom"))
         self.token_cap = token_cap
         self.max_reply_bytes = max_reply_bytes
         self._pool: ThreadPoolExecutor | None = None
@@ -165,34 +173,49 @@ class Memory:
 
     @asynccontextmanager
     async def turn(
-        self, tenant: str, ask: MemoryAsk, messages: Sequence[Mapping[str, Any]], model: str | None
+        self,
+        tenant: str,
+        ask: MemoryAsk,
+        messages: Sequence[Mapping[str, Any]],
+        model: str | None,
+        *,
+        trace: Trace | None = None,
     ) -> AsyncIterator[Turn]:
+        trace = trace or Trace()
         key = (tenant, ask.memory_id)
         encoding = encoding_name(model)
         count = _memo_counter(await self._codec(encoding), self.token_cap)
-        async with self.hold(key):
+        async with self.hold(key, trace.observer):
+            started = time.monotonic()
             with store_errors():
                 conversation = await self.store.load(key)
+            trace.observer.store_timed(self.store_kind, "load", time.monotonic() - started)
             system = conversation.system if conversation else []
             entries = conversation.entries if conversation else []
             plan = functools.partial(plan_turn, system, entries, messages, ask.settings, count=count, encoding=encoding)
             uncounted = [*messages, *(e.message for e in entries if encoding not in e.tokens)]
-            turn = Turn(self, key, await self.offload(plan, uncounted), encoding, count)
+            turn = Turn(self, key, await self.offload(plan, uncounted), encoding, count, trace.observer)
+            trace.memory_planned(ask.settings.memory_type, turn.plan.evicted)
             try:
                 yield turn
             finally:
                 await turn.settle()
 
     @asynccontextmanager
-    async def hold(self, key: Key) -> AsyncIterator[None]:
+    async def hold(self, key: Key, observer: Observer | None = None) -> AsyncIterator[None]:
         """The conversation's lock, with store failures as the client sees them (409, 503).
 
         Once the work under the lock is done (the answer may be on its way to the client), a
         failure to release is logged, never raised: the lock's lease ends it anyway.
         """
         done = False
+        started = time.monotonic()
         try:
             async with self.store.lock(key):
+                if observer is not None:
+                    waited = time.monotonic() - started
+                    observer.lock_waited(waited)
+                    observer.store_timed(self.store_kind, "lock", waited)
                 yield
                 done = True
         except StoreUnavailable as exc:

@@ -9,16 +9,22 @@ from typing import Any, Protocol
 import orjson
 
 from gateway.config import Target
+from gateway.observe import CONNECT_ERROR, TIMEOUT
 from gateway.sse import Event
 
 
 class TransportError(Exception):
-    """The upstream could not be reached or answered garbage (502), or timed out (504)."""
+    """The upstream could not be reached or answered garbage (502), or timed out (504).
 
-    def __init__(self, detail: str, *, status: int = 502) -> None:
+    `kind` names the failure for metrics: `timeout`, `connect_error` or `stream_error` (a
+    response or stream that broke off or could not be read).
+    """
+
+    def __init__(self, detail: str, *, status: int = 502, kind: str | None = None) -> None:
         super().__init__(detail)
         self.detail = detail
         self.status = status
+        self.kind = kind or (TIMEOUT if status == 504 else CONNECT_ERROR)
 
 
 @dataclass(slots=True)

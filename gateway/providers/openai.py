@@ -10,6 +10,7 @@ from multidict import CIMultiDict, CIMultiDictProxy
 from yarl import URL
 
 from gateway.config import Target
+from gateway.observe import STREAM_ERROR
 from gateway.providers.base import Call, EventStream, Reply, TransportError
 from gateway.sse import Event, EventParser, EventTooLarge
 
@@ -38,7 +39,7 @@ def _transport_errors() -> Iterator[None]:
     except aiohttp.ServerDisconnectedError:
         raise TransportError("upstream closed the connection") from None
     except aiohttp.ClientPayloadError:
-        raise TransportError("upstream response was cut off") from None
+        raise TransportError("upstream response was cut off", kind=STREAM_ERROR) from None
     except (aiohttp.ClientError, ConnectionError) as exc:
         raise TransportError(f"upstream transport failed ({type(exc).__name__}: {exc})") from None
 
@@ -88,7 +89,7 @@ class OpenAIProvider:
             else:
                 return bytes(body)
         response.close()
-        raise TransportError(f"upstream response larger than server.maxResponseBytes ({limit} bytes)")
+        raise TransportError(f"upstream response larger than server.maxResponseBytes ({limit} bytes)", kind=STREAM_ERROR)
 
     async def stream(self, call: Call) -> Reply | EventStream:
         with _transport_errors():
@@ -118,12 +119,12 @@ class _UpstreamEvents:
                 chunk = await self._response.content.readany()
             if not chunk:
                 if self._parser.pending.strip():
-                    raise TransportError("upstream stream ended inside an event")
+                    raise TransportError("upstream stream ended inside an event", kind=STREAM_ERROR)
                 return None
             try:
                 self._pending = self._parser.feed(chunk)
             except EventTooLarge as exc:
-                raise TransportError(f"upstream stream: {exc}") from None
+                raise TransportError(f"upstream stream: {exc}", kind=STREAM_ERROR) from None
             self._pending.reverse()
         return self._pending.pop()
 

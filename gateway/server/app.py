@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import random
 import time
@@ -9,6 +10,7 @@ from collections.abc import AsyncIterator
 
 import aiohttp
 from aiohttp import web
+from aiohttp.typedefs import Handler
 
 from gateway.config import Config
 from gateway.dispatch import Dispatcher
@@ -17,13 +19,15 @@ from gateway.memory.sqlite import SQLiteStore
 from gateway.memory.store import InProcessStore, MemoryStore
 from gateway.memory.tokens import use_offline_encodings
 from gateway.memory.turns import Memory
+from gateway.metrics import CONTENT_TYPE, Metrics
+from gateway.observe import combine
 from gateway.providers.base import Provider
 from gateway.providers.mock import MockProvider
 from gateway.providers.openai import OpenAIProvider
 from gateway.routing import Random
 from gateway.server import handlers, memory_api
 from gateway.server.cors import cors_middlewares, cors_response_hook
-from gateway.server.keys import CONFIG, DISPATCHER, LIFECYCLE, MEMORY, Lifecycle
+from gateway.server.keys import CONFIG, DISPATCHER, LIFECYCLE, MEMORY, OBSERVER, Lifecycle
 from gateway.server.middlewares import Authenticator, gateway_middleware
 
 log = logging.getLogger("gateway")
@@ -44,16 +48,32 @@ def open_store(config: MemoryConfig, *, processes: int = 1) -> MemoryStore:
     return SQLiteStore(config.path, ttl_seconds=ttl, max_messages=cap, lock_timeout=wait, shared=processes > 1)
 
 
+def metrics_handler(metrics: Metrics, auth: Authenticator | None) -> Handler:
+    """`GET /metrics` in Prometheus' text format; behind the gateway keys when `auth` is given."""
+
+    async def scrape(request: web.Request) -> web.Response:
+        if auth is not None:
+            auth.tenant(request)
+        body = await asyncio.get_running_loop().run_in_executor(None, metrics.exposition)
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})
+
+    return scrape
+
+
 def create_app(config: Config, *, rng: Random | None = None, processes: int = 1) -> web.Application:
     """Build the gateway for `config`; `rng` drives load balancing and jitter (seed it in tests).
 
     `processes` is how many gateway processes serve this config (`--workers`).
     """
+    auth = Authenticator(config.api_keys)
+    metrics = Metrics(config) if config.metrics.enabled else None
+    observer = combine([metrics] if metrics is not None else [])
     app = web.Application(
-        middlewares=[*cors_middlewares(config.cors), gateway_middleware(Authenticator(config.api_keys))],
+        middlewares=[*cors_middlewares(config.cors), gateway_middleware(auth, observer)],
         client_max_size=config.server.max_body_bytes,
     )
     app[CONFIG] = config
+    app[OBSERVER] = observer
     app[LIFECYCLE] = Lifecycle(started_at=int(time.time()))
 
     async def upstream_session(app: web.Application) -> AsyncIterator[None]:
@@ -94,6 +114,8 @@ def create_app(config: Config, *, rng: Random | None = None, processes: int = 1)
     app.router.add_post("/v1/memory/{memory_id}/undo", memory_api.undo_memory)
     app.router.add_get("/healthz", handlers.healthz)
     app.router.add_get("/readyz", handlers.readyz)
+    if metrics is not None:
+        app.router.add_get(config.metrics.path, metrics_handler(metrics, auth if config.metrics.require_auth else None))
     if not config.api_keys:
         log.warning("auth.keys is empty: the gateway is open to anyone who can reach it")
     if processes > 1 and config.memory.store == "memory":

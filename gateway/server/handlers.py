@@ -12,8 +12,9 @@ from gateway.dispatch import Request, Result
 from gateway.errors import NotFoundError
 from gateway.memory.headers import read_memory_headers
 from gateway.memory.turns import Turn
+from gateway.observe import Trace
 from gateway.server.bodies import read_payload
-from gateway.server.keys import CONFIG, DISPATCHER, LIFECYCLE, MEMORY, REQUEST_ID, TENANT
+from gateway.server.keys import CONFIG, DISPATCHER, LIFECYCLE, MEMORY, REQUEST_ID, TENANT, TRACE
 from gateway.server.parsing import check_input, check_messages, check_model, check_stream
 from gateway.server.relay import relay_stream
 
@@ -41,47 +42,81 @@ def gateway_headers(request: web.Request, route: Route, result: Result) -> dict[
     }
 
 
+def with_stream_usage(call: Request) -> Request:
+    """Ask a stream for its final usage chunk, for metrics, unless the client already did.
+
+    The relay then keeps that chunk from the client, who did not ask for it.
+    """
+    options = call.payload.get("stream_options")
+    if isinstance(options, dict) and options.get("include_usage"):
+        return call
+    options = {**options, "include_usage": True} if isinstance(options, dict) else {"include_usage": True}
+    call.payload = {**call.payload, "stream_options": options}
+    call.raw = None
+    call.hidden_usage = True
+    return call
+
+
 async def forward(request: web.Request, route: Route, call: Request, *, turn: Turn | None = None) -> web.StreamResponse:
     """Dispatch and relay the answer; with memory, the answer reaches the client only once stored."""
+    trace = call.trace
+    if call.stream and request.app[CONFIG].metrics.stream_usage:
+        call = with_stream_usage(call)
     result = await request.app[DISPATCHER].dispatch(route, call)
     headers = gateway_headers(request, route, result)
     if turn is not None:
         headers.update(turn.headers)
     if result.reply is not None:
+        if isinstance(result.reply.data, dict):
+            trace.usage(result.target, result.reply.data.get("usage"))
         if turn is not None:
             await turn.commit_answer(result.reply.data)
         headers["Content-Type"] = result.reply.content_type
         return web.Response(body=result.reply.body, status=result.reply.status, headers=headers)
-    return await relay_stream(request, result, headers, sink=turn)
+    return await relay_stream(request, result, headers, trace=trace, sink=turn, hide_usage=call.hidden_usage)
+
+
+def _trace(request: web.Request, endpoint: str) -> Trace:
+    """The request's trace, marked as a model request (counted by route even when it fails early)."""
+    trace: Trace = request[TRACE]
+    trace.endpoint = endpoint
+    return trace
 
 
 async def chat_completions(request: web.Request) -> web.StreamResponse:
+    trace = _trace(request, "chat/completions")
     raw, payload = await read_payload(request)
     messages = check_messages(payload)
     config = request.app[CONFIG]
     route = resolve_route(config, check_model(payload))
     stream = check_stream(payload)
+    trace.resolved(route, stream=stream)
     ask = read_memory_headers(request.headers, route.memory, config.memory.limits)
     if ask is None:
-        return await forward(request, route, Request("chat/completions", payload, raw, stream))
+        return await forward(request, route, Request("chat/completions", payload, raw, stream, trace))
     model = route.first_target.model or payload["model"]
-    async with request.app[MEMORY].turn(request[TENANT], ask, messages, model) as turn:
+    async with request.app[MEMORY].turn(request[TENANT], ask, messages, model, trace=trace) as turn:
         payload = {**payload, "messages": turn.plan.forwarded}
-        return await forward(request, route, Request("chat/completions", payload, None, stream), turn=turn)
+        return await forward(request, route, Request("chat/completions", payload, None, stream, trace), turn=turn)
 
 
 async def completions(request: web.Request) -> web.StreamResponse:
+    trace = _trace(request, "completions")
     raw, payload = await read_payload(request)
     check_input(payload, "prompt", required=False)
     route = resolve_route(request.app[CONFIG], check_model(payload))
-    return await forward(request, route, Request("completions", payload, raw, check_stream(payload)))
+    stream = check_stream(payload)
+    trace.resolved(route, stream=stream)
+    return await forward(request, route, Request("completions", payload, raw, stream, trace))
 
 
 async def embeddings(request: web.Request) -> web.StreamResponse:
+    trace = _trace(request, "embeddings")
     raw, payload = await read_payload(request)
     check_input(payload, "input", required=True)
     route = resolve_route(request.app[CONFIG], check_model(payload))
-    return await forward(request, route, Request("embeddings", payload, raw))
+    trace.resolved(route, stream=False)
+    return await forward(request, route, Request("embeddings", payload, raw, trace=trace))
 
 
 def _model_card(name: str, created: int) -> dict[str, Any]:

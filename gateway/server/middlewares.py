@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
 
+from gateway import observe
 from gateway.config import ApiKey
 from gateway.errors import (
     AuthenticationError,
@@ -22,7 +23,8 @@ from gateway.errors import (
     NotFoundError,
     PayloadTooLargeError,
 )
-from gateway.server.keys import REQUEST_ID, STREAM_STARTED, TENANT
+from gateway.observe import Observer, Trace
+from gateway.server.keys import REQUEST_ID, STREAM_STARTED, TENANT, TRACE
 
 log = logging.getLogger("gateway")
 
@@ -124,12 +126,13 @@ async def _failure_response(request: web.Request, exc: Exception, request_id: st
     return error_response(error, request_id)
 
 
-def gateway_middleware(auth: Authenticator) -> Middleware:
-    """Request id, auth on /v1, and an OpenAI-shaped body for every failure.
+def gateway_middleware(auth: Authenticator, observer: Observer | None = None) -> Middleware:
+    """Request id, auth on /v1, an OpenAI-shaped body for every failure, and the request's Trace.
 
-    One middleware layer rather than three: each layer is another coroutine frame resumed on
+    One middleware layer rather than four: each layer is another coroutine frame resumed on
     every I/O wake-up of the request, and none of these steps needs to await.
     """
+    observer = observer or Observer()
 
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -138,24 +141,36 @@ def gateway_middleware(auth: Authenticator) -> Middleware:
         if request_id is None or invalid_id:
             request_id = new_request_id()
         request[REQUEST_ID] = request_id
+        trace = request[TRACE] = Trace(observer, request_id, request.method, request.path)
+        observe.current.set(trace)  # this task serves only this request: no reset needed
+        trace.begin()
+        status, code = observe.CLIENT_CLOSED, None  # unless an answer is settled below
         try:
-            if invalid_id:
-                raise InvalidRequestError(
-                    "x-request-id must be 1-200 visible ASCII characters.", param="x-request-id", code="invalid_header"
-                )
-            if request.path.startswith("/v1/"):
-                request[TENANT] = auth.tenant(request)
-            response = await handler(request)
-        except ConnectionResetError:
-            raise
-        except Exception as exc:
-            started: web.StreamResponse | None = request.get(STREAM_STARTED)
-            if started is not None:  # a second status line would corrupt the answer already under way
-                log.error("failure after the response to request %s started", request_id, exc_info=exc)
-                return started
-            return await _failure_response(request, exc, request_id)
-        if not response.prepared:
-            response.headers["x-request-id"] = request_id
-        return response
+            try:
+                if invalid_id:
+                    raise InvalidRequestError(
+                        "x-request-id must be 1-200 visible ASCII characters.",
+                        param="x-request-id",
+                        code="invalid_header",
+                    )
+                if request.path.startswith("/v1/"):
+                    request[TENANT] = trace.tenant = auth.tenant(request)
+                response = await handler(request)
+            except ConnectionResetError:
+                raise
+            except Exception as exc:
+                started: web.StreamResponse | None = request.get(STREAM_STARTED)
+                if started is not None:  # a second status line would corrupt the answer already under way
+                    log.error("failure after the response to request %s started", request_id, exc_info=exc)
+                    status, code = started.status, "internal_error"
+                    return started
+                code = exc.code if isinstance(exc, GatewayError) else None
+                response = await _failure_response(request, exc, request_id)
+            status = response.status
+            if not response.prepared:
+                response.headers["x-request-id"] = request_id
+            return response
+        finally:  # a cancelled handler (the client left) ends here too
+            trace.end(status, code)
 
     return middleware

@@ -5,15 +5,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Mapping
 from typing import Any, Protocol
 
 from aiohttp import web
 
 from gateway.chunks import MalformedEvent, read_chunk
+from gateway.config import Target
 from gateway.dispatch import Result, redact
 from gateway.errors import GatewayError
-from gateway.providers.base import TransportError
+from gateway.observe import STREAM_ERROR, TIMEOUT, Trace
+from gateway.providers.base import EventStream, TransportError
 from gateway.server.keys import STREAM_STARTED
 from gateway.sse import Event, encode
 
@@ -34,23 +37,58 @@ def _error_event(message: str, code: str | None, kind: str = "upstream_error") -
     return encode({"error": {"message": message, "type": kind, "param": None, "code": code}})
 
 
+def _is_usage_only(chunk: Any) -> bool:
+    """The final chunk `stream_options.include_usage` adds: usage, and no choices."""
+    return isinstance(chunk, dict) and chunk.get("choices") == [] and isinstance(chunk.get("usage"), dict)
+
+
+def _without_null_usage(raw: bytes) -> bytes:
+    """The event without the `"usage": null` that include_usage adds to every chunk.
+
+    A quote inside a JSON string is always escaped, so an unescaped `,"usage":null` is the key.
+    """
+    if b'"usage"' not in raw:
+        return raw
+    return raw.replace(b',"usage":null', b"").replace(b', "usage": null', b"")
+
+
 async def relay_stream(
-    request: web.Request, result: Result, headers: Mapping[str, str], *, sink: StreamSink | None = None
+    request: web.Request,
+    result: Result,
+    headers: Mapping[str, str],
+    *,
+    trace: Trace,
+    sink: StreamSink | None = None,
+    hide_usage: bool = False,
 ) -> web.StreamResponse:
     """Write the stream to the client, ending with `[DONE]` only when the answer is complete.
 
     A failure after the commit (upstream error, malformed event, silence, a `sink` that cannot
     keep the answer) ends the client's stream with an in-band error event and no `[DONE]`, so
-    the client can never mistake a cut-off or unstored answer for a complete one.
+    the client can never mistake a cut-off or unstored answer for a complete one. The last
+    `usage` seen goes to the trace when the stream ends; with `hide_usage` the usage-only
+    chunk the gateway asked for is not relayed.
     """
     assert result.stream is not None and result.first_event is not None
     stream, target = result.stream, result.target
     response = web.StreamResponse(status=200, headers=headers)
     response.content_type = "text/event-stream"
     response.headers["Cache-Control"] = "no-cache"
+    outcome = str(stream.status)
+    usage: Any = None
+
+    async def fail(message: str, code: str, kind: str = "upstream_error") -> web.StreamResponse:
+        nonlocal outcome
+        if code in ("upstream_stream_error", "upstream_timeout"):
+            outcome = TIMEOUT if code == "upstream_timeout" else STREAM_ERROR
+        trace.error_code = code
+        await response.write(_error_event(message, code, kind))
+        return response
+
     try:
         await response.prepare(request)
         request[STREAM_STARTED] = response
+        trace.first_token(target)
         event: Event | None = result.first_event
         while event is not None:
             if event.is_done:
@@ -58,46 +96,57 @@ async def relay_stream(
                     try:
                         await sink.finish()
                     except GatewayError as exc:
-                        await response.write(_error_event(exc.message, exc.code, exc.type))
-                        return response
+                        return await fail(exc.message, exc.code or "internal_error", exc.type)
                 await response.write(event.raw)
                 return response
             if event.data is not None:
                 try:
                     chunk, error = read_chunk(event)
                 except MalformedEvent as exc:
-                    await response.write(_error_event(f"{target.name}: {redact(str(exc), target)}", "upstream_stream_error"))
-                    return response
+                    return await fail(f"{target.name}: {redact(str(exc), target)}", "upstream_stream_error")
                 if error is not None:
                     message = redact(str(error.get("message") or "upstream sent an error event"), target)
-                    await response.write(_error_event(f"{target.name}: {message}", "upstream_stream_error"))
-                    return response
+                    return await fail(f"{target.name}: {message}", "upstream_stream_error")
+                if isinstance(chunk, dict) and chunk.get("usage"):
+                    usage = chunk["usage"]
+                    if hide_usage and _is_usage_only(chunk):
+                        event = await _next(stream, target)
+                        continue
                 if sink is not None:
                     sink.feed(chunk)
+                if hide_usage:
+                    await response.write(_without_null_usage(event.raw))
+                    event = await _next(stream, target)
+                    continue
             await response.write(event.raw)
-            try:
-                async with asyncio.timeout(target.stream_idle_timeout):
-                    event = await stream.next_event()
-            except TimeoutError:
-                message = f"{target.name}: no stream event for {target.stream_idle_timeout:g}s"
-                await response.write(_error_event(message, "upstream_timeout"))
-                return response
-            except TransportError as exc:
-                await response.write(_error_event(f"{target.name}: {exc.detail}", "upstream_stream_error"))
-                return response
-        message = f"{target.name}: upstream stream ended without [DONE]"
-        await response.write(_error_event(message, "upstream_stream_error"))
-        return response
+            event = await _next(stream, target)
+        return await fail(f"{target.name}: upstream stream ended without [DONE]", "upstream_stream_error")
+    except _Silent:
+        return await fail(f"{target.name}: no stream event for {target.stream_idle_timeout:g}s", "upstream_timeout")
+    except TransportError as exc:
+        return await fail(f"{target.name}: {exc.detail}", "upstream_stream_error")
     except ConnectionResetError:  # the client left; closing the upstream below is all there is to do
         return response
     except Exception:  # headers are out: the only honest end left is an in-band error
         log.exception("relaying the stream of %s failed", target.name)
         if response.prepared:
             with contextlib.suppress(ConnectionResetError):
-                await response.write(
-                    _error_event("the gateway failed while relaying the stream", "internal_error", "server_error")
-                )
+                await fail("the gateway failed while relaying the stream", "internal_error", "server_error")
             return response
         raise
     finally:
         await stream.close()
+        trace.usage(target, usage)
+        trace.attempt_ended(target, outcome, time.monotonic() - result.started)
+
+
+class _Silent(Exception):
+    """The upstream sent nothing for the target's streamIdleTimeout."""
+
+
+async def _next(stream: EventStream, target: Target) -> Event | None:
+    try:
+        async with asyncio.timeout(target.stream_idle_timeout):
+            return await stream.next_event()
+    except TimeoutError:
+        raise _Silent from None

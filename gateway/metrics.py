@@ -1,0 +1,340 @@
+"""Prometheus metrics: the only module that imports prometheus-client.
+
+`Metrics` is an Observer: it turns request events into counter and histogram updates. Labels are
+bounded by the config (route and target names, provider), by HTTP status codes and by a few
+fixed words; never by anything a client chooses. The children that every request touches are
+created when the config loads; the ones labelled with a status code or reason are created on
+first use and cached in a dict, so no request pays for prometheus-client's label lookup twice.
+
+With `gateway serve --workers N` every worker writes its values to files in the directory named
+by PROMETHEUS_MULTIPROC_DIR (created by the parent before the workers start), and a scrape of
+any worker reports the sum over all of them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import orjson
+import prometheus_client
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import multiprocess as prometheus_multiprocess
+
+from gateway.config import Config, Route, Target, iter_targets
+from gateway.memory.tokens import bundled_tokenizer_dir
+from gateway.observe import Observer, Trace
+
+prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]  # `_created` series double the output and say little
+
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+CONTENT_TYPE = prometheus_client.CONTENT_TYPE_LATEST
+OTHER_ROUTE = "other"  # requests that resolved to no route (unknown model, bad body)
+
+LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0)
+FIRST_TOKEN_BUCKETS = (0.05, 0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0, 20.0, 30.0, 60.0)
+STORE_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+LOCK_BUCKETS = (0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+
+
+@dataclass(frozen=True, slots=True)
+class Price:
+    """USD per token, from litellm's price table."""
+
+    prompt: float
+    completion: float
+
+
+def load_prices() -> Mapping[str, Price]:
+    """litellm's bundled price table, read as a file (litellm is never imported); empty if absent."""
+    folder = bundled_tokenizer_dir()
+    if folder is None:
+        return {}
+    path = folder.parent.parent / "model_prices_and_context_window_backup.json"
+    try:
+        table = orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return {}
+    prices: dict[str, Price] = {}
+    for model, entry in table.items():
+        if not isinstance(entry, dict):
+            continue
+        prompt, completion = entry.get("input_cost_per_token"), entry.get("output_cost_per_token")
+        if isinstance(prompt, int | float) and isinstance(completion, int | float):
+            prices[model] = Price(float(prompt), float(completion))
+    return prices
+
+
+def price_of(model: str, prices: Mapping[str, Price]) -> Price | None:
+    """The price of `model`, also found without a provider prefix (`openai/gpt-4o` → `gpt-4o`)."""
+    return prices.get(model) or prices.get(model.rpartition("/")[2])
+
+
+def version() -> str:
+    try:
+        return metadata.version("gateway")
+    except metadata.PackageNotFoundError:  # pragma: no cover - running from a source tree
+        return "unknown"
+
+
+@dataclass(slots=True)
+class _RouteChildren:
+    name: str
+    duration: tuple[Any, Any]  # (non-stream, stream)
+    inflight: Any
+    requests: dict[tuple[int, bool], Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class _TargetChildren:
+    route: str
+    name: str
+    provider: str
+    duration: Any
+    first_token: Any
+    prompt_tokens: Any
+    completion_tokens: Any
+    cost: Any
+    price: Price | None
+    outcomes: dict[str, Any] = field(default_factory=dict)
+    retries: dict[str, Any] = field(default_factory=dict)
+    fallbacks: dict[str, Any] = field(default_factory=dict)
+
+
+class Metrics(Observer):
+    """Every gateway metric, defined once, with the children the config implies."""
+
+    def __init__(self, config: Config, *, prices: Mapping[str, Price] | None = None) -> None:
+        self.multiprocess = bool(os.environ.get(MULTIPROC_ENV))
+        # Values go to this registry in one process; with workers, to the shared files instead.
+        self.registry = CollectorRegistry(auto_describe=False)
+        registry = self.registry
+        self.requests = Counter(
+            "gateway_requests", "Requests answered, by route, status code and streaming.",
+            ["route", "status_code", "stream"], registry=registry,
+        )  # fmt: skip
+        self.request_duration = Histogram(
+            "gateway_request_duration_seconds", "Time from request to the answer's last byte.",
+            ["route", "stream"], buckets=LATENCY_BUCKETS, registry=registry,
+        )  # fmt: skip
+        self.ttft = Histogram(
+            "gateway_time_to_first_token_seconds", "Time from request to a stream's first event.",
+            ["route", "target"], buckets=FIRST_TOKEN_BUCKETS, registry=registry,
+        )  # fmt: skip
+        self.upstream_requests = Counter(
+            "gateway_upstream_requests", "Upstream attempts by outcome (status code, timeout, connect_error, stream_error).",
+            ["route", "target", "provider", "outcome"], registry=registry,
+        )  # fmt: skip
+        self.upstream_duration = Histogram(
+            "gateway_upstream_duration_seconds", "Duration of one upstream attempt (a stream: until it ended).",
+            ["route", "target", "provider"], buckets=LATENCY_BUCKETS, registry=registry,
+        )  # fmt: skip
+        self.fallbacks = Counter(
+            "gateway_fallbacks", "Times a route moved on from a target, by the reason.",
+            ["route", "from_target", "reason"], registry=registry,
+        )  # fmt: skip
+        self.retries = Counter(
+            "gateway_retries", "Retries of a target, by the reason.",
+            ["route", "target", "reason"], registry=registry,
+        )  # fmt: skip
+        self.tokens = Counter(
+            "gateway_tokens", "Tokens the upstreams reported in usage, by kind (prompt, completion).",
+            ["route", "target", "provider", "kind"], registry=registry,
+        )  # fmt: skip
+        self.cost = Counter(
+            "gateway_cost_usd", "Cost in USD of the reported usage, at litellm's list prices.",
+            ["route", "target"], registry=registry,
+        )  # fmt: skip
+        self.inflight = Gauge(
+            "gateway_inflight_requests", "Requests being answered now.",
+            ["route"], registry=registry, multiprocess_mode="livesum",
+        )  # fmt: skip
+        self.memory_requests = Counter(
+            "gateway_memory_requests", "Requests served with memory, by memory type.",
+            ["memory_type"], registry=registry,
+        )  # fmt: skip
+        self.memory_evicted = Counter(
+            "gateway_memory_evicted_messages", "Stored messages left out of the forwarded window.",
+            ["memory_type"], registry=registry,
+        )  # fmt: skip
+        self.store_duration = Histogram(
+            "gateway_memory_store_duration_seconds", "Memory store operations (load, append, lock).",
+            ["store", "operation"], buckets=STORE_BUCKETS, registry=registry,
+        )  # fmt: skip
+        self.lock_wait = Histogram(
+            "gateway_memory_lock_wait_seconds", "Time waited for a conversation's lock.",
+            buckets=LOCK_BUCKETS, registry=registry,
+        )  # fmt: skip
+        build_info = Gauge(
+            "gateway_build_info", "The running gateway's version.",
+            ["version"], registry=registry, multiprocess_mode="max",
+        )  # fmt: skip
+        config_routes = Gauge(
+            "gateway_config_routes", "Routes in the loaded config.",
+            registry=registry, multiprocess_mode="max",
+        )  # fmt: skip
+        build_info.labels(version()).set(1)
+        config_routes.set(len(config.routes))
+
+        prices = load_prices() if prices is None else prices
+        self._routes = {name: self._route_children(name) for name in (*config.routes, OTHER_ROUTE)}
+        self._targets = {
+            target: self._target_children(route, target, prices)
+            for route in config.routes.values()
+            for target in iter_targets(route.root)
+        }
+        self._memory: dict[str, tuple[Any, Any]] = {}
+        self._store: dict[tuple[str, str], Any] = {}
+
+    def _route_children(self, name: str) -> _RouteChildren:
+        children = _RouteChildren(
+            name,
+            (self.request_duration.labels(name, "false"), self.request_duration.labels(name, "true")),
+            self.inflight.labels(name),
+        )
+        for stream in (False, True):
+            children.requests[200, stream] = self.requests.labels(name, "200", _flag(stream))
+        return children
+
+    def _target_children(self, route: Route, target: Target, prices: Mapping[str, Price]) -> _TargetChildren:
+        labels = (route.name, target.name, target.provider)
+        price = price_of(target.model or route.name, prices)
+        children = _TargetChildren(
+            route.name,
+            target.name,
+            target.provider,
+            duration=self.upstream_duration.labels(*labels),
+            first_token=self.ttft.labels(route.name, target.name),
+            prompt_tokens=self.tokens.labels(*labels, "prompt"),
+            completion_tokens=self.tokens.labels(*labels, "completion"),
+            cost=self.cost.labels(route.name, target.name) if price is not None else None,
+            price=price,
+        )
+        children.outcomes["200"] = self.upstream_requests.labels(*labels, "200")
+        return children
+
+    # ---------------------------------------------------------------- events
+
+    def route_resolved(self, trace: Trace) -> None:
+        assert trace.route is not None
+        self._routes[trace.route.name].inflight.inc()
+
+    def attempt_ended(self, trace: Trace, target: Target, outcome: str, seconds: float) -> None:
+        children = self._targets.get(target)
+        if children is None:
+            return
+        counter = children.outcomes.get(outcome)
+        if counter is None:
+            counter = children.outcomes[outcome] = self.upstream_requests.labels(
+                children.route, children.name, children.provider, outcome
+            )
+        counter.inc()
+        children.duration.observe(seconds)
+
+    def retried(self, trace: Trace, target: Target, reason: str) -> None:
+        children = self._targets.get(target)
+        if children is None:
+            return
+        counter = children.retries.get(reason)
+        if counter is None:
+            counter = children.retries[reason] = self.retries.labels(children.route, children.name, reason)
+        counter.inc()
+
+    def fell_back(self, trace: Trace, source: Target, reason: str) -> None:
+        children = self._targets.get(source)
+        if children is None:
+            return
+        counter = children.fallbacks.get(reason)
+        if counter is None:
+            counter = children.fallbacks[reason] = self.fallbacks.labels(children.route, children.name, reason)
+        counter.inc()
+
+    def first_token(self, trace: Trace, target: Target, seconds: float) -> None:
+        children = self._targets.get(target)
+        if children is not None:
+            children.first_token.observe(seconds)
+
+    def usage(self, trace: Trace, target: Target, prompt: int, completion: int) -> None:
+        children = self._targets.get(target)
+        if children is None:
+            return
+        children.prompt_tokens.inc(prompt)
+        children.completion_tokens.inc(completion)
+        if children.price is not None:
+            children.cost.inc(prompt * children.price.prompt + completion * children.price.completion)
+
+    def memory_planned(self, trace: Trace, memory_type: str, evicted: int) -> None:
+        children = self._memory.get(memory_type)
+        if children is None:
+            children = self._memory[memory_type] = (
+                self.memory_requests.labels(memory_type),
+                self.memory_evicted.labels(memory_type),
+            )
+        children[0].inc()
+        if evicted:
+            children[1].inc(evicted)
+
+    def store_timed(self, store: str, operation: str, seconds: float) -> None:
+        child = self._store.get((store, operation))
+        if child is None:
+            child = self._store[store, operation] = self.store_duration.labels(store, operation)
+        child.observe(seconds)
+
+    def lock_waited(self, seconds: float) -> None:
+        self.lock_wait.observe(seconds)
+
+    def request_ended(self, trace: Trace) -> None:
+        if trace.endpoint is None:  # not a model request (/v1/models, /v1/memory, ...)
+            return
+        route = self._routes[trace.route.name if trace.route is not None else OTHER_ROUTE]
+        if trace.route is not None:
+            route.inflight.dec()
+        key = (trace.status, trace.stream)
+        counter = route.requests.get(key)
+        if counter is None:
+            counter = route.requests[key] = self.requests.labels(route.name, str(trace.status), _flag(trace.stream))
+        counter.inc()
+        route.duration[trace.stream].observe(trace.duration)
+
+    # ---------------------------------------------------------------- exposition
+
+    def exposition(self) -> bytes:
+        """The text a scrape reads: this process's values, or every worker's summed."""
+        if not self.multiprocess:
+            return prometheus_client.generate_latest(self.registry)
+        registry = CollectorRegistry(auto_describe=False)
+        prometheus_multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
+        return prometheus_client.generate_latest(registry)
+
+
+def _flag(value: bool) -> str:
+    return "true" if value else "false"
+
+
+@contextlib.contextmanager
+def multiprocess_dir() -> Iterator[Path]:
+    """A fresh directory for the workers' metric files, named in the environment, removed at exit."""
+    folder = Path(tempfile.mkdtemp(prefix="gateway-metrics-"))
+    previous = os.environ.get(MULTIPROC_ENV)
+    os.environ[MULTIPROC_ENV] = str(folder)
+    try:
+        yield folder
+    finally:
+        if previous is None:
+            os.environ.pop(MULTIPROC_ENV, None)
+        else:
+            os.environ[MULTIPROC_ENV] = previous
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def worker_exited(pid: int) -> None:
+    """Drop a dead worker's live gauges (its in-flight count) from the shared files."""
+    if os.environ.get(MULTIPROC_ENV):
+        prometheus_multiprocess.mark_process_dead(pid)  # type: ignore[no-untyped-call]

@@ -1,0 +1,199 @@
+"""Where a request reports what happened: one Trace per request, events fanned out to observers.
+
+The dispatcher, the relay and the memory flow call the Trace's event methods; the Trace keeps
+the request's summary (target, attempts, tokens, time to first token) and passes each event on
+to the process's Observer. Metrics and logs are observers; nothing that reports an event knows
+which consumers exist, and nothing here imports prometheus-client or formats a log line.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from gateway.config import Route, Target
+
+# Upstream attempt outcomes that are not an HTTP status (the status code's text otherwise).
+TIMEOUT = "timeout"
+CONNECT_ERROR = "connect_error"
+STREAM_ERROR = "stream_error"
+INVALID_RESPONSE = "invalid_response"  # a 2xx answer that is not what was asked for (not JSON, ...)
+CLIENT_CLOSED = 499  # nginx's convention: the client left before the answer was complete
+
+
+class Observer:
+    """A consumer of request events. Every method is a no-op here; consumers override what they use.
+
+    Methods run on the event loop inside the request: they must be quick and must not raise.
+    """
+
+    def request_started(self, trace: Trace) -> None: ...
+
+    def route_resolved(self, trace: Trace) -> None: ...
+
+    def attempt_ended(self, trace: Trace, target: Target, outcome: str, seconds: float) -> None:
+        """One call to `target` ended: `outcome` is its status code as text, or TIMEOUT etc."""
+
+    def retried(self, trace: Trace, target: Target, reason: str) -> None:
+        """`target` is called again after an attempt that ended with `reason`."""
+
+    def fell_back(self, trace: Trace, source: Target, reason: str) -> None:
+        """The route moved on from `source`, whose last attempt ended with `reason`."""
+
+    def first_token(self, trace: Trace, target: Target, seconds: float) -> None:
+        """A stream from `target` committed: its first event goes to the client `seconds` in."""
+
+    def usage(self, trace: Trace, target: Target, prompt: int, completion: int) -> None: ...
+
+    def memory_planned(self, trace: Trace, memory_type: str, evicted: int) -> None: ...
+
+    def store_timed(self, store: str, operation: str, seconds: float) -> None:
+        """One memory store operation (`load`, `append`, `lock`) took `seconds`."""
+
+    def lock_waited(self, seconds: float) -> None: ...
+
+    def request_ended(self, trace: Trace) -> None: ...
+
+
+class Observers(Observer):
+    """Several observers as one, each told every event in order."""
+
+    def __init__(self, observers: Sequence[Observer]) -> None:
+        self.observers = tuple(observers)
+
+    def request_started(self, trace: Trace) -> None:
+        for observer in self.observers:
+            observer.request_started(trace)
+
+    def route_resolved(self, trace: Trace) -> None:
+        for observer in self.observers:
+            observer.route_resolved(trace)
+
+    def attempt_ended(self, trace: Trace, target: Target, outcome: str, seconds: float) -> None:
+        for observer in self.observers:
+            observer.attempt_ended(trace, target, outcome, seconds)
+
+    def retried(self, trace: Trace, target: Target, reason: str) -> None:
+        for observer in self.observers:
+            observer.retried(trace, target, reason)
+
+    def fell_back(self, trace: Trace, source: Target, reason: str) -> None:
+        for observer in self.observers:
+            observer.fell_back(trace, source, reason)
+
+    def first_token(self, trace: Trace, target: Target, seconds: float) -> None:
+        for observer in self.observers:
+            observer.first_token(trace, target, seconds)
+
+    def usage(self, trace: Trace, target: Target, prompt: int, completion: int) -> None:
+        for observer in self.observers:
+            observer.usage(trace, target, prompt, completion)
+
+    def memory_planned(self, trace: Trace, memory_type: str, evicted: int) -> None:
+        for observer in self.observers:
+            observer.memory_planned(trace, memory_type, evicted)
+
+    def store_timed(self, store: str, operation: str, seconds: float) -> None:
+        for observer in self.observers:
+            observer.store_timed(store, operation, seconds)
+
+    def lock_waited(self, seconds: float) -> None:
+        for observer in self.observers:
+            observer.lock_waited(seconds)
+
+    def request_ended(self, trace: Trace) -> None:
+        for observer in self.observers:
+            observer.request_ended(trace)
+
+
+def combine(observers: Sequence[Observer]) -> Observer:
+    """One observer for `observers`: the only one itself, a no-op when there are none."""
+    if not observers:
+        return Observer()
+    if len(observers) == 1:
+        return observers[0]
+    return Observers(observers)
+
+
+@dataclass(slots=True, eq=False)
+class Trace:
+    """One request's record: filled in by the layers it passes through, read by observers."""
+
+    observer: Observer = field(default_factory=Observer)
+    request_id: str = ""
+    method: str = ""
+    path: str = ""
+    tenant: str | None = None
+    started: float = field(default_factory=time.monotonic)
+    endpoint: str | None = None  # chat/completions, completions, embeddings; None for other paths
+    route: Route | None = None
+    stream: bool = False
+    target: Target | None = None
+    attempts: int = 0
+    status: int = 0
+    error_code: str | None = None
+    ttft: float | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    memory_type: str | None = None
+    evicted: int | None = None
+    ended: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict)  # per-observer scratch space
+
+    @property
+    def duration(self) -> float:
+        return (self.ended if self.ended is not None else time.monotonic()) - self.started
+
+    def begin(self) -> None:
+        self.observer.request_started(self)
+
+    def resolved(self, route: Route, *, stream: bool) -> None:
+        self.route, self.stream = route, stream
+        self.observer.route_resolved(self)
+
+    def attempt_ended(self, target: Target, outcome: str, seconds: float) -> None:
+        self.target = target
+        self.attempts += 1
+        self.observer.attempt_ended(self, target, outcome, seconds)
+
+    def retried(self, target: Target, reason: str) -> None:
+        self.observer.retried(self, target, reason)
+
+    def fell_back(self, source: Target, reason: str) -> None:
+        self.observer.fell_back(self, source, reason)
+
+    def first_token(self, target: Target) -> None:
+        self.ttft = time.monotonic() - self.started
+        self.observer.first_token(self, target, self.ttft)
+
+    def usage(self, target: Target, usage: Any) -> None:
+        """Take the upstream's `usage` object, if it is one; anything else is ignored."""
+        if not isinstance(usage, dict):
+            return
+        prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens", 0)
+        if not isinstance(prompt, int) or not isinstance(completion, int) or prompt < 0 or completion < 0:
+            return
+        self.prompt_tokens = (self.prompt_tokens or 0) + prompt
+        self.completion_tokens = (self.completion_tokens or 0) + completion
+        self.observer.usage(self, target, prompt, completion)
+
+    def memory_planned(self, memory_type: str, evicted: int) -> None:
+        self.memory_type, self.evicted = memory_type, evicted
+        self.observer.memory_planned(self, memory_type, evicted)
+
+    def end(self, status: int, error_code: str | None = None) -> None:
+        """The request is over (for a stream: its last byte is written). Reported once."""
+        if self.ended is not None:
+            return
+        self.ended = time.monotonic()
+        self.status = status
+        if error_code is not None:
+            self.error_code = error_code
+        self.observer.request_ended(self)
+
+
+current: contextvars.ContextVar[Trace | None] = contextvars.ContextVar("gateway_trace", default=None)
+"""The trace of the request this task serves; log records take their request id from it."""
