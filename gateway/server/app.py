@@ -14,6 +14,7 @@ from aiohttp.typedefs import Handler
 
 from gateway.config import Config
 from gateway.dispatch import Dispatcher
+from gateway.logs import RequestLog
 from gateway.memory.settings import MemoryConfig
 from gateway.memory.sqlite import SQLiteStore
 from gateway.memory.store import InProcessStore, MemoryStore
@@ -67,7 +68,7 @@ def create_app(config: Config, *, rng: Random | None = None, processes: int = 1)
     """
     auth = Authenticator(config.api_keys)
     metrics = Metrics(config) if config.metrics.enabled else None
-    observer = combine([metrics] if metrics is not None else [])
+    observer = combine([*([metrics] if metrics is not None else []), RequestLog()])
     app = web.Application(
         middlewares=[*cors_middlewares(config.cors), gateway_middleware(auth, observer)],
         client_max_size=config.server.max_body_bytes,
