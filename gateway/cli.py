@@ -22,6 +22,7 @@ from gateway.config import (
     load_config,
 )
 from gateway.logs import FORMATS, LEVELS, configure_logging, default_log_format
+from gateway.metrics import multiprocess_dir, worker_exited
 from gateway.workers import supervise
 
 DEFAULT_CONFIG = "configs/gateway.yaml"
@@ -128,17 +129,20 @@ def serve_workers(
     path: str, host: str | None, port: int | None, workers: int, *, log_format: str = "json", log_level: str = "info"
 ) -> int:
     """Run `workers` processes sharing one port (SO_REUSEPORT), supervised (see gateway.workers)."""
-    _load_or_exit(path)  # fail once, in the parent, on a bad config
+    config = _load_or_exit(path)  # fail once, in the parent, on a bad config
     configure_logging(log_format, log_level)
     context = multiprocessing.get_context("spawn")
-    options = {"workers": workers, "log_format": log_format, "log_level": log_level}
+    options = {"workers": workers}
 
     def start() -> BaseProcess:
         process = context.Process(target=serve, args=(path, host, port), kwargs=options)
         process.start()
         return process
 
-    return supervise(start, workers)
+    if not config.metrics.enabled:
+        return supervise(start, workers)
+    with multiprocess_dir():  # before the first worker starts: they pick it up at import
+        return supervise(start, workers, on_exit=worker_exited)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -51,13 +51,16 @@ class _Slot:
     startup_failures: int = 0  # in a row, each within STARTUP_SECONDS of its start
 
 
-def supervise(start: Callable[[], BaseProcess], workers: int) -> int:
+def supervise(
+    start: Callable[[], BaseProcess], workers: int, *, on_exit: Callable[[int], None] | None = None
+) -> int:
     """Keep `workers` processes from `start` running, restarting any that die.
 
     Returns 1 after stopping the rest when a slot's workers keep dying at start-up. SIGTERM or
     SIGINT stops restarting, passes SIGTERM on to each worker and waits for them to drain;
-    the result is 0 if every worker exited cleanly.
+    the result is 0 if every worker exited cleanly. `on_exit` is told each dead worker's pid.
     """
+    on_exit = on_exit or (lambda pid: None)
     stopping = False
 
     def stop(signum: int, frame: FrameType | None) -> None:
@@ -85,6 +88,8 @@ def supervise(start: Callable[[], BaseProcess], workers: int) -> int:
             wakeup.recv(64)
         for slot in slots:
             died = slot.process is not None and slot.process.exitcode is not None
+            if died and slot.process is not None and slot.process.pid is not None:
+                on_exit(slot.process.pid)
             if died and not stopping and not _replace_dead_worker(slot, time.monotonic()):
                 _stop_workers(slots)
                 return 1
