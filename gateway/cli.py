@@ -132,7 +132,7 @@ def serve_workers(
     config = _load_or_exit(path)  # fail once, in the parent, on a bad config
     configure_logging(log_format, log_level)
     context = multiprocessing.get_context("spawn")
-    options = {"workers": workers}
+    options = {"workers": workers, "log_format": log_format, "log_level": log_level}
 
     def start() -> BaseProcess:
         process = context.Process(target=serve, args=(path, host, port), kwargs=options)
