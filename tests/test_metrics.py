@@ -325,3 +325,20 @@ def test_metrics_flags_come_from_the_environment() -> None:
         env={"AUTH": "True"},
     )
     assert config.metrics.enabled and config.metrics.require_auth
+
+
+def test_only_the_metrics_module_knows_prometheus() -> None:
+    """Routing, dispatch, memory and providers report to the observer seam and nothing else."""
+    import ast
+    from pathlib import Path
+
+    package = Path(__file__).parent.parent / "gateway"
+    reporters = [package / "routing.py", package / "dispatch.py", package / "observe.py"]
+    reporters += [*(package / "memory").glob("*.py"), *(package / "providers").glob("*.py")]
+    for path in reporters:
+        tree = ast.parse(path.read_text())
+        imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+        imported |= {node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+        assert not {m for m in imported if m.startswith(("prometheus_client", "gateway.metrics", "gateway.logs"))}, path
+    users = [p for p in package.rglob("*.py") if "prometheus_client" in p.read_text()]
+    assert [p.name for p in users] == ["metrics.py"]
