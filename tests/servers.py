@@ -102,3 +102,116 @@ async def flush_redis(url: str) -> None:
     client = aioredis.Redis.from_url(url)
     await client.flushall()
     await client.aclose()
+
+
+class PrometheusError(RuntimeError):
+    """Prometheus' HTTP API answered with an error (a bad query, say): its type and message."""
+
+
+class PrometheusProcess:
+    """A prometheus server on a free port, scraping `targets` (host:port) every `scrape_interval`.
+
+    Its config and TSDB live in `workdir`; its log goes to `workdir/prometheus.log`.
+    """
+
+    def __init__(self, workdir: Path, targets: list[str], *, scrape_interval: str = "1s") -> None:
+        self.binary = require_binary("prometheus")
+        self.workdir = workdir
+        self.targets = targets
+        self.scrape_interval = scrape_interval
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log_path = workdir / "prometheus.log"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        import json
+
+        config = self.workdir / "prometheus.yml"
+        # JSON is YAML, and needs no quoting rules of its own.
+        config.write_text(json.dumps({
+            "global": {"scrape_interval": self.scrape_interval, "scrape_timeout": self.scrape_interval},
+            "scrape_configs": [{"job_name": "gateway", "static_configs": [{"targets": self.targets}]}],
+        }))
+        with self.log_path.open("wb") as log:
+            self.process = subprocess.Popen(
+                [self.binary, f"--config.file={config}", f"--storage.tsdb.path={self.workdir / 'data'}",
+                 f"--web.listen-address=127.0.0.1:{self.port}", "--log.level=warn"],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        wait_for_port(self.port, self.process)
+        self._wait_ready()
+
+    def _wait_ready(self, timeout: float = 20) -> None:
+        import urllib.request
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"{self.url}/-/ready", timeout=2) as response:
+                    if response.status == 200:
+                        return
+            except OSError:  # 503 while the TSDB opens
+                pass
+            time.sleep(0.05)
+        raise RuntimeError(f"prometheus not ready after {timeout}s: {self.log()}")
+
+    def api(self, path: str, params: list[tuple[str, str]]) -> object:
+        """GET /api/v1/`path`; returns the decoded `data`, or raises PrometheusError with Prometheus' message."""
+        import json
+        import urllib.error
+        import urllib.parse
+        import urllib.request
+
+        url = f"{self.url}/api/v1/{path}?{urllib.parse.urlencode(params)}"
+        try:
+            with urllib.request.urlopen(url, timeout=10) as response:
+                body = json.load(response)
+        except urllib.error.HTTPError as exc:  # a bad query is a 400 with the same JSON shape
+            body = json.load(exc)
+        if body.get("status") != "success":
+            raise PrometheusError(f"{body.get('errorType')}: {body.get('error')}")
+        return body["data"]
+
+    def query(self, expr: str) -> list[dict[str, object]]:
+        """An instant query at now: one {"metric": labels, "value": [time, "text"]} per series."""
+        data = self.api("query", [("query", expr)])
+        assert isinstance(data, dict)
+        if data["resultType"] == "vector":
+            return list(data["result"])
+        return [{"metric": {}, "value": data["result"]}]  # a scalar
+
+    def query_range(self, expr: str, *, start: float, end: float, step: float = 1) -> list[dict[str, object]]:
+        """A range query, as Grafana runs a panel: one {"metric": labels, "values": [[time, "text"], ...]} per series."""
+        params = [("query", expr), ("start", str(start)), ("end", str(end)), ("step", str(step))]
+        data = self.api("query_range", params)
+        assert isinstance(data, dict)
+        return list(data["result"])
+
+    def series(self, selector: str, *, since_seconds: float = 300) -> list[dict[str, str]]:
+        """The label sets of the series matching `selector` seen in the last `since_seconds`."""
+        now = time.time()
+        data = self.api("series", [("match[]", selector), ("start", str(now - since_seconds)), ("end", str(now))])
+        assert isinstance(data, list)
+        return data
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")[-4000:] if self.log_path.exists() else ""
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.terminate()
+            self.process.wait(10)
+            self.process = None
+
+
+@contextmanager
+def prometheus_server(workdir: Path, targets: list[str], *, scrape_interval: str = "1s") -> Iterator[PrometheusProcess]:
+    """A throwaway prometheus scraping `targets`, stopped on exit."""
+    server = PrometheusProcess(workdir, targets, scrape_interval=scrape_interval)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
