@@ -12,6 +12,7 @@ Trace's summary: names, counts, timings and statuses, never bodies, headers or k
 from __future__ import annotations
 
 import logging
+import re
 import sys
 import time
 from typing import Any, TextIO
@@ -76,7 +77,7 @@ class JsonFormatter(logging.Formatter):
             line["exception"] = self.formatException(record.exc_info)
         if record.stack_info:
             line["stack"] = self.formatStack(record.stack_info)
-        return orjson.dumps(line, default=str).decode()
+        return orjson.dumps(line, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
 
 
 class TextFormatter(logging.Formatter):
@@ -103,16 +104,15 @@ class TextFormatter(logging.Formatter):
         return text
 
 
+_PLAIN = re.compile(r'[^\s"=]+')  # a text value that needs no quotes
+
+
 def _text_value(value: Any) -> str:
-    """A field value as one `key=value` token: quoted (JSON-style) when it has spaces, quotes or `=`."""
-    if value is True:
-        return "true"
-    if value is False:
-        return "false"
+    """A field value as one `key=value` token: quoted (JSON-style) when empty or with spaces, quotes or `=`."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
     text = value if isinstance(value, str) else str(value)
-    if not text or any(c in text for c in ' "=\n\t'):
-        return orjson.dumps(text).decode()
-    return text
+    return text if _PLAIN.fullmatch(text) else orjson.dumps(text).decode()
 
 
 class _GatewayHandler(logging.StreamHandler[TextIO]):
@@ -156,9 +156,15 @@ class RequestLog(observe.Observer):
         self.logger = logger
 
     def request_ended(self, trace: observe.Trace) -> None:
-        if not self.logger.isEnabledFor(logging.INFO):
+        logger = self.logger
+        if not logger.isEnabledFor(logging.INFO):
             return
-        self.logger.info("request", extra={"request_id": trace.request_id, "fields": access_fields(trace)})
+        # Built here rather than by logger.info(): skipping the caller lookup and the `extra`
+        # merge halves the cost of a line that every request pays.
+        record = logging.LogRecord(logger.name, logging.INFO, __file__, 0, "request", None, None)
+        record.request_id = trace.request_id
+        record.fields = access_fields(trace)
+        logger.handle(record)
 
 
 def access_fields(trace: observe.Trace) -> dict[str, Any]:

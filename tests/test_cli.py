@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import shutil
@@ -11,13 +12,15 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import IO
 
 import openai
 import pytest
 
-from gateway.cli import main
+from gateway.cli import build_parser, main
+from gateway.logs import default_log_format
 from gateway.workers import describe_exit, restart_delay
 
 
@@ -82,10 +85,11 @@ def slow_config(tmp_path: Path) -> Path:
     return path
 
 
-def start_gateway(config: Path, port: int, *extra: str) -> subprocess.Popen[bytes]:
+def start_gateway(config: Path, port: int, *extra: str, output: int | None = None) -> subprocess.Popen[bytes]:
+    """`gateway serve` with stdout and stderr into one pipe, or into the file descriptor `output`."""
     return subprocess.Popen(
         [sys.executable, "-m", "gateway", "serve", "--config", str(config), "--host", "127.0.0.1", "--port", str(port), *extra],
-        stdout=subprocess.PIPE,
+        stdout=subprocess.PIPE if output is None else output,
         stderr=subprocess.STDOUT,
     )
 
@@ -290,3 +294,76 @@ def test_a_worker_killed_by_a_signal_never_counts_as_a_failed_start() -> None:
         results.append(_replace_dead_worker(slot, now=1.0))
         slot.process = SimpleNamespace(pid=2, exitcode=1)  # type: ignore[assignment]
     assert results == [True] * (MAX_STARTUP_FAILURES - 1) + [False]
+
+
+def test_serve_log_flags_accept_the_formats_and_levels() -> None:
+    args = build_parser().parse_args(["serve", "--log-format", "text", "--log-level", "DEBUG"])
+    assert (args.log_format, args.log_level) == ("text", "debug")
+    args = build_parser().parse_args(["serve"])
+    assert (args.log_format, args.log_level) == (None, "info")  # None: chosen by whether stderr is a terminal
+
+
+@pytest.mark.parametrize(("flag", "value"), [("--log-format", "xml"), ("--log-level", "trace"), ("--log-level", "")])
+def test_serve_log_flags_refuse_other_values(flag: str, value: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as caught:
+        build_parser().parse_args(["serve", flag, value])
+    assert caught.value.code == 2
+    assert f"argument {flag}: invalid choice" in capsys.readouterr().err
+
+
+def test_default_log_format_is_text_on_a_terminal_and_json_otherwise(tmp_path: Path) -> None:
+    leader, follower = os.openpty()
+    with os.fdopen(follower, "w") as terminal, (tmp_path / "log").open("w") as file:
+        assert default_log_format(terminal) == "text"
+        assert default_log_format(file) == "json"
+    os.close(leader)
+
+
+def read_lines_until(stream: IO[bytes], done: Callable[[list[str]], bool]) -> list[str]:
+    """Lines from `stream` until `done(lines)`; fails if the stream ends first."""
+    lines: list[str] = []
+    while not done(lines):
+        line = stream.readline()
+        assert line, f"output ended before expected: {lines}"
+        lines.append(line.decode().rstrip("\r\n"))
+    return lines
+
+
+def listening(lines: list[str]) -> bool:
+    return any(" listening on " in line for line in lines)
+
+
+async def test_serve_logs_json_by_default_when_stderr_is_not_a_terminal(slow_config: Path, processes: list) -> None:
+    process = start_gateway(slow_config, free_port())
+    processes.append(process)
+    assert process.stdout is not None
+    lines = await asyncio.wait_for(asyncio.to_thread(read_lines_until, process.stdout, listening), 30)
+    first = json.loads(lines[0])
+    assert first["level"] == "info" and first["logger"] == "gateway" and " listening on " in first["message"]
+
+
+async def test_serve_logs_text_by_default_on_a_terminal(slow_config: Path, processes: list) -> None:
+    leader, follower = os.openpty()
+    process = start_gateway(slow_config, free_port(), output=follower)
+    processes.append(process)
+    os.close(follower)
+    with os.fdopen(leader, "rb", buffering=0) as terminal:
+        lines = await asyncio.wait_for(asyncio.to_thread(read_lines_until, terminal, listening), 30)
+    assert re.fullmatch(r"\S+Z INFO gateway gateway \d+ listening on 127\.0\.0\.1:\d+ with 2 routes", lines[0])
+
+
+async def test_workers_log_in_the_format_and_from_the_level_given(tmp_path: Path, processes: list) -> None:
+    config = tmp_path / "open.yaml"
+    config.write_text("routes:\n  m: {provider: mock}\n")  # no auth.keys: every worker warns at start
+    process = start_gateway(config, free_port(), "--workers", "2", "--log-format", "text", "--log-level", "warning")
+    processes.append(process)
+    assert process.stdout is not None
+
+    def two_warnings(lines: list[str]) -> bool:
+        return sum("auth.keys is empty" in line for line in lines) == 2
+
+    lines = await asyncio.wait_for(asyncio.to_thread(read_lines_until, process.stdout, two_warnings), 60)
+    warnings = [line for line in lines if "auth.keys is empty" in line]
+    assert all(re.fullmatch(r"\S+Z WARNING gateway auth\.keys is empty: .*", line) for line in warnings), warnings
+    # Each worker says it is listening (at info) before it builds the app that warns: not shown at warning.
+    assert not listening(lines), lines

@@ -1,0 +1,411 @@
+"""Logs: both line formats, the request id from the current trace, the access line, and no secrets."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import logging
+import re
+import signal
+import subprocess
+import sys
+from collections.abc import Awaitable, Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import openai
+import pytest
+
+from gateway import observe
+from gateway.config import Target, parse_config
+from gateway.logs import JsonFormatter, RequestLog, TextFormatter, configure_logging
+from tests.fakes import FakeUpstream, Step, chat_completion, error_body, stream_of
+from tests.test_cli import free_port, wait_ready
+
+ISO_UTC = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
+
+
+def make_record(message: str = "hello %s", *args: Any, **extra: Any) -> logging.LogRecord:
+    record = logging.LogRecord("gateway.test", logging.WARNING, __file__, 1, message, args or ("world",), None)
+    record.__dict__.update(extra)
+    return record
+
+
+def failing_record() -> logging.LogRecord:
+    try:
+        raise ValueError("the upstream answer was not JSON")
+    except ValueError:
+        return logging.LogRecord("gateway", logging.ERROR, __file__, 1, "it failed", (), sys.exc_info())
+
+
+def test_json_line_has_time_level_logger_message_request_id_and_fields() -> None:
+    record = make_record(request_id="req_1", fields={"route": "fast", "attempts": 2, "stream": False, "ttft_ms": None})
+    line = JsonFormatter().format(record)
+    assert "\n" not in line
+    parsed = json.loads(line)
+    assert parsed == {
+        "time": parsed["time"],
+        "level": "warning",
+        "logger": "gateway.test",
+        "message": "hello world",
+        "request_id": "req_1",
+        "route": "fast",
+        "attempts": 2,
+        "stream": False,
+        "ttft_ms": None,
+    }
+    assert ISO_UTC.fullmatch(parsed["time"])
+    when = datetime.fromisoformat(parsed["time"])
+    assert when.tzinfo == UTC and abs(when.timestamp() - record.created) < 0.001
+
+
+def test_json_line_without_request_id_or_fields_has_the_four_keys() -> None:
+    assert set(json.loads(JsonFormatter().format(make_record(request_id=None)))) == {"time", "level", "logger", "message"}
+
+
+def test_json_line_renders_an_exception_as_a_string_field() -> None:
+    parsed = json.loads(JsonFormatter().format(failing_record()))
+    assert parsed["message"] == "it failed"
+    assert parsed["exception"].startswith("Traceback (most recent call last):")
+    assert parsed["exception"].endswith("ValueError: the upstream answer was not JSON")
+
+
+def test_text_line_reads_time_level_logger_id_message_then_fields() -> None:
+    fields = {"route": "fast", "target": None, "stream": True, "path": "/v1/x y", "code": "", "n": 3}
+    line = TextFormatter().format(make_record(request_id="req_1", fields=fields))
+    time_text, rest = line.split(" ", 1)
+    assert ISO_UTC.fullmatch(time_text)
+    # None is left out; a value with a space (or an empty one) is quoted so the line splits cleanly.
+    assert rest == 'WARNING gateway.test [req_1] hello world route=fast stream=true path="/v1/x y" code="" n=3'
+
+
+def test_text_line_without_request_id_and_with_a_traceback() -> None:
+    line = TextFormatter().format(failing_record())
+    first, *rest = line.splitlines()
+    assert first.endswith(" ERROR gateway it failed")
+    assert rest[0] == "Traceback (most recent call last):"
+    assert rest[-1] == "ValueError: the upstream answer was not JSON"
+
+
+@pytest.fixture
+def captured() -> Iterator[Callable[[str, str], io.StringIO]]:
+    """configure_logging into a StringIO; the root logger is put back afterwards."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+
+    def install(fmt: str, level: str) -> io.StringIO:
+        out = io.StringIO()
+        configure_logging(fmt, level, stream=out)
+        return out
+
+    yield install
+    root.handlers[:] = handlers
+    root.setLevel(level)
+    logging.captureWarnings(False)
+
+
+async def test_each_task_logs_with_its_own_request_id(captured: Callable[[str, str], io.StringIO]) -> None:
+    out = captured("json", "info")
+    log = logging.getLogger("gateway.some.layer")
+    first_logged, second_logged = asyncio.Event(), asyncio.Event()
+
+    async def serve(request_id: str, mine: asyncio.Event, other: asyncio.Event) -> None:
+        observe.current.set(observe.Trace(request_id=request_id))
+        log.info("step one")
+        mine.set()
+        await other.wait()  # the other task has set its own trace in between
+        log.info("step two")
+
+    await asyncio.gather(
+        serve("req_a", first_logged, second_logged), serve("req_b", second_logged, first_logged)
+    )
+    log.info("outside any request")
+    lines = [json.loads(line) for line in out.getvalue().splitlines()]
+    said = [(line["message"], line.get("request_id")) for line in lines]
+    assert said[:2] == [("step one", "req_a"), ("step one", "req_b")]  # both traces set before any step two
+    assert sorted(said[2:4]) == [("step two", "req_a"), ("step two", "req_b")]
+    assert said[4:] == [("outside any request", None)]
+
+
+async def test_text_format_and_level_apply_to_every_logger(captured: Callable[[str, str], io.StringIO]) -> None:
+    out = captured("text", "warning")
+    observe.current.set(observe.Trace(request_id="req_t"))
+    logging.getLogger("gateway.memory").info("hidden below warning")
+    logging.getLogger("aiohttp.server").warning("shown")
+    [line] = out.getvalue().splitlines()
+    assert line.endswith(" WARNING aiohttp.server [req_t] shown")
+
+
+def test_configure_logging_twice_leaves_one_handler(captured: Callable[[str, str], io.StringIO]) -> None:
+    before = len(logging.getLogger().handlers)
+    captured("json", "info")
+    second = captured("text", "debug")
+    assert len(logging.getLogger().handlers) == before + 1
+    logging.getLogger("gateway").debug("once")
+    assert second.getvalue().count("once") == 1
+    with pytest.raises(ValueError, match="log format must be one of json, text, got 'xml'"):
+        configure_logging("xml", "info")
+
+
+def traced_request(observer: observe.Observer) -> tuple[observe.Trace, Target]:
+    config = parse_config(
+        "routes:\n"
+        "  smart:\n"
+        "    strategy: {mode: fallback}\n"
+        "    targets:\n"
+        "      - {name: primary, provider: openai, apiKey: sk-never-logged, headers: {x-team: hv-never-logged}}\n"
+        "      - {name: backup, provider: mock}\n"
+    )
+    route = config.routes["smart"]
+    primary, backup = route.root.children  # type: ignore[union-attr]
+    assert isinstance(primary, Target) and isinstance(backup, Target)
+    trace = observe.Trace(observer, request_id="req_42", method="POST", path="/v1/chat/completions", tenant="team-a")
+    trace.begin()
+    trace.resolved(route, stream=True)
+    trace.memory_planned("token_window", 3)
+    trace.attempt_ended(primary, "503", 0.01)
+    trace.fell_back(primary, "503")
+    trace.first_token(backup)
+    trace.attempt_ended(backup, "200", 0.02)
+    trace.usage(backup, {"prompt_tokens": 11, "completion_tokens": 7})
+    return trace, backup
+
+
+def test_request_log_writes_one_access_line_when_the_request_ends(captured: Callable[[str, str], io.StringIO]) -> None:
+    out = captured("json", "info")
+    trace, _ = traced_request(RequestLog())
+    assert out.getvalue() == ""  # nothing before the end
+    trace.end(200)
+    trace.end(200)  # reported once
+    [line] = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert line["duration_ms"] >= line["ttft_ms"] >= 0
+    assert {key: value for key, value in line.items() if key not in ("time", "duration_ms", "ttft_ms")} == {
+        "level": "info",
+        "logger": "gateway.access",
+        "message": "request",
+        "request_id": "req_42",
+        "tenant": "team-a",
+        "method": "POST",
+        "path": "/v1/chat/completions",
+        "route": "smart",
+        "target": "backup",
+        "attempts": 2,
+        "status": 200,
+        "error_code": None,
+        "stream": True,
+        "prompt_tokens": 11,
+        "completion_tokens": 7,
+        "memory_type": "token_window",
+        "evicted": 3,
+    }
+    assert "never-logged" not in out.getvalue()
+
+
+def test_request_log_takes_the_id_from_the_trace_not_the_context(captured: Callable[[str, str], io.StringIO]) -> None:
+    out = captured("text", "info")
+    token = observe.current.set(observe.Trace(request_id="req_other"))
+    try:
+        trace = observe.Trace(RequestLog(), request_id="req_mine", method="GET", path="/healthz")
+        trace.end(404, "not_found")
+    finally:
+        observe.current.reset(token)
+    [line] = out.getvalue().splitlines()
+    assert " INFO gateway.access [req_mine] request method=GET path=/healthz attempts=0 status=404" in line
+    assert "error_code=not_found stream=false duration_ms=" in line and "route=" not in line
+
+
+def test_request_log_is_silent_above_info(captured: Callable[[str, str], io.StringIO]) -> None:
+    out = captured("json", "warning")
+    trace, _ = traced_request(RequestLog())
+    trace.end(200)
+    assert out.getvalue() == ""
+
+
+# --- The whole gateway, with known secrets, scanned ------------------------------------------
+
+GATEWAY_KEYS = {"team-a": "gwkey-alpha-5c1e9d", "team-b": "gwkey-bravo-77aa01"}
+WRONG_KEY = "gwkey-wrong-0b3f42"
+PROVIDER_KEYS = ("sk-prov-one-e4d1", "sk-prov-two-9f20", "sk-prov-three-a7c3", "sk-prov-four-3b66")
+HEADER_VALUE = "hdrsecret-61d0c2"
+MARKER = "MARKER-q7Zt4w"
+
+
+def usage_chunk(prompt: int, completion: int) -> bytes:
+    body = {"id": "chatcmpl-up", "object": "chat.completion.chunk", "created": 1700000000, "model": "up-model",
+            "choices": [], "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}}
+    return b"data: " + json.dumps(body).encode() + b"\n\n"
+
+
+def secret_config(tmp_path: Path, ok: FakeUpstream, streams: FakeUpstream, down: FakeUpstream) -> Path:
+    key_one, key_two, key_three, key_four = PROVIDER_KEYS
+    config = tmp_path / "gateway.yaml"
+    config.write_text(
+        f"""
+auth:
+  keys:
+    - {{name: team-a, key: {GATEWAY_KEYS["team-a"]}}}
+    - {{name: team-b, key: {GATEWAY_KEYS["team-b"]}}}
+memory: {{store: sqlite, path: {tmp_path / "memory.db"}}}
+routes:
+  direct:
+    provider: openai
+    baseUrl: {ok.url}
+    apiKey: {key_one}
+    headers: {{x-team-secret: {HEADER_VALUE}}}
+  streamer:
+    provider: openai
+    baseUrl: {streams.url}
+    apiKey: {key_one}
+  backup-plan:
+    strategy: {{mode: fallback, onStatusCodes: [503]}}
+    headers: {{x-team-secret: {HEADER_VALUE}}}
+    targets:
+      - {{name: flaky, provider: openai, baseUrl: {down.url}, apiKey: {key_two}}}
+      - {{name: steady, provider: openai, baseUrl: {ok.url}, apiKey: {key_three}}}
+  doomed:
+    strategy: {{mode: fallback}}
+    targets:
+      - {{name: down-a, provider: openai, baseUrl: {down.url}, apiKey: {key_four}}}
+      - {{name: down-b, provider: openai, baseUrl: {down.url}, apiKey: {key_two}}}
+"""
+    )
+    return config
+
+
+def start_logging_gateway(config: Path, port: int, log_path: Path) -> subprocess.Popen[bytes]:
+    """`gateway serve` logging JSON from debug up, its stdout and stderr both into `log_path`."""
+    with log_path.open("wb") as log_file:
+        return subprocess.Popen(
+            [sys.executable, "-m", "gateway", "serve", "--config", str(config), "--host", "127.0.0.1",
+             "--port", str(port), "--log-format", "json", "--log-level", "debug"],
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+        )
+
+
+async def run_traffic(base_url: str) -> None:
+    """A success, a fallback, a stream, two memory turns, a failure and a wrong key, ids chosen by us."""
+
+    def ask(request_id: str, **headers: str) -> dict[str, Any]:
+        return {
+            "messages": [{"role": "user", "content": f"{MARKER} {request_id}"}],
+            "extra_headers": {"x-request-id": request_id, **headers},
+        }
+
+    team_a = openai.AsyncOpenAI(base_url=base_url, api_key=GATEWAY_KEYS["team-a"], max_retries=0, timeout=20)
+    team_b = openai.AsyncOpenAI(base_url=base_url, api_key=GATEWAY_KEYS["team-b"], max_retries=0, timeout=20)
+    wrong = openai.AsyncOpenAI(base_url=base_url, api_key=WRONG_KEY, max_retries=0, timeout=20)
+    async with team_a, team_b, wrong:
+        reply = await team_a.chat.completions.create(model="direct", **ask("t-success"))
+        assert MARKER in (reply.choices[0].message.content or "")
+        reply = await team_b.chat.completions.create(model="backup-plan", **ask("t-fallback"))
+        assert reply.choices[0].message.content
+        stream = await team_a.chat.completions.create(model="streamer", stream=True, **ask("t-stream"))
+        text = "".join([part.choices[0].delta.content or "" async for part in stream if part.choices])
+        assert MARKER in text
+        for turn in ("t-memory-1", "t-memory-2"):
+            memory = {"memoryId": "conv-1", "maxMessages": "1"}
+            await team_a.chat.completions.create(model="direct", **ask(turn, **memory))
+        with pytest.raises(openai.APIStatusError) as failed:
+            await team_b.chat.completions.create(model="doomed", **ask("t-failure"))
+        assert failed.value.status_code == 503
+        with pytest.raises(openai.AuthenticationError):
+            await wrong.chat.completions.create(model="direct", **ask("t-wrong-key"))
+
+
+async def test_a_gateways_whole_log_holds_no_secret_and_one_access_line_per_request(
+    tmp_path: Path, make_upstream: Callable[..., Awaitable[FakeUpstream]]
+) -> None:
+    # Upstreams echo what they were sent, as real ones do in replies and in error messages.
+    ok = await make_upstream(Step(body=chat_completion(f"echo {MARKER}")))
+    streams = await make_upstream(
+        Step(events=[*stream_of("echo ", MARKER, done=False), usage_chunk(9, 4), b"data: [DONE]\n\n"])
+    )
+    down = await make_upstream(
+        Step(status=503, body=error_body(503, f"overloaded; key {PROVIDER_KEYS[1]} prompt {MARKER} {HEADER_VALUE}"))
+    )
+    config = secret_config(tmp_path, ok, streams, down)
+    log_path = tmp_path / "gateway.log"
+    port = free_port()
+    process = start_logging_gateway(config, port, log_path)
+    try:
+        await wait_ready(port, process)
+        await run_traffic(f"http://127.0.0.1:{port}/v1")
+        process.send_signal(signal.SIGTERM)  # drains: every access line is written before it exits
+        assert await asyncio.to_thread(process.wait, 30) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    log = log_path.read_text()
+
+    secrets = [*GATEWAY_KEYS.values(), WRONG_KEY, *PROVIDER_KEYS, HEADER_VALUE, MARKER, "Authorization", "Bearer "]
+    leaked = [secret for secret in secrets if secret.lower() in log.lower()]
+    assert not leaked, f"{leaked} in the log:\n{log}"
+    assert ok.calls == 4 and streams.calls == 1 and down.calls == 3  # the traffic did reach the upstreams
+
+    lines = [json.loads(line) for line in log.splitlines()]  # every line is one JSON object
+    access = [line for line in lines if line["logger"] == "gateway.access"]
+    by_id = {line["request_id"]: line for line in access}
+    assert len(by_id) == len(access) == 7, access
+    assert all(line["level"] == "info" and ISO_UTC.fullmatch(line["time"]) for line in access)
+
+    def summary(request_id: str) -> tuple[Any, ...]:
+        line = by_id[request_id]
+        return line["tenant"], line["route"], line["target"], line["attempts"], line["status"], line["stream"]
+
+    assert summary("t-success") == ("team-a", "direct", "direct", 1, 200, False)
+    assert summary("t-fallback") == ("team-b", "backup-plan", "steady", 2, 200, False)
+    assert summary("t-stream") == ("team-a", "streamer", "streamer", 1, 200, True)
+    assert summary("t-memory-1") == ("team-a", "direct", "direct", 1, 200, False)
+    assert summary("t-failure") == ("team-b", "doomed", "down-b", 2, 503, False)
+    assert summary("t-wrong-key") == (None, None, None, 0, 401, False)
+
+    success = by_id["t-success"]
+    assert (success["method"], success["path"]) == ("POST", "/v1/chat/completions")
+    assert (success["prompt_tokens"], success["completion_tokens"]) == (5, 3)
+    assert success["memory_type"] is None and success["error_code"] is None and success["ttft_ms"] is None
+    assert success["duration_ms"] > 0
+    stream = by_id["t-stream"]
+    assert stream["duration_ms"] >= stream["ttft_ms"] > 0
+    assert (stream["prompt_tokens"], stream["completion_tokens"]) == (9, 4)
+    assert (by_id["t-memory-1"]["memory_type"], by_id["t-memory-1"]["evicted"]) == ("message_window", 0)
+    # maxMessages 1 leaves only the new turn: the first turn's question and answer are evicted.
+    assert (by_id["t-memory-2"]["memory_type"], by_id["t-memory-2"]["evicted"]) == ("message_window", 2)
+    assert by_id["t-failure"]["error_code"] is not None
+    assert by_id["t-wrong-key"]["error_code"] == "invalid_api_key"
+
+
+async def test_a_line_logged_while_serving_a_request_carries_its_id(tmp_path: Path) -> None:
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("")
+    config = tmp_path / "gateway.yaml"
+    # The SQLite file cannot be created under a regular file: the memory flow logs an error mid-request.
+    config.write_text(f"memory: {{store: sqlite, path: {blocker / 'memory.db'}}}\nroutes:\n  m: {{provider: mock}}\n")
+    log_path = tmp_path / "gateway.log"
+    port = free_port()
+    process = start_logging_gateway(config, port, log_path)
+    try:
+        await wait_ready(port, process)
+        async with openai.AsyncOpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="x", max_retries=0) as client:
+            with pytest.raises(openai.APIStatusError) as failed:
+                await client.chat.completions.create(
+                    model="m",
+                    messages=[{"role": "user", "content": "hi"}],
+                    extra_headers={"x-request-id": "t-memory-down", "memoryId": "conv-1"},
+                )
+        assert failed.value.status_code == 503
+        process.send_signal(signal.SIGTERM)
+        assert await asyncio.to_thread(process.wait, 30) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    lines = [json.loads(line) for line in log_path.read_text().splitlines()]
+    [error] = [line for line in lines if line["level"] == "error"]
+    assert error["logger"] == "gateway.memory" and error["message"].startswith("memory store unavailable: ")
+    assert error["request_id"] == "t-memory-down"
+    [access] = [line for line in lines if line["logger"] == "gateway.access"]
+    assert (access["request_id"], access["status"], access["error_code"]) == ("t-memory-down", 503, "memory_unavailable")
