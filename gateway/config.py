@@ -22,10 +22,10 @@ import yaml
 from yarl import URL
 
 from gateway.memory.settings import MEMORY_TYPES, MemoryConfig, MemorySettings
+from gateway.providers.registry import KINDS, ProviderKind, kind_of
 
 DEFAULT_TRIGGER_CODES: Final = frozenset({429, 500, 502, 503, 504})
-DEFAULT_OPENAI_BASE_URL: Final = "https://api.openai.com/v1"
-PROVIDERS: Final = ("openai", "mock")
+DEFAULT_OPENAI_BASE_URL: Final = KINDS["openai"].default_base_url
 MODES: Final = ("single", "fallback", "loadbalance")
 
 # Portkey spells these in snake_case; any snake_case key is read as its camelCase twin.
@@ -78,6 +78,10 @@ class Target:
     stream_idle_timeout: float = 120.0
     retry: RetryPolicy = RetryPolicy()
     mock: MockOptions = MockOptions()
+    # litellm arguments from `providerParams` (e.g. aws_region_name), and the values among them
+    # that are secrets (masked like api_key)
+    provider_params: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}), repr=False)
+    param_secrets: tuple[str, ...] = field(default=(), repr=False)
 
     @property
     def model(self) -> str | None:
@@ -604,6 +608,7 @@ class _Inherited:
     stream_idle_timeout: float = 120.0
     retry: RetryPolicy = RetryPolicy()
     mock: MockOptions = MockOptions()
+    provider_params: Mapping[str, tuple[Any, str]] = field(default_factory=dict)  # key → (value, where set)
 
 
 def _read_route(
@@ -667,8 +672,13 @@ def _inherit(section: _Section, parent: _Inherited) -> _Inherited:
         if not isinstance(value, str):
             section.errors.append(f"{section.at('headers')}.{key}: must be a string, got {_kind(value)}")
     retry, mock = section.section("retry"), section.section("mock")
+    params = section.mapping("providerParams") or {}
+    where = section.at("providerParams")
+    provider = section.string("provider", parent.provider)
+    # providerParams belong to a provider: a node that names another one starts afresh
+    inherited_params = parent.provider_params if provider == parent.provider else {}
     return _Inherited(
-        provider=section.string("provider", parent.provider),
+        provider=provider,
         api_key=section.string("apiKey", parent.api_key),
         base_url=section.string("baseUrl", parent.base_url),
         override_params={**parent.override_params, **override},
@@ -677,15 +687,20 @@ def _inherit(section: _Section, parent: _Inherited) -> _Inherited:
         stream_idle_timeout=section.number("streamIdleTimeout", parent.stream_idle_timeout, positive=True),
         retry=parent.retry if retry is None else _read_retry(retry, parent.retry),
         mock=parent.mock if mock is None else _read_mock(mock, parent.mock),
+        provider_params={**inherited_params, **{str(k): (v, where) for k, v in params.items()}},
     )
 
 
 def _build_target(section: _Section, name: str, weight: float, inherited: _Inherited) -> Target | None:
     provider = inherited.provider or "openai"  # a bare apiKey target is OpenAI-compatible
-    if provider not in PROVIDERS:
-        section.error("provider", f"must be one of {', '.join(PROVIDERS)}, got {provider!r}")
+    kind = kind_of(provider)
+    if kind is None:
+        section.error(
+            "provider", f"unknown provider {provider!r} (openai, mock, or a provider litellm knows: anthropic, gemini, ...)"
+        )
         return None
-    base_url = inherited.base_url or (DEFAULT_OPENAI_BASE_URL if provider == "openai" else "")
+    params, secrets = _provider_params(kind, inherited.provider_params, section.errors)
+    base_url = inherited.base_url or kind.default_base_url
     if base_url:
         url = URL(base_url)
         if url.scheme not in ("http", "https") or not url.host:
@@ -702,7 +717,37 @@ def _build_target(section: _Section, name: str, weight: float, inherited: _Inher
         stream_idle_timeout=inherited.stream_idle_timeout,
         retry=inherited.retry,
         mock=inherited.mock,
+        provider_params=MappingProxyType(params),
+        param_secrets=secrets,
     )
+
+
+def _provider_params(
+    kind: ProviderKind, given: Mapping[str, tuple[Any, str]], errors: list[str]
+) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """`providerParams` checked against the provider's schema, as litellm arguments, and the secrets among them."""
+    params: dict[str, Any] = {}
+    secrets: list[str] = []
+    for key, (value, where) in given.items():
+        param = kind.param(_camel(key))
+        if param is None:
+            expected = ", ".join(p.key for p in kind.params) or "none"
+            errors.append(f"{where}.{key}: unknown for provider {kind.name} (expected one of: {expected})")
+            continue
+        if param.kind is bool and isinstance(value, str) and value.lower() in ("true", "false"):
+            value = value.lower() == "true"
+        elif param.kind is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if not isinstance(value, param.kind) or (param.kind is not bool and isinstance(value, bool)):
+            errors.append(f"{where}.{key}: must be {_TYPE_NAMES[param.kind]}, got {_kind(value)}")
+            continue
+        params[param.argument] = value
+        if param.secret and isinstance(value, str):
+            secrets.append(value)
+    return params, tuple(secrets)
+
+
+_TYPE_NAMES: Final[Mapping[type, str]] = {str: "a string", float: "a number", bool: "true or false"}
 
 
 def _read_retry(section: _Section, base: RetryPolicy) -> RetryPolicy:

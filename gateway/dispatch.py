@@ -140,7 +140,7 @@ def _error_fields(body: bytes) -> _ErrorFields:
 @functools.lru_cache(maxsize=1024)
 def _secrets(target: Target) -> tuple[str, ...]:
     """A target's configured secrets: its key and every header value long enough to be one."""
-    values = (target.api_key, *target.headers.values())
+    values = (target.api_key, *target.headers.values(), *target.param_secrets)
     return tuple(sorted({v for v in values if len(v) >= 4}, key=len, reverse=True))
 
 

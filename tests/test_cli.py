@@ -65,7 +65,7 @@ def test_check_config_exits_2_with_every_error(tmp_path: Path, capsys: pytest.Ca
     assert caught.value.code == 2
     err = capsys.readouterr().err
     assert "routes.a.weight: must be >= 0, got -1" in err
-    assert "routes.b.provider: must be one of openai, mock, got 'nope'" in err
+    assert "routes.b.provider: unknown provider 'nope'" in err
 
 
 def test_check_config_uses_env_default(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:

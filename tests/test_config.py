@@ -249,7 +249,7 @@ def test_single_mode_uses_first_target_node() -> None:
         ),
         (
             "routes: {r: {provider: anthropic-ish}}",
-            "routes.r.provider: must be one of openai, mock, got 'anthropic-ish'",
+            "routes.r.provider: unknown provider 'anthropic-ish' (openai, mock, or a provider litellm knows",
         ),
         (
             "routes: {r: {provider: openai, apiKey: '${NOT_SET_ANYWHERE}'}}",
@@ -372,3 +372,42 @@ def test_every_shipped_config_loads(path: Path) -> None:
     env = {"OPENAI_API_KEY": "sk-x", "TEAM_A_KEY": "a", "WEB_KEY": "w", "MOBILE_KEY_SHA256": "0" * 64}
     config = load_config(path, env=env)
     assert config.routes
+
+
+def test_provider_params_become_litellm_arguments_inherited_down_the_tree() -> None:
+    config = parse_config(
+        """
+        routes:
+          claude:
+            strategy: {mode: fallback}
+            provider: bedrock
+            providerParams: {awsRegionName: eu-west-1, aws_secret_access_key: s3cr3t-value}
+            targets:
+              - {name: a, overrideParams: {model: anthropic.claude-3}}
+              - {name: b, providerParams: {awsRegionName: us-east-1}}
+              - {name: c, provider: anthropic, providerParams: {}}
+        """
+    )
+    a, b, c = iter_targets(config.routes["claude"].root)
+    assert dict(a.provider_params) == {"aws_region_name": "eu-west-1", "aws_secret_access_key": "s3cr3t-value"}
+    assert a.param_secrets == ("s3cr3t-value",)
+    assert b.provider_params["aws_region_name"] == "us-east-1"
+    assert c.provider == "anthropic" and c.base_url == ""
+
+
+def test_any_provider_litellm_knows_is_accepted() -> None:
+    config = parse_config("routes: {r: {provider: deepseek, overrideParams: {model: deepseek-chat}}}")
+    assert config.routes["r"].first_target.provider == "deepseek"
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ("{provider: anthropic, providerParams: {awsRegionName: x}}", "routes.r.providerParams.awsRegionName: unknown for provider anthropic (expected one of: none)"),
+        ("{provider: azure, providerParams: {apiVersion: [1]}}", "routes.r.providerParams.apiVersion: must be a string, got a list"),
+        ("{provider: bedrock, providerParams: {region: x}}", "routes.r.providerParams.region: unknown for provider bedrock (expected one of: awsRegionName"),
+    ],
+)
+def test_bad_provider_params_name_their_path(params: str, message: str) -> None:
+    errors = errors_of(f"routes: {{r: {params}}}")
+    assert any(e.startswith(message) for e in errors), errors

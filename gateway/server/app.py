@@ -12,7 +12,7 @@ import aiohttp
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from gateway.config import Config
+from gateway.config import Config, iter_targets
 from gateway.dispatch import Dispatcher
 from gateway.logs import RequestLog
 from gateway.memory.settings import MemoryConfig
@@ -23,8 +23,7 @@ from gateway.memory.turns import Memory
 from gateway.metrics import CONTENT_TYPE, Metrics
 from gateway.observe import combine
 from gateway.providers.base import Provider
-from gateway.providers.mock import MockProvider
-from gateway.providers.openai import OpenAIProvider
+from gateway.providers.registry import Resources, kind_of
 from gateway.routing import Random
 from gateway.server import handlers, memory_api
 from gateway.server.cors import cors_middlewares, cors_response_hook
@@ -61,6 +60,21 @@ def metrics_handler(metrics: Metrics, auth: Authenticator | None) -> Handler:
     return scrape
 
 
+def build_providers(config: Config, resources: Resources) -> dict[str, Provider]:
+    """One Provider per provider the config names; litellm-backed ones share one instance."""
+    providers: dict[str, Provider] = {}
+    made: dict[object, Provider] = {}  # by factory
+    for route in config.routes.values():
+        for target in iter_targets(route.root):
+            kind = kind_of(target.provider)
+            if kind is None or target.provider in providers:
+                continue
+            if kind.factory not in made:
+                made[kind.factory] = kind.factory(resources)
+            providers[target.provider] = made[kind.factory]
+    return providers
+
+
 def create_app(config: Config, *, rng: Random | None = None, processes: int = 1) -> web.Application:
     """Build the gateway for `config`; `rng` drives load balancing and jitter (seed it in tests).
 
@@ -81,11 +95,8 @@ def create_app(config: Config, *, rng: Random | None = None, processes: int = 1)
         connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=60, ttl_dns_cache=300)
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=30)
         async with aiohttp.ClientSession(connector=connector, timeout=timeout, auto_decompress=True) as session:
-            providers: dict[str, Provider] = {
-                "openai": OpenAIProvider(session, max_response_bytes=config.server.max_response_bytes),
-                "mock": MockProvider(),
-            }
-            app[DISPATCHER] = Dispatcher(providers, rng=rng or random.Random())
+            resources = Resources(session, max_response_bytes=config.server.max_response_bytes)
+            app[DISPATCHER] = Dispatcher(build_providers(config, resources), rng=rng or random.Random())
             yield
 
     async def begin_draining(app: web.Application) -> None:
