@@ -1,3 +1,4 @@
+# syntax=docker/dockerfile:1
 # The gateway as a container: non-root, offline tokenizers, config at /etc/gateway/gateway.yaml.
 #   docker build -t gateway .
 #   docker run -p 8080:8080 -v ./my.yaml:/etc/gateway/gateway.yaml:ro gateway

@@ -27,6 +27,7 @@ from gateway.providers.registry import KINDS, ProviderKind, kind_of
 DEFAULT_TRIGGER_CODES: Final = frozenset({429, 500, 502, 503, 504})
 DEFAULT_OPENAI_BASE_URL: Final = KINDS["openai"].default_base_url
 MODES: Final = ("single", "fallback", "loadbalance")
+OTHER_ROUTE: Final = "other"  # the metrics' route label for requests that resolve to no route
 
 # Portkey spells these in snake_case; any snake_case key is read as its camelCase twin.
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
@@ -433,6 +434,12 @@ def _read_config(root: _Section) -> Config | None:
         root.error("routes", "must be a mapping with at least one route")
     else:
         for name, body in route_map.items():
+            if name == OTHER_ROUTE:
+                root.errors.append(
+                    f"{_join(root.at('routes'), name)}: the name {OTHER_ROUTE!r} is reserved "
+                    "(metrics count requests that resolve to no route under it)"
+                )
+                continue
             route = _read_route(name, body, root.at("routes"), root.errors, memory.defaults)
             if route is not None:
                 routes[name] = route

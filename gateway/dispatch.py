@@ -20,7 +20,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_result
 from gateway.chunks import MalformedEvent, ReplayedStream, read_chunk, replay
 from gateway.config import RetryPolicy, Route, Target
 from gateway.errors import Attempt, UpstreamError
-from gateway.observe import INVALID_RESPONSE, STREAM_ERROR, TIMEOUT, Trace
+from gateway.observe import CLIENT_CLOSED, INVALID_RESPONSE, STREAM_ERROR, TIMEOUT, Trace
 from gateway.providers.base import Call, EventStream, Provider, Reply, TransportError
 from gateway.routing import Outcome, Random, walk
 from gateway.sse import Event
@@ -203,21 +203,26 @@ class Dispatcher:
         trace = request.trace
         previous: _Try | None = None
 
-        def record(tried: _Try) -> _Try:
-            attempts.append(Attempt(target.name, tried.outcome.status, redact(tried.detail, target)))
-            if tried.stream is None:  # a committed stream's attempt ends when the relay ends it
-                trace.attempt_ended(target, tried.label, time.monotonic() - tried.started)
-            return tried
-
         async def attempt() -> _Try:
             nonlocal previous
             if previous is not None:
                 trace.retried(target, previous.label)
-            previous = record(await once(call))
-            return previous
+            trace.attempt_started(target)
+            started = time.monotonic()
+            try:
+                tried = await once(call)
+            except asyncio.CancelledError:  # the client left: the attempt ends here, unanswered
+                trace.attempt_ended(target, str(CLIENT_CLOSED), time.monotonic() - started)
+                raise
+            tried.started = started
+            attempts.append(Attempt(target.name, tried.outcome.status, redact(tried.detail, target)))
+            if tried.stream is None:  # a committed stream's attempt ends when the relay ends it
+                trace.attempt_ended(target, tried.label, time.monotonic() - started)
+            previous = tried
+            return tried
 
-        if policy.attempts == 0:  # no retry machinery (nor its coroutine layer) on the common path
-            return record(await once(call))
+        if policy.attempts == 0:  # no retry machinery on the common path
+            return await attempt()
         retrying = AsyncRetrying(
             stop=lambda state: _stop(policy, state),
             wait=lambda state: _wait(policy, state, self._rng),
@@ -238,12 +243,6 @@ class Dispatcher:
         return self._providers[target.provider]
 
     async def _complete(self, call: Call) -> _Try:
-        started = time.monotonic()
-        tried = await self._complete_once(call)
-        tried.started = started
-        return tried
-
-    async def _complete_once(self, call: Call) -> _Try:
         try:
             async with asyncio.timeout(call.target.timeout):
                 reply = await self._provider(call.target).complete(call)
@@ -254,12 +253,6 @@ class Dispatcher:
         return _judge_reply(reply)
 
     async def _open_stream(self, call: Call) -> _Try:
-        started = time.monotonic()
-        tried = await self._open_stream_once(call)
-        tried.started = started
-        return tried
-
-    async def _open_stream_once(self, call: Call) -> _Try:
         opened: Reply | EventStream | None = None
         try:
             async with asyncio.timeout(call.target.timeout):

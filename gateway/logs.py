@@ -15,6 +15,7 @@ import logging
 import re
 import sys
 import time
+from collections.abc import Collection
 from typing import Any, TextIO
 
 import orjson
@@ -150,18 +151,24 @@ def configure_logging(fmt: str, level: str, *, stream: TextIO | None = None) -> 
 
 
 class RequestLog(observe.Observer):
-    """Writes one INFO line on `gateway.access` per request, when it has ended."""
+    """Writes one INFO line on `gateway.access` per request, when it has ended.
 
-    def __init__(self, logger: logging.Logger = access_log) -> None:
+    Requests to `quiet_paths` (health checks, the metrics scrape: one every few seconds from
+    machines) are logged at DEBUG.
+    """
+
+    def __init__(self, logger: logging.Logger = access_log, *, quiet_paths: Collection[str] = ()) -> None:
         self.logger = logger
+        self.quiet_paths = frozenset(quiet_paths)
 
     def request_ended(self, trace: observe.Trace) -> None:
         logger = self.logger
-        if not logger.isEnabledFor(logging.INFO):
+        level = logging.DEBUG if trace.path in self.quiet_paths else logging.INFO
+        if not logger.isEnabledFor(level):
             return
         # Built here rather than by logger.info(): skipping the caller lookup and the `extra`
         # merge halves the cost of a line that every request pays.
-        record = logging.LogRecord(logger.name, logging.INFO, __file__, 0, "request", None, None)
+        record = logging.LogRecord(logger.name, level, __file__, 0, "request", None, None)
         record.request_id = trace.request_id
         record.fields = access_fields(trace)
         logger.handle(record)

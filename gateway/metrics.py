@@ -14,10 +14,11 @@ any worker reports the sum over all of them.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -28,20 +29,42 @@ import prometheus_client
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client import multiprocess as prometheus_multiprocess
 
-from gateway.config import Config, Route, Target, iter_targets
+from gateway.config import (
+    DEFAULT_TRIGGER_CODES,
+    OTHER_ROUTE,
+    Config,
+    Fallback,
+    LoadBalance,
+    Node,
+    Route,
+    Target,
+)
+from gateway.memory.settings import MEMORY_TYPES
 from gateway.memory.tokens import bundled_tokenizer_dir
-from gateway.observe import Observer, Trace
+from gateway.observe import (
+    CLIENT_CLOSED,
+    CONNECT_ERROR,
+    INVALID_RESPONSE,
+    STREAM_ERROR,
+    TIMEOUT,
+    Observer,
+    Trace,
+)
 
 prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]  # `_created` series double the output and say little
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 CONTENT_TYPE = prometheus_client.CONTENT_TYPE_LATEST
-OTHER_ROUTE = "other"  # requests that resolved to no route (unknown model, bad body)
 
 LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0)
 FIRST_TOKEN_BUCKETS = (0.05, 0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0, 20.0, 30.0, 60.0)
 STORE_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 LOCK_BUCKETS = (0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+
+# Series created before any traffic, so that the first 5xx, retry or fallback after a start shows
+# in rate() (a counter first seen at 1 has no increase to show). Others appear on first use.
+ANSWER_STATUSES = (200, 400, 401, 404, 408, 409, 413, 422, 429, CLIENT_CLOSED, 500, 502, 503, 504)
+TRANSPORT_OUTCOMES = (TIMEOUT, CONNECT_ERROR, STREAM_ERROR, INVALID_RESPONSE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +75,7 @@ class Price:
     completion: float
 
 
+@functools.cache
 def load_prices() -> Mapping[str, Price]:
     """litellm's bundled price table, read as a file (litellm is never imported); empty if absent."""
     folder = bundled_tokenizer_dir()
@@ -84,12 +108,23 @@ def version() -> str:
         return "unknown"
 
 
+Child = Any  # a labelled metric (prometheus-client leaves its children untyped)
+
+
+def _child(cache: dict[Any, Child], key: Any, make: Callable[[], Child]) -> Child:
+    """The cached child for `key`, created on first use."""
+    child = cache.get(key)
+    if child is None:
+        child = cache[key] = make()
+    return child
+
+
 @dataclass(slots=True)
 class _RouteChildren:
     name: str
-    duration: tuple[Any, Any]  # (non-stream, stream)
-    inflight: Any
-    requests: dict[tuple[int, bool], Any] = field(default_factory=dict)
+    duration: tuple[Child, Child]  # (non-stream, stream)
+    inflight: Child
+    requests: dict[tuple[int, bool], Child] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -97,15 +132,34 @@ class _TargetChildren:
     route: str
     name: str
     provider: str
-    duration: Any
-    first_token: Any
-    prompt_tokens: Any
-    completion_tokens: Any
-    cost: Any
+    duration: Child
+    first_token: Child
+    prompt_tokens: Child
+    completion_tokens: Child
+    cost: Child
     price: Price | None
-    outcomes: dict[str, Any] = field(default_factory=dict)
-    retries: dict[str, Any] = field(default_factory=dict)
-    fallbacks: dict[str, Any] = field(default_factory=dict)
+    outcomes: dict[str, Child] = field(default_factory=dict)
+    retries: dict[str, Child] = field(default_factory=dict)
+    fallbacks: dict[str, Child] = field(default_factory=dict)
+
+
+def _leaves_with_triggers(node: Node, triggers: frozenset[str] = frozenset()) -> Iterator[tuple[Target, frozenset[str]]]:
+    """Every target with the outcomes that would move the walk on from it (fallback reasons).
+
+    A fallback moves on from every child but its last; a loadbalance with onStatusCodes from
+    any of its children (to a sibling).
+    """
+    if isinstance(node, Target):
+        yield node, triggers
+        return
+    moves_on: frozenset[str] = frozenset()
+    if isinstance(node, Fallback) or (isinstance(node, LoadBalance) and node.on_status_codes is not None):
+        codes = DEFAULT_TRIGGER_CODES if node.on_status_codes is None else node.on_status_codes
+        moves_on = frozenset({str(code) for code in codes} | set(TRANSPORT_OUTCOMES))
+    last = len(node.children) - 1
+    for index, child in enumerate(node.children):
+        has_next = (isinstance(node, LoadBalance) and last > 0) or index < last
+        yield from _leaves_with_triggers(child, triggers | moves_on if has_next else triggers)
 
 
 class Metrics(Observer):
@@ -186,12 +240,12 @@ class Metrics(Observer):
         prices = load_prices() if prices is None else prices
         self._routes = {name: self._route_children(name) for name in (*config.routes, OTHER_ROUTE)}
         self._targets = {
-            target: self._target_children(route, target, prices)
+            target: self._target_children(route, target, triggers, prices)
             for route in config.routes.values()
-            for target in iter_targets(route.root)
+            for target, triggers in _leaves_with_triggers(route.root)
         }
-        self._memory: dict[str, tuple[Any, Any]] = {}
-        self._store: dict[tuple[str, str], Any] = {}
+        self._memory = {kind: self._memory_children(kind) for kind in MEMORY_TYPES}
+        self._store: dict[tuple[str, str], Child] = {}
 
     def _route_children(self, name: str) -> _RouteChildren:
         children = _RouteChildren(
@@ -199,11 +253,14 @@ class Metrics(Observer):
             (self.request_duration.labels(name, "false"), self.request_duration.labels(name, "true")),
             self.inflight.labels(name),
         )
-        for stream in (False, True):
-            children.requests[200, stream] = self.requests.labels(name, "200", _flag(stream))
+        for status in ANSWER_STATUSES:
+            for stream in (False, True):
+                children.requests[status, stream] = self.requests.labels(name, str(status), _flag(stream))
         return children
 
-    def _target_children(self, route: Route, target: Target, prices: Mapping[str, Price]) -> _TargetChildren:
+    def _target_children(
+        self, route: Route, target: Target, triggers: frozenset[str], prices: Mapping[str, Price]
+    ) -> _TargetChildren:
         labels = (route.name, target.name, target.provider)
         price = price_of(target.model or route.name, prices)
         children = _TargetChildren(
@@ -217,44 +274,40 @@ class Metrics(Observer):
             cost=self.cost.labels(route.name, target.name) if price is not None else None,
             price=price,
         )
-        children.outcomes["200"] = self.upstream_requests.labels(*labels, "200")
+        retry_reasons = {str(code) for code in target.retry.on_status_codes} | set(TRANSPORT_OUTCOMES)
+        for outcome in {"200", *retry_reasons, *triggers}:
+            children.outcomes[outcome] = self.upstream_requests.labels(*labels, outcome)
+        if target.retry.attempts:
+            for reason in retry_reasons:
+                children.retries[reason] = self.retries.labels(route.name, target.name, reason)
+        for reason in triggers:
+            children.fallbacks[reason] = self.fallbacks.labels(route.name, target.name, reason)
         return children
 
-    # ---------------------------------------------------------------- events
+    def _memory_children(self, memory_type: str) -> tuple[Child, Child]:
+        return self.memory_requests.labels(memory_type), self.memory_evicted.labels(memory_type)
 
     def route_resolved(self, trace: Trace) -> None:
         assert trace.route is not None
         self._routes[trace.route.name].inflight.inc()
 
     def attempt_ended(self, trace: Trace, target: Target, outcome: str, seconds: float) -> None:
-        children = self._targets.get(target)
-        if children is None:
+        t = self._targets.get(target)
+        if t is None:
             return
-        counter = children.outcomes.get(outcome)
-        if counter is None:
-            counter = children.outcomes[outcome] = self.upstream_requests.labels(
-                children.route, children.name, children.provider, outcome
-            )
-        counter.inc()
-        children.duration.observe(seconds)
+        make = functools.partial(self.upstream_requests.labels, t.route, t.name, t.provider, outcome)
+        _child(t.outcomes, outcome, make).inc()
+        t.duration.observe(seconds)
 
     def retried(self, trace: Trace, target: Target, reason: str) -> None:
-        children = self._targets.get(target)
-        if children is None:
-            return
-        counter = children.retries.get(reason)
-        if counter is None:
-            counter = children.retries[reason] = self.retries.labels(children.route, children.name, reason)
-        counter.inc()
+        t = self._targets.get(target)
+        if t is not None:
+            _child(t.retries, reason, functools.partial(self.retries.labels, t.route, t.name, reason)).inc()
 
     def fell_back(self, trace: Trace, source: Target, reason: str) -> None:
-        children = self._targets.get(source)
-        if children is None:
-            return
-        counter = children.fallbacks.get(reason)
-        if counter is None:
-            counter = children.fallbacks[reason] = self.fallbacks.labels(children.route, children.name, reason)
-        counter.inc()
+        t = self._targets.get(source)
+        if t is not None:
+            _child(t.fallbacks, reason, functools.partial(self.fallbacks.labels, t.route, t.name, reason)).inc()
 
     def first_token(self, trace: Trace, target: Target, seconds: float) -> None:
         children = self._targets.get(target)
@@ -271,21 +324,14 @@ class Metrics(Observer):
             children.cost.inc(prompt * children.price.prompt + completion * children.price.completion)
 
     def memory_planned(self, trace: Trace, memory_type: str, evicted: int) -> None:
-        children = self._memory.get(memory_type)
-        if children is None:
-            children = self._memory[memory_type] = (
-                self.memory_requests.labels(memory_type),
-                self.memory_evicted.labels(memory_type),
-            )
-        children[0].inc()
+        requests, evictions = _child(self._memory, memory_type, functools.partial(self._memory_children, memory_type))
+        requests.inc()
         if evicted:
-            children[1].inc(evicted)
+            evictions.inc(evicted)
 
     def store_timed(self, store: str, operation: str, seconds: float) -> None:
-        child = self._store.get((store, operation))
-        if child is None:
-            child = self._store[store, operation] = self.store_duration.labels(store, operation)
-        child.observe(seconds)
+        make = functools.partial(self.store_duration.labels, store, operation)
+        _child(self._store, (store, operation), make).observe(seconds)
 
     def lock_waited(self, seconds: float) -> None:
         self.lock_wait.observe(seconds)
@@ -296,14 +342,9 @@ class Metrics(Observer):
         route = self._routes[trace.route.name if trace.route is not None else OTHER_ROUTE]
         if trace.route is not None:
             route.inflight.dec()
-        key = (trace.status, trace.stream)
-        counter = route.requests.get(key)
-        if counter is None:
-            counter = route.requests[key] = self.requests.labels(route.name, str(trace.status), _flag(trace.stream))
-        counter.inc()
+        make = functools.partial(self.requests.labels, route.name, str(trace.status), _flag(trace.stream))
+        _child(route.requests, (trace.status, trace.stream), make).inc()
         route.duration[trace.stream].observe(trace.duration)
-
-    # ---------------------------------------------------------------- exposition
 
     def exposition(self) -> bytes:
         """The text a scrape reads: this process's values, or every worker's summed."""

@@ -34,6 +34,8 @@ class Observer:
 
     def route_resolved(self, trace: Trace) -> None: ...
 
+    def attempt_started(self, trace: Trace, target: Target) -> None: ...
+
     def attempt_ended(self, trace: Trace, target: Target, outcome: str, seconds: float) -> None:
         """One call to `target` ended: `outcome` is its status code as text, or TIMEOUT etc."""
 
@@ -49,6 +51,9 @@ class Observer:
     def usage(self, trace: Trace, target: Target, prompt: int, completion: int) -> None: ...
 
     def memory_planned(self, trace: Trace, memory_type: str, evicted: int) -> None: ...
+
+    def memory_stored(self, trace: Trace, messages: int) -> None:
+        """The turn (`messages` of it, the reply included) is stored."""
 
     def store_timed(self, store: str, operation: str, seconds: float) -> None:
         """One memory store operation (`load`, `append`, `lock`) took `seconds`."""
@@ -71,6 +76,10 @@ class Observers(Observer):
     def route_resolved(self, trace: Trace) -> None:
         for observer in self.observers:
             observer.route_resolved(trace)
+
+    def attempt_started(self, trace: Trace, target: Target) -> None:
+        for observer in self.observers:
+            observer.attempt_started(trace, target)
 
     def attempt_ended(self, trace: Trace, target: Target, outcome: str, seconds: float) -> None:
         for observer in self.observers:
@@ -95,6 +104,10 @@ class Observers(Observer):
     def memory_planned(self, trace: Trace, memory_type: str, evicted: int) -> None:
         for observer in self.observers:
             observer.memory_planned(trace, memory_type, evicted)
+
+    def memory_stored(self, trace: Trace, messages: int) -> None:
+        for observer in self.observers:
+            observer.memory_stored(trace, messages)
 
     def store_timed(self, store: str, operation: str, seconds: float) -> None:
         for observer in self.observers:
@@ -141,7 +154,7 @@ class Trace:
     memory_type: str | None = None
     evicted: int | None = None
     ended: float | None = None
-    extra: dict[str, Any] = field(default_factory=dict)  # per-observer scratch space
+    failed_status: int | None = None  # an answer that started well and ended in an in-band error
 
     @property
     def duration(self) -> float:
@@ -153,6 +166,9 @@ class Trace:
     def resolved(self, route: Route, *, stream: bool) -> None:
         self.route, self.stream = route, stream
         self.observer.route_resolved(self)
+
+    def attempt_started(self, target: Target) -> None:
+        self.observer.attempt_started(self, target)
 
     def attempt_ended(self, target: Target, outcome: str, seconds: float) -> None:
         self.target = target
@@ -184,12 +200,22 @@ class Trace:
         self.memory_type, self.evicted = memory_type, evicted
         self.observer.memory_planned(self, memory_type, evicted)
 
+    def memory_stored(self, messages: int) -> None:
+        self.observer.memory_stored(self, messages)
+
+    def failed(self, status: int, error_code: str) -> None:
+        """The answer under way (a stream's 200 is out) ended with an in-band error worth `status`."""
+        self.failed_status, self.error_code = status, error_code
+
     def end(self, status: int, error_code: str | None = None) -> None:
-        """The request is over (for a stream: its last byte is written). Reported once."""
+        """The request is over (for a stream: its last byte is written). Reported once.
+
+        A stream that ended in an in-band error counts with that error's status, not its 200.
+        """
         if self.ended is not None:
             return
         self.ended = time.monotonic()
-        self.status = status
+        self.status = self.failed_status or status
         if error_code is not None:
             self.error_code = error_code
         self.observer.request_ended(self)

@@ -223,6 +223,18 @@ def test_request_log_is_silent_above_info(captured: Callable[[str, str], io.Stri
     assert out.getvalue() == ""
 
 
+def test_health_checks_and_scrapes_are_logged_at_debug(captured: Callable[[str, str], io.StringIO]) -> None:
+    out = captured("text", "info")
+    log = RequestLog(quiet_paths=("/healthz", "/metrics"))
+    for path in ("/healthz", "/metrics", "/v1/models"):
+        observe.Trace(log, request_id="req_x", method="GET", path=path).end(200)
+    [line] = out.getvalue().splitlines()
+    assert "path=/v1/models" in line
+    out = captured("text", "debug")
+    observe.Trace(log, request_id="req_y", method="GET", path="/healthz").end(200)
+    assert " DEBUG gateway.access [req_y] request method=GET path=/healthz" in out.getvalue()
+
+
 # --- The whole gateway, with known secrets, scanned ------------------------------------------
 
 GATEWAY_KEYS = {"team-a": "gwkey-alpha-5c1e9d", "team-b": "gwkey-bravo-77aa01"}

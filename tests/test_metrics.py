@@ -206,7 +206,130 @@ async def test_a_stream_cut_off_counts_as_a_stream_error(gateway: Gateway, upstr
     labels = {"route": "chat", "target": "up", "provider": "openai"}
     assert value(samples, "gateway_upstream_requests_total", **labels, outcome="stream_error") == 1
     assert value(samples, "gateway_upstream_requests_total", **labels, outcome="200") == 0
-    assert value(samples, "gateway_requests_total", route="chat", status_code="200", stream="true") == 1
+    # the client got a 200 and then an in-band error: counted as the failure it was
+    assert value(samples, "gateway_requests_total", route="chat", status_code="502", stream="true") == 1
+    assert value(samples, "gateway_requests_total", route="chat", status_code="200", stream="true") == 0
+
+
+async def test_series_for_failures_exist_before_the_first_one(gateway: Gateway, make_upstream: Any) -> None:
+    """A counter first seen at 1 shows no increase: the first 5xx, retry or fallback would be lost."""
+    first, second = await make_upstream(), await make_upstream()
+    config = routes(
+        f'{{name: first, provider: openai, baseUrl: "{first.url}", apiKey: k, retry: {{attempts: 1}}}}',
+        f'{{name: second, provider: openai, baseUrl: "{second.url}", apiKey: k}}',
+        extra="strategy: {mode: fallback, onStatusCodes: [429, 529]}",
+    ).replace("        strategy: {mode: fallback}\n", "")
+    client = await gateway(config)
+    samples = await scrape(client)
+    for status in ("500", "502", "503", "504", "401", "429", "499"):
+        for stream in ("true", "false"):
+            assert ("gateway_requests_total", frozenset({("route", "chat"), ("status_code", status), ("stream", stream)})) in samples
+    first_labels = frozenset({("route", "chat"), ("target", "first"), ("provider", "openai")})
+    for outcome in ("200", "429", "529", "503", "timeout", "connect_error", "stream_error"):
+        assert ("gateway_upstream_requests_total", first_labels | {("outcome", outcome)}) in samples, outcome
+    for reason in ("429", "503", "timeout"):
+        assert ("gateway_retries_total", frozenset({("route", "chat"), ("target", "first"), ("reason", reason)})) in samples
+    for reason in ("429", "529", "connect_error"):
+        assert ("gateway_fallbacks_total", frozenset({("route", "chat"), ("from_target", "first"), ("reason", reason)})) in samples
+    # the last target has nowhere to fall back to
+    assert not [k for k in samples if k[0] == "gateway_fallbacks_total" and ("from_target", "second") in k[1]]
+    assert ("gateway_memory_requests_total", frozenset({("memory_type", "token_window")})) in samples
+    buckets = {float(dict(lbls)["le"]) for (n, lbls) in samples if n == "gateway_request_duration_seconds_bucket"}
+    assert max(b for b in buckets if b != float("inf")) == 600
+
+
+async def test_usage_in_any_form_is_kept_from_a_client_that_did_not_ask(gateway: Gateway, upstream: FakeUpstream) -> None:
+    usage = {"prompt_tokens": 4, "completion_tokens": 1, "total_tokens": 5}
+    first = b'data: {"usage":null,"id":"x","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":"a"},"finish_reason":null}]}\n\n'
+    last = {"id": "x", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}], "usage": usage}
+    upstream.then(Step(events=[first, b"data: " + orjson.dumps(last) + b"\n\n", b"data: [DONE]\n\n"]))
+    client = await gateway(f'routes: {{chat: {{name: up, provider: openai, baseUrl: "{upstream.url}", apiKey: k}}}}')
+    async with aiohttp.ClientSession() as session:
+        body = {"model": "chat", "messages": MESSAGES, "stream": True}
+        async with session.post(root_url(client) + "/v1/chat/completions", json=body) as response:
+            wire = await response.read()
+    assert b"usage" not in wire and wire.count(b"data: ") == 3 and wire.endswith(b"data: [DONE]\n\n")
+    samples = await scrape(client)
+    assert value(samples, "gateway_tokens_total", route="chat", target="up", provider="openai", kind="prompt") == 4
+
+
+async def test_a_wrong_key_on_a_model_endpoint_is_counted(gateway: Gateway) -> None:
+    client = await gateway(f"auth: {{keys: [{{name: ops, key: {GATEWAY_KEY}}}]}}\nroutes: {{chat: {{provider: mock}}}}")
+    async with aiohttp.ClientSession() as session:
+        body = {"model": "chat", "messages": MESSAGES}
+        async with session.post(root_url(client) + "/v1/chat/completions", json=body) as response:
+            assert response.status == 401
+    samples = await scrape(client)
+    assert value(samples, "gateway_requests_total", route="other", status_code="401", stream="false") == 1
+
+
+async def test_a_client_that_leaves_ends_the_attempt_as_499(gateway: Gateway, upstream: FakeUpstream) -> None:
+    upstream.then(Step(body=chat_completion(), delay=5))
+    client = await gateway(f'routes: {{chat: {{name: up, provider: openai, baseUrl: "{upstream.url}", apiKey: k}}}}')
+    pending = asyncio.ensure_future(client.chat.completions.create(model="chat", messages=MESSAGES))
+    await upstream.arrived.wait()
+    pending.cancel()
+    labels = {"route": "chat", "target": "up", "provider": "openai", "outcome": "499"}
+    for _ in range(100):
+        samples = await scrape(client)
+        if value(samples, "gateway_requests_total", route="chat", status_code="499", stream="false"):
+            break
+        await asyncio.sleep(0.05)
+    assert value(samples, "gateway_requests_total", route="chat", status_code="499", stream="false") == 1
+    assert value(samples, "gateway_upstream_requests_total", **labels) == 1
+    assert value(samples, "gateway_inflight_requests", route="chat") == 0
+
+
+async def test_a_memory_write_that_fails_mid_stream_counts_as_503(
+    gateway: Gateway, upstream: FakeUpstream, tmp_path: Any
+) -> None:
+    from gateway.memory.store import StoreUnavailable
+    from gateway.server.keys import MEMORY
+
+    upstream.then(Step(events=stream_of("x")))
+    client = await gateway(
+        f'routes: {{chat: {{name: up, provider: openai, baseUrl: "{upstream.url}", apiKey: k}}}}\nmemory: {{store: memory}}'
+    )
+    store = client._gateway_app[MEMORY].store  # type: ignore[attr-defined]
+
+    async def broken(*args: Any, **kwargs: Any) -> None:
+        raise StoreUnavailable("disk on fire")
+
+    store.append = broken
+    stream = await client.chat.completions.create(
+        model="chat", messages=MESSAGES, stream=True, extra_headers={"memoryId": "m"}
+    )
+    with pytest.raises(openai.APIError):
+        _ = [part async for part in stream]
+    samples = await scrape(client)
+    assert value(samples, "gateway_requests_total", route="chat", status_code="503", stream="true") == 1
+    assert value(samples, "gateway_upstream_requests_total", route="chat", target="up", provider="openai", outcome="200") == 1
+    assert value(samples, "gateway_memory_store_duration_seconds_count", store="memory", operation="append") == 1
+
+
+async def test_a_lock_wait_that_times_out_is_observed(gateway: Gateway, upstream: FakeUpstream) -> None:
+    release = asyncio.Event()
+    upstream.then(Step(body=chat_completion(), gate=release))
+    client = await gateway(
+        f'routes: {{chat: {{provider: openai, baseUrl: "{upstream.url}", apiKey: k}}}}\n'
+        "memory: {store: memory, lockTimeoutSeconds: 0.2}"
+    )
+    headers = {"memoryId": "busy"}
+    holder = asyncio.ensure_future(client.chat.completions.create(model="chat", messages=MESSAGES, extra_headers=headers))
+    await upstream.arrived.wait()
+    with pytest.raises(openai.ConflictError):
+        await client.chat.completions.create(model="chat", messages=MESSAGES, extra_headers=headers)
+    release.set()
+    await holder
+    samples = await scrape(client)
+    assert value(samples, "gateway_memory_lock_wait_seconds_count") == 2
+    assert value(samples, "gateway_memory_lock_wait_seconds_sum") >= 0.2
+
+
+def test_a_route_may_not_be_called_other() -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_config("routes: {other: {provider: mock}}")
+    assert caught.value.errors[0].startswith("routes.other: the name 'other' is reserved")
 
 
 async def test_client_chosen_strings_never_become_labels(gateway: Gateway, upstream: FakeUpstream) -> None:

@@ -8,6 +8,7 @@ the upstream's `[DONE]` until the turn is stored and ends with an in-band error 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import time
@@ -48,10 +49,10 @@ class Turn:
     """The forwarded messages of one request, and the write that follows its success."""
 
     def __init__(
-        self, memory: Memory, key: Key, plan: Plan, encoding: str, count: TokenCounter, observer: Observer | None = None
+        self, memory: Memory, key: Key, plan: Plan, encoding: str, count: TokenCounter, trace: Trace | None = None
     ) -> None:
         self._memory = memory
-        self._observer = observer or Observer()
+        self._trace = trace or Trace()
         self._key = key
         self.plan = plan
         self._encoding = encoding
@@ -96,9 +97,12 @@ class Turn:
         # Shielded: a client that leaves now must not cut the write (or the lock) in half.
         self._write = asyncio.ensure_future(self._memory.store.append(self._key, entries, system=system))
         started = time.monotonic()
-        with store_errors():
-            await asyncio.shield(self._write)
-        self._observer.store_timed(self._memory.store_kind, "append", time.monotonic() - started)
+        try:
+            with store_errors():
+                await asyncio.shield(self._write)
+        finally:
+            self._trace.observer.store_timed(self._memory.store_kind, "append", time.monotonic() - started)
+        self._trace.memory_stored(len(entries))
 
     async def settle(self) -> None:
         """Wait for a write still under way, so the lock outlives it."""
@@ -194,7 +198,7 @@ class Memory:
             entries = conversation.entries if conversation else []
             plan = functools.partial(plan_turn, system, entries, messages, ask.settings, count=count, encoding=encoding)
             uncounted = [*messages, *(e.message for e in entries if encoding not in e.tokens)]
-            turn = Turn(self, key, await self.offload(plan, uncounted), encoding, count, trace.observer)
+            turn = Turn(self, key, await self.offload(plan, uncounted), encoding, count, trace)
             trace.memory_planned(ask.settings.memory_type, turn.plan.evicted)
             try:
                 yield turn
@@ -211,11 +215,14 @@ class Memory:
         done = False
         started = time.monotonic()
         try:
-            async with self.store.lock(key):
-                if observer is not None:
-                    waited = time.monotonic() - started
-                    observer.lock_waited(waited)
-                    observer.store_timed(self.store_kind, "lock", waited)
+            async with contextlib.AsyncExitStack() as held:
+                try:
+                    await held.enter_async_context(self.store.lock(key))
+                finally:  # a wait that ends in LockTimeout is reported too
+                    if observer is not None:
+                        waited = time.monotonic() - started
+                        observer.lock_waited(waited)
+                        observer.store_timed(self.store_kind, "lock", waited)
                 yield
                 done = True
         except StoreUnavailable as exc:

@@ -82,9 +82,9 @@ def create_app(config: Config, *, rng: Random | None = None, processes: int = 1)
     """
     auth = Authenticator(config.api_keys)
     metrics = Metrics(config) if config.metrics.enabled else None
-    observer = combine([*([metrics] if metrics is not None else []), RequestLog()])
+    observer = combine([*([metrics] if metrics is not None else []), RequestLog(quiet_paths=("/healthz", "/readyz", config.metrics.path))])
     app = web.Application(
-        middlewares=[*cors_middlewares(config.cors), gateway_middleware(auth, observer)],
+        middlewares=[*cors_middlewares(config.cors), gateway_middleware(auth, observer, handlers.MODEL_PATHS)],
         client_max_size=config.server.max_body_bytes,
     )
     app[CONFIG] = config

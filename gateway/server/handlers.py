@@ -76,21 +76,21 @@ async def forward(request: web.Request, route: Route, call: Request, *, turn: Tu
     return await relay_stream(request, result, headers, trace=trace, sink=turn, hide_usage=call.hidden_usage)
 
 
-def _trace(request: web.Request, endpoint: str) -> Trace:
-    """The request's trace, marked as a model request (counted by route even when it fails early)."""
-    trace: Trace = request[TRACE]
-    trace.endpoint = endpoint
-    return trace
+MODEL_PATHS = {
+    "/v1/chat/completions": "chat/completions",
+    "/v1/completions": "completions",
+    "/v1/embeddings": "embeddings",
+}
 
 
 async def chat_completions(request: web.Request) -> web.StreamResponse:
-    trace = _trace(request, "chat/completions")
+    trace: Trace = request[TRACE]
     raw, payload = await read_payload(request)
-    messages = check_messages(payload)
     config = request.app[CONFIG]
     route = resolve_route(config, check_model(payload))
     stream = check_stream(payload)
     trace.resolved(route, stream=stream)
+    messages = check_messages(payload)
     ask = read_memory_headers(request.headers, route.memory, config.memory.limits)
     if ask is None:
         return await forward(request, route, Request("chat/completions", payload, raw, stream, trace))
@@ -101,21 +101,21 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
 
 
 async def completions(request: web.Request) -> web.StreamResponse:
-    trace = _trace(request, "completions")
+    trace: Trace = request[TRACE]
     raw, payload = await read_payload(request)
-    check_input(payload, "prompt", required=False)
     route = resolve_route(request.app[CONFIG], check_model(payload))
     stream = check_stream(payload)
     trace.resolved(route, stream=stream)
+    check_input(payload, "prompt", required=False)
     return await forward(request, route, Request("completions", payload, raw, stream, trace))
 
 
 async def embeddings(request: web.Request) -> web.StreamResponse:
-    trace = _trace(request, "embeddings")
+    trace: Trace = request[TRACE]
     raw, payload = await read_payload(request)
-    check_input(payload, "input", required=True)
     route = resolve_route(request.app[CONFIG], check_model(payload))
     trace.resolved(route, stream=False)
+    check_input(payload, "input", required=True)
     return await forward(request, route, Request("embeddings", payload, raw, trace=trace))
 
 

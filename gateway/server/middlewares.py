@@ -8,7 +8,7 @@ import itertools
 import logging
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
@@ -126,13 +126,19 @@ async def _failure_response(request: web.Request, exc: Exception, request_id: st
     return error_response(error, request_id)
 
 
-def gateway_middleware(auth: Authenticator, observer: Observer | None = None) -> Middleware:
+def gateway_middleware(
+    auth: Authenticator, observer: Observer | None = None, model_paths: Mapping[str, str] | None = None
+) -> Middleware:
     """Request id, auth on /v1, an OpenAI-shaped body for every failure, and the request's Trace.
+
+    `model_paths` maps the paths of model requests to their endpoint, so that they are counted
+    as such even when they fail before a handler runs (a wrong key).
 
     One middleware layer rather than four: each layer is another coroutine frame resumed on
     every I/O wake-up of the request, and none of these steps needs to await.
     """
     observer = observer or Observer()
+    model_paths = model_paths or {}
 
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -142,6 +148,7 @@ def gateway_middleware(auth: Authenticator, observer: Observer | None = None) ->
             request_id = new_request_id()
         request[REQUEST_ID] = request_id
         trace = request[TRACE] = Trace(observer, request_id, request.method, request.path)
+        trace.endpoint = model_paths.get(request.path)
         observe.current.set(trace)  # this task serves only this request: no reset needed
         trace.begin()
         status, code = observe.CLIENT_CLOSED, None  # unless an answer is settled below
@@ -162,7 +169,8 @@ def gateway_middleware(auth: Authenticator, observer: Observer | None = None) ->
                 started: web.StreamResponse | None = request.get(STREAM_STARTED)
                 if started is not None:  # a second status line would corrupt the answer already under way
                     log.error("failure after the response to request %s started", request_id, exc_info=exc)
-                    status, code = started.status, "internal_error"
+                    trace.failed(500, "internal_error")
+                    status = started.status
                     return started
                 code = exc.code if isinstance(exc, GatewayError) else None
                 response = await _failure_response(request, exc, request_id)

@@ -42,14 +42,19 @@ def _is_usage_only(chunk: Any) -> bool:
     return isinstance(chunk, dict) and chunk.get("choices") == [] and isinstance(chunk.get("usage"), dict)
 
 
-def _without_null_usage(raw: bytes) -> bytes:
-    """The event without the `"usage": null` that include_usage adds to every chunk.
+def _without_usage(raw: bytes, chunk: Any) -> bytes:
+    """The event without the `usage` the client did not ask for.
 
-    A quote inside a JSON string is always escaped, so an unescaped `,"usage":null` is the key.
+    include_usage adds `"usage": null` to every chunk: its usual spellings are cut from the bytes
+    (a quote inside a JSON string is always escaped, so an unescaped `,"usage":null` is the
+    key); any other `usage` key makes the chunk re-encoded without it.
     """
     if b'"usage"' not in raw:
         return raw
-    return raw.replace(b',"usage":null', b"").replace(b', "usage": null', b"")
+    raw = raw.replace(b',"usage":null', b"").replace(b', "usage": null', b"")
+    if b'"usage"' not in raw or not isinstance(chunk, dict) or "usage" not in chunk:
+        return raw
+    return encode({key: value for key, value in chunk.items() if key != "usage"})
 
 
 async def relay_stream(
@@ -77,11 +82,13 @@ async def relay_stream(
     outcome = str(stream.status)
     usage: Any = None
 
-    async def fail(message: str, code: str, kind: str = "upstream_error") -> web.StreamResponse:
+    async def fail(message: str, code: str, kind: str = "upstream_error", status: int = 502) -> web.StreamResponse:
         nonlocal outcome
-        if code in ("upstream_stream_error", "upstream_timeout"):
-            outcome = TIMEOUT if code == "upstream_timeout" else STREAM_ERROR
-        trace.error_code = code
+        if code == "upstream_timeout":
+            outcome, status = TIMEOUT, 504
+        elif code == "upstream_stream_error":
+            outcome = STREAM_ERROR
+        trace.failed(status, code)
         await response.write(_error_event(message, code, kind))
         return response
 
@@ -96,7 +103,7 @@ async def relay_stream(
                     try:
                         await sink.finish()
                     except GatewayError as exc:
-                        return await fail(exc.message, exc.code or "internal_error", exc.type)
+                        return await fail(exc.message, exc.code or "internal_error", exc.type, exc.status)
                 await response.write(event.raw)
                 return response
             if event.data is not None:
@@ -115,7 +122,7 @@ async def relay_stream(
                 if sink is not None:
                     sink.feed(chunk)
                 if hide_usage:
-                    await response.write(_without_null_usage(event.raw))
+                    await response.write(_without_usage(event.raw, chunk))
                     event = await _next(stream, target)
                     continue
             await response.write(event.raw)
@@ -131,7 +138,7 @@ async def relay_stream(
         log.exception("relaying the stream of %s failed", target.name)
         if response.prepared:
             with contextlib.suppress(ConnectionResetError):
-                await fail("the gateway failed while relaying the stream", "internal_error", "server_error")
+                await fail("the gateway failed while relaying the stream", "internal_error", "server_error", 500)
             return response
         raise
     finally:
