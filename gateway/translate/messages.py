@@ -30,7 +30,7 @@ from typing import Any, TypeGuard
 
 import orjson
 
-from gateway.errors import InvalidRequestError
+from gateway.translate import MalformedAnswer, TranslationError
 
 JSON = dict[str, Any]
 
@@ -50,17 +50,6 @@ _ERROR_TYPES = {
     504: "timeout_error",
     529: "overloaded_error",
 }
-
-
-class TranslationError(InvalidRequestError):
-    """A request that is malformed or cannot be translated (a 400); `param` is the culprit's dotted path."""
-
-    def __init__(self, message: str, param: str | None = None) -> None:
-        super().__init__(message, param=param)
-
-
-class MalformedAnswer(Exception):
-    """An upstream chat completion that cannot become an Anthropic message (the client's 502)."""
 
 
 # Anthropic request -> OpenAI chat payload

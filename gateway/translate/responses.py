@@ -22,22 +22,11 @@ from typing import Any, Literal, TypeVar
 
 import orjson
 
-from gateway.errors import InvalidRequestError
+from gateway.translate import MalformedAnswer, TranslationError
 
 __all__ = ["MalformedAnswer", "StreamTranslator", "TranslationError", "from_chat", "to_chat"]
 
 T = TypeVar("T")
-
-
-class TranslationError(InvalidRequestError):
-    """A Responses request that is malformed, or asks for what chat completions cannot do (a 400)."""
-
-    def __init__(self, message: str, param: str | None, *, code: str = "invalid_value") -> None:
-        super().__init__(message, param=param, code=code)
-
-
-class MalformedAnswer(Exception):
-    """A chat answer or chunk from upstream that cannot become a Responses answer."""
 
 
 # State a Responses upstream keeps between requests; a chat upstream has nothing to resolve it with.
