@@ -2,21 +2,26 @@
 
 from __future__ import annotations
 
-from typing import Any
+import secrets
+import time
+from typing import Any, Protocol
 
 import orjson
 from aiohttp import web
 
 from gateway.config import Config, Route
-from gateway.dispatch import Request, Result
-from gateway.errors import NotFoundError
+from gateway.dispatch import Request, Result, redact
+from gateway.errors import GatewayError, NotFoundError
 from gateway.memory.headers import read_memory_headers
 from gateway.memory.turns import Turn
 from gateway.observe import Trace
 from gateway.server.bodies import read_payload
 from gateway.server.keys import CONFIG, DISPATCHER, LIFECYCLE, MEMORY, REQUEST_ID, TENANT, TRACE
 from gateway.server.parsing import check_input, check_messages, check_model, check_stream
-from gateway.server.relay import relay_stream
+from gateway.server.relay import Translator, relay_stream
+from gateway.translate import MalformedAnswer
+from gateway.translate import messages as anthropic_api
+from gateway.translate import responses as responses_api
 
 
 def resolve_route(config: Config, model: str) -> Route:
@@ -57,7 +62,25 @@ def with_stream_usage(call: Request) -> Request:
     return call
 
 
-async def forward(request: web.Request, route: Route, call: Request, *, turn: Turn | None = None) -> web.StreamResponse:
+class Reshape(Protocol):
+    """How a chat answer reaches a client of another API (Anthropic Messages, Responses)."""
+
+    def answer(self, data: Any) -> dict[str, Any]:
+        """The client's JSON for a complete chat completion; raises MalformedAnswer."""
+        ...
+
+    def translator(self) -> Translator: ...
+
+
+class MalformedUpstreamAnswer(GatewayError):
+    status = 502
+    type = "upstream_error"
+    code = "malformed_upstream_response"
+
+
+async def forward(
+    request: web.Request, route: Route, call: Request, *, turn: Turn | None = None, reshape: Reshape | None = None
+) -> web.StreamResponse:
     """Dispatch and relay the answer; with memory, the answer reaches the client only once stored."""
     trace = call.trace
     if call.stream and request.app[CONFIG].metrics.stream_usage:
@@ -69,23 +92,57 @@ async def forward(request: web.Request, route: Route, call: Request, *, turn: Tu
     if result.reply is not None:
         if isinstance(result.reply.data, dict):
             trace.usage(result.target, result.reply.data.get("usage"))
+        body = result.reply.body
+        if reshape is not None:
+            try:
+                body = orjson.dumps(reshape.answer(result.reply.data))
+            except MalformedAnswer as exc:
+                raise MalformedUpstreamAnswer(f"{result.target.name}: {redact(str(exc), result.target)}") from None
+            headers["Content-Type"] = "application/json"
+        else:
+            headers["Content-Type"] = result.reply.content_type
         if turn is not None:
             await turn.commit_answer(result.reply.data)
-        headers["Content-Type"] = result.reply.content_type
-        return web.Response(body=result.reply.body, status=result.reply.status, headers=headers)
-    return await relay_stream(request, result, headers, trace=trace, sink=turn, hide_usage=call.hidden_usage)
+        return web.Response(body=body, status=result.reply.status, headers=headers)
+    translator = reshape.translator() if reshape is not None else None
+    return await relay_stream(
+        request, result, headers, trace=trace, sink=turn, hide_usage=call.hidden_usage, translator=translator
+    )
 
 
 MODEL_PATHS = {
     "/v1/chat/completions": "chat/completions",
+    "/v1/messages": "messages",
+    "/v1/responses": "responses",
     "/v1/completions": "completions",
     "/v1/embeddings": "embeddings",
 }
 
 
 async def chat_completions(request: web.Request) -> web.StreamResponse:
-    trace: Trace = request[TRACE]
     raw, payload = await read_payload(request)
+    return await _chat(request, raw, payload)
+
+
+async def messages(request: web.Request) -> web.StreamResponse:
+    """Anthropic's Messages API: translated to chat completions and back (errors Anthropic-shaped)."""
+    _, body = await read_payload(request)
+    payload = anthropic_api.to_chat(body)
+    return await _chat(request, None, payload, _AnthropicReshape(str(payload.get("model", ""))))
+
+
+async def responses(request: web.Request) -> web.StreamResponse:
+    """The Responses API, translated to chat completions and back."""
+    _, body = await read_payload(request)
+    payload = responses_api.to_chat(body)
+    return await _chat(request, None, payload, _ResponsesReshape(body))
+
+
+async def _chat(
+    request: web.Request, raw: bytes | None, payload: dict[str, Any], reshape: Reshape | None = None
+) -> web.StreamResponse:
+    """A chat request, whichever API it came in: routed, with memory when asked, answered."""
+    trace: Trace = request[TRACE]
     config = request.app[CONFIG]
     route = resolve_route(config, check_model(payload))
     stream = check_stream(payload)
@@ -93,11 +150,65 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     messages = check_messages(payload)
     ask = read_memory_headers(request.headers, route.memory, config.memory.limits)
     if ask is None:
-        return await forward(request, route, Request("chat/completions", payload, raw, stream, trace))
+        return await forward(request, route, Request("chat/completions", payload, raw, stream, trace), reshape=reshape)
     model = route.first_target.model or payload["model"]
     async with request.app[MEMORY].turn(request[TENANT], ask, messages, model, trace=trace) as turn:
         payload = {**payload, "messages": turn.plan.forwarded}
-        return await forward(request, route, Request("chat/completions", payload, None, stream, trace), turn=turn)
+        call = Request("chat/completions", payload, None, stream, trace)
+        return await forward(request, route, call, turn=turn, reshape=reshape)
+
+
+class _AnthropicReshape:
+    def __init__(self, model: str) -> None:
+        self.model = model
+        self.message_id = f"msg_{secrets.token_hex(12)}"
+
+    def answer(self, data: Any) -> dict[str, Any]:
+        return anthropic_api.from_chat(data, model=self.model, message_id=self.message_id)
+
+    def translator(self) -> Translator:
+        return _AnthropicStream(anthropic_api.StreamTranslator(self.model, self.message_id))
+
+
+class _AnthropicStream:
+    def __init__(self, stream: anthropic_api.StreamTranslator) -> None:
+        self.stream = stream
+
+    def feed(self, chunk: Any) -> list[bytes]:
+        return self.stream.feed(chunk)
+
+    def finish(self, usage: Any) -> list[bytes]:
+        return self.stream.finish(usage if isinstance(usage, dict) else None)
+
+    def error(self, message: str, code: str, status: int) -> bytes:
+        return anthropic_api.error_event(message, anthropic_api.error_type(status))
+
+
+class _ResponsesReshape:
+    def __init__(self, body: dict[str, Any]) -> None:
+        self.body = body
+        self.response_id = f"resp_{secrets.token_hex(16)}"
+        self.created_at = int(time.time())
+
+    def answer(self, data: Any) -> dict[str, Any]:
+        return responses_api.from_chat(data, request=self.body, response_id=self.response_id, created_at=self.created_at)
+
+    def translator(self) -> Translator:
+        return _ResponsesStream(responses_api.StreamTranslator(self.body, self.response_id, self.created_at))
+
+
+class _ResponsesStream:
+    def __init__(self, stream: responses_api.StreamTranslator) -> None:
+        self.stream = stream
+
+    def feed(self, chunk: Any) -> list[bytes]:
+        return self.stream.feed(chunk)
+
+    def finish(self, usage: Any) -> list[bytes]:
+        return self.stream.finish(usage if isinstance(usage, dict) else None)
+
+    def error(self, message: str, code: str, status: int) -> bytes:
+        return self.stream.error_event(message, code)
 
 
 async def completions(request: web.Request) -> web.StreamResponse:

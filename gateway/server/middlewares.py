@@ -10,6 +10,7 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 
+import orjson
 from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
 
@@ -25,10 +26,12 @@ from gateway.errors import (
 )
 from gateway.observe import Observer, Trace
 from gateway.server.keys import REQUEST_ID, STREAM_STARTED, TENANT, TRACE
+from gateway.translate.messages import error_body as anthropic_error_body
 
 log = logging.getLogger("gateway")
 
 SHARED_TENANT = "default"
+ANTHROPIC_PATH = "/v1/messages"  # errors there take Anthropic's shape
 _REQUEST_ID = re.compile(r"[\x21-\x7e]{1,200}")
 # Request ids need to be unique, not secret: a per-process random prefix and a counter are
 # unique across workers and restarts, and cost a fraction of uuid4's urandom call.
@@ -40,8 +43,13 @@ def new_request_id() -> str:
     return f"req_{_ID_PREFIX}{next(_id_counter):010x}"
 
 
-def error_response(error: GatewayError, request_id: str | None = None) -> web.Response:
-    response = web.Response(body=error.to_json(), status=error.status, content_type="application/json")
+def error_response(error: GatewayError, request_id: str | None = None, *, anthropic: bool = False) -> web.Response:
+    """The error as the client's API shapes it: OpenAI's, or Anthropic's on `/v1/messages`."""
+    body = error.to_json()
+    if anthropic:
+        message = error.message.encode(errors="replace").decode()  # lone surrogates from header bytes
+        body = orjson.dumps(anthropic_error_body(error.status, message))
+    response = web.Response(body=body, status=error.status, content_type="application/json")
     response.headers.update(error.headers)
     if request_id is not None:
         response.headers["x-request-id"] = request_id
@@ -94,8 +102,12 @@ class Authenticator:
             return SHARED_TENANT
         scheme, _, token = request.headers.get("Authorization", "").partition(" ")
         token = token.strip()
+        if not scheme and "x-api-key" in request.headers:  # how Anthropic's clients send a key
+            scheme, token = "bearer", request.headers["x-api-key"].strip()
         if scheme.lower() != "bearer" or not token:
-            raise AuthenticationError("Missing gateway API key: send 'Authorization: Bearer <key>'.")
+            raise AuthenticationError(
+                "Missing gateway API key: send 'Authorization: Bearer <key>' (or 'x-api-key: <key>')."
+            )
         tenant = None
         # aiohttp keeps undecodable header bytes as lone surrogates, which encode() refuses.
         # Keys are sent as printable ASCII (HTTP clients send headers so), so any other token is
@@ -111,19 +123,20 @@ class Authenticator:
 
 
 async def _failure_response(request: web.Request, exc: Exception, request_id: str) -> web.StreamResponse:
-    """The OpenAI-shaped answer to a request that failed before its response started."""
+    """The API-shaped answer to a request that failed before its response started."""
+    anthropic = request.path == ANTHROPIC_PATH
     if isinstance(exc, GatewayError):
-        response = error_response(exc, request_id)
+        response = error_response(exc, request_id, anthropic=anthropic)
         if response.keep_alive is False:  # the error ends the connection
             await send_and_close(request, response)
         return response
     if isinstance(exc, web.HTTPException):
         if exc.status < 400:
             raise exc
-        return error_response(_from_http_exception(exc, request), request_id)
+        return error_response(_from_http_exception(exc, request), request_id, anthropic=anthropic)
     log.error("unhandled error in %s %s (request %s)", request.method, request.path, request_id, exc_info=exc)
     error = GatewayError("The gateway failed to handle this request.", code="internal_error")
-    return error_response(error, request_id)
+    return error_response(error, request_id, anthropic=anthropic)
 
 
 def gateway_middleware(

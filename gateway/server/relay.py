@@ -19,6 +19,7 @@ from gateway.observe import STREAM_ERROR, TIMEOUT, Trace
 from gateway.providers.base import EventStream, TransportError
 from gateway.server.keys import STREAM_STARTED
 from gateway.sse import Event, encode
+from gateway.translate import MalformedAnswer
 
 log = logging.getLogger("gateway")
 
@@ -30,6 +31,22 @@ class StreamSink(Protocol):
 
     async def finish(self) -> None:
         """Called at the upstream's `[DONE]`, before the client sees it; a GatewayError replaces it."""
+        ...
+
+
+class Translator(Protocol):
+    """Turns the upstream's chat chunks into another API's stream (Anthropic's, Responses)."""
+
+    def feed(self, chunk: Any) -> list[bytes]:
+        """The client's events for one chunk; raises MalformedAnswer for one it cannot translate."""
+        ...
+
+    def finish(self, usage: Any) -> list[bytes]:
+        """The events that end a complete answer (in place of `[DONE]`)."""
+        ...
+
+    def error(self, message: str, code: str, status: int) -> bytes:
+        """The in-band error event that ends an incomplete answer."""
         ...
 
 
@@ -65,6 +82,7 @@ async def relay_stream(
     trace: Trace,
     sink: StreamSink | None = None,
     hide_usage: bool = False,
+    translator: Translator | None = None,
 ) -> web.StreamResponse:
     """Write the stream to the client, ending with `[DONE]` only when the answer is complete.
 
@@ -72,7 +90,8 @@ async def relay_stream(
     keep the answer) ends the client's stream with an in-band error event and no `[DONE]`, so
     the client can never mistake a cut-off or unstored answer for a complete one. The last
     `usage` seen goes to the trace when the stream ends; with `hide_usage` the usage-only
-    chunk the gateway asked for is not relayed.
+    chunk the gateway asked for is not relayed. A `translator` turns the chunks into the
+    client's API's events, its own end and its own error event.
     """
     assert result.stream is not None and result.first_event is not None
     stream, target = result.stream, result.target
@@ -89,7 +108,10 @@ async def relay_stream(
         elif code == "upstream_stream_error":
             outcome = STREAM_ERROR
         trace.failed(status, code)
-        await response.write(_error_event(message, code, kind))
+        if translator is not None:
+            await response.write(translator.error(message, code, status))
+        else:
+            await response.write(_error_event(message, code, kind))
         return response
 
     try:
@@ -104,7 +126,7 @@ async def relay_stream(
                         await sink.finish()
                     except GatewayError as exc:
                         return await fail(exc.message, exc.code or "internal_error", exc.type, exc.status)
-                await response.write(event.raw)
+                await response.write(event.raw if translator is None else b"".join(translator.finish(usage)))
                 return response
             if event.data is not None:
                 try:
@@ -121,6 +143,15 @@ async def relay_stream(
                         continue
                 if sink is not None:
                     sink.feed(chunk)
+                if translator is not None:
+                    try:
+                        translated = b"".join(translator.feed(chunk))
+                    except MalformedAnswer as exc:
+                        return await fail(f"{target.name}: {redact(str(exc), target)}", "upstream_stream_error")
+                    if translated:
+                        await response.write(translated)
+                    event = await _next(stream, target)
+                    continue
                 if hide_usage:
                     await response.write(_without_usage(event.raw, chunk))
                     event = await _next(stream, target)
