@@ -12,7 +12,7 @@ import functools
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, Final, NamedTuple
 
 import orjson
 from tenacity import AsyncRetrying, RetryCallState, retry_if_result
@@ -21,7 +21,7 @@ from gateway.chunks import MalformedEvent, ReplayedStream, read_chunk, replay
 from gateway.config import RetryPolicy, Route, Target
 from gateway.errors import Attempt, UpstreamError
 from gateway.observe import CLIENT_CLOSED, INVALID_RESPONSE, STREAM_ERROR, TIMEOUT, Trace
-from gateway.providers.base import Call, EventStream, Provider, Reply, TransportError
+from gateway.providers.base import JSON, Call, EventStream, Provider, Reply, TransportError
 from gateway.routing import Outcome, Random, walk
 from gateway.sse import Event
 
@@ -31,7 +31,9 @@ class Request:
     """What the client asked for, parsed once, and the trace its events go to.
 
     `hidden_usage`: the gateway, not the client, asked the stream for its final usage chunk,
-    which the relay must then keep from the client.
+    which the relay must then keep from the client. A body that is not JSON (a multipart form)
+    comes with its `content_type` and `encode`, which gives its bytes with a target's
+    overrideParams applied.
     """
 
     endpoint: str
@@ -40,6 +42,8 @@ class Request:
     stream: bool = False
     trace: Trace = field(default_factory=Trace)
     hidden_usage: bool = False
+    content_type: str = JSON
+    encode: Callable[[Mapping[str, Any]], bytes] | None = None
 
 
 @dataclass(slots=True)
@@ -235,9 +239,11 @@ class Dispatcher:
 
     @staticmethod
     def _call_for(target: Target, request: Request) -> Call:
-        if not target.override_params:
-            return Call(target, request.endpoint, request.payload, request.raw)
-        return Call(target, request.endpoint, {**request.payload, **target.override_params}, None)
+        overrides, kind = target.override_params, request.content_type
+        if not overrides:
+            return Call(target, request.endpoint, request.payload, request.raw, content_type=kind)
+        raw = request.encode(overrides) if request.encode is not None else None
+        return Call(target, request.endpoint, {**request.payload, **overrides}, raw, content_type=kind)
 
     def _provider(self, target: Target) -> Provider:
         return self._providers[target.provider]
@@ -250,7 +256,7 @@ class Dispatcher:
             return _Try(Outcome(exc.status, transport=True), exc.detail, kind=exc.kind)
         except TimeoutError:
             return _Try(Outcome(504, transport=True), f"timed out after {call.target.timeout:g}s", kind=TIMEOUT)
-        return _judge_reply(reply)
+        return _judge_reply(reply, call.endpoint)
 
     async def _open_stream(self, call: Call) -> _Try:
         opened: Reply | EventStream | None = None
@@ -290,7 +296,7 @@ class Dispatcher:
 
 def _replay_reply(call: Call, reply: Reply) -> _Try:
     """A stream request answered with one JSON body: judged, then replayed as a stream."""
-    tried = _judge_reply(reply)
+    tried = _judge_reply(reply, call.endpoint)
     if not tried.outcome.ok:
         return tried
     options = call.payload.get("stream_options")
@@ -315,9 +321,15 @@ async def _close(opened: Reply | EventStream | None) -> None:
         await opened.close()
 
 
-def _judge_reply(reply: Reply) -> _Try:
+# Endpoints whose 2xx answer is relayed as it comes (audio, or text such as srt), never parsed.
+OPAQUE_ANSWERS: Final = frozenset({"audio/speech", "audio/transcriptions", "audio/translations"})
+
+
+def _judge_reply(reply: Reply, endpoint: str) -> _Try:
     if not reply.ok:
         return _Try(Outcome(reply.status), _error_fields(reply.body).message, reply=reply, retry_after=retry_after_seconds(reply.headers))
+    if endpoint in OPAQUE_ANSWERS:
+        return _Try(Outcome(reply.status), "ok", reply=reply)
     try:
         reply.data = orjson.loads(reply.body)
     except orjson.JSONDecodeError:

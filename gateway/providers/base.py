@@ -27,15 +27,19 @@ class TransportError(Exception):
         self.kind = kind or (TIMEOUT if status == 504 else CONNECT_ERROR)
 
 
+JSON = "application/json"
+
+
 @dataclass(slots=True)
 class Call:
     """One request to send to one target: the body is serialized at most once, and only if changed."""
 
     target: Target
-    endpoint: str  # "chat/completions", "completions" or "embeddings"
+    endpoint: str  # "chat/completions", "embeddings", "audio/speech", ...
     payload: dict[str, Any]
     raw: bytes | None = None  # the client's bytes, valid while nothing changed the payload
     _body: bytes | None = field(default=None, repr=False)
+    content_type: str = JSON  # of `raw`; a body the gateway serializes is always JSON
 
     @property
     def body(self) -> bytes:

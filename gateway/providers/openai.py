@@ -11,7 +11,7 @@ from yarl import URL
 
 from gateway.config import Target
 from gateway.observe import STREAM_ERROR
-from gateway.providers.base import Call, EventStream, Reply, TransportError
+from gateway.providers.base import JSON, Call, EventStream, Reply, TransportError
 from gateway.sse import Event, EventParser, EventTooLarge
 
 _RELAYED = ("retry-after", "retry-after-ms")
@@ -59,20 +59,24 @@ class OpenAIProvider:
             url = self._urls[target, endpoint] = URL(f"{target.base_url}/{endpoint}")
         return url
 
-    def _request_headers(self, target: Target) -> CIMultiDict[str]:
+    def _request_headers(self, call: Call) -> CIMultiDict[str]:
+        target = call.target
         headers = self._headers.get(target)
         if headers is None:
-            headers = CIMultiDict({"Content-Type": "application/json", "Accept": "application/json"})
+            headers = CIMultiDict({"Content-Type": JSON, "Accept": JSON})
             if target.api_key:
                 headers["Authorization"] = f"Bearer {target.api_key}"
             headers.update(target.headers)
             self._headers[target] = headers
+        if call.content_type != JSON:  # a multipart form keeps its own type and boundary
+            headers = headers.copy()
+            headers["Content-Type"] = call.content_type
         return headers
 
     async def complete(self, call: Call) -> Reply:
         with _transport_errors():
             async with self._session.post(
-                self._url(call.target, call.endpoint), data=call.body, headers=self._request_headers(call.target)
+                self._url(call.target, call.endpoint), data=call.body, headers=self._request_headers(call)
             ) as response:
                 body = await self._read(response)
                 return Reply(response.status, body, response.content_type, relayed_headers(response.headers))
@@ -94,7 +98,7 @@ class OpenAIProvider:
     async def stream(self, call: Call) -> Reply | EventStream:
         with _transport_errors():
             response = await self._session.post(
-                self._url(call.target, call.endpoint), data=call.body, headers=self._request_headers(call.target)
+                self._url(call.target, call.endpoint), data=call.body, headers=self._request_headers(call)
             )
             if response.status < 300 and response.content_type == "text/event-stream":
                 return _UpstreamEvents(response)

@@ -25,7 +25,7 @@ from gateway.observe import combine
 from gateway.providers.base import Provider
 from gateway.providers.registry import Resources, kind_of
 from gateway.routing import Random
-from gateway.server import handlers, memory_api
+from gateway.server import handlers, memory_api, surface
 from gateway.server.cors import cors_middlewares, cors_response_hook
 from gateway.server.keys import CONFIG, DISPATCHER, LIFECYCLE, MEMORY, OBSERVER, Lifecycle
 from gateway.server.middlewares import Authenticator, gateway_middleware
@@ -84,7 +84,7 @@ def create_app(config: Config, *, rng: Random | None = None, processes: int = 1)
     metrics = Metrics(config) if config.metrics.enabled else None
     observer = combine([*([metrics] if metrics is not None else []), RequestLog(quiet_paths=("/healthz", "/readyz", config.metrics.path))])
     app = web.Application(
-        middlewares=[*cors_middlewares(config.cors), gateway_middleware(auth, observer, handlers.MODEL_PATHS)],
+        middlewares=[*cors_middlewares(config.cors), gateway_middleware(auth, observer, {**handlers.MODEL_PATHS, **surface.SURFACE_PATHS})],
         client_max_size=config.server.max_body_bytes,
     )
     app[CONFIG] = config
@@ -121,6 +121,8 @@ def create_app(config: Config, *, rng: Random | None = None, processes: int = 1)
     app.router.add_post("/v1/embeddings", handlers.embeddings)
     app.router.add_post("/v1/messages", handlers.messages)
     app.router.add_post("/v1/responses", handlers.responses)
+    for path, handler in surface.HANDLERS.items():
+        app.router.add_post(path, handler)
     app.router.add_get("/v1/models", handlers.list_models)
     app.router.add_get("/v1/models/{model:.+}", handlers.get_model)
     app.router.add_get("/v1/memory/{memory_id}", memory_api.get_memory)
