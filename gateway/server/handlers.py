@@ -127,26 +127,39 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
 async def messages(request: web.Request) -> web.StreamResponse:
     """Anthropic's Messages API: translated to chat completions and back (errors Anthropic-shaped)."""
     _, body = await read_payload(request)
+    route = _resolve(request, body)  # first, so a request the translation refuses counts under its route
     payload = anthropic_api.to_chat(body)
-    return await _chat(request, None, payload, _AnthropicReshape(str(payload.get("model", ""))))
+    return await _chat(request, None, payload, _AnthropicReshape(str(payload.get("model", ""))), route=route)
 
 
 async def responses(request: web.Request) -> web.StreamResponse:
     """The Responses API, translated to chat completions and back."""
     _, body = await read_payload(request)
+    route = _resolve(request, body)
     payload = responses_api.to_chat(body)
-    return await _chat(request, None, payload, _ResponsesReshape(body))
+    return await _chat(request, None, payload, _ResponsesReshape(body), route=route)
+
+
+def _resolve(request: web.Request, body: dict[str, Any]) -> Route:
+    """The request's route, told to its trace."""
+    route = resolve_route(request.app[CONFIG], check_model(body))
+    request[TRACE].resolved(route, stream=check_stream(body))
+    return route
 
 
 async def _chat(
-    request: web.Request, raw: bytes | None, payload: dict[str, Any], reshape: Reshape | None = None
+    request: web.Request,
+    raw: bytes | None,
+    payload: dict[str, Any],
+    reshape: Reshape | None = None,
+    *,
+    route: Route | None = None,
 ) -> web.StreamResponse:
     """A chat request, whichever API it came in: routed, with memory when asked, answered."""
     trace: Trace = request[TRACE]
     config = request.app[CONFIG]
-    route = resolve_route(config, check_model(payload))
-    stream = check_stream(payload)
-    trace.resolved(route, stream=stream)
+    route = route or _resolve(request, payload)
+    stream = trace.stream
     messages = check_messages(payload)
     ask = read_memory_headers(request.headers, route.memory, config.memory.limits)
     if ask is None:

@@ -124,7 +124,7 @@ class Authenticator:
 
 async def _failure_response(request: web.Request, exc: Exception, request_id: str) -> web.StreamResponse:
     """The API-shaped answer to a request that failed before its response started."""
-    anthropic = request.path == ANTHROPIC_PATH
+    anthropic = request.path == ANTHROPIC_PATH or request.path.startswith(ANTHROPIC_PATH + "/")
     if isinstance(exc, GatewayError):
         response = error_response(exc, request_id, anthropic=anthropic)
         if response.keep_alive is False:  # the error ends the connection

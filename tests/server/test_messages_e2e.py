@@ -587,11 +587,6 @@ async def test_metrics_count_messages_requests_by_route(start: Start, upstream: 
     assert value(samples, "gateway_upstream_requests_total", **upstream_labels, outcome="200") == 2
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="handlers.messages translates before _chat resolves the route, so a 400 from the translation is "
-    "counted under route 'other' (a chat completions 400 on a known route is counted under that route)",
-)
 async def test_a_refused_request_on_a_known_route_is_counted_under_that_route(start: Start, upstream: FakeUpstream) -> None:
     clients = await start(openai_route(upstream))
     with pytest.raises(anthropic.BadRequestError):
