@@ -196,6 +196,16 @@ async def test_stream_usage_can_be_turned_off(gateway: Gateway, upstream: FakeUp
     assert "stream_options" not in upstream.requests[0].body
 
 
+async def test_with_metrics_off_streams_are_not_asked_for_usage(gateway: Gateway, upstream: FakeUpstream) -> None:
+    upstream.then(Step(events=stream_of("x")))
+    client = await gateway(
+        f'metrics: {{enabled: false}}\nroutes: {{chat: {{provider: openai, baseUrl: "{upstream.url}", apiKey: k}}}}'
+    )
+    stream = await client.chat.completions.create(model="chat", messages=MESSAGES, stream=True)
+    _ = [part async for part in stream]
+    assert "stream_options" not in upstream.requests[0].body
+
+
 async def test_a_stream_cut_off_counts_as_a_stream_error(gateway: Gateway, upstream: FakeUpstream) -> None:
     upstream.then(Step(events=stream_of("a", "b", done=False)))
     client = await gateway(f'routes: {{chat: {{name: up, provider: openai, baseUrl: "{upstream.url}", apiKey: k}}}}')

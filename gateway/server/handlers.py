@@ -83,7 +83,8 @@ async def forward(
 ) -> web.StreamResponse:
     """Dispatch and relay the answer; with memory, the answer reaches the client only once stored."""
     trace = call.trace
-    if call.stream and request.app[CONFIG].metrics.stream_usage:
+    metrics = request.app[CONFIG].metrics
+    if call.stream and metrics.enabled and metrics.stream_usage:  # usage is asked for the metrics' sake
         call = with_stream_usage(call)
     result = await request.app[DISPATCHER].dispatch(route, call)
     headers = gateway_headers(request, route, result)
