@@ -3,12 +3,14 @@
 # directly (and against ../shared/bench/floor_aiohttp.py, the least an aiohttp proxy can do,
 # when it is there). Needs nginx with the echo module and wrk:
 #   apt-get install -y nginx-light libnginx-mod-http-echo wrk
-# The proxy under test gets CPU 0; nginx and wrk share CPU 1. Env: DURATION (8s), CONNS (32).
+# The proxy under test gets CPU 0; nginx and wrk share CPU 1. Env: DURATION (8s), CONNS (32),
+# CONFIG (the main gateway config), ROUNDS (2: rounds of the metrics/access-log comparison, 0 skips it).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 run=$(mktemp -d /tmp/gateway-bench.XXXX)
 duration=${DURATION:-8s}
 conns=${CONNS:-32}
+rounds=${ROUNDS:-2}
 floor=${FLOOR:-$here/../../shared/bench/floor_aiohttp.py}
 port=18090
 server=""
@@ -36,7 +38,7 @@ bench() {  # name path connections [env...]: one wrk run; prints rps, p50, and s
   local name=$1 path=$2 c=$3; shift 3
   local before after out
   before=$(cpu_ticks "$server")
-  out=$(env "$@" taskset -c 1 wrk -t1 -c"$c" -d"$duration" -s "$here/chat.lua" "http://127.0.0.1:$port$path")
+  out=$(env "$@" taskset -c 1 wrk -t1 -c"$c" -d"${wrk_duration:-$duration}" -s "$here/chat.lua" "http://127.0.0.1:$port$path")
   after=$(cpu_ticks "$server")
   echo "$out" | awk -v n="$name" -v t=$((after - before)) -v hz="$(getconf CLK_TCK)" '
     /requests in/ {reqs = $1}
@@ -62,19 +64,43 @@ if [ -f "$floor" ]; then
   stop_server
 fi
 
+gateway() {  # config [serve flags...]
+  local config=$1; shift
+  start_server python -m gateway serve --config "$config" --host 127.0.0.1 --port "$port" "$@"
+}
+
 echo "# the gateway: ${CONFIG:-$here/gateway.yaml}"
-start_server python -m gateway serve --config "${CONFIG:-$here/gateway.yaml}" --host 127.0.0.1 --port "$port"
+gateway "${CONFIG:-$here/gateway.yaml}"
 bench warmup /v1/chat/completions 8 >/dev/null
 bench gateway-c1 /v1/chat/completions 1
 bench "gateway-c$conns" /v1/chat/completions "$conns"
 bench "gateway-stream-c$conns" /v1/chat/completions "$conns" MODEL=mock-stream BODY_STREAM=1
 stop_server
 
+# Metrics on (gateway.yaml) against off (gateway-nometrics.yaml), each with the access log on
+# (INFO, the default) and off (--log-level warning). Rounds alternate the four servers, so a
+# neighbour's load falls on all of them alike; compare within a round.
+for round in $(seq "$rounds"); do
+  echo "# metrics and access log, round $round"
+  for variant in on off on-nolog off-nolog; do
+    case $variant in
+      on) gateway "$here/gateway.yaml" ;;
+      off) gateway "$here/gateway-nometrics.yaml" ;;
+      on-nolog) gateway "$here/gateway.yaml" --log-level warning ;;
+      off-nolog) gateway "$here/gateway-nometrics.yaml" --log-level warning ;;
+    esac
+    wrk_duration=2s bench warmup /v1/chat/completions 8 >/dev/null
+    bench "metrics-$variant-c$conns" /v1/chat/completions "$conns"
+    bench "metrics-$variant-stream-c$conns" /v1/chat/completions "$conns" MODEL=mock-stream BODY_STREAM=1
+    stop_server
+  done
+done
+
 # Memory: token_window over a ~20-message history on the embedded SQLite store, one
 # conversation per connection (requests on one memoryId are serialized by design).
 echo "# the gateway with memory: $here/memory.yaml"
 rm -f /tmp/gateway-bench-memory.db*
-start_server python -m gateway serve --config "$here/memory.yaml" --host 127.0.0.1 --port "$port"
+gateway "$here/memory.yaml"
 memory_env=(MEMORY_IDS="$conns" HDRS="memoryType:token_window;maxTokens:${MEMORY_MAX_TOKENS:-330}")
 bench warmup /v1/chat/completions "$conns" "${memory_env[@]}" >/dev/null
 curl -s -o /dev/null -D "$run/memory-headers" -H "Authorization: Bearer sk-bench" -H "memoryId: bench-1" \
