@@ -87,5 +87,9 @@ class ReplayedStream:
     async def next_event(self) -> Event | None:
         return self._events.pop() if self._events else None
 
+    async def next_batch(self) -> list[Event]:
+        batch, self._events = self._events[::-1], []
+        return batch
+
     async def close(self) -> None:
         self._events.clear()

@@ -66,7 +66,7 @@ class Reply:
 
 
 class EventStream(Protocol):
-    """A 2xx upstream SSE stream, read one event at a time."""
+    """A 2xx upstream SSE stream: its first event alone, then the rest as they arrive."""
 
     status: int
     headers: Mapping[str, str]
@@ -75,7 +75,22 @@ class EventStream(Protocol):
         """The next event, or None at the end of the stream (clean or not)."""
         ...
 
+    async def next_batch(self) -> list[Event]:
+        """The events already read, or those of the next read; empty at the end of the stream."""
+        ...
+
     async def close(self) -> None: ...
+
+
+class OneByOne:
+    """next_batch for a stream whose events come one at a time (not from a network read)."""
+
+    async def next_event(self) -> Event | None:
+        raise NotImplementedError
+
+    async def next_batch(self) -> list[Event]:
+        event = await self.next_event()
+        return [] if event is None else [event]
 
 
 class Provider(Protocol):

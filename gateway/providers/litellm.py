@@ -27,7 +27,7 @@ import orjson
 from gateway.config import Target
 from gateway.dispatch import redact
 from gateway.observe import INVALID_RESPONSE, STREAM_ERROR
-from gateway.providers.base import Call, EventStream, Reply, TransportError
+from gateway.providers.base import Call, EventStream, OneByOne, Reply, TransportError
 from gateway.sse import DONE_EVENT, Event, parse_event
 
 # Read by litellm at import and on first use: its bundled cost map and Anthropic beta headers
@@ -334,7 +334,7 @@ def _is_blank(choice: Mapping[str, Any]) -> bool:
     )
 
 
-class ChunkEvents:
+class ChunkEvents(OneByOne):
     """A litellm stream as OpenAI SSE events: `[DONE]` follows only an answer the provider finished."""
 
     def __init__(self, stream: Any, target: Target, headers: Mapping[str, str]) -> None:

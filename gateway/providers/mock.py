@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 
 from gateway.config import Target
-from gateway.providers.base import Call, EventStream, Reply
+from gateway.providers.base import Call, EventStream, OneByOne, Reply
 from gateway.sse import DONE_EVENT, Event, encode, parse_event
 
 Prompt = str | list[int]  # a text, or token ids
@@ -235,7 +235,7 @@ def encode_base64(vector: list[float]) -> str:
     return base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode("ascii")
 
 
-class _MockEvents:
+class _MockEvents(OneByOne):
     def __init__(self, chunks: AsyncGenerator[bytes, None]) -> None:
         self._chunks = chunks
         self.status = 200

@@ -118,19 +118,31 @@ class _UpstreamEvents:
         self.headers: Mapping[str, str] = relayed_headers(response.headers)
 
     async def next_event(self) -> Event | None:
-        while not self._pending:
+        if not self._pending:
+            self._pending = await self._read()
+        return self._pending.pop(0) if self._pending else None
+
+    async def next_batch(self) -> list[Event]:
+        if self._pending:
+            batch, self._pending = self._pending, []
+            return batch
+        return await self._read()
+
+    async def _read(self) -> list[Event]:
+        """The events of the next network read that completes one; empty at the end."""
+        while True:
             with _transport_errors():
                 chunk = await self._response.content.readany()
             if not chunk:
                 if self._parser.pending.strip():
                     raise TransportError("upstream stream ended inside an event", kind=STREAM_ERROR)
-                return None
+                return []
             try:
-                self._pending = self._parser.feed(chunk)
+                events = self._parser.feed(chunk)
             except EventTooLarge as exc:
                 raise TransportError(f"upstream stream: {exc}", kind=STREAM_ERROR) from None
-            self._pending.reverse()
-        return self._pending.pop()
+            if events:
+                return events
 
     async def close(self) -> None:
         # An unfinished stream cannot go back to the pool: close() drops the connection.

@@ -1,4 +1,4 @@
-"""Relay a committed upstream stream to the client, event by event."""
+"""Relay a committed upstream stream to the client, a network read at a time."""
 
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ from gateway.config import Target
 from gateway.dispatch import Result, redact
 from gateway.errors import GatewayError
 from gateway.observe import STREAM_ERROR, TIMEOUT, Trace
-from gateway.providers.base import EventStream, TransportError
+from gateway.providers.base import TransportError
 from gateway.server.keys import STREAM_STARTED
-from gateway.sse import Event, encode
+from gateway.sse import DONE, Event, encode
 from gateway.translate import MalformedAnswer
 
 log = logging.getLogger("gateway")
@@ -50,33 +50,88 @@ class Translator(Protocol):
         ...
 
 
-def _error_event(message: str, code: str | None, kind: str = "upstream_error") -> bytes:
-    return encode({"error": {"message": message, "type": kind, "param": None, "code": code}})
+class _Failure(Exception):
+    """The stream cannot go on: the client gets this in-band error after what was relayed."""
 
-
-def _is_usage_only(chunk: Any) -> bool:
-    """The final chunk `stream_options.include_usage` adds: usage, and no choices."""
-    return isinstance(chunk, dict) and chunk.get("choices") == [] and isinstance(chunk.get("usage"), dict)
+    def __init__(self, message: str, code: str, kind: str = "upstream_error", status: int = 502) -> None:
+        super().__init__(message)
+        self.message, self.code, self.kind, self.status = message, code, kind, status
 
 
 _NULL_USAGE_LAST = b',"usage":null}\n\n'
 
 
-def _without_usage(raw: bytes, chunk: Any) -> bytes:
-    """The event without the `usage` the client did not ask for.
+def _without_null_usage(raw: bytes) -> bytes:
+    """The event without the `"usage": null` include_usage adds to every chunk, cut from its bytes.
 
-    include_usage adds `"usage": null` to every chunk: its usual spellings are cut from the bytes
-    (a quote inside a JSON string is always escaped, so an unescaped `,"usage":null` is the
-    key); any other `usage` key makes the chunk re-encoded without it.
+    A quote inside a JSON string is always escaped, so an unescaped `,"usage":null` is the key.
     """
     if raw.endswith(_NULL_USAGE_LAST):  # OpenAI's own spelling: one check, one copy
         return raw[: -len(_NULL_USAGE_LAST)] + b"}\n\n"
     if b'"usage"' not in raw:
         return raw
-    raw = raw.replace(b',"usage":null', b"").replace(b', "usage": null', b"")
-    if b'"usage"' not in raw or not isinstance(chunk, dict) or "usage" not in chunk:
-        return raw
-    return encode({key: value for key, value in chunk.items() if key != "usage"})
+    return raw.replace(b',"usage":null', b"").replace(b', "usage": null', b"")
+
+
+class _Chunks:
+    """What the relay does with each upstream event: looks inside it only where a guarantee needs it.
+
+    Every event is parsed when a memory turn or a translator needs the chunks. Relayed as they
+    are, only events that may carry an error or a usage object, or that do not look like a JSON
+    object, are parsed: the rest go out as the upstream's bytes.
+    """
+
+    def __init__(self, target: Target, sink: StreamSink | None, translator: Translator | None, hide_usage: bool) -> None:
+        self.target = target
+        self.sink = sink
+        self.translator = translator
+        self.hide_usage = hide_usage
+        self.every = sink is not None or translator is not None
+        self.usage: Any = None
+
+    def relayed(self, event: Event) -> bytes:
+        """The client's bytes for one upstream data event (maybe none); raises _Failure."""
+        data, raw = event.data, event.raw
+        assert data is not None
+        if self.hide_usage:
+            raw = _without_null_usage(raw)
+            has_usage = b'"usage"' in raw
+        else:
+            has_usage = b'"usage":{' in raw or b'"usage": {' in raw
+        if (
+            not self.every
+            and not (has_usage or b'"error"' in data or event.name is not None)
+            and data[:1] == b"{"
+            and data[-1:] == b"}"
+        ):
+            return raw
+        chunk = self._read(event)
+        reencode = False
+        if self.hide_usage and has_usage and isinstance(chunk, dict) and "usage" in chunk:
+            if chunk.get("choices") == [] and isinstance(chunk["usage"], dict):
+                return b""  # the usage-only chunk the gateway asked for, not the client
+            chunk, reencode = {key: value for key, value in chunk.items() if key != "usage"}, True
+        if self.sink is not None:
+            self.sink.feed(chunk)
+        if self.translator is not None:
+            try:
+                return b"".join(self.translator.feed(chunk))
+            except MalformedAnswer as exc:
+                raise _Failure(f"{self.target.name}: {redact(str(exc), self.target)}", "upstream_stream_error") from None
+        return encode(chunk) if reencode else raw
+
+    def _read(self, event: Event) -> Any:
+        target = self.target
+        try:
+            chunk, error = read_chunk(event)
+        except MalformedEvent as exc:
+            raise _Failure(f"{target.name}: {redact(str(exc), target)}", "upstream_stream_error") from None
+        if error is not None:
+            message = redact(str(error.get("message") or "upstream sent an error event"), target)
+            raise _Failure(f"{target.name}: {message}", "upstream_stream_error")
+        if isinstance(chunk, dict) and chunk.get("usage"):
+            self.usage = chunk["usage"]
+        return chunk
 
 
 async def relay_stream(
@@ -91,105 +146,87 @@ async def relay_stream(
 ) -> web.StreamResponse:
     """Write the stream to the client, ending with `[DONE]` only when the answer is complete.
 
-    A failure after the commit (upstream error, malformed event, silence, a `sink` that cannot
-    keep the answer) ends the client's stream with an in-band error event and no `[DONE]`, so
-    the client can never mistake a cut-off or unstored answer for a complete one. The last
-    `usage` seen goes to the trace when the stream ends; with `hide_usage` the usage-only
-    chunk the gateway asked for is not relayed. A `translator` turns the chunks into the
-    client's API's events, its own end and its own error event.
+    What one network read brings goes out in one write. A failure after the commit (upstream
+    error, malformed event, silence, a `sink` that cannot keep the answer) ends the client's
+    stream with an in-band error event and no `[DONE]`, so the client can never mistake a cut-off
+    or unstored answer for a complete one. The last `usage` seen goes to the trace when the
+    stream ends; with `hide_usage` the usage the gateway asked for is not relayed. A `translator`
+    turns the chunks into the client's API's events, its own end and its own error event.
     """
     assert result.stream is not None and result.first_event is not None
     stream, target = result.stream, result.target
     response = web.StreamResponse(status=200, headers=headers)
     response.content_type = "text/event-stream"
     response.headers["Cache-Control"] = "no-cache"
+    chunks = _Chunks(target, sink, translator, hide_usage)
     outcome = str(stream.status)
-    usage: Any = None
+    out: list[bytes] = []  # the current read's bytes for the client, written once it is looked at
 
-    async def fail(message: str, code: str, kind: str = "upstream_error", status: int = 502) -> web.StreamResponse:
+    async def fail(failure: _Failure) -> web.StreamResponse:
         nonlocal outcome
-        if code == "upstream_timeout":
-            outcome, status = TIMEOUT, 504
-        elif code == "upstream_stream_error":
+        if failure.code == "upstream_timeout":
+            outcome, failure.status = TIMEOUT, 504
+        elif failure.code == "upstream_stream_error":
             outcome = STREAM_ERROR
-        trace.failed(status, code)
+        trace.failed(failure.status, failure.code)
         if translator is not None:
-            await response.write(translator.error(message, code, status))
+            out.append(translator.error(failure.message, failure.code, failure.status))
         else:
-            await response.write(_error_event(message, code, kind))
+            out.append(_error_event(failure.message, failure.code, failure.kind))
+        await response.write(b"".join(out))
         return response
 
+    loop = asyncio.get_running_loop()
+    idle = target.stream_idle_timeout
     try:
         await response.prepare(request)
         request[STREAM_STARTED] = response
         trace.first_token(target)
-        event: Event | None = result.first_event
-        while event is not None:
-            if event.is_done:
-                if sink is not None:
-                    try:
-                        await sink.finish()
-                    except GatewayError as exc:
-                        return await fail(exc.message, exc.code or "internal_error", exc.type, exc.status)
-                await response.write(event.raw if translator is None else b"".join(translator.finish(usage)))
-                return response
-            if event.data is not None:
-                try:
-                    chunk, error = read_chunk(event)
-                except MalformedEvent as exc:
-                    return await fail(f"{target.name}: {redact(str(exc), target)}", "upstream_stream_error")
-                if error is not None:
-                    message = redact(str(error.get("message") or "upstream sent an error event"), target)
-                    return await fail(f"{target.name}: {message}", "upstream_stream_error")
-                if isinstance(chunk, dict) and chunk.get("usage"):
-                    usage = chunk["usage"]
-                    if hide_usage and _is_usage_only(chunk):
-                        event = await _next(stream, target)
-                        continue
-                if sink is not None:
-                    sink.feed(chunk)
-                if translator is not None:
-                    try:
-                        translated = b"".join(translator.feed(chunk))
-                    except MalformedAnswer as exc:
-                        return await fail(f"{target.name}: {redact(str(exc), target)}", "upstream_stream_error")
-                    if translated:
-                        await response.write(translated)
-                    event = await _next(stream, target)
-                    continue
-                if hide_usage:
-                    await response.write(_without_usage(event.raw, chunk))
-                    event = await _next(stream, target)
-                    continue
-            await response.write(event.raw)
-            event = await _next(stream, target)
-        return await fail(f"{target.name}: upstream stream ended without [DONE]", "upstream_stream_error")
-    except _Silent:
-        return await fail(f"{target.name}: no stream event for {target.stream_idle_timeout:g}s", "upstream_timeout")
+        batch: list[Event] = [result.first_event]
+        async with asyncio.timeout(None) as deadline:  # one timer for the stream, moved per read
+            while batch:
+                for event in batch:
+                    if event.data is None:
+                        out.append(event.raw)
+                    elif event.data == DONE:
+                        if sink is not None:
+                            try:
+                                await sink.finish()
+                            except GatewayError as exc:
+                                raise _Failure(exc.message, exc.code or "internal_error", exc.type, exc.status) from None
+                        out.append(event.raw if translator is None else b"".join(translator.finish(chunks.usage)))
+                        await response.write(b"".join(out))
+                        return response
+                    else:
+                        out.append(chunks.relayed(event))
+                if out:
+                    await response.write(out[0] if len(out) == 1 else b"".join(out))
+                    out.clear()
+                deadline.reschedule(loop.time() + idle)
+                batch = await stream.next_batch()
+                deadline.reschedule(None)
+        raise _Failure(f"{target.name}: upstream stream ended without [DONE]", "upstream_stream_error")
+    except _Failure as failure:
+        return await fail(failure)
+    except TimeoutError:
+        return await fail(_Failure(f"{target.name}: no stream event for {idle:g}s", "upstream_timeout"))
     except TransportError as exc:
-        return await fail(f"{target.name}: {exc.detail}", "upstream_stream_error")
+        return await fail(_Failure(f"{target.name}: {exc.detail}", "upstream_stream_error"))
     except ConnectionResetError:  # the client left; closing the upstream below is all there is to do
         return response
     except Exception:  # headers are out: the only honest end left is an in-band error
         log.exception("relaying the stream of %s failed", target.name)
         if response.prepared:
             with contextlib.suppress(ConnectionResetError):
-                await fail("the gateway failed while relaying the stream", "internal_error", "server_error", 500)
+                out.clear()
+                await fail(_Failure("the gateway failed while relaying the stream", "internal_error", "server_error", 500))
             return response
         raise
     finally:
         await stream.close()
-        trace.usage(target, usage)
+        trace.usage(target, chunks.usage)
         trace.attempt_ended(target, outcome, time.monotonic() - result.started)
 
 
-class _Silent(Exception):
-    """The upstream sent nothing for the target's streamIdleTimeout."""
-
-
-async def _next(stream: EventStream, target: Target) -> Event | None:
-    try:
-        async with asyncio.timeout(target.stream_idle_timeout):
-            return await stream.next_event()
-    except TimeoutError:
-        raise _Silent from None
+def _error_event(message: str, code: str | None, kind: str = "upstream_error") -> bytes:
+    return encode({"error": {"message": message, "type": kind, "param": None, "code": code}})

@@ -206,16 +206,16 @@ async def test_an_internal_failure_mid_stream_ends_with_an_error_event(
     upstream.then(Step(events=stream_of("a", "b")))
     client = await gateway(single(upstream))
     calls = 0
-    original = relay.read_chunk
+    original = relay._Chunks.relayed
 
-    def failing(event: Any) -> Any:
+    def failing(self: Any, event: Any) -> Any:
         nonlocal calls
         calls += 1
-        if calls == 3:
+        if calls == 2:
             raise RuntimeError("bug")
-        return original(event)
+        return original(self, event)
 
-    monkeypatch.setattr(relay, "read_chunk", failing)
+    monkeypatch.setattr(relay._Chunks, "relayed", failing)
     stream = await client.chat.completions.create(model="chat", messages=MESSAGES, stream=True)
     with pytest.raises(openai.APIError, match="failed while relaying"):
         await collect(stream)
