@@ -13,8 +13,10 @@ any worker reports the sum over all of them.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import functools
+import itertools
 import os
 import shutil
 import tempfile
@@ -28,6 +30,8 @@ import orjson
 import prometheus_client
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client import multiprocess as prometheus_multiprocess
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.utils import floatToGoString
 
 from gateway.config import (
     DEFAULT_TRIGGER_CODES,
@@ -119,6 +123,121 @@ def _child(cache: dict[Any, Child], key: Any, make: Callable[[], Child]) -> Chil
     return child
 
 
+class _Count:
+    """A counter's or gauge's value in this process: a float only the event loop touches."""
+
+    __slots__ = ("value",)
+
+    def __init__(self) -> None:
+        self.value = 0.0
+
+    def inc(self, amount: float = 1.0) -> None:
+        self.value += amount
+
+    def dec(self, amount: float = 1.0) -> None:
+        self.value -= amount
+
+    def set(self, value: float) -> None:
+        self.value = value
+
+
+class _Buckets:
+    """A histogram's counts in this process: one per bucket (not cumulative) and +Inf, and the sum."""
+
+    __slots__ = ("bounds", "counts", "sum")
+
+    def __init__(self, bounds: tuple[float, ...]) -> None:
+        self.bounds = bounds
+        self.counts = [0] * (len(bounds) + 1)
+        self.sum = 0.0
+
+    def observe(self, amount: float) -> None:
+        self.counts[bisect.bisect_left(self.bounds, amount)] += 1  # `le` buckets: amount <= bound
+        self.sum += amount
+
+
+class _LocalFamily:
+    """One metric's children in this process, turned into Prometheus samples only when scraped."""
+
+    def __init__(self, kind: str, name: str, doc: str, labelnames: tuple[str, ...], bounds: tuple[float, ...]) -> None:
+        self.kind, self.name, self.doc, self.labelnames, self.bounds = kind, name, doc, labelnames, bounds
+        self.children: dict[tuple[str, ...], Any] = {}
+
+    def labels(self, *values: str) -> Child:
+        child = self.children.get(values)
+        if child is None:
+            child = self.children[values] = _Buckets(self.bounds) if self.kind == "histogram" else _Count()
+        return child
+
+    def collect(self) -> Metric:
+        labels = list(self.labelnames)
+        if self.kind == "histogram":
+            histogram = HistogramMetricFamily(self.name, self.doc, labels=labels)
+            edges = [*map(floatToGoString, self.bounds), "+Inf"]
+            for values, child in self.children.items():
+                histogram.add_metric(list(values), list(zip(edges, itertools.accumulate(child.counts), strict=True)), child.sum)
+            return histogram
+        family = CounterMetricFamily if self.kind == "counter" else GaugeMetricFamily
+        metric = family(self.name, self.doc, labels=labels)
+        for values, child in self.children.items():
+            metric.add_metric(list(values), child.value)
+        return metric
+
+
+class _Solo:
+    """A prometheus-client metric without labels, reached like a family: `.labels()` is itself."""
+
+    def __init__(self, metric: Child) -> None:
+        self.metric = metric
+
+    def labels(self) -> Child:
+        return self.metric
+
+
+class _Families:
+    """Where metrics are kept: plain numbers in one process, prometheus-client's files with workers.
+
+    Alone, a process counts in plain Python numbers (a counter increment is an attribute add,
+    a fifth of prometheus-client's locked one) and a collector turns them into samples when
+    scraped. With workers (`shared`), values must reach the files every worker's scrape sums,
+    so prometheus-client's own metrics keep them.
+    """
+
+    def __init__(self, registry: CollectorRegistry, *, shared: bool) -> None:
+        self._registry, self._shared = registry, shared
+        self._local: list[_LocalFamily] = []
+        if not shared:
+            registry.register(self)  # a Collector is anything with collect()
+
+    def collect(self) -> Iterator[Metric]:
+        for family in self._local:
+            yield family.collect()
+
+    def counter(self, name: str, doc: str, labelnames: tuple[str, ...]) -> Any:
+        if self._shared:
+            return self._shared_metric(Counter(name, doc, labelnames, registry=self._registry), labelnames)
+        return self._add(_LocalFamily("counter", name, doc, labelnames, ()))
+
+    def gauge(self, name: str, doc: str, labelnames: tuple[str, ...], mode: str) -> Any:
+        if self._shared:
+            gauge = Gauge(name, doc, labelnames, registry=self._registry, multiprocess_mode=mode)  # type: ignore[arg-type]
+            return self._shared_metric(gauge, labelnames)
+        return self._add(_LocalFamily("gauge", name, doc, labelnames, ()))
+
+    def histogram(self, name: str, doc: str, labelnames: tuple[str, ...], bounds: tuple[float, ...]) -> Any:
+        if self._shared:
+            return self._shared_metric(Histogram(name, doc, labelnames, registry=self._registry, buckets=bounds), labelnames)
+        return self._add(_LocalFamily("histogram", name, doc, labelnames, bounds))
+
+    def _add(self, family: _LocalFamily) -> _LocalFamily:
+        self._local.append(family)
+        return family
+
+    @staticmethod
+    def _shared_metric(metric: Child, labelnames: tuple[str, ...]) -> Any:
+        return metric if labelnames else _Solo(metric)
+
+
 @dataclass(slots=True)
 class _RouteChildren:
     name: str
@@ -169,71 +288,71 @@ class Metrics(Observer):
         self.multiprocess = bool(os.environ.get(MULTIPROC_ENV))
         # Values go to this registry in one process; with workers, to the shared files instead.
         self.registry = CollectorRegistry(auto_describe=False)
-        registry = self.registry
-        self.requests = Counter(
+        families = _Families(self.registry, shared=self.multiprocess)
+        self.requests = families.counter(
             "gateway_requests", "Requests answered, by route, status code and streaming.",
-            ["route", "status_code", "stream"], registry=registry,
+            ("route", "status_code", "stream"),
         )  # fmt: skip
-        self.request_duration = Histogram(
+        self.request_duration = families.histogram(
             "gateway_request_duration_seconds", "Time from request to the answer's last byte.",
-            ["route", "stream"], buckets=LATENCY_BUCKETS, registry=registry,
+            ("route", "stream"), LATENCY_BUCKETS,
         )  # fmt: skip
-        self.ttft = Histogram(
+        self.ttft = families.histogram(
             "gateway_time_to_first_token_seconds", "Time from request to a stream's first event.",
-            ["route", "target"], buckets=FIRST_TOKEN_BUCKETS, registry=registry,
+            ("route", "target"), FIRST_TOKEN_BUCKETS,
         )  # fmt: skip
-        self.upstream_requests = Counter(
+        self.upstream_requests = families.counter(
             "gateway_upstream_requests", "Upstream attempts by outcome (status code, timeout, connect_error, stream_error).",
-            ["route", "target", "provider", "outcome"], registry=registry,
+            ("route", "target", "provider", "outcome"),
         )  # fmt: skip
-        self.upstream_duration = Histogram(
+        self.upstream_duration = families.histogram(
             "gateway_upstream_duration_seconds", "Duration of one upstream attempt (a stream: until it ended).",
-            ["route", "target", "provider"], buckets=LATENCY_BUCKETS, registry=registry,
+            ("route", "target", "provider"), LATENCY_BUCKETS,
         )  # fmt: skip
-        self.fallbacks = Counter(
+        self.fallbacks = families.counter(
             "gateway_fallbacks", "Times a route moved on from a target, by the reason.",
-            ["route", "from_target", "reason"], registry=registry,
+            ("route", "from_target", "reason"),
         )  # fmt: skip
-        self.retries = Counter(
+        self.retries = families.counter(
             "gateway_retries", "Retries of a target, by the reason.",
-            ["route", "target", "reason"], registry=registry,
+            ("route", "target", "reason"),
         )  # fmt: skip
-        self.tokens = Counter(
+        self.tokens = families.counter(
             "gateway_tokens", "Tokens the upstreams reported in usage, by kind (prompt, completion).",
-            ["route", "target", "provider", "kind"], registry=registry,
+            ("route", "target", "provider", "kind"),
         )  # fmt: skip
-        self.cost = Counter(
+        self.cost = families.counter(
             "gateway_cost_usd", "Cost in USD of the reported usage, at litellm's list prices.",
-            ["route", "target"], registry=registry,
+            ("route", "target"),
         )  # fmt: skip
-        self.inflight = Gauge(
+        self.inflight = families.gauge(
             "gateway_inflight_requests", "Requests being answered now.",
-            ["route"], registry=registry, multiprocess_mode="livesum",
+            ("route",), "livesum",
         )  # fmt: skip
-        self.memory_requests = Counter(
+        self.memory_requests = families.counter(
             "gateway_memory_requests", "Requests served with memory, by memory type.",
-            ["memory_type"], registry=registry,
+            ("memory_type",),
         )  # fmt: skip
-        self.memory_evicted = Counter(
+        self.memory_evicted = families.counter(
             "gateway_memory_evicted_messages", "Stored messages left out of the forwarded window.",
-            ["memory_type"], registry=registry,
+            ("memory_type",),
         )  # fmt: skip
-        self.store_duration = Histogram(
+        self.store_duration = families.histogram(
             "gateway_memory_store_duration_seconds", "Memory store operations (load, append, lock).",
-            ["store", "operation"], buckets=STORE_BUCKETS, registry=registry,
+            ("store", "operation"), STORE_BUCKETS,
         )  # fmt: skip
-        self.lock_wait = Histogram(
+        self.lock_wait = families.histogram(
             "gateway_memory_lock_wait_seconds", "Time waited for a conversation's lock.",
-            buckets=LOCK_BUCKETS, registry=registry,
-        )  # fmt: skip
-        build_info = Gauge(
+            (), LOCK_BUCKETS,
+        ).labels()  # fmt: skip
+        build_info = families.gauge(
             "gateway_build_info", "The running gateway's version.",
-            ["version"], registry=registry, multiprocess_mode="max",
+            ("version",), "max",
         )  # fmt: skip
-        config_routes = Gauge(
+        config_routes = families.gauge(
             "gateway_config_routes", "Routes in the loaded config.",
-            registry=registry, multiprocess_mode="max",
-        )  # fmt: skip
+            (), "max",
+        ).labels()  # fmt: skip
         build_info.labels(version()).set(1)
         config_routes.set(len(config.routes))
 

@@ -71,6 +71,7 @@ class Received:
     headers: dict[str, str]
     body: dict[str, Any]
     at: float
+    raw: bytes = b""
 
 
 class FakeUpstream:
@@ -97,7 +98,7 @@ class FakeUpstream:
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         raw = await request.read()
-        self.requests.append(Received(request.path, dict(request.headers), orjson.loads(raw), time.monotonic()))
+        self.requests.append(Received(request.path, dict(request.headers), orjson.loads(raw), time.monotonic(), raw))
         self.arrived.set()
         step = self.script.popleft() if self.script else self.default
         if step.delay:

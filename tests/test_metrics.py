@@ -174,6 +174,20 @@ async def test_a_stream_reports_first_token_and_usage_without_showing_the_usage_
     assert value(samples, "gateway_upstream_requests_total", **labels, outcome="200") == 2
 
 
+async def test_asking_a_stream_for_usage_keeps_the_client_s_bytes(gateway: Gateway, upstream: FakeUpstream) -> None:
+    """The option is added to the body as sent (spacing, key order, numbers as written), not re-serialized."""
+    upstream.then(Step(events=stream_of("x")))
+    client = await gateway(f'routes: {{chat: {{provider: openai, baseUrl: "{upstream.url}", apiKey: k}}}}')
+    sent = b'{ "model": "chat",\n  "stream": true, "temperature": 1.50, "messages": [{"role": "user", "content": "hi"}] }\n'
+    async with aiohttp.ClientSession() as session:
+        url = root_url(client) + "/v1/chat/completions"
+        headers = {"Authorization": f"Bearer {GATEWAY_KEY}", "Content-Type": "application/json"}
+        async with session.post(url, data=sent, headers=headers) as response:
+            assert response.status == 200
+            await response.read()
+    assert upstream.requests[0].raw == sent.rstrip()[:-1] + b',"stream_options":{"include_usage":true}}'
+
+
 async def test_null_usage_fields_the_gateway_caused_are_removed(gateway: Gateway, upstream: FakeUpstream) -> None:
     """OpenAI adds `"usage": null` to every chunk once include_usage is on; the client did not ask."""
     piece = b'data: {"id":"x","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"a \\",\\"usage\\":null"},"finish_reason":null}],"usage":null}\n\n'
@@ -475,3 +489,51 @@ def test_only_the_metrics_module_knows_prometheus() -> None:
         assert not {m for m in imported if m.startswith(("prometheus_client", "gateway.metrics", "gateway.logs"))}, path
     users = [p for p in package.rglob("*.py") if "prometheus_client" in p.read_text()]
     assert [p.name for p in users] == ["metrics.py"]
+
+
+def test_in_one_process_metrics_expose_exactly_what_prometheus_client_would() -> None:
+    """The plain-number families (the hot path's) and prometheus-client's, fed the same values."""
+    import prometheus_client
+
+    from gateway.metrics import LATENCY_BUCKETS, _Families
+
+    exposed = []
+    for shared in (False, True):
+        registry = prometheus_client.CollectorRegistry(auto_describe=False)
+        families = _Families(registry, shared=shared)
+        counter = families.counter("c", "A counter.", ("route", "code"))
+        gauge = families.gauge("g", "A gauge.", ("route",), "livesum")
+        histogram = families.histogram("h_seconds", "A histogram.", ("route",), LATENCY_BUCKETS)
+        solo = families.histogram("s_seconds", "No labels.", (), (0.5, 1.0)).labels()
+        counter.labels("a", "200").inc()
+        counter.labels("a", "200").inc(2.5)
+        counter.labels("b", "503").inc()
+        gauge.labels("a").inc()
+        gauge.labels("a").inc()
+        gauge.labels("a").dec()
+        for seconds in (0.05, 0.07, 3.0, 700.0):  # on a bound (le is inclusive), inside, past the last
+            histogram.labels("a").observe(seconds)
+        solo.observe(0.5)
+        exposed.append(prometheus_client.generate_latest(registry).decode())
+    local, library = exposed
+    assert local == library
+
+
+async def test_one_process_never_takes_prometheus_client_s_locked_values(
+    gateway: Gateway, upstream: FakeUpstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A request costs plain additions; prometheus-client only formats the scrape."""
+    from prometheus_client import values
+
+    def refuse(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("a prometheus-client value was touched on the hot path")
+
+    client = await gateway(f'routes: {{chat: {{name: up, provider: openai, baseUrl: "{upstream.url}", apiKey: k}}}}')
+    for name in ("inc", "set"):
+        monkeypatch.setattr(values.MutexValue, name, refuse)
+    await client.chat.completions.create(model="chat", messages=MESSAGES)
+    stream = await client.chat.completions.create(model="chat", messages=MESSAGES, stream=True)
+    _ = [part async for part in stream]
+    samples = await scrape(client)
+    assert value(samples, "gateway_requests_total", route="chat", status_code="200", stream="true") == 1
+    assert value(samples, "gateway_upstream_duration_seconds_count", route="chat", target="up", provider="openai") == 2

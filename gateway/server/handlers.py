@@ -50,16 +50,22 @@ def gateway_headers(request: web.Request, route: Route, result: Result) -> dict[
 def with_stream_usage(call: Request) -> Request:
     """Ask a stream for its final usage chunk, for metrics, unless the client already did.
 
-    The relay then keeps that chunk from the client, who did not ask for it.
+    The relay then keeps that chunk from the client, who did not ask for it. Without
+    `stream_options` in the body, the option is added to the client's bytes (the last `}` of a
+    JSON object ends it): nothing is re-serialized.
     """
     options = call.payload.get("stream_options")
     if isinstance(options, dict) and options.get("include_usage"):
         return call
+    raw = call.raw.rstrip() if call.raw is not None and "stream_options" not in call.payload else b""
+    call.raw = raw[:-1] + _INCLUDE_USAGE if raw.endswith(b"}") else None
     options = {**options, "include_usage": True} if isinstance(options, dict) else {"include_usage": True}
     call.payload = {**call.payload, "stream_options": options}
-    call.raw = None
     call.hidden_usage = True
     return call
+
+
+_INCLUDE_USAGE = b',"stream_options":{"include_usage":true}}'
 
 
 class Reshape(Protocol):
