@@ -51,6 +51,26 @@ class RetryPolicy:
 
 
 @dataclass(frozen=True, slots=True)
+class BreakerPolicy:
+    """When a target's circuit opens: consecutive failures, or a failure rate over a window.
+
+    A failure is what the parent node's triggers count as one. Open for `cooldown_seconds`,
+    doubled on each trip in a row up to `max_cooldown_seconds`; then one trial request decides.
+    """
+
+    enabled: bool = True
+    failures: int = 5
+    failure_rate: float = 0.5
+    min_requests: int = 10
+    window_seconds: float = 30.0
+    cooldown_seconds: float = 30.0
+    max_cooldown_seconds: float = 300.0
+
+
+RESPONSES_API_MODES: Final = ("native", "translate")
+
+
+@dataclass(frozen=True, slots=True)
 class MockOptions:
     """The built-in mock model's script: latency, fixed reply, statuses to return in turn, chunking."""
 
@@ -78,6 +98,10 @@ class Target:
     timeout: float = 600.0
     stream_idle_timeout: float = 120.0
     retry: RetryPolicy = RetryPolicy()
+    breaker: BreakerPolicy = BreakerPolicy()
+    # How /v1/responses reaches an openai target: its own Responses API ("native") or chat
+    # completions ("translate"); every other provider is translated.
+    responses_api: str = "native"
     mock: MockOptions = MockOptions()
     # litellm arguments from `providerParams` (e.g. aws_region_name), and the values among them
     # that are secrets (masked like api_key)
@@ -178,6 +202,28 @@ class MetricsConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class BreakersConfig:
+    """Where circuit-breaker state lives: "local" (per process) or "redis" (shared by all).
+
+    None means: redis when memory.store is redis (at memory.url), local otherwise.
+    """
+
+    store: str | None = None
+    url: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RequestConfigSettings:
+    """Per-request routing trees in `x-gateway-config` (off unless enabled).
+
+    An inline tree may only reach base URLs whose host is in `allowed_hosts`.
+    """
+
+    enabled: bool = False
+    allowed_hosts: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class ApiKey:
     """A gateway key, kept only as its SHA-256 digest; `name` is the caller's tenant."""
 
@@ -194,6 +240,8 @@ class Config:
     memory: MemoryConfig = MemoryConfig()
     cors: CorsConfig = CorsConfig()
     metrics: MetricsConfig = MetricsConfig()
+    breakers: BreakersConfig = BreakersConfig()
+    request_config: RequestConfigSettings = RequestConfigSettings()
 
 
 # ---------------------------------------------------------------- loading
@@ -422,6 +470,8 @@ def _read_config(root: _Section) -> Config | None:
     server = _read_server(root.section("server"))
     cors = _read_cors(root.section("cors"))
     metrics = _read_metrics(root.section("metrics"))
+    breakers = _read_breakers(root.section("breakers"))
+    request_config = _read_request_config(root.section("requestConfig"))
     api_keys = _read_auth(root.section("auth"))
     memory = MemoryConfig()
     memory_section = root.section("memory")
@@ -454,7 +504,46 @@ def _read_config(root: _Section) -> Config | None:
         memory=memory,
         cors=cors,
         metrics=metrics,
+        breakers=breakers,
+        request_config=request_config,
     )
+
+
+def read_inline_route(data: Any, *, name: str, memory: MemorySettings) -> Route:
+    """A strategy tree a client sent (`x-gateway-config`), read like a route of the config file.
+
+    Nothing is interpolated (`${VAR}` stays text: a client never reads the environment), and
+    errors are path-qualified from the tree's top (`targets[0].weight: ...`). Raises ConfigError.
+    """
+    errors: list[str] = []
+    if not isinstance(data, dict):
+        raise ConfigError([f"top level: must be a mapping (a target or a strategy node), got {_kind(data)}"])
+    root = _read_node(_Section(data, "", errors), name, _Inherited(), {})
+    if errors or root is None:
+        raise ConfigError(errors or ["top level: not a target or a strategy node"])
+    return Route(name=name, root=root, memory=memory)
+
+
+def _read_breakers(section: _Section | None) -> BreakersConfig:
+    if section is None:
+        return BreakersConfig()
+    store = section.string("store")
+    if store is not None and store not in ("local", "redis"):
+        section.error("store", f"must be local or redis, got {store!r}")
+        store = None
+    config = BreakersConfig(store=store, url=section.string("url"))
+    section.finish()
+    return config
+
+
+def _read_request_config(section: _Section | None) -> RequestConfigSettings:
+    if section is None:
+        return RequestConfigSettings()
+    defaults = RequestConfigSettings()
+    hosts = tuple(host.lower() for host in _read_strings(section, "allowedHosts"))
+    config = RequestConfigSettings(enabled=section.flag("enabled", defaults.enabled), allowed_hosts=hosts)
+    section.finish()
+    return config
 
 
 _RESERVED_PATHS = ("/v1/", "/healthz", "/readyz")
@@ -614,6 +703,8 @@ class _Inherited:
     timeout: float = 600.0
     stream_idle_timeout: float = 120.0
     retry: RetryPolicy = RetryPolicy()
+    breaker: BreakerPolicy = BreakerPolicy()
+    responses_api: str = "native"
     mock: MockOptions = MockOptions()
     provider_params: Mapping[str, tuple[Any, str]] = field(default_factory=dict)  # key → (value, where set)
 
@@ -678,7 +769,11 @@ def _inherit(section: _Section, parent: _Inherited) -> _Inherited:
     for key, value in headers.items():
         if not isinstance(value, str):
             section.errors.append(f"{section.at('headers')}.{key}: must be a string, got {_kind(value)}")
-    retry, mock = section.section("retry"), section.section("mock")
+    retry, mock, breaker = section.section("retry"), section.section("mock"), section.section("breaker")
+    responses_api = section.string("responsesApi", parent.responses_api) or parent.responses_api
+    if responses_api not in RESPONSES_API_MODES:
+        section.error("responsesApi", f"must be native or translate, got {responses_api!r}")
+        responses_api = parent.responses_api
     params = section.mapping("providerParams") or {}
     where = section.at("providerParams")
     provider = section.string("provider", parent.provider)
@@ -693,6 +788,8 @@ def _inherit(section: _Section, parent: _Inherited) -> _Inherited:
         timeout=section.number("timeout", parent.timeout, positive=True),
         stream_idle_timeout=section.number("streamIdleTimeout", parent.stream_idle_timeout, positive=True),
         retry=parent.retry if retry is None else _read_retry(retry, parent.retry),
+        breaker=parent.breaker if breaker is None else _read_breaker(breaker, parent.breaker),
+        responses_api=responses_api,
         mock=parent.mock if mock is None else _read_mock(mock, parent.mock),
         provider_params={**inherited_params, **{str(k): (v, where) for k, v in params.items()}},
     )
@@ -723,6 +820,8 @@ def _build_target(section: _Section, name: str, weight: float, inherited: _Inher
         timeout=inherited.timeout,
         stream_idle_timeout=inherited.stream_idle_timeout,
         retry=inherited.retry,
+        breaker=inherited.breaker,
+        responses_api=inherited.responses_api,
         mock=inherited.mock,
         provider_params=MappingProxyType(params),
         param_secrets=secrets,
@@ -766,6 +865,24 @@ def _read_retry(section: _Section, base: RetryPolicy) -> RetryPolicy:
         max_backoff_seconds=section.number("maxBackoffSeconds", base.max_backoff_seconds),
         max_retry_after_seconds=section.number("maxRetryAfterSeconds", base.max_retry_after_seconds),
     )
+    section.finish()
+    return policy
+
+
+def _read_breaker(section: _Section, base: BreakerPolicy) -> BreakerPolicy:
+    policy = BreakerPolicy(
+        enabled=section.flag("enabled", base.enabled),
+        failures=section.integer("failures", base.failures, minimum=1),
+        failure_rate=section.number("failureRate", base.failure_rate, positive=True),
+        min_requests=section.integer("minRequests", base.min_requests, minimum=1),
+        window_seconds=section.number("windowSeconds", base.window_seconds, positive=True),
+        cooldown_seconds=section.number("cooldownSeconds", base.cooldown_seconds, positive=True),
+        max_cooldown_seconds=section.number("maxCooldownSeconds", base.max_cooldown_seconds, positive=True),
+    )
+    if policy.failure_rate > 1:
+        section.error("failureRate", f"must be a fraction between 0 and 1, got {policy.failure_rate:g}")
+    if policy.max_cooldown_seconds < policy.cooldown_seconds:
+        section.error("maxCooldownSeconds", "must be >= cooldownSeconds")
     section.finish()
     return policy
 

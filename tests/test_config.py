@@ -411,3 +411,57 @@ def test_any_provider_litellm_knows_is_accepted() -> None:
 def test_bad_provider_params_name_their_path(params: str, message: str) -> None:
     errors = errors_of(f"routes: {{r: {params}}}")
     assert any(e.startswith(message) for e in errors), errors
+
+
+def test_breaker_and_responses_api_settings_are_inherited_down_the_tree() -> None:
+    config = parse_config(
+        """
+routes:
+  a:
+    breaker: {failures: 3, cooldownSeconds: 10}
+    responsesApi: translate
+    strategy: {mode: fallback}
+    targets:
+      - {name: one, apiKey: k, breaker: {enabled: false}}
+      - {name: two, apiKey: k, responsesApi: native}
+"""
+    )
+    one, two = config.routes["a"].root.children
+    assert isinstance(one, Target) and isinstance(two, Target)
+    assert (one.breaker.enabled, one.breaker.failures, one.breaker.cooldown_seconds) == (False, 3, 10.0)
+    assert (two.breaker.enabled, two.breaker.failures, two.breaker.failure_rate) == (True, 3, 0.5)
+    assert (one.responses_api, two.responses_api) == ("translate", "native")
+
+
+def test_breaker_request_config_and_responses_api_errors_are_path_qualified() -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_config(
+            """
+breakers: {store: disk}
+requestConfig: {enabled: maybe, allowedHosts: [""]}
+routes: {a: {apiKey: k, responsesApi: both, breaker: {failureRate: 2, cooldownSeconds: 60, maxCooldownSeconds: 30}}}
+"""
+        )
+    assert set(caught.value.errors) == {
+        "breakers.store: must be local or redis, got 'disk'",
+        "requestConfig.enabled: must be true or false, got 'maybe'",
+        "requestConfig.allowedHosts[0]: must be a non-empty string, got ''",
+        "routes.a.responsesApi: must be native or translate, got 'both'",
+        "routes.a.breaker.failureRate: must be a fraction between 0 and 1, got 2",
+        "routes.a.breaker.maxCooldownSeconds: must be >= cooldownSeconds",
+    }
+
+
+def test_an_inline_tree_is_read_without_interpolation_and_with_paths_from_its_top() -> None:
+    from gateway.config import read_inline_route
+    from gateway.memory.settings import MemorySettings
+
+    tree = {"strategy": {"mode": "fallback"}, "targets": [{"baseUrl": "http://h/${HOME}", "apiKey": "${SECRET}"}]}
+    route = read_inline_route(tree, name="inline", memory=MemorySettings())
+    (target,) = route.root.children
+    assert isinstance(target, Target) and target.api_key == "${SECRET}" and target.base_url == "http://h/${HOME}"
+    with pytest.raises(ConfigError) as caught:
+        read_inline_route({"targets": [{"weight": -1}]}, name="inline", memory=MemorySettings())
+    assert "targets[0].weight: must be >= 0, got -1" in caught.value.errors
+    with pytest.raises(ConfigError):
+        read_inline_route(["not", "a", "tree"], name="inline", memory=MemorySettings())

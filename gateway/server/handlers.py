@@ -9,7 +9,7 @@ from typing import Any, Protocol
 import orjson
 from aiohttp import web
 
-from gateway.config import Config, Route
+from gateway.config import Route
 from gateway.dispatch import Request, Result, redact
 from gateway.errors import GatewayError, NotFoundError
 from gateway.memory.headers import read_memory_headers
@@ -19,22 +19,10 @@ from gateway.server.bodies import read_payload
 from gateway.server.keys import CONFIG, DISPATCHER, LIFECYCLE, MEMORY, REQUEST_ID, TENANT, TRACE
 from gateway.server.parsing import check_input, check_messages, check_model, check_stream
 from gateway.server.relay import Translator, relay_stream
+from gateway.server.resolve import route_for
 from gateway.translate import MalformedAnswer
 from gateway.translate import messages as anthropic_api
 from gateway.translate import responses as responses_api
-
-
-def resolve_route(config: Config, model: str) -> Route:
-    route = config.routes.get(model)
-    if route is None and config.default_route is not None:
-        route = config.routes[config.default_route]
-    if route is None:
-        raise NotFoundError(
-            f"The model '{model}' does not exist on this gateway (routes: {', '.join(config.routes)}).",
-            param="model",
-            code="model_not_found",
-        )
-    return route
 
 
 def gateway_headers(request: web.Request, route: Route, result: Result) -> dict[str, str]:
@@ -149,7 +137,7 @@ async def responses(request: web.Request) -> web.StreamResponse:
 
 def _resolve(request: web.Request, body: dict[str, Any]) -> Route:
     """The request's route, told to its trace."""
-    route = resolve_route(request.app[CONFIG], check_model(body))
+    route = route_for(request, check_model(body))
     request[TRACE].resolved(route, stream=check_stream(body))
     return route
 
@@ -234,7 +222,7 @@ class _ResponsesStream:
 async def completions(request: web.Request) -> web.StreamResponse:
     trace: Trace = request[TRACE]
     raw, payload = await read_payload(request)
-    route = resolve_route(request.app[CONFIG], check_model(payload))
+    route = route_for(request, check_model(payload))
     stream = check_stream(payload)
     trace.resolved(route, stream=stream)
     check_input(payload, "prompt", required=False)
@@ -244,7 +232,7 @@ async def completions(request: web.Request) -> web.StreamResponse:
 async def embeddings(request: web.Request) -> web.StreamResponse:
     trace: Trace = request[TRACE]
     raw, payload = await read_payload(request)
-    route = resolve_route(request.app[CONFIG], check_model(payload))
+    route = route_for(request, check_model(payload))
     trace.resolved(route, stream=False)
     check_input(payload, "input", required=True)
     return await forward(request, route, Request("embeddings", payload, raw, trace=trace))

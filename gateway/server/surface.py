@@ -25,9 +25,10 @@ from gateway.dispatch import Request
 from gateway.errors import InvalidRequestError, PayloadTooLargeError, RequestTimeoutError
 from gateway.observe import Trace
 from gateway.server.bodies import check_content_encoding, read_payload
-from gateway.server.handlers import forward, resolve_route
+from gateway.server.handlers import forward
 from gateway.server.keys import CONFIG, TRACE
 from gateway.server.parsing import check_input, check_model
+from gateway.server.resolve import route_for
 
 SURFACE_PATHS: Final = {
     "/v1/images/generations": "images/generations",
@@ -88,7 +89,7 @@ def json_handler(path: str, check: Callable[[dict[str, Any]], None]) -> Handler:
     async def handle(request: web.Request) -> web.StreamResponse:
         trace: Trace = request[TRACE]
         raw, payload = await read_payload(request)
-        route = resolve_route(request.app[CONFIG], check_model(payload))
+        route = route_for(request, check_model(payload))
         trace.resolved(route, stream=False)
         check_providers(route, path)
         check(payload)
@@ -242,7 +243,7 @@ def form_handler(path: str) -> Handler:
         model = form.text("model")
         if not model:
             raise InvalidRequestError("The form field 'model' is required.", param="model", code="missing_required_parameter")
-        route = resolve_route(request.app[CONFIG], model)
+        route = route_for(request, model)
         trace.resolved(route, stream=False)
         check_providers(route, path)
         if not form.has_file("file"):
