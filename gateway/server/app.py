@@ -25,7 +25,7 @@ from gateway.observe import combine
 from gateway.providers.base import Provider
 from gateway.providers.registry import Resources, kind_of
 from gateway.routing import Random
-from gateway.server import handlers, memory_api, surface
+from gateway.server import handlers, health, memory_api, surface
 from gateway.server.cors import cors_middlewares, cors_response_hook
 from gateway.server.keys import CONFIG, DISPATCHER, LIFECYCLE, MEMORY, OBSERVER, Lifecycle
 from gateway.server.middlewares import Authenticator, gateway_middleware
@@ -120,7 +120,10 @@ def create_app(config: Config, *, rng: Random | None = None, processes: int = 1)
     app.router.add_post("/v1/completions", handlers.completions)
     app.router.add_post("/v1/embeddings", handlers.embeddings)
     app.router.add_post("/v1/messages", handlers.messages)
+    app.router.add_post("/v1/messages/count_tokens", handlers.count_tokens)
     app.router.add_post("/v1/responses", handlers.responses)
+    app.router.add_get("/v1/responses/{response_id}", handlers.get_response)
+    app.router.add_delete("/v1/responses/{response_id}", handlers.delete_response)
     for path, handler in surface.HANDLERS.items():
         app.router.add_post(path, handler)
     app.router.add_get("/v1/models", handlers.list_models)
@@ -128,6 +131,7 @@ def create_app(config: Config, *, rng: Random | None = None, processes: int = 1)
     app.router.add_get("/v1/memory/{memory_id}", memory_api.get_memory)
     app.router.add_delete("/v1/memory/{memory_id}", memory_api.delete_memory)
     app.router.add_post("/v1/memory/{memory_id}/undo", memory_api.undo_memory)
+    app.router.add_get("/v1/gateway/health", health.gateway_health)
     app.router.add_get("/healthz", handlers.healthz)
     app.router.add_get("/readyz", handlers.readyz)
     if metrics is not None:

@@ -219,6 +219,21 @@ class _ResponsesStream:
         return self.stream.error_event(message, code)
 
 
+async def count_tokens(request: web.Request) -> web.StreamResponse:
+    """Anthropic's `POST /v1/messages/count_tokens`."""
+    raise NotFoundError("count_tokens is not served yet.", code="not_found")
+
+
+async def get_response(request: web.Request) -> web.StreamResponse:
+    """`GET /v1/responses/{response_id}`: asked of the target that produced the response."""
+    raise NotFoundError("Stored responses are not served yet.", code="not_found")
+
+
+async def delete_response(request: web.Request) -> web.StreamResponse:
+    """`DELETE /v1/responses/{response_id}`: asked of the target that produced the response."""
+    raise NotFoundError("Stored responses are not served yet.", code="not_found")
+
+
 async def completions(request: web.Request) -> web.StreamResponse:
     trace: Trace = request[TRACE]
     raw, payload = await read_payload(request)
