@@ -7,6 +7,8 @@
 #   bash bench/instructions.sh [SERVER...]   servers: floor gateway nometrics nostreamusage
 #                                            gateway-nolog nometrics-nolog memory (default: all)
 set -euo pipefail
+exec 9>/tmp/gateway-instructions.lock
+flock 9  # one run at a time: runs share the upstream's and the server's ports
 here=$(cd "$(dirname "$0")" && pwd)
 run=$(mktemp -d /tmp/gateway-instr.XXXX)
 requests=${REQUESTS:-1000}
