@@ -176,14 +176,25 @@ async def relay_stream(
         await response.write(b"".join(out))
         return response
 
+    async def broken() -> web.StreamResponse:
+        """The gateway itself failed: once headers are out, the only honest end is an in-band error."""
+        log.exception("relaying the stream of %s failed", target.name)
+        if not response.prepared:
+            raise
+        out.clear()
+        with contextlib.suppress(ConnectionResetError):
+            await fail(_Failure("the gateway failed while relaying the stream", "internal_error", "server_error", 500))
+        return response
+
     loop = asyncio.get_running_loop()
     idle = target.stream_idle_timeout
+    deadline = asyncio.timeout(None)  # one timer for the stream, moved per upstream read
     try:
         await response.prepare(request)
         request[STREAM_STARTED] = response
         trace.first_token(target)
         batch: list[Event] = [result.first_event]
-        async with asyncio.timeout(None) as deadline:  # one timer for the stream, moved per read
+        async with deadline:
             while batch:
                 for event in batch:
                     if event.data is None:
@@ -209,19 +220,15 @@ async def relay_stream(
     except _Failure as failure:
         return await fail(failure)
     except TimeoutError:
-        return await fail(_Failure(f"{target.name}: no stream event for {idle:g}s", "upstream_timeout"))
+        if deadline.expired():
+            return await fail(_Failure(f"{target.name}: no stream event for {idle:g}s", "upstream_timeout"))
+        return await broken()  # some other timeout (a store's), not the upstream's silence
     except TransportError as exc:
         return await fail(_Failure(f"{target.name}: {exc.detail}", "upstream_stream_error"))
     except ConnectionResetError:  # the client left; closing the upstream below is all there is to do
         return response
-    except Exception:  # headers are out: the only honest end left is an in-band error
-        log.exception("relaying the stream of %s failed", target.name)
-        if response.prepared:
-            with contextlib.suppress(ConnectionResetError):
-                out.clear()
-                await fail(_Failure("the gateway failed while relaying the stream", "internal_error", "server_error", 500))
-            return response
-        raise
+    except Exception:
+        return await broken()
     finally:
         await stream.close()
         trace.usage(target, chunks.usage)

@@ -260,3 +260,27 @@ async def test_nothing_is_written_after_a_stream_finished(
     ) as response:
         body = await response.read()
     assert body.endswith(b"data: [DONE]\n\n") and b"HTTP/1.1" not in body
+
+
+async def test_a_timeout_that_is_not_the_upstream_s_silence_is_not_reported_as_one(
+    gateway: Gateway, upstream: FakeUpstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only the stream's own idle deadline means "the upstream went quiet"; any other timeout is the gateway's."""
+    from gateway.server import relay
+
+    upstream.then(Step(events=stream_of("a", "b")))
+    client = await gateway(single(upstream))
+    original = relay._Chunks.relayed
+    calls = 0
+
+    def timing_out(self: Any, event: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        if calls == 2:
+            raise TimeoutError
+        return original(self, event)
+
+    monkeypatch.setattr(relay._Chunks, "relayed", timing_out)
+    stream = await client.chat.completions.create(model="chat", messages=MESSAGES, stream=True)
+    with pytest.raises(openai.APIError, match="failed while relaying"):
+        await collect(stream)
