@@ -38,6 +38,7 @@ from gateway.memory.store import (
 )
 
 LEASE_SECONDS = 30.0
+_VALUE_PREFIX = "gw:value:"
 RENEW_RETRY_SECONDS = 0.5
 log = logging.getLogger("gateway.memory")
 
@@ -162,6 +163,19 @@ class RedisStore:
                 pipe.hset(f"{prefix}:meta", "updated_at", now)
                 await pipe.execute()
         return True
+
+    async def put_value(self, key: str, value: str) -> None:
+        with _unavailable_on_redis_errors():
+            await self._client.set(f"{_VALUE_PREFIX}{key}", value, ex=self._ttl)
+
+    async def get_value(self, key: str) -> str | None:
+        with _unavailable_on_redis_errors():
+            value = await self._client.get(f"{_VALUE_PREFIX}{key}")
+        return value.decode() if isinstance(value, bytes) else value
+
+    async def delete_value(self, key: str) -> bool:
+        with _unavailable_on_redis_errors():
+            return bool(await self._client.delete(f"{_VALUE_PREFIX}{key}"))
 
     def lock(self, key: Key) -> AbstractAsyncContextManager[None]:
         return self._hold(key)

@@ -63,6 +63,11 @@ CREATE TABLE IF NOT EXISTS locks (
     boot TEXT,
     PRIMARY KEY (tenant, memory_id)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS "values" (
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL,
+    written_at REAL NOT NULL
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS messages (
     tenant TEXT NOT NULL,
     memory_id TEXT NOT NULL,
@@ -148,6 +153,7 @@ class SQLiteStore:
                 (cutoff,),
             )
             db.execute("DELETE FROM conversations WHERE updated_at < ?", (cutoff,))
+            db.execute('DELETE FROM "values" WHERE written_at < ?', (cutoff,))
             db.execute("DELETE FROM locks WHERE expires_at < ?", (now,))
 
     def _live(self, db: sqlite3.Connection, key: Key) -> tuple[str, float] | None:
@@ -312,6 +318,27 @@ class SQLiteStore:
                 return True
 
         self._remember(key, None)
+        return await self._run(work)
+
+    async def put_value(self, key: str, value: str) -> None:
+        def work(db: sqlite3.Connection) -> None:
+            db.execute('INSERT OR REPLACE INTO "values" (key, value, written_at) VALUES (?, ?, ?)', (key, value, self._clock()))
+
+        await self._run(work)
+
+    async def get_value(self, key: str) -> str | None:
+        def work(db: sqlite3.Connection) -> str | None:
+            row = db.execute('SELECT value FROM "values" WHERE key = ? AND written_at >= ?', (key, self._clock() - self._ttl))
+            found = row.fetchone()
+            return None if found is None else str(found[0])
+
+        return await self._run(work)
+
+    async def delete_value(self, key: str) -> bool:
+        def work(db: sqlite3.Connection) -> bool:
+            cutoff = self._clock() - self._ttl
+            return db.execute('DELETE FROM "values" WHERE key = ? AND written_at >= ?', (key, cutoff)).rowcount > 0
+
         return await self._run(work)
 
     def lock(self, key: Key) -> AbstractAsyncContextManager[None]:

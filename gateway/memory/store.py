@@ -3,6 +3,9 @@
 A conversation is keyed by (tenant, memoryId). Stores keep the system messages and up to
 `maxStoredMessages` history entries, forget a conversation untouched for `ttlSeconds`, and
 append a whole turn atomically. Trimming happens on read, in `policies`, never here.
+
+Beside conversations a store keeps small values by key for the same TTL (which target answered
+a Responses API response id): `put_value`, `get_value`, `delete_value`.
 """
 
 from __future__ import annotations
@@ -61,6 +64,18 @@ class MemoryStore(Protocol):
 
     def lock(self, key: Key) -> AbstractAsyncContextManager[None]:
         """Hold the conversation; raises LockTimeout after the configured wait."""
+        ...
+
+    async def put_value(self, key: str, value: str) -> None:
+        """Keep `value` under `key` for the store's TTL, replacing what was there."""
+        ...
+
+    async def get_value(self, key: str) -> str | None:
+        """The value under `key`, or None when there is none (or it expired)."""
+        ...
+
+    async def delete_value(self, key: str) -> bool:
+        """Forget the value under `key`; False when there was none."""
         ...
 
     async def close(self) -> None: ...
@@ -136,6 +151,9 @@ class _Held:
         self._locks._release(self._key)
 
 
+_SWEEP_SECONDS = 600.0
+
+
 @dataclass(slots=True)
 class _Record:
     system: list[Message]
@@ -155,6 +173,8 @@ class InProcessStore:
         self._cap = max_messages
         self._clock = clock
         self._records: dict[Key, _Record] = {}
+        self._values: dict[str, tuple[str, float]] = {}  # key -> (value, written at)
+        self._swept_at = clock()
         self._locks = KeyLocks(lock_timeout)
 
     def _live(self, key: Key) -> _Record | None:
@@ -192,5 +212,25 @@ class InProcessStore:
     def lock(self, key: Key) -> AbstractAsyncContextManager[None]:
         return self._locks.hold(key)
 
+    async def put_value(self, key: str, value: str) -> None:
+        now = self._clock()
+        if now - self._swept_at > min(self._ttl, _SWEEP_SECONDS):  # values nobody reads again expire here
+            self._swept_at = now
+            self._values = {k: kept for k, kept in self._values.items() if now - kept[1] <= self._ttl}
+        self._values[key] = (value, now)
+
+    async def get_value(self, key: str) -> str | None:
+        kept = self._values.get(key)
+        if kept is None:
+            return None
+        if self._clock() - kept[1] > self._ttl:
+            del self._values[key]
+            return None
+        return kept[0]
+
+    async def delete_value(self, key: str) -> bool:
+        return await self.get_value(key) is not None and self._values.pop(key, None) is not None
+
     async def close(self) -> None:
         self._records.clear()
+        self._values.clear()

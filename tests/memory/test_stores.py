@@ -57,6 +57,7 @@ async def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIte
         return store
 
     make.kind = kind  # type: ignore[attr-defined]
+    make.url = url  # type: ignore[attr-defined]
     yield make
     for store in stores:
         await store.close()
@@ -140,6 +141,46 @@ async def test_ttl_forgets_untouched_conversations(make_store: StoreFactory) -> 
         assert await store.load(KEY) is not None
         clock.now += 2
     assert await store.load(KEY) is None
+
+
+async def test_values_round_trip_and_are_replaced_and_deleted(make_store: StoreFactory) -> None:
+    store = make_store()
+    assert await store.get_value("response:a:resp_1") is None
+    await store.put_value("response:a:resp_1", '{"route":"chat","target":"up"}')
+    await store.put_value("response:a:resp_2", "other")
+    assert await store.get_value("response:a:resp_1") == '{"route":"chat","target":"up"}'
+    await store.put_value("response:a:resp_1", "replaced")
+    assert await store.get_value("response:a:resp_1") == "replaced"
+    assert await store.delete_value("response:a:resp_1")
+    assert not await store.delete_value("response:a:resp_1")
+    assert await store.get_value("response:a:resp_1") is None
+    assert await store.get_value("response:a:resp_2") == "other"
+    assert await store.load(KEY) is None  # values are not conversations
+
+
+async def test_values_expire_with_the_stores_ttl(make_store: StoreFactory) -> None:
+    if make_store.kind == "redis":  # type: ignore[attr-defined]
+        import redis.asyncio as aioredis
+
+        store = make_store(ttl=60)
+        await store.put_value("k", "v")
+        client = aioredis.Redis.from_url(make_store.url)  # type: ignore[attr-defined]
+        try:
+            assert 0 < await client.ttl("gw:value:k") <= 60
+        finally:
+            await client.aclose()
+        return
+    clock = Clock()
+    store = make_store(ttl=60, clock=clock)
+    await store.put_value("k", "v")
+    clock.now += 59
+    assert await store.get_value("k") == "v"
+    await store.put_value("k", "w")  # writing it again restarts the clock
+    clock.now += 59
+    assert await store.get_value("k") == "w"
+    clock.now += 2
+    assert await store.get_value("k") is None
+    assert not await store.delete_value("k")
 
 
 async def test_lock_serializes(make_store: StoreFactory) -> None:
