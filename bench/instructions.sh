@@ -2,19 +2,27 @@
 # Instructions per request under callgrind: nearly deterministic (within ~1 % run to run), so two versions
 # can be compared on a noisy machine where requests/s swing 2x. Slow (~20 s a scenario).
 # Scenarios: a chat request, a stream of 2 chunks (`-stream`), a stream of 32 chunks (`-long`).
-# Needs valgrind, nginx with the echo module (see run.sh). Env: REQUESTS (1000), CONNS (8),
-# KEEP=1 (keep each profile as /tmp/cg-NAME.out for callgrind_annotate).
-#   bash bench/instructions.sh [SERVER...]   servers: floor gateway nometrics nostreamusage
-#                                            gateway-nolog nometrics-nolog memory (default: all)
+# Needs valgrind, nginx with the echo module (see run.sh).
+#   bash bench/instructions.sh [SERVER...]   servers: floor gateway nometrics nostreamusage gateway-nolog
+#                                            nometrics-nolog memory litellm (default: all but litellm);
+#                                            guard = what bench/guard.py checks (gateway, gateway-stream,
+#                                            gateway-memory)
+# Env: REQUESTS (1000), CONNS (8), PATHS (only these measurements, e.g. "gateway-stream"; a server
+# none of whose measurements is wanted is not started), RESULTS (a file: one JSON line per
+# measurement is appended), PYTHON (the interpreter), KEEP=1 (keep each profile as
+# /tmp/cg-NAME.out for callgrind_annotate).
 set -euo pipefail
 exec 9>/tmp/gateway-instructions.lock
-flock 9  # one run at a time: runs share the upstream's and the server's ports
+if ! flock -n 9; then  # one run at a time: runs share the upstream's and the server's ports
+  echo "instructions.sh: waiting for another run to finish" >&2
+  flock 9
+fi
 here=$(cd "$(dirname "$0")" && pwd)
 run=$(mktemp -d /tmp/gateway-instr.XXXX)
 requests=${REQUESTS:-1000}
 conns=${CONNS:-8}
 floor=${FLOOR:-$here/../../shared/bench/floor_aiohttp.py}
-python=$(python -c 'import sys; print(sys.executable)')  # the real binary, not a pyenv shim
+python=${PYTHON:-$(python -c 'import sys; print(sys.executable)')}  # the real binary, not a pyenv shim
 port=18094
 url="http://127.0.0.1:$port/v1/chat/completions"
 pid=""
@@ -24,6 +32,7 @@ stop_server() { if [ -n "$pid" ]; then kill "$pid"; wait "$pid" 2>/dev/null || t
 cleanup() {
   stop_server
   [ -f "$run/nginx.pid" ] && kill "$(cat "$run/nginx.pid")" 2>/dev/null || true
+  rm -rf "$run"
 }
 trap cleanup EXIT
 mkdir -p /tmp/gateway-bench-nginx
@@ -54,13 +63,33 @@ measure() {  # name [send.py flags: memory, stream]: warm up, then count the ins
   profile=$(ls "$run"/cg.*."$dumps")
   total=$(awk '/^summary:/{print $2; exit}' "$profile")
   printf "%-30s %9d instructions per request\n" "$name" $((total / requests))
+  if [ -n "${RESULTS:-}" ]; then
+    printf '{"path": "%s", "instructions_per_request": %d, "requests": %d, "conns": %d}\n' \
+      "$name" $((total / requests)) "$requests" "$conns" >>"$RESULTS"
+  fi
   if [ -n "${KEEP:-}" ]; then cp "$profile" "/tmp/cg-$name.out"; fi
+}
+
+wanted() { [ -z "${PATHS:-}" ] || [[ " $PATHS " == *" $1 "* ]]; }
+
+scenario() {  # "start command" measurement...: one server, its measurements (name or name:send.py flag)
+  local start=$1 m todo=()
+  shift
+  for m in "$@"; do if wanted "${m%%:*}"; then todo+=("$m"); fi; done
+  [ ${#todo[@]} -gt 0 ] || return 0
+  $start  # a function name and its words
+  for m in "${todo[@]}"; do
+    if [[ $m == *:* ]]; then measure "${m%%:*}" "${m#*:}"; else measure "$m"; fi
+  done
+  stop_server
 }
 
 gateway() {  # config [serve flags...]
   local config=$1; shift
   start_server "$python" -m gateway serve --config "$here/$config" --host 127.0.0.1 --port "$port" "$@"
 }
+gateway_memory() { rm -f /tmp/gateway-bench-memory.db*; gateway memory.yaml; }
+floor_server() { start_server "$python" "$floor" "$port" "http://127.0.0.1:18080$1" --uvloop; }
 
 servers=("$@")
 [ ${#servers[@]} -gt 0 ] || servers=(floor gateway nometrics nostreamusage gateway-nolog nometrics-nolog memory)
@@ -68,28 +97,25 @@ for server in "${servers[@]}"; do
   case $server in
     floor)  # the floor passes bytes through: one instance per upstream path
       [ -f "$floor" ] || { echo "no floor at $floor" >&2; continue; }
-      start_server "$python" "$floor" "$port" http://127.0.0.1:18080/v1 --uvloop
-      measure floor; stop_server
-      start_server "$python" "$floor" "$port" http://127.0.0.1:18080/stream/v1 --uvloop
-      measure floor-stream stream; stop_server ;;
+      scenario "floor_server /v1" floor
+      scenario "floor_server /stream/v1" floor-stream:stream ;;
     gateway)  # bench/gateway.yaml: auth on, metrics on (the default), access log at INFO
-      gateway gateway.yaml
-      measure gateway; measure gateway-stream stream; measure gateway-long long; stop_server ;;
+      scenario "gateway gateway.yaml" gateway gateway-stream:stream gateway-long:long ;;
     nometrics)
-      gateway gateway-nometrics.yaml
-      measure nometrics; measure nometrics-stream stream; measure nometrics-long long; stop_server ;;
+      scenario "gateway gateway-nometrics.yaml" nometrics nometrics-stream:stream nometrics-long:long ;;
     nostreamusage)  # metrics on, streams not asked for usage
-      gateway gateway-nostreamusage.yaml
-      measure nostreamusage-stream stream; measure nostreamusage-long long; stop_server ;;
+      scenario "gateway gateway-nostreamusage.yaml" nostreamusage-stream:stream nostreamusage-long:long ;;
     gateway-nolog)  # --log-level warning drops the access line
-      gateway gateway.yaml --log-level warning
-      measure gateway-nolog; measure gateway-nolog-stream stream; stop_server ;;
+      scenario "gateway gateway.yaml --log-level warning" gateway-nolog gateway-nolog-stream:stream ;;
     nometrics-nolog)
-      gateway gateway-nometrics.yaml --log-level warning
-      measure nometrics-nolog; measure nometrics-nolog-stream stream; stop_server ;;
+      scenario "gateway gateway-nometrics.yaml --log-level warning" nometrics-nolog nometrics-nolog-stream:stream ;;
     memory)
-      rm -f /tmp/gateway-bench-memory.db*
-      gateway memory.yaml; measure gateway-memory memory; stop_server ;;
+      scenario gateway_memory gateway-memory:memory ;;
+    guard)  # bench/guard.py's paths
+      scenario "gateway gateway.yaml" gateway gateway-stream:stream
+      scenario gateway_memory gateway-memory:memory ;;
+    litellm)  # the same routes as gateway.yaml, served through litellm (provider hosted_vllm)
+      scenario "gateway gateway-litellm.yaml" litellm litellm-stream:stream ;;
     *) echo "unknown server: $server" >&2; exit 2 ;;
   esac
 done
