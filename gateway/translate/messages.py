@@ -686,6 +686,14 @@ def error_type(status: int) -> str:
     return _ERROR_TYPES.get(status) or ("api_error" if status >= 500 else "invalid_request_error")
 
 
+def status_of(kind: Any) -> int:
+    """The HTTP status an Anthropic error type stands for (an unknown one: 502)."""
+    return _STATUSES.get(kind, 502) if isinstance(kind, str) else 502
+
+
+_STATUSES = {kind: status for status, kind in _ERROR_TYPES.items()} | {"api_error": 500}
+
+
 def error_body(status: int, message: str) -> JSON:
     """Anthropic's error body: `{"type": "error", "error": {"type", "message"}}`."""
     return {"type": "error", "error": {"type": error_type(status), "message": message}}
