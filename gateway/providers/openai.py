@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Coroutine, Iterator, Mapping
 from contextlib import contextmanager
+from typing import Any
 
 import aiohttp
 from multidict import CIMultiDict, CIMultiDictProxy
@@ -11,18 +12,20 @@ from yarl import URL
 
 from gateway.config import Target
 from gateway.observe import STREAM_ERROR
+from gateway.providers.apis import RETRIEVE
 from gateway.providers.base import JSON, Call, EventStream, Reply, TransportError
 from gateway.sse import Event, EventParser, EventTooLarge
 
 _RELAYED = ("retry-after", "retry-after-ms")
+_RATE_LIMITS = ("x-ratelimit-", "anthropic-ratelimit-")
 
 
 def relayed_headers(headers: CIMultiDictProxy[str]) -> dict[str, str]:
-    """The upstream headers a client should see: rate-limit state and Retry-After."""
+    """The upstream headers a client should see: rate-limit state (OpenAI's and Anthropic's) and Retry-After."""
     relayed = {}
     for key, value in headers.items():
         lower = key.lower()
-        if lower.startswith("x-ratelimit-") or lower in _RELAYED:
+        if lower.startswith(_RATE_LIMITS) or lower in _RELAYED:
             relayed[lower] = value
     return relayed
 
@@ -45,7 +48,11 @@ def _transport_errors() -> Iterator[None]:
 
 
 class OpenAIProvider:
-    """Sends the body as bytes and relays the answer's bytes unchanged."""
+    """Sends the body as bytes and relays the answer's bytes unchanged.
+
+    `_url` and `_request_headers` say where a call goes and with which headers: an upstream of
+    another API that is passed through the same way (Anthropic's) overrides just those.
+    """
 
     def __init__(self, session: aiohttp.ClientSession, *, max_response_bytes: int = 32 * 1024 * 1024) -> None:
         self._session = session
@@ -73,11 +80,15 @@ class OpenAIProvider:
             headers["Content-Type"] = call.content_type
         return headers
 
-    async def complete(self, call: Call) -> Reply:
+    def complete(self, call: Call) -> Coroutine[Any, Any, Reply]:
+        # send()'s own coroutine, handed back: no second frame on every request
+        return self.send("POST", self._url(call.target, call.endpoint), call)
+
+    async def send(self, method: str, url: URL, call: Call) -> Reply:
+        """`call` sent to `url` by `method` (its body only with POST), the whole answer read."""
+        data = call.body if method == "POST" else None
         with _transport_errors():
-            async with self._session.post(
-                self._url(call.target, call.endpoint), data=call.body, headers=self._request_headers(call)
-            ) as response:
+            async with self._session.request(method, url, data=data, headers=self._request_headers(call)) as response:
                 body = await self._read(response)
                 return Reply(response.status, body, response.content_type, relayed_headers(response.headers))
 
@@ -150,3 +161,23 @@ class _UpstreamEvents:
             self._response.release()
         else:
             self._response.close()
+
+
+class StoredResponses:
+    """A stored response read or deleted on an OpenAI upstream: `{baseUrl}/responses/{id}`.
+
+    The call's payload names the `response_id` (checked by the caller to be URL-safe) and the
+    client's `query` string, passed on as it is.
+    """
+
+    def __init__(self, provider: OpenAIProvider) -> None:
+        self._provider = provider
+
+    async def complete(self, call: Call) -> Reply:
+        url = URL(f"{call.target.base_url}/responses/{call.payload['response_id']}", encoded=True)
+        if query := call.payload.get("query"):
+            url = url.with_query(query)
+        return await self._provider.send("GET" if call.endpoint == RETRIEVE else "DELETE", url, call)
+
+    async def stream(self, call: Call) -> Reply | EventStream:
+        return await self.complete(call)

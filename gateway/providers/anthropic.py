@@ -1,0 +1,72 @@
+"""Anthropic's own API for anthropic targets: `/v1/messages` and its count_tokens, passed through.
+
+The client's body goes to `{baseUrl}/v1/{endpoint}` (baseUrl: the host root, by default
+https://api.anthropic.com) as its bytes (the target's overrideParams
+applied by the dispatcher, the model among them), with the target's key in `x-api-key`, the
+client's `anthropic-version` (else 2023-06-01) and its `anthropic-beta` joined to the target's
+own; the answer comes back as Anthropic sent it, SSE included, on the shared session. Chat
+completions to anthropic targets go through litellm instead (see `registry`).
+"""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Final
+
+from multidict import CIMultiDict
+from yarl import URL
+
+from gateway.config import Target
+from gateway.providers.base import JSON, Call
+from gateway.providers.openai import OpenAIProvider
+from gateway.providers.registry import KINDS
+
+DEFAULT_VERSION: Final = "2023-06-01"
+VERSION: Final = "anthropic-version"
+BETA: Final = "anthropic-beta"
+
+# The Call the dispatcher makes carries no client headers, so the handler sets those this
+# request's Anthropic calls pass on here; each request is served by a task of its own.
+client_headers: contextvars.ContextVar[Mapping[str, str]] = contextvars.ContextVar(
+    "gateway_anthropic_client_headers", default=MappingProxyType({})
+)
+
+
+def forward_client_headers(headers: Mapping[str, str]) -> None:
+    """Pass the client's `anthropic-version` and `anthropic-beta` on to this request's native calls."""
+    client_headers.set({name: headers[name] for name in (VERSION, BETA) if name in headers})
+
+
+def joined_betas(*values: str | None) -> str:
+    """Comma-separated beta names, each once, in the order given."""
+    names = (name.strip() for value in values if value for name in value.split(","))
+    return ",".join(dict.fromkeys(name for name in names if name))
+
+
+class AnthropicMessages(OpenAIProvider):
+    """The Messages API of an anthropic target, bytes in and out like an OpenAI-compatible one."""
+
+    def _url(self, target: Target, endpoint: str) -> URL:
+        url = self._urls.get((target, endpoint))
+        if url is None:
+            base = target.base_url or KINDS["anthropic"].native_base_url
+            url = self._urls[target, endpoint] = URL(f"{base}/v1/{endpoint}")
+        return url
+
+    def _request_headers(self, call: Call) -> CIMultiDict[str]:
+        target = call.target
+        base = self._headers.get(target)
+        if base is None:
+            base = CIMultiDict({"Content-Type": JSON, "Accept": JSON})
+            if target.api_key:
+                base["x-api-key"] = target.api_key
+            base.update(target.headers)
+            self._headers[target] = base
+        headers = base.copy()
+        client = client_headers.get()
+        headers[VERSION] = client.get(VERSION) or base.get(VERSION) or DEFAULT_VERSION
+        if betas := joined_betas(base.get(BETA), client.get(BETA)):
+            headers[BETA] = betas
+        return headers
