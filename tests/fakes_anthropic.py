@@ -3,7 +3,8 @@
 Each call takes the next step of the script, else answers the default text: as one JSON message,
 or as Anthropic's SSE events when the request asked to stream. A step can send an error status
 with an Anthropic-shaped error body and headers, or a stream that breaks off. Every request is
-recorded with its headers and JSON body.
+recorded with its headers, JSON body and bytes. `POST /v1/messages/count_tokens` answers
+`{"input_tokens": COUNTED}` (or the next step of the script).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from aiohttp import web
 
 MODEL = "claude-3-5-sonnet-20241022"
 USAGE = {"input_tokens": 11, "output_tokens": 7}
+COUNTED = 1234
 
 
 def message(text: str, *, usage: dict[str, int] = USAGE) -> dict[str, Any]:
@@ -102,6 +104,7 @@ class Received:
     path: str
     headers: dict[str, str]
     body: dict[str, Any]
+    raw: bytes = b""
 
 
 class FakeAnthropic:
@@ -123,12 +126,19 @@ class FakeAnthropic:
     def app(self) -> web.Application:
         app = web.Application()
         app.router.add_post("/v1/messages", self._handle)
+        app.router.add_post("/v1/messages/count_tokens", self._handle)
         return app
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
-        sent = orjson.loads(await request.read())
-        self.requests.append(Received(request.path, dict(request.headers), sent))
-        answer = self.script.popleft() if self.script else self._default(stream=bool(sent.get("stream")))
+        raw = await request.read()
+        sent = orjson.loads(raw)
+        self.requests.append(Received(request.path, dict(request.headers), sent, raw))
+        if self.script:
+            answer = self.script.popleft()
+        elif request.path.endswith("/count_tokens"):
+            answer = Answer(body={"input_tokens": COUNTED})
+        else:
+            answer = self._default(stream=bool(sent.get("stream")))
         if answer.events is None:
             body = answer.body if answer.body is not None else message(self.text)
             payload = body if isinstance(body, bytes) else orjson.dumps(body)

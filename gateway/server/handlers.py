@@ -2,27 +2,48 @@
 
 from __future__ import annotations
 
-import secrets
-import time
-from typing import Any, Protocol
+import logging
+import re
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import orjson
 from aiohttp import web
 
-from gateway.config import Route
+from gateway.config import Route, iter_targets
 from gateway.dispatch import Request, Result, redact
-from gateway.errors import GatewayError, NotFoundError
-from gateway.memory.headers import read_memory_headers
-from gateway.memory.turns import Turn
+from gateway.errors import GatewayError, InvalidRequestError, NotFoundError
+from gateway.memory.headers import MemoryAsk, read_memory_headers
+from gateway.memory.store import StoreUnavailable
+from gateway.memory.turns import Turn, store_errors
 from gateway.observe import Trace
+from gateway.providers.anthropic import forward_client_headers
+from gateway.providers.apis import (
+    COUNT_TOKENS,
+    DELETE,
+    MESSAGES,
+    MESSAGES_API,
+    RESPONSES,
+    RESPONSES_API,
+    RETRIEVE,
+    Api,
+    chat_usage,
+    data_of,
+)
+from gateway.providers.registry import serves_natively
+from gateway.providers.token_count import estimate
+from gateway.server import pins
 from gateway.server.bodies import read_payload
 from gateway.server.keys import CONFIG, DISPATCHER, LIFECYCLE, MEMORY, REQUEST_ID, TENANT, TRACE
 from gateway.server.parsing import check_input, check_messages, check_model, check_stream
-from gateway.server.relay import Translator, relay_stream
+from gateway.server.relay import relay_stream
 from gateway.server.resolve import route_for
 from gateway.translate import MalformedAnswer
 from gateway.translate import messages as anthropic_api
 from gateway.translate import responses as responses_api
+from gateway.translate.reshape import AnthropicReshape, Reshape, ResponsesReshape
+
+log = logging.getLogger("gateway")
 
 
 def gateway_headers(request: web.Request, route: Route, result: Result) -> dict[str, str]:
@@ -56,31 +77,35 @@ def with_stream_usage(call: Request) -> Request:
 _INCLUDE_USAGE = b',"stream_options":{"include_usage":true}}'
 
 
-class Reshape(Protocol):
-    """How a chat answer reaches a client of another API (Anthropic Messages, Responses)."""
-
-    def answer(self, data: Any) -> dict[str, Any]:
-        """The client's JSON for a complete chat completion; raises MalformedAnswer."""
-        ...
-
-    def translator(self) -> Translator: ...
-
-
 class MalformedUpstreamAnswer(GatewayError):
     status = 502
     type = "upstream_error"
     code = "malformed_upstream_response"
 
 
+Answered = Callable[[Result], Awaitable[None]]
+
+
 async def forward(
-    request: web.Request, route: Route, call: Request, *, turn: Turn | None = None, reshape: Reshape | None = None
+    request: web.Request,
+    route: Route,
+    call: Request,
+    *,
+    turn: Turn | None = None,
+    reshape: Reshape | None = None,
+    answered: Answered | None = None,
 ) -> web.StreamResponse:
-    """Dispatch and relay the answer; with memory, the answer reaches the client only once stored."""
+    """Dispatch and relay the answer; with memory, the answer reaches the client only once stored.
+
+    `answered` is told the result before the client sees any of it.
+    """
     trace = call.trace
     metrics = request.app[CONFIG].metrics
     if call.stream and metrics.enabled and metrics.stream_usage:  # usage is asked for the metrics' sake
         call = with_stream_usage(call)
     result = await request.app[DISPATCHER].dispatch(route, call)
+    if answered is not None:
+        await answered(result)
     headers = gateway_headers(request, route, result)
     if turn is not None:
         headers.update(turn.headers)
@@ -105,9 +130,31 @@ async def forward(
     )
 
 
+async def forward_as_is(
+    request: web.Request, route: Route, call: Request, api: Api, *, answered: Answered | None = None
+) -> web.StreamResponse:
+    """Dispatch a request of another API (`api`) and relay its answer as the target gave it.
+
+    Targets that serve the API pass the body through and their answer back; the others are
+    translated by their provider, one attempt at a time.
+    """
+    trace = call.trace
+    result = await request.app[DISPATCHER].dispatch(route, call)
+    if answered is not None:
+        await answered(result)
+    headers = gateway_headers(request, route, result)
+    reply = result.reply
+    if reply is not None:
+        trace.usage(result.target, chat_usage(api.name, reply.data.get("usage") if isinstance(reply.data, dict) else None))
+        headers["Content-Type"] = reply.content_type
+        return web.Response(body=reply.body, status=reply.status, headers=headers)
+    return await relay_stream(request, result, headers, trace=trace, api=api)
+
+
 MODEL_PATHS = {
     "/v1/chat/completions": "chat/completions",
     "/v1/messages": "messages",
+    "/v1/messages/count_tokens": "messages/count_tokens",
     "/v1/responses": "responses",
     "/v1/completions": "completions",
     "/v1/embeddings": "embeddings",
@@ -116,23 +163,144 @@ MODEL_PATHS = {
 
 async def chat_completions(request: web.Request) -> web.StreamResponse:
     raw, payload = await read_payload(request)
-    return await _chat(request, raw, payload)
+    route = _resolve(request, payload)
+    check_messages(payload)
+    return await _chat(request, route, raw, payload, _memory_ask(request, route))
 
 
 async def messages(request: web.Request) -> web.StreamResponse:
-    """Anthropic's Messages API: translated to chat completions and back (errors Anthropic-shaped)."""
-    _, body = await read_payload(request)
+    """Anthropic's Messages API: passed through to anthropic targets, translated for the others.
+
+    With memory every target is translated: the conversation is kept as chat messages.
+    """
+    raw, body = await read_payload(request)
     route = _resolve(request, body)  # first, so a request the translation refuses counts under its route
+    trace: Trace = request[TRACE]
+    forward_client_headers(request.headers)
+    ask = _memory_ask(request, route)
+    if ask is None and _served_as_is(route, MESSAGES):
+        return await forward_as_is(request, route, Request(MESSAGES, body, raw, trace.stream, trace), MESSAGES_API)
     payload = anthropic_api.to_chat(body)
-    return await _chat(request, None, payload, _AnthropicReshape(str(payload.get("model", ""))), route=route)
+    check_messages(payload)
+    return await _chat(request, route, None, payload, ask, AnthropicReshape(str(payload.get("model", ""))))
 
 
 async def responses(request: web.Request) -> web.StreamResponse:
-    """The Responses API, translated to chat completions and back."""
-    _, body = await read_payload(request)
+    """The Responses API: passed through to targets that serve it, translated for the others.
+
+    A request continuing a response (`previous_response_id`) is pinned to the target that
+    produced it. With memory every target is translated: the conversation is kept as chat messages.
+    """
+    raw, body = await read_payload(request)
     route = _resolve(request, body)
+    trace: Trace = request[TRACE]
+    ask = _memory_ask(request, route)
+    previous = body.get("previous_response_id")
+    if ask is None and isinstance(previous, str) and previous:
+        route = await _pinned_route(request, route, previous)
+    stored = body.get("store") is not False  # an upstream keeps no response the client asked it not to
+    if ask is None and _served_as_is(route, RESPONSES):
+        call = Request(RESPONSES, body, raw, trace.stream, trace)
+        return await forward_as_is(request, route, call, RESPONSES_API, answered=_recording(request, route) if stored else None)
     payload = responses_api.to_chat(body)
-    return await _chat(request, None, payload, _ResponsesReshape(body), route=route)
+    check_messages(payload)
+    reshape = ResponsesReshape(body)
+    answered = _recording(request, route, reshape.response_id) if stored else None
+    return await _chat(request, route, None, payload, ask, reshape, answered)
+
+
+async def count_tokens(request: web.Request) -> web.StreamResponse:
+    """Anthropic's `POST /v1/messages/count_tokens`: asked of an anthropic target, else estimated here."""
+    raw, body = await read_payload(request)
+    route = _resolve(request, body)
+    trace: Trace = request[TRACE]
+    forward_client_headers(request.headers)
+    if _served_as_is(route, MESSAGES):
+        return await forward_as_is(request, route, Request(COUNT_TOKENS, body, raw, trace=trace), MESSAGES_API)
+    headers = {"x-request-id": request[REQUEST_ID], "x-gateway-route": route.name}
+    return web.json_response(await estimate(body), headers=headers)
+
+
+async def get_response(request: web.Request) -> web.StreamResponse:
+    """`GET /v1/responses/{response_id}`: asked of the target that produced the response."""
+    return await _stored_response(request, RETRIEVE)
+
+
+async def delete_response(request: web.Request) -> web.StreamResponse:
+    """`DELETE /v1/responses/{response_id}`: asked of the target that produced the response."""
+    return await _stored_response(request, DELETE)
+
+
+_RESPONSE_ID = re.compile(r"[A-Za-z0-9_-]{1,256}")
+
+
+async def _stored_response(request: web.Request, endpoint: str) -> web.StreamResponse:
+    response_id = request.match_info["response_id"]
+    unknown = NotFoundError(
+        f"No response with id '{response_id[:300]}' was answered through this gateway for this key (or it expired).",
+        param="response_id",
+    )
+    if not _RESPONSE_ID.fullmatch(response_id):
+        raise unknown
+    if request.query.get("stream", "").lower() == "true":
+        raise InvalidRequestError("Streaming a stored response is not supported by this gateway.", param="stream",
+                                  code="unsupported_value")
+    store, tenant = request.app[MEMORY].store, request[TENANT]
+    with store_errors():
+        found = await pins.find(store, request.app[CONFIG], tenant, response_id)
+    if found is None:
+        raise unknown
+    route = pins.pinned(*found)
+    payload = {"response_id": response_id, "query": request.query_string}
+    result = await request.app[DISPATCHER].dispatch(route, Request(endpoint, payload, None, trace=request[TRACE]))
+    reply = result.reply
+    assert reply is not None  # the call was not a stream
+    if endpoint == DELETE:
+        await pins.forget(store, tenant, response_id)
+    headers = {**gateway_headers(request, route, result), "Content-Type": reply.content_type}
+    return web.Response(body=reply.body, status=reply.status, headers=headers)
+
+
+async def _pinned_route(request: web.Request, route: Route, response_id: str) -> Route:
+    """`route`, or the target that produced `response_id` alone when it is known.
+
+    An unknown id (or a store that cannot say) walks the route as usual: its upstream answers.
+    """
+    try:
+        found = await pins.find(request.app[MEMORY].store, request.app[CONFIG], request[TENANT], response_id)
+    except StoreUnavailable as exc:
+        log.warning("previous_response_id %s: its target could not be looked up (%s); routing as usual", response_id, exc)
+        return route
+    return route if found is None else pins.pinned(*found)
+
+
+def _recording(request: web.Request, route: Route, response_id: str | None = None) -> Answered:
+    """Records which target answered: `response_id` (one translated here), else the id the answer carries."""
+
+    async def answered(result: Result) -> None:
+        answered_id = response_id or _response_id(result)
+        await pins.record(request.app[MEMORY].store, request[TENANT], answered_id, route, result.target)
+
+    return answered
+
+
+def _response_id(result: Result) -> object:
+    """The id of the Responses answer in `result`: its JSON's, or its stream's `response.created`'s."""
+    if result.reply is not None:
+        data = result.reply.data
+        return data.get("id") if isinstance(data, dict) else None
+    assert result.first_event is not None
+    response = data_of(result.first_event).get("response")
+    return response.get("id") if isinstance(response, dict) else None
+
+
+def _served_as_is(route: Route, api: str) -> bool:
+    """Whether some target of `route` serves `api` itself (then each attempt picks pass-through or translation)."""
+    return any(serves_natively(target, api) for target in iter_targets(route.root))
+
+
+def _memory_ask(request: web.Request, route: Route) -> MemoryAsk | None:
+    return read_memory_headers(request.headers, route.memory, request.app[CONFIG].memory.limits)
 
 
 def _resolve(request: web.Request, body: dict[str, Any]) -> Route:
@@ -144,94 +312,24 @@ def _resolve(request: web.Request, body: dict[str, Any]) -> Route:
 
 async def _chat(
     request: web.Request,
+    route: Route,
     raw: bytes | None,
     payload: dict[str, Any],
+    ask: MemoryAsk | None,
     reshape: Reshape | None = None,
-    *,
-    route: Route | None = None,
+    answered: Answered | None = None,
 ) -> web.StreamResponse:
-    """A chat request, whichever API it came in: routed, with memory when asked, answered."""
+    """A chat request (its messages checked), whichever API it came in: with memory when asked, answered."""
     trace: Trace = request[TRACE]
-    config = request.app[CONFIG]
-    route = route or _resolve(request, payload)
     stream = trace.stream
-    messages = check_messages(payload)
-    ask = read_memory_headers(request.headers, route.memory, config.memory.limits)
     if ask is None:
-        return await forward(request, route, Request("chat/completions", payload, raw, stream, trace), reshape=reshape)
+        call = Request("chat/completions", payload, raw, stream, trace)
+        return await forward(request, route, call, reshape=reshape, answered=answered)
     model = route.first_target.model or payload["model"]
-    async with request.app[MEMORY].turn(request[TENANT], ask, messages, model, trace=trace) as turn:
+    async with request.app[MEMORY].turn(request[TENANT], ask, payload["messages"], model, trace=trace) as turn:
         payload = {**payload, "messages": turn.plan.forwarded}
         call = Request("chat/completions", payload, None, stream, trace)
-        return await forward(request, route, call, turn=turn, reshape=reshape)
-
-
-class _AnthropicReshape:
-    def __init__(self, model: str) -> None:
-        self.model = model
-        self.message_id = f"msg_{secrets.token_hex(12)}"
-
-    def answer(self, data: Any) -> dict[str, Any]:
-        return anthropic_api.from_chat(data, model=self.model, message_id=self.message_id)
-
-    def translator(self) -> Translator:
-        return _AnthropicStream(anthropic_api.StreamTranslator(self.model, self.message_id))
-
-
-class _AnthropicStream:
-    def __init__(self, stream: anthropic_api.StreamTranslator) -> None:
-        self.stream = stream
-
-    def feed(self, chunk: Any) -> list[bytes]:
-        return self.stream.feed(chunk)
-
-    def finish(self, usage: Any) -> list[bytes]:
-        return self.stream.finish(usage if isinstance(usage, dict) else None)
-
-    def error(self, message: str, code: str, status: int) -> bytes:
-        return anthropic_api.error_event(message, anthropic_api.error_type(status))
-
-
-class _ResponsesReshape:
-    def __init__(self, body: dict[str, Any]) -> None:
-        self.body = body
-        self.response_id = f"resp_{secrets.token_hex(16)}"
-        self.created_at = int(time.time())
-
-    def answer(self, data: Any) -> dict[str, Any]:
-        return responses_api.from_chat(data, request=self.body, response_id=self.response_id, created_at=self.created_at)
-
-    def translator(self) -> Translator:
-        return _ResponsesStream(responses_api.StreamTranslator(self.body, self.response_id, self.created_at))
-
-
-class _ResponsesStream:
-    def __init__(self, stream: responses_api.StreamTranslator) -> None:
-        self.stream = stream
-
-    def feed(self, chunk: Any) -> list[bytes]:
-        return self.stream.feed(chunk)
-
-    def finish(self, usage: Any) -> list[bytes]:
-        return self.stream.finish(usage if isinstance(usage, dict) else None)
-
-    def error(self, message: str, code: str, status: int) -> bytes:
-        return self.stream.error_event(message, code)
-
-
-async def count_tokens(request: web.Request) -> web.StreamResponse:
-    """Anthropic's `POST /v1/messages/count_tokens`."""
-    raise NotFoundError("count_tokens is not served yet.", code="not_found")
-
-
-async def get_response(request: web.Request) -> web.StreamResponse:
-    """`GET /v1/responses/{response_id}`: asked of the target that produced the response."""
-    raise NotFoundError("Stored responses are not served yet.", code="not_found")
-
-
-async def delete_response(request: web.Request) -> web.StreamResponse:
-    """`DELETE /v1/responses/{response_id}`: asked of the target that produced the response."""
-    raise NotFoundError("Stored responses are not served yet.", code="not_found")
+        return await forward(request, route, call, turn=turn, reshape=reshape, answered=answered)
 
 
 async def completions(request: web.Request) -> web.StreamResponse:

@@ -9,6 +9,7 @@ import time
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+import orjson
 from aiohttp import web
 
 from gateway.chunks import MalformedEvent, read_chunk
@@ -16,10 +17,13 @@ from gateway.config import Target
 from gateway.dispatch import Result, redact
 from gateway.errors import GatewayError
 from gateway.observe import STREAM_ERROR, TIMEOUT, Trace
+from gateway.providers.apis import MESSAGES, RESPONSES, Api, chat_usage, data_of, event_type, failure
 from gateway.providers.base import TransportError
 from gateway.server.keys import STREAM_STARTED
 from gateway.sse import DONE, Event, encode
 from gateway.translate import MalformedAnswer
+from gateway.translate import messages as anthropic_api
+from gateway.translate.reshape import StreamReshape
 
 log = logging.getLogger("gateway")
 
@@ -34,20 +38,7 @@ class StreamSink(Protocol):
         ...
 
 
-class Translator(Protocol):
-    """Turns the upstream's chat chunks into another API's stream (Anthropic's, Responses)."""
-
-    def feed(self, chunk: Any) -> list[bytes]:
-        """The client's events for one chunk; raises MalformedAnswer for one it cannot translate."""
-        ...
-
-    def finish(self, usage: Any) -> list[bytes]:
-        """The events that end a complete answer (in place of `[DONE]`)."""
-        ...
-
-    def error(self, message: str, code: str, status: int) -> bytes:
-        """The in-band error event that ends an incomplete answer."""
-        ...
+Translator = StreamReshape  # turns the upstream's chat chunks into another API's stream
 
 
 class _Failure(Exception):
@@ -73,8 +64,32 @@ def _without_null_usage(raw: bytes) -> bytes:
     return raw.replace(b',"usage":null', b"").replace(b', "usage": null', b"")
 
 
+class _Reader(Protocol):
+    """What the relay does with each upstream data event of one kind of stream."""
+
+    usage: Any  # the answer's usage, chat-shaped, for the trace
+    failed: tuple[int, str] | None  # an answer that ended as the upstream's own failure: (status, code)
+    cut_off: str  # the event a stream that stopped early lacks
+
+    def ends(self, event: Event) -> bool:
+        """Whether `event` ends a complete answer."""
+        ...
+
+    async def finish(self, event: Event) -> bytes:
+        """The client's last bytes for the event that ends the answer; raises _Failure."""
+        ...
+
+    def relayed(self, event: Event) -> bytes:
+        """The client's bytes for any other event (maybe none); raises _Failure."""
+        ...
+
+    def error(self, failure: _Failure) -> bytes:
+        """The in-band error event that ends an incomplete answer."""
+        ...
+
+
 class _Chunks:
-    """What the relay does with each upstream event: looks inside it only where a guarantee needs it.
+    """What the relay does with each upstream chat event: looks inside it only where a guarantee needs it.
 
     Every event is parsed when a memory turn or a translator needs the chunks. Relayed as they
     are, only events that may carry an error or a usage object, or that do not look like a JSON
@@ -88,6 +103,24 @@ class _Chunks:
         self.hide_usage = hide_usage
         self.every = sink is not None or translator is not None
         self.usage: Any = None
+        self.failed: tuple[int, str] | None = None
+        self.cut_off = "[DONE]"
+
+    def ends(self, event: Event) -> bool:
+        return event.data == DONE
+
+    async def finish(self, event: Event) -> bytes:
+        if self.sink is not None:
+            try:
+                await self.sink.finish()
+            except GatewayError as exc:
+                raise _Failure(exc.message, exc.code or "internal_error", exc.type, exc.status) from None
+        return event.raw if self.translator is None else b"".join(self.translator.finish(self.usage))
+
+    def error(self, failure: _Failure) -> bytes:
+        if self.translator is not None:
+            return self.translator.error(failure.message, failure.code, failure.status)
+        return _error_event(failure.message, failure.code, failure.kind)
 
     def relayed(self, event: Event) -> bytes:
         """The client's bytes for one upstream data event (maybe none); raises _Failure."""
@@ -134,6 +167,61 @@ class _Chunks:
         return chunk
 
 
+class _Events:
+    """A stream already in the client's API (Responses or Anthropic events), relayed as the upstream's bytes.
+
+    An event is looked inside only where a guarantee needs it: its type (named by its `event:`
+    line) for failures and the end, and the few events that carry the answer's usage.
+    """
+
+    def __init__(self, target: Target, api: Api) -> None:
+        self.target = target
+        self.api = api
+        self.usage: Any = None
+        self.failed: tuple[int, str] | None = None
+        self.cut_off = api.cut_off
+        self._counts: dict[str, Any] = {}  # Anthropic's usage: message_start's, updated by message_delta's
+        self._last: Event | None = None
+
+    def ends(self, event: Event) -> bool:
+        return event_type(event) in self.api.ends
+
+    async def finish(self, event: Event) -> bytes:
+        data = data_of(event)
+        if self.api.name == MESSAGES:
+            self.usage = chat_usage(MESSAGES, self._counts)
+            return event.raw
+        response = data.get("response")
+        self.usage = chat_usage(RESPONSES, response.get("usage") if isinstance(response, dict) else None)
+        if event_type(event) == b"response.failed":  # the upstream's own end of a failed answer, relayed as such
+            self.failed = (failure(self.api, data)[2], "upstream_stream_error")
+        return event.raw
+
+    def relayed(self, event: Event) -> bytes:
+        kind = event_type(event)
+        if kind in self.api.failures:
+            text, _, _ = failure(self.api, data_of(event))
+            raise _Failure(f"{self.target.name}: {redact(text, self.target)}", "upstream_stream_error")
+        if kind == b"message_start":
+            message = data_of(event).get("message")
+            usage = message.get("usage") if isinstance(message, dict) else None
+            self._counts.update(usage if isinstance(usage, dict) else {})
+        elif kind == b"message_delta":
+            usage = data_of(event).get("usage")
+            self._counts.update(usage if isinstance(usage, dict) else {})
+        self._last = event
+        return event.raw
+
+    def error(self, failure: _Failure) -> bytes:
+        if self.api.name == MESSAGES:
+            return anthropic_api.error_event(failure.message, anthropic_api.error_type(failure.status))
+        last = data_of(self._last).get("sequence_number") if self._last is not None else None
+        sequence = last + 1 if isinstance(last, int) else 0
+        error = {"type": "error", "code": failure.code, "message": failure.message, "param": None,
+                 "sequence_number": sequence}
+        return b"event: error\ndata: " + orjson.dumps(error) + b"\n\n"
+
+
 async def relay_stream(
     request: web.Request,
     result: Result,
@@ -143,6 +231,7 @@ async def relay_stream(
     sink: StreamSink | None = None,
     hide_usage: bool = False,
     translator: Translator | None = None,
+    api: Api | None = None,
 ) -> web.StreamResponse:
     """Write the stream to the client, ending with `[DONE]` only when the answer is complete.
 
@@ -152,13 +241,17 @@ async def relay_stream(
     or unstored answer for a complete one. The last `usage` seen goes to the trace when the
     stream ends; with `hide_usage` the usage the gateway asked for is not relayed. A `translator`
     turns the chunks into the client's API's events, its own end and its own error event.
+
+    With `api` the stream is already in that API (Responses, Anthropic Messages): its events are
+    relayed as they came, its own last event (`response.completed`, `message_stop`, ...) ends
+    it, and a failure after the commit ends with that API's `error` event instead.
     """
     assert result.stream is not None and result.first_event is not None
     stream, target = result.stream, result.target
     response = web.StreamResponse(status=200, headers=headers)
     response.content_type = "text/event-stream"
     response.headers["Cache-Control"] = "no-cache"
-    chunks = _Chunks(target, sink, translator, hide_usage)
+    chunks: _Reader = _Chunks(target, sink, translator, hide_usage) if api is None else _Events(target, api)
     outcome = str(stream.status)
     out: list[bytes] = []  # the current read's bytes for the client, written once it is looked at
 
@@ -169,10 +262,7 @@ async def relay_stream(
         elif failure.code == "upstream_stream_error":
             outcome = STREAM_ERROR
         trace.failed(failure.status, failure.code)
-        if translator is not None:
-            out.append(translator.error(failure.message, failure.code, failure.status))
-        else:
-            out.append(_error_event(failure.message, failure.code, failure.kind))
+        out.append(chunks.error(failure))
         await response.write(b"".join(out))
         return response
 
@@ -199,13 +289,11 @@ async def relay_stream(
                 for event in batch:
                     if event.data is None:
                         out.append(event.raw)
-                    elif event.data == DONE:
-                        if sink is not None:
-                            try:
-                                await sink.finish()
-                            except GatewayError as exc:
-                                raise _Failure(exc.message, exc.code or "internal_error", exc.type, exc.status) from None
-                        out.append(event.raw if translator is None else b"".join(translator.finish(chunks.usage)))
+                    elif chunks.ends(event):
+                        out.append(await chunks.finish(event))
+                        if chunks.failed is not None:
+                            outcome = STREAM_ERROR
+                            trace.failed(*chunks.failed)
                         await response.write(b"".join(out))
                         return response
                     else:
@@ -216,7 +304,7 @@ async def relay_stream(
                 deadline.reschedule(loop.time() + idle)
                 batch = await stream.next_batch()
                 deadline.reschedule(None)
-        raise _Failure(f"{target.name}: upstream stream ended without [DONE]", "upstream_stream_error")
+        raise _Failure(f"{target.name}: upstream stream ended without {chunks.cut_off}", "upstream_stream_error")
     except _Failure as failure:
         return await fail(failure)
     except TimeoutError:

@@ -1,7 +1,8 @@
 """POST /v1/messages end to end: the official `anthropic` SDK as the client, real fake upstreams.
 
-The upstreams are an OpenAI-compatible fake (tests/fakes.py) and, through a litellm-backed
-`anthropic` target, a fake Anthropic Messages API (tests/fakes_anthropic.py).
+The upstreams are an OpenAI-compatible fake (tests/fakes.py), to which requests are translated,
+and a fake Anthropic Messages API (tests/fakes_anthropic.py) behind `anthropic` targets, to which
+they pass through (test_messages_native_e2e.py has the pass-through itself).
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ from tests.fakes_anthropic import (
     rate_limited,
     start_anthropic,
 )
-from tests.fakes_anthropic import message as claude_message
 from tests.server.test_langchain import CALL, calling_answer, calling_stream
 from tests.server.test_memory_e2e import SYSTEM, a, stored, u
 from tests.test_metrics import scrape, value
@@ -99,12 +99,13 @@ def claude_route(fake: FakeAnthropic) -> str:
     return f"routes: {{chat: {claude_target(fake)}}}"
 
 
-def fallback_route(first: FakeUpstream, second: FakeUpstream) -> str:
+def fallback_route(first: FakeUpstream, second: FakeUpstream, *, responses_api: str = "native") -> str:
     """Route `chat`: target `first`, then `second` when first answers 503."""
     return f"""
 routes:
   chat:
     strategy: {{mode: fallback, onStatusCodes: [503]}}
+    responsesApi: {responses_api}
     targets:
       - {{name: first, provider: openai, baseUrl: "{first.url}", apiKey: k1}}
       - {{name: second, provider: openai, baseUrl: "{second.url}", apiKey: k2}}
@@ -260,48 +261,6 @@ async def test_an_agents_tool_loop_with_memory_is_not_doubled(start: Start, upst
     assert upstream.requests[2].body["messages"] == [system, *turn, a("Sunny."), u("Tomorrow?")]
     _, kept = await stored(clients.openai_client, "loop")
     assert kept["messages"] == [*turn, a("Sunny."), u("Tomorrow?"), a("Rain.")]
-
-
-# ---------------------------------------------------------------- an anthropic (litellm) target
-
-
-async def test_an_anthropic_target_answers_json_and_stream(start: Start, claude: FakeAnthropic) -> None:
-    clients = await start(claude_route(claude))
-    message = await clients.anthropic_client.messages.create(model="chat", max_tokens=64, system="Be terse.", messages=HELLO)
-    assert [block.text for block in message.content if block.type == "text"] == ["Hello from Claude"]
-    assert (message.usage.input_tokens, message.usage.output_tokens) == (11, 7)
-    async with clients.anthropic_client.messages.stream(model="chat", max_tokens=64, messages=HELLO) as stream:
-        texts = [text async for text in stream.text_stream]
-        final = await stream.get_final_message()
-    assert "".join(texts) == "Hello from Claude" and final.stop_reason == "end_turn"
-    assert [request.path for request in claude.requests] == ["/v1/messages", "/v1/messages"]
-    first, second = (request.body for request in claude.requests)
-    assert first["model"] == CLAUDE_MODEL and first["max_tokens"] == 64
-    assert "Be terse." in orjson.dumps(first["system"]).decode()
-    assert first["messages"] == [{"role": "user", "content": [{"type": "text", "text": "hello"}]}]
-    assert second["stream"] is True
-    for request in claude.requests:  # the operator's key goes upstream, never the caller's
-        assert request.headers["x-api-key"] == CLAUDE_KEY
-        assert GATEWAY_KEY not in header_text(request.headers)
-
-
-async def test_tool_use_round_trip_through_an_anthropic_target(start: Start, claude: FakeAnthropic) -> None:
-    use = {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Paris"}}
-    calling = {**claude_message(""), "content": [{"type": "text", "text": "Checking."}, use], "stop_reason": "tool_use"}
-    claude.then(Answer(body=calling))
-    clients = await start(claude_route(claude))
-    first, second = await use_the_tool(clients.anthropic_client, "sunny")
-    assert first.stop_reason == "tool_use"
-    assert [block.model_dump(exclude_none=True) for block in first.content] == calling["content"]
-    assert [block.text for block in second.content if block.type == "text"] == ["Hello from Claude"]
-    sent = claude.requests[1].body
-    assert [tool["name"] for tool in sent["tools"]] == ["get_weather"]
-    assert sent["tools"][0]["input_schema"] == WEATHER_TOOL["input_schema"]
-    assert sent["messages"] == [
-        {"role": "user", "content": [{"type": "text", "text": "Weather in Paris?"}]},
-        {"role": "assistant", "content": calling["content"]},
-        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "sunny"}]},
-    ]
 
 
 # ---------------------------------------------------------------- fallback

@@ -1,7 +1,8 @@
-"""POST /v1/responses end to end: the official openai SDK and LangChain as clients, a chat completions upstream.
+"""POST /v1/responses translated: the official openai SDK and LangChain as clients, a chat completions upstream.
 
-Every target is served by translation onto chat completions today: what the upstream receives
-is a chat payload, and what the client reads is a Responses object or event stream.
+The targets here are translated onto chat completions (`responsesApi: translate`, or a provider
+other than openai): what the upstream receives is a chat payload, and what the client reads is a
+Responses object or event stream. Pass-through is in test_responses_native_e2e.py.
 """
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ WEATHER = {
 
 
 def route(upstream: FakeUpstream, *, name: str = "chat") -> str:
-    return f'{KEYS}\nroutes: {{{name}: {{name: up, provider: openai, baseUrl: "{upstream.url}", apiKey: k}}}}'
+    target = f'name: up, provider: openai, baseUrl: "{upstream.url}", apiKey: k, responsesApi: translate'
+    return f"{KEYS}\nroutes: {{{name}: {{{target}}}}}"
 
 
 def openai_error(error: openai.APIStatusError) -> dict[str, Any]:
@@ -199,7 +201,7 @@ async def test_a_failing_target_falls_back_to_the_next(
 ) -> None:
     first, second = await make_upstream(Step(status=503, body=error_body(503))), await make_upstream()
     second.then(Step(events=stream_of("from second")) if stream else Step(body=chat_completion("from second")))
-    client = await gateway(f"{KEYS}\n{fallback_route(first, second)}")
+    client = await gateway(f"{KEYS}\n{fallback_route(first, second, responses_api='translate')}")
     if stream:
         async with client.responses.stream(model="chat", input="hello") as events:
             text = (await events.get_final_response()).output_text

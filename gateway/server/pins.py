@@ -1,0 +1,68 @@
+"""Which target produced each Responses API response, so that later requests about it go there.
+
+A response lives at the one upstream that produced it: `previous_response_id` continues it
+there, and `GET` / `DELETE /v1/responses/{id}` read or remove it there. Every answered id is
+recorded in the memory store, under the caller's tenant and for the store's TTL, as the names of
+its route and target; a request about it is then pinned to that target alone.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+
+import orjson
+
+from gateway.config import Config, Route, Target, iter_targets
+from gateway.memory.store import MemoryStore, StoreUnavailable
+
+log = logging.getLogger("gateway")
+
+
+def _key(tenant: str, response_id: str) -> str:
+    return f"response:{tenant}:{response_id}"
+
+
+async def record(store: MemoryStore, tenant: str, response_id: object, route: Route, target: Target) -> None:
+    """Remember that `target` of `route` produced `response_id` (a non-string id is no response's).
+
+    A store that fails costs only the pin: the answer itself stands, and the failure is logged.
+    """
+    if not isinstance(response_id, str) or not response_id:
+        return
+    try:
+        await store.put_value(_key(tenant, response_id), orjson.dumps([route.name, target.name]).decode())
+    except StoreUnavailable as exc:
+        log.warning("response %s: which target produced it could not be recorded (%s)", response_id, exc)
+
+
+async def find(store: MemoryStore, config: Config, tenant: str, response_id: str) -> tuple[Route, Target] | None:
+    """The route and target that produced `response_id` for `tenant`; None when unknown (or gone from the config).
+
+    Raises StoreUnavailable when the store cannot say.
+    """
+    value = await store.get_value(_key(tenant, response_id))
+    if value is None:
+        return None
+    try:
+        route_name, target_name = orjson.loads(value)
+    except (orjson.JSONDecodeError, TypeError, ValueError):
+        return None
+    route = config.routes.get(route_name)
+    if route is None:
+        return None
+    target = next((target for target in iter_targets(route.root) if target.name == target_name), None)
+    return None if target is None else (route, target)
+
+
+async def forget(store: MemoryStore, tenant: str, response_id: str) -> None:
+    """Drop the record of `response_id` (the upstream deleted it); a failing store is logged."""
+    try:
+        await store.delete_value(_key(tenant, response_id))
+    except StoreUnavailable as exc:
+        log.warning("response %s: its record could not be dropped (%s)", response_id, exc)
+
+
+def pinned(route: Route, target: Target) -> Route:
+    """`route` narrowed to `target` alone: no fallback, no load balancing (its own retries stay)."""
+    return dataclasses.replace(route, root=target)
