@@ -7,10 +7,10 @@
 #                                            nometrics-nolog memory litellm (default: all but litellm);
 #                                            guard = what bench/guard.py checks (gateway, gateway-stream,
 #                                            gateway-memory)
-# Env: REQUESTS (1000), CONNS (8), PATHS (only these measurements, e.g. "gateway-stream"; a server
-# none of whose measurements is wanted is not started), RESULTS (a file: one JSON line per
-# measurement is appended), PYTHON (the interpreter), KEEP=1 (keep each profile as
-# /tmp/cg-NAME.out for callgrind_annotate).
+# Env: REQUESTS (1000; litellm's: LITELLM_REQUESTS, 200), CONNS (8), PATHS (only these
+# measurements, e.g. "gateway-stream"; a server none of whose measurements is wanted is not
+# started), RESULTS (a file: one JSON line per measurement is appended), PYTHON (the interpreter),
+# KEEP=1 (keep each profile as /tmp/cg-NAME.out for callgrind_annotate).
 set -euo pipefail
 exec 9>/tmp/gateway-instructions.lock
 if ! flock -n 9; then  # one run at a time: runs share the upstream's and the server's ports
@@ -20,6 +20,7 @@ fi
 here=$(cd "$(dirname "$0")" && pwd)
 run=$(mktemp -d /tmp/gateway-instr.XXXX)
 requests=${REQUESTS:-1000}
+warmup=200
 conns=${CONNS:-8}
 floor=${FLOOR:-$here/../../shared/bench/floor_aiohttp.py}
 python=${PYTHON:-$(python -c 'import sys; print(sys.executable)')}  # the real binary, not a pyenv shim
@@ -52,7 +53,7 @@ start_server() {  # server command...: under callgrind, instrumentation off unti
 
 measure() {  # name [send.py flags: memory, stream]: warm up, then count the instructions of REQUESTS
   local name=$1; shift
-  "$python" "$here/send.py" "$url" 200 "$conns" "$@"   # warm-up, not counted
+  "$python" "$here/send.py" "$url" "$warmup" "$conns" "$@"   # warm-up, not counted
   callgrind_control -z "$pid" >/dev/null 2>&1
   callgrind_control -i on "$pid" >/dev/null 2>&1
   "$python" "$here/send.py" "$url" "$requests" "$conns" "$@"
@@ -114,8 +115,9 @@ for server in "${servers[@]}"; do
     guard)  # bench/guard.py's paths
       scenario "gateway gateway.yaml" gateway gateway-stream:stream
       scenario gateway_memory gateway-memory:memory ;;
-    litellm)  # the same routes as gateway.yaml, served through litellm (provider hosted_vllm)
-      scenario "gateway gateway-litellm.yaml" litellm litellm-stream:stream ;;
+    litellm)  # gateway.yaml's routes served through litellm (provider hosted_vllm): 20-40x the
+      # instructions, so fewer requests (for this call only) keep it to minutes
+      requests=${LITELLM_REQUESTS:-200} warmup=100 scenario "gateway gateway-litellm.yaml" litellm litellm-stream:stream ;;
     *) echo "unknown server: $server" >&2; exit 2 ;;
   esac
 done

@@ -7,47 +7,13 @@
 # CONFIG (the main gateway config), ROUNDS (2: rounds of the metrics/access-log comparison, 0 skips it).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-run=$(mktemp -d /tmp/gateway-bench.XXXX)
-duration=${DURATION:-8s}
 conns=${CONNS:-32}
 rounds=${ROUNDS:-2}
 floor=${FLOOR:-$here/../../shared/bench/floor_aiohttp.py}
 port=18090
-server=""
-
-stop_server() { if [ -n "$server" ]; then kill "$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true; server=""; fi; }
-cleanup() {
-  stop_server
-  [ -f "$run/nginx.pid" ] && kill "$(cat "$run/nginx.pid")" 2>/dev/null || true
-}
-trap cleanup EXIT
-
-start_server() {  # command...
-  taskset -c 0 "$@" >"$run/server.log" 2>&1 &
-  server=$!
-  for _ in $(seq 150); do
-    curl -s -o /dev/null -X POST "http://127.0.0.1:$port/v1/chat/completions" && return 0
-    sleep 0.1
-  done
-  echo "server did not start:" >&2; cat "$run/server.log" >&2; exit 1
-}
-
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
-
-bench() {  # name path connections [env...]: one wrk run; prints rps, p50, and server CPU per request
-  local name=$1 path=$2 c=$3; shift 3
-  local before after out
-  before=$(cpu_ticks "$server")
-  out=$(env "$@" taskset -c 1 wrk -t1 -c"$c" -d"${wrk_duration:-$duration}" -s "$here/chat.lua" "http://127.0.0.1:$port$path")
-  after=$(cpu_ticks "$server")
-  echo "$out" | awk -v n="$name" -v t=$((after - before)) -v hz="$(getconf CLK_TCK)" '
-    /requests in/ {reqs = $1}
-    /^RESULT/ {line = $0}
-    END {sub(/^RESULT /, "", line); printf "%-28s %s cpu_us_per_req=%.0f\n", n, line, t / hz / reqs * 1e6}'
-}
-
-mkdir -p /tmp/gateway-bench-nginx
-taskset -c 1 nginx -p "$run" -c "$here/upstream.nginx.conf" -g "pid $run/nginx.pid; error_log $run/error.log;"
+# shellcheck source=bench/lib.sh
+. "$here/lib.sh"
+start_upstream
 
 echo "# direct to the upstream (nginx)"
 for c in 1 "$conns"; do
@@ -63,11 +29,6 @@ if [ -f "$floor" ]; then
   bench "floor-c$conns" /v1/chat/completions "$conns"
   stop_server
 fi
-
-gateway() {  # config [serve flags...]
-  local config=$1; shift
-  start_server python -m gateway serve --config "$config" --host 127.0.0.1 --port "$port" "$@"
-}
 
 echo "# the gateway: ${CONFIG:-$here/gateway.yaml}"
 gateway "${CONFIG:-$here/gateway.yaml}"
