@@ -323,12 +323,11 @@ def test_native_messages_traffic_never_imports_litellm(tmp_path: Path) -> None:
     assert json.loads(done.stdout.strip().splitlines()[-1]) == {"litellm": False}
 
 
-async def test_a_chat_request_to_an_anthropic_target_imports_litellm_once_off_the_loop(
-    start: Start, claude: FakeAnthropic
-) -> None:
+async def test_chat_completions_to_an_anthropic_target_still_go_through_litellm(start: Start, claude: FakeAnthropic) -> None:
+    """Three first requests at once: litellm, imported on a thread at the first need, serves them all."""
     clients = await start(claude_route(claude))
     answers = await asyncio.gather(*(
         clients.openai_client.chat.completions.create(model="chat", messages=[u("hi")]) for _ in range(3)
     ))  # fmt: skip
     assert [answer.choices[0].message.content for answer in answers] == ["Hello from Claude"] * 3
-    assert "litellm" in sys.modules
+    assert [request.path for request in claude.requests] == ["/v1/messages"] * 3
