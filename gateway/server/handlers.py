@@ -87,25 +87,14 @@ Answered = Callable[[Result], Awaitable[None]]
 
 
 async def forward(
-    request: web.Request,
-    route: Route,
-    call: Request,
-    *,
-    turn: Turn | None = None,
-    reshape: Reshape | None = None,
-    answered: Answered | None = None,
+    request: web.Request, route: Route, call: Request, *, turn: Turn | None = None, reshape: Reshape | None = None
 ) -> web.StreamResponse:
-    """Dispatch and relay the answer; with memory, the answer reaches the client only once stored.
-
-    `answered` is told the result before the client sees any of it.
-    """
+    """Dispatch and relay the answer; with memory, the answer reaches the client only once stored."""
     trace = call.trace
     metrics = request.app[CONFIG].metrics
     if call.stream and metrics.enabled and metrics.stream_usage:  # usage is asked for the metrics' sake
         call = with_stream_usage(call)
     result = await request.app[DISPATCHER].dispatch(route, call)
-    if answered is not None:
-        await answered(result)
     headers = gateway_headers(request, route, result)
     if turn is not None:
         headers.update(turn.headers)
@@ -136,7 +125,8 @@ async def forward_as_is(
     """Dispatch a request of another API (`api`) and relay its answer as the target gave it.
 
     Targets that serve the API pass the body through and their answer back; the others are
-    translated by their provider, one attempt at a time.
+    translated by their provider, one attempt at a time. `answered` is told the result before
+    the client sees any of it.
     """
     trace = call.trace
     result = await request.app[DISPATCHER].dispatch(route, call)
@@ -165,7 +155,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     raw, payload = await read_payload(request)
     route = _resolve(request, payload)
     check_messages(payload)
-    return await _chat(request, route, raw, payload, _memory_ask(request, route))
+    return await _chat(request, route, raw, payload, ask=_memory_ask(request, route))
 
 
 async def messages(request: web.Request) -> web.StreamResponse:
@@ -182,7 +172,7 @@ async def messages(request: web.Request) -> web.StreamResponse:
         return await forward_as_is(request, route, Request(MESSAGES, body, raw, trace.stream, trace), MESSAGES_API)
     payload = anthropic_api.to_chat(body)
     check_messages(payload)
-    return await _chat(request, route, None, payload, ask, AnthropicReshape(str(payload.get("model", ""))))
+    return await _chat(request, route, None, payload, ask=ask, reshape=AnthropicReshape(str(payload.get("model", ""))))
 
 
 async def responses(request: web.Request) -> web.StreamResponse:
@@ -198,15 +188,14 @@ async def responses(request: web.Request) -> web.StreamResponse:
     previous = body.get("previous_response_id")
     if ask is None and isinstance(previous, str) and previous:
         route = await _pinned_route(request, route, previous)
-    stored = body.get("store") is not False  # an upstream keeps no response the client asked it not to
     if ask is None and _served_as_is(route, RESPONSES):
+        stored = body.get("store") is not False  # an upstream keeps no response the client asked it not to
         call = Request(RESPONSES, body, raw, trace.stream, trace)
         return await forward_as_is(request, route, call, RESPONSES_API, answered=_recording(request, route) if stored else None)
+    # Translated here, by a route no target of which keeps responses (or for memory): nothing to record.
     payload = responses_api.to_chat(body)
     check_messages(payload)
-    reshape = ResponsesReshape(body)
-    answered = _recording(request, route, reshape.response_id) if stored else None
-    return await _chat(request, route, None, payload, ask, reshape, answered)
+    return await _chat(request, route, None, payload, ask=ask, reshape=ResponsesReshape(body))
 
 
 async def count_tokens(request: web.Request) -> web.StreamResponse:
@@ -217,8 +206,7 @@ async def count_tokens(request: web.Request) -> web.StreamResponse:
     forward_client_headers(request.headers)
     if _served_as_is(route, MESSAGES):
         return await forward_as_is(request, route, Request(COUNT_TOKENS, body, raw, trace=trace), MESSAGES_API)
-    headers = {"x-request-id": request[REQUEST_ID], "x-gateway-route": route.name}
-    return web.json_response(await estimate(body), headers=headers)
+    return web.json_response(await estimate(body), headers={"x-gateway-route": route.name})
 
 
 async def get_response(request: web.Request) -> web.StreamResponse:
@@ -237,7 +225,8 @@ _RESPONSE_ID = re.compile(r"[A-Za-z0-9_-]{1,256}")
 async def _stored_response(request: web.Request, endpoint: str) -> web.StreamResponse:
     response_id = request.match_info["response_id"]
     unknown = NotFoundError(
-        f"No response with id '{response_id[:300]}' was answered through this gateway for this key (or it expired).",
+        f"No stored response with id '{response_id[:300]}' is known to this gateway for this key "
+        "(records expire; responses translated to chat completions are not stored).",
         param="response_id",
     )
     if not _RESPONSE_ID.fullmatch(response_id):
@@ -274,12 +263,11 @@ async def _pinned_route(request: web.Request, route: Route, response_id: str) ->
     return route if found is None else pins.pinned(*found)
 
 
-def _recording(request: web.Request, route: Route, response_id: str | None = None) -> Answered:
-    """Records which target answered: `response_id` (one translated here), else the id the answer carries."""
+def _recording(request: web.Request, route: Route) -> Answered:
+    """Records which target answered the response id the answer carries (passed through or translated)."""
 
     async def answered(result: Result) -> None:
-        answered_id = response_id or _response_id(result)
-        await pins.record(request.app[MEMORY].store, request[TENANT], answered_id, route, result.target)
+        await pins.record(request.app[MEMORY].store, request[TENANT], _response_id(result), route, result.target)
 
     return answered
 
@@ -315,21 +303,21 @@ async def _chat(
     route: Route,
     raw: bytes | None,
     payload: dict[str, Any],
+    *,
     ask: MemoryAsk | None,
     reshape: Reshape | None = None,
-    answered: Answered | None = None,
 ) -> web.StreamResponse:
     """A chat request (its messages checked), whichever API it came in: with memory when asked, answered."""
     trace: Trace = request[TRACE]
     stream = trace.stream
     if ask is None:
         call = Request("chat/completions", payload, raw, stream, trace)
-        return await forward(request, route, call, reshape=reshape, answered=answered)
+        return await forward(request, route, call, reshape=reshape)
     model = route.first_target.model or payload["model"]
     async with request.app[MEMORY].turn(request[TENANT], ask, payload["messages"], model, trace=trace) as turn:
         payload = {**payload, "messages": turn.plan.forwarded}
         call = Request("chat/completions", payload, None, stream, trace)
-        return await forward(request, route, call, turn=turn, reshape=reshape, answered=answered)
+        return await forward(request, route, call, turn=turn, reshape=reshape)
 
 
 async def completions(request: web.Request) -> web.StreamResponse:

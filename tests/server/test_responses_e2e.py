@@ -39,8 +39,9 @@ WEATHER = {
 
 
 def route(upstream: FakeUpstream, *, name: str = "chat") -> str:
+    """Route `name` to `upstream`, translated; response ids are looked up in an in-process store."""
     target = f'name: up, provider: openai, baseUrl: "{upstream.url}", apiKey: k, responsesApi: translate'
-    return f"{KEYS}\nroutes: {{{name}: {{{target}}}}}"
+    return f"{KEYS}\nmemory: {{store: memory}}\nroutes: {{{name}: {{{target}}}}}"
 
 
 def openai_error(error: openai.APIStatusError) -> dict[str, Any]:
@@ -297,7 +298,7 @@ async def test_langchain_tool_loop_with_memory_is_not_doubled(
     if not stream:
         answers = [Step(body=calling_answer()), Step(body=chat_completion("Sunny.")), Step(body=chat_completion("Rain."))]
     upstream.then(*answers)
-    client = await gateway(route(upstream) + f'\nmemory: {{store: sqlite, path: "{tmp_path / "memory.db"}"}}')
+    client = await gateway(route(upstream).replace("{store: memory}", f'{{store: sqlite, path: "{tmp_path / "memory.db"}"}}'))
     model = ChatOpenAI(base_url=str(client.base_url), api_key=GATEWAY_KEY, model="chat", max_retries=0,  # type: ignore[arg-type]
                        use_responses_api=True, default_headers={"memoryId": "agent"}).bind_tools([WEATHER])
 
