@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any, Final
 
+import orjson
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
@@ -16,7 +17,7 @@ from gateway.errors import (
     UnsupportedEncodingError,
 )
 from gateway.server.keys import CONFIG
-from gateway.server.parsing import parse_object
+from gateway.server.parsing import drop_redirect_fields, parse_object
 
 # What aiohttp's HTTP parser decodes before the handler reads (br and zstd only with their
 # packages installed; without them the parser itself answers 400), plus the no-op coding.
@@ -43,7 +44,11 @@ def check_content_encoding(values: Sequence[str]) -> None:
 
 
 async def read_payload(request: web.Request) -> tuple[bytes, dict[str, Any]]:
-    """The body's bytes and the JSON object they hold; a clear 4xx for anything else."""
+    """The body's bytes and the JSON object they hold; a clear 4xx for anything else.
+
+    Fields that would redirect the upstream or carry credentials are dropped (the bytes then
+    re-encoded); a body without them stays the client's bytes.
+    """
     server = request.app[CONFIG].server
     check_content_encoding(request.headers.getall("Content-Encoding", ()))
     if request.content_length is not None and request.content_length > server.max_body_bytes:
@@ -64,4 +69,8 @@ async def read_payload(request: web.Request) -> tuple[bytes, dict[str, Any]]:
         raise InvalidRequestError(
             f"The request body could not be read: {reason}.", code="invalid_body", headers={"Connection": "close"}
         ) from None
-    return raw, parse_object(raw)
+    payload = parse_object(raw)
+    kept = drop_redirect_fields(payload)
+    if kept is None:
+        return raw, payload
+    return orjson.dumps(kept), kept

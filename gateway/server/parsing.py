@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 import orjson
 
@@ -20,6 +20,38 @@ def parse_object(raw: bytes) -> dict[str, Any]:
     if not isinstance(payload, dict):
         raise InvalidRequestError("The request body must be a JSON object.", code="invalid_json")
     return payload
+
+
+# Body fields that would point an upstream elsewhere or carry credentials: litellm-style
+# upstreams (a LiteLLM proxy behind an openai target, say) act on them, with the operator's keys.
+REDIRECT_FIELDS: Final = frozenset(
+    {"api_base", "base_url", "api_key", "api_version", "azure_ad_token", "vertex_credentials"}
+)
+REDIRECT_PREFIX: Final = "aws_"  # aws_access_key_id, aws_bedrock_runtime_endpoint, aws_role_name, ...
+
+
+def is_redirect_field(key: str) -> bool:
+    return key in REDIRECT_FIELDS or key.startswith(REDIRECT_PREFIX)
+
+
+def _has_redirect_field(fields: dict[str, Any]) -> bool:
+    # On the parsed keys, not the bytes: a key spelled with a JSON escape ("api\u005fbase") would
+    # slip past a byte search, and a body has a few keys where its bytes are kilobytes. The prefix
+    # is looked for in one joined string, at half the cost of a startswith per key.
+    return not REDIRECT_FIELDS.isdisjoint(fields) or "\n" + REDIRECT_PREFIX in "\n".join(("", *fields))
+
+
+def drop_redirect_fields(payload: dict[str, Any]) -> dict[str, Any] | None:
+    """`payload` without redirecting or credential fields, there and in `extra_body`; None when it has none."""
+    extra = payload.get("extra_body")
+    in_extra = isinstance(extra, dict) and _has_redirect_field(extra)
+    if not in_extra and not _has_redirect_field(payload):
+        return None
+    kept = {key: value for key, value in payload.items() if not is_redirect_field(key)}
+    if in_extra:
+        assert isinstance(extra, dict)
+        kept["extra_body"] = {key: value for key, value in extra.items() if not is_redirect_field(key)}
+    return kept
 
 
 def _kind(value: Any) -> str:

@@ -1,4 +1,4 @@
-"""Which route a request takes: the one its model names, or the config's default route."""
+"""Which route a request takes: the one `x-gateway-config` asks for, the one its model names, or the default."""
 
 from __future__ import annotations
 
@@ -6,12 +6,19 @@ from aiohttp import web
 
 from gateway.config import Route
 from gateway.errors import NotFoundError
+from gateway.server.inline import HEADER, INLINE_CONFIGS, route_from_header
 from gateway.server.keys import CONFIG
 
 
 def route_for(request: web.Request, model: str) -> Route:
-    """The route `request` takes for `model`; a NotFoundError (404) when there is none."""
+    """The route `request` takes for `model`; a NotFoundError (404) when there is none.
+
+    With an `x-gateway-config` header, the route it names or the tree it carries (a 400 when
+    requestConfig is off or the value is refused).
+    """
     config = request.app[CONFIG]
+    if HEADER in request.headers:
+        return route_from_header(request.headers.getall(HEADER), config, request.app.get(INLINE_CONFIGS), model)
     route = config.routes.get(model)
     if route is None and config.default_route is not None:
         route = config.routes[config.default_route]
