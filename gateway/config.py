@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import math
 import os
 import re
+import sys
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +24,7 @@ import yaml
 from yarl import URL
 
 from gateway.memory.settings import MEMORY_TYPES, MemoryConfig, MemorySettings
+from gateway.net import allowed_host_problems
 from gateway.providers.registry import KINDS, ProviderKind, kind_of
 
 DEFAULT_TRIGGER_CODES: Final = frozenset({429, 500, 502, 503, 504})
@@ -262,11 +265,16 @@ def parse_config(text: str, env: Mapping[str, str] | None = None) -> Config:
         document = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise ConfigError([f"invalid YAML: {exc}"]) from None
+    except RecursionError:
+        raise ConfigError(["invalid YAML: nested too deeply"]) from None
     errors: list[str] = []
-    document = _interpolate(document, "", os.environ if env is None else env, errors)
-    if not isinstance(document, dict):
-        raise ConfigError([*errors, f"top level: must be a mapping, got {_kind(document)}"])
-    config = _read_config(_Section(document, "", errors))
+    try:
+        document = _interpolate(document, "", os.environ if env is None else env, errors)
+        if not isinstance(document, dict):
+            raise ConfigError([*errors, f"top level: must be a mapping, got {_kind(document)}"])
+        config = _read_config(_Section(document, "", errors))
+    except RecursionError:
+        raise ConfigError(["top level: nested too deeply"]) from None
     if errors:
         raise ConfigError(errors)
     assert config is not None
@@ -408,8 +416,11 @@ class _Section:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             self.error(key, f"must be {wanted}, got {_kind(value)}")
             return None
-        if kind is int and not float(value).is_integer():
+        if isinstance(value, float) and not (math.isfinite(value) and (kind is float or value.is_integer())):
             self.error(key, f"must be {wanted}, got {value!r}")
+            return None
+        if kind is float and abs(value) > sys.float_info.max:
+            self.error(key, f"must be {wanted} within a float's range, got a {len(str(abs(value)))}-digit integer")
             return None
         return kind(value)
 
@@ -541,6 +552,8 @@ def _read_request_config(section: _Section | None) -> RequestConfigSettings:
         return RequestConfigSettings()
     defaults = RequestConfigSettings()
     hosts = tuple(host.lower() for host in _read_strings(section, "allowedHosts"))
+    for problem in allowed_host_problems(hosts):
+        section.errors.append(f"{section.at('allowedHosts')}{problem}")
     config = RequestConfigSettings(enabled=section.flag("enabled", defaults.enabled), allowed_hosts=hosts)
     section.finish()
     return config
@@ -806,7 +819,10 @@ def _build_target(section: _Section, name: str, weight: float, inherited: _Inher
     params, secrets = _provider_params(kind, inherited.provider_params, section.errors)
     base_url = inherited.base_url or kind.default_base_url
     if base_url:
-        url = URL(base_url)
+        try:
+            url = URL(base_url)
+        except ValueError:  # yarl refuses a port out of range, an unclosed IPv6 bracket, ...
+            url = URL()
         if url.scheme not in ("http", "https") or not url.host:
             section.error("baseUrl", f"must be an http(s) URL, got {base_url!r}")
     return Target(

@@ -27,7 +27,6 @@ from gateway.net import HostPolicy
 from gateway.server.inline import read_tree
 from tests.conftest import Gateway
 from tests.fakes import FakeUpstream
-from tests.server.test_inline_config_e2e import _inline_wired  # noqa: F401  (x-gateway-config wired into the app)
 
 FUZZ = settings(
     max_examples=120,

@@ -88,7 +88,9 @@ class OpenAIProvider:
         """`call` sent to `url` by `method` (its body only with POST), the whole answer read."""
         data = call.body if method == "POST" else None
         with _transport_errors():
-            async with self._session.request(method, url, data=data, headers=self._request_headers(call)) as response:
+            async with self._session.request(
+                method, url, data=data, headers=self._request_headers(call), allow_redirects=False
+            ) as response:
                 body = await self._read(response)
                 return Reply(response.status, body, response.content_type, relayed_headers(response.headers))
 
@@ -109,7 +111,7 @@ class OpenAIProvider:
     async def stream(self, call: Call) -> Reply | EventStream:
         with _transport_errors():
             response = await self._session.post(
-                self._url(call.target, call.endpoint), data=call.body, headers=self._request_headers(call)
+                self._url(call.target, call.endpoint), data=call.body, headers=self._request_headers(call), allow_redirects=False
             )
             if response.status < 300 and response.content_type == "text/event-stream":
                 return _UpstreamEvents(response)

@@ -14,6 +14,7 @@ from aiohttp.typedefs import Handler
 
 from gateway.config import Config, iter_targets
 from gateway.dispatch import Dispatcher
+from gateway.guarded import guarded_providers
 from gateway.logs import RequestLog
 from gateway.memory.settings import MemoryConfig
 from gateway.memory.sqlite import SQLiteStore
@@ -27,6 +28,7 @@ from gateway.providers.registry import Resources, kind_of
 from gateway.routing import Random
 from gateway.server import handlers, health, memory_api, surface
 from gateway.server.cors import cors_middlewares, cors_response_hook
+from gateway.server.inline import INLINE_CONFIGS, InlineConfigs
 from gateway.server.keys import CONFIG, DISPATCHER, LIFECYCLE, MEMORY, OBSERVER, Lifecycle
 from gateway.server.middlewares import Authenticator, gateway_middleware
 
@@ -88,6 +90,7 @@ def create_app(config: Config, *, rng: Random | None = None, processes: int = 1)
         client_max_size=config.server.max_body_bytes,
     )
     app[CONFIG] = config
+    app[INLINE_CONFIGS] = InlineConfigs(config.request_config)
     app[OBSERVER] = observer
     app[LIFECYCLE] = Lifecycle(started_at=int(time.time()))
 
@@ -96,8 +99,9 @@ def create_app(config: Config, *, rng: Random | None = None, processes: int = 1)
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=30)
         async with aiohttp.ClientSession(connector=connector, timeout=timeout, auto_decompress=True) as session:
             resources = Resources(session, max_response_bytes=config.server.max_response_bytes)
-            app[DISPATCHER] = Dispatcher(build_providers(config, resources), rng=rng or random.Random())
-            yield
+            async with guarded_providers(config, build_providers(config, resources), client_timeout=timeout) as providers:
+                app[DISPATCHER] = Dispatcher(providers, rng=rng or random.Random())
+                yield
 
     async def begin_draining(app: web.Application) -> None:
         app[LIFECYCLE].draining = True

@@ -7,49 +7,19 @@ host is listed in some configs and not in others.
 from __future__ import annotations
 
 import textwrap
-from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import aiohttp
 import openai
 import orjson
 import pytest
-from aiohttp import web
 
-import tests.conftest
 from gateway.config import Config, parse_config
-from gateway.guarded import guarded_providers
-from gateway.server.app import create_app
 from gateway.server.inline import INLINE_CONFIGS, INLINE_ROUTE, InlineConfigs
-from gateway.server.keys import CONFIG, DISPATCHER
 from tests.conftest import GATEWAY_KEY, Gateway
 from tests.fakes import FakeUpstream, Step, error_body, stream_of
 
 MESSAGES = [{"role": "user", "content": "hello"}]
-
-
-def wire_inline(app: web.Application) -> web.Application:
-    """What app.py does for x-gateway-config, for as long as it does not do it itself."""
-    if INLINE_CONFIGS in app:
-        return app
-    config = app[CONFIG]
-    app[INLINE_CONFIGS] = InlineConfigs(config.request_config)
-
-    async def guard(app: web.Application) -> AsyncIterator[None]:
-        dispatcher = app[DISPATCHER]
-        timeout = aiohttp.ClientTimeout(total=None, sock_connect=30)
-        async with guarded_providers(config, dispatcher._providers, client_timeout=timeout) as providers:
-            dispatcher._providers = providers
-            yield
-
-    app.cleanup_ctx.append(guard)
-    return app
-
-
-@pytest.fixture(autouse=True)
-def _inline_wired(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setattr(tests.conftest, "create_app", lambda config, **kw: wire_inline(create_app(config, **kw)))
-    yield
 
 
 def enabled(*hosts: str, routes: str = "m: {provider: mock}", extra: str = "") -> str:
