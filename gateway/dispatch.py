@@ -2,6 +2,9 @@
 
 `routing.walk` decides which target comes next; this module does the I/O for each attempt and
 reports its Outcome back. tenacity handles per-target retries, before the parent node judges.
+With circuit breakers, the walk is told which targets it may call, and every attempt's outcome
+goes to the target's breaker; a target skipped for its open circuit is listed among the attempts
+(status 503, "skipped") without a call.
 """
 
 from __future__ import annotations
@@ -17,12 +20,13 @@ from typing import Any, Final, NamedTuple
 import orjson
 from tenacity import AsyncRetrying, RetryCallState, retry_if_result
 
+from gateway.breakers import FORCED, ORDINARY, PROBE, REFUSED, SKIPPED, Breakers
 from gateway.chunks import MalformedEvent, ReplayedStream, read_chunk, replay
 from gateway.config import RetryPolicy, Route, Target
 from gateway.errors import Attempt, UpstreamError
 from gateway.observe import CLIENT_CLOSED, INVALID_RESPONSE, STREAM_ERROR, TIMEOUT, Trace
 from gateway.providers.base import JSON, Call, EventStream, Provider, Reply, TransportError
-from gateway.routing import Outcome, Random, walk
+from gateway.routing import CIRCUIT_OPEN, Force, Outcome, Random, Skip, Step, walk
 from gateway.sse import Event
 
 
@@ -165,27 +169,51 @@ class Dispatcher:
         *,
         rng: Random,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        breakers: Breakers | None = None,
     ) -> None:
         self._providers = providers
         self._rng = rng
         self._sleep = sleep
+        self._breakers = breakers
+
+    @property
+    def breakers(self) -> Breakers | None:
+        return self._breakers
 
     async def dispatch(self, route: Route, request: Request) -> Result:
         """Try targets until the tree settles; raise UpstreamError when it settles on a failure."""
         attempts: list[Attempt] = []
-        walker = walk(route.root, self._rng)
-        target = next(walker)
+        health = self._breakers.health(route) if self._breakers is not None else None
+        walker = walk(route.root, self._rng, health)
+        step = next(walker)
         while True:
-            tried = await self._try_target(target, request, attempts)
+            if health is None and isinstance(step, Target):  # every breaker closed: nothing to ask
+                target, tried = step, await self._try_target(step, request, attempts)
+            else:
+                target, tried = await self._take(step, request, attempts)
             try:
-                following = walker.send(tried.outcome)
+                step = walker.send(tried.outcome)
             except StopIteration:
                 break
             request.trace.fell_back(target, tried.label)
-            target = following
         if tried.outcome.ok:
             return Result(target, attempts, tried.reply, tried.stream, tried.first_event, tried.started)
         raise self._failure(route, target, attempts, tried)
+
+    async def _take(self, step: Step, request: Request, attempts: list[Attempt]) -> tuple[Target, _Try]:
+        """One step of a walk that knows of open circuits: a call, a probe, or a skip."""
+        assert self._breakers is not None
+        match step:
+            case Skip(target=target):
+                return target, _skip(target, attempts)
+            case Force(target=target):  # every target is open: this one is tried anyway
+                return target, await self._try_target(target, request, attempts, admitted=FORCED)
+            case Target():
+                admitted = await self._breakers.admit(step)
+                if admitted == REFUSED:  # another request has its trial
+                    return step, _skip(step, attempts)
+                return step, await self._try_target(step, request, attempts, admitted=admitted)
+        raise TypeError(f"not a walk step: {step!r}")
 
     def _failure(self, route: Route, target: Target, attempts: list[Attempt], last: _Try) -> UpstreamError:
         fields = _ErrorFields("")
@@ -193,6 +221,8 @@ class Dispatcher:
         if last.reply is not None:
             fields = _error_fields(last.reply.body)
             headers.update(last.reply.headers)
+        elif last.outcome.skipped:
+            fields = fields._replace(code=SKIPPED)
         elif last.outcome.transport:
             fields = fields._replace(code="upstream_timeout" if last.outcome.status == 504 else "upstream_unavailable")
         if len(attempts) > 1:
@@ -200,37 +230,57 @@ class Dispatcher:
         code, param = (redact(v, target) if v else v for v in (fields.code, fields.param))
         return UpstreamError(attempts, type=fields.type, code=code, param=param, headers=headers)
 
-    async def _try_target(self, target: Target, request: Request, attempts: list[Attempt]) -> _Try:
+    async def _try_target(
+        self, target: Target, request: Request, attempts: list[Attempt], *, admitted: int = ORDINARY
+    ) -> _Try:
+        """Call `target`, retrying as its policy says.
+
+        `admitted` PROBE (the half-open trial) or FORCED (every target was open): the first call
+        decides the target's open breaker.
+        """
         call = self._call_for(target, request)
         policy = target.retry
         once = self._open_stream if request.stream else self._complete
         trace = request.trace
+        breakers = self._breakers
+        probe = admitted != ORDINARY
         previous: _Try | None = None
 
         async def attempt() -> _Try:
-            nonlocal previous
+            nonlocal previous, probe
             if previous is not None:
                 trace.retried(target, previous.label)
             trace.attempt_started(target)
             started = time.monotonic()
             try:
                 tried = await once(call)
-            except asyncio.CancelledError:  # the client left: the attempt ends here, unanswered
-                trace.attempt_ended(target, str(CLIENT_CLOSED), time.monotonic() - started)
+            except BaseException as exc:
+                if admitted == PROBE and probe and breakers is not None:  # no verdict: the next request may take the trial
+                    breakers.release(target)
+                if isinstance(exc, asyncio.CancelledError):  # the client left: the attempt ends here, unanswered
+                    trace.attempt_ended(target, str(CLIENT_CLOSED), time.monotonic() - started)
                 raise
             tried.started = started
             attempts.append(Attempt(target.name, tried.outcome.status, redact(tried.detail, target)))
             if tried.stream is None:  # a committed stream's attempt ends when the relay ends it
                 trace.attempt_ended(target, tried.label, time.monotonic() - started)
+            # a stream is judged at its first event, like the route judges it
+            if breakers is not None and (told := breakers.record(target, tried.outcome, probe, tried.retry_after)):
+                await told
+            probe = False
             previous = tried
             return tried
 
         if policy.attempts == 0:  # no retry machinery on the common path
             return await attempt()
+
+        def again(tried: _Try) -> bool:  # not once the breaker opened: a retry would be a call to an open circuit
+            return _retryable(policy, tried) and (breakers is None or breakers.available(target))
+
         retrying = AsyncRetrying(
             stop=lambda state: _stop(policy, state),
             wait=lambda state: _wait(policy, state, self._rng),
-            retry=retry_if_result(lambda tried: _retryable(policy, tried)),
+            retry=retry_if_result(again),
             retry_error_callback=lambda state: state.outcome.result() if state.outcome else None,
             sleep=self._sleep,
         )
@@ -294,6 +344,12 @@ class Dispatcher:
         return _Try(Outcome(opened.status), "ok", stream=opened, first_event=first)
 
 
+def _skip(target: Target, attempts: list[Attempt]) -> _Try:
+    """A target passed over for its open circuit: listed among the attempts, never called."""
+    attempts.append(Attempt(target.name, CIRCUIT_OPEN.status, "skipped: its circuit is open"))
+    return _Try(CIRCUIT_OPEN, "circuit open", kind=SKIPPED)
+
+
 def _replay_reply(call: Call, reply: Reply) -> _Try:
     """A stream request answered with one JSON body: judged, then replayed as a stream."""
     tried = _judge_reply(reply, call.endpoint)
@@ -335,6 +391,14 @@ def _judge_reply(reply: Reply, endpoint: str) -> _Try:
     except orjson.JSONDecodeError:
         detail = f"malformed upstream response (status {reply.status}, not JSON)"
         return _Try(Outcome(502, transport=True), detail, kind=INVALID_RESPONSE)
+    error = reply.data.get("error") if isinstance(reply.data, dict) else None
+    if error and "object" not in reply.data and "choices" not in reply.data:
+        # an error where the answer should be: the SDK would hand the caller an answer without choices
+        fields = _error_fields(reply.body)
+        code = error.get("status") or error.get("code") if isinstance(error, dict) else None
+        status = code if isinstance(code, int) and 400 <= code <= 599 else 502
+        detail = f"error in a {reply.status} answer: {fields.message}"[:300]
+        return _Try(Outcome(status, transport=True), detail, kind=INVALID_RESPONSE)
     return _Try(Outcome(reply.status), "ok", reply=reply)
 
 

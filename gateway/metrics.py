@@ -33,6 +33,7 @@ from prometheus_client import multiprocess as prometheus_multiprocess
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.utils import floatToGoString
 
+from gateway.breakers import CLOSED, SKIPPED
 from gateway.config import (
     DEFAULT_TRIGGER_CODES,
     OTHER_ROUTE,
@@ -257,6 +258,7 @@ class _TargetChildren:
     completion_tokens: Child
     cost: Child
     price: Price | None
+    breaker: Child | None  # the circuit's state: 0 closed, 1 half-open, 2 open
     outcomes: dict[str, Child] = field(default_factory=dict)
     retries: dict[str, Child] = field(default_factory=dict)
     fallbacks: dict[str, Child] = field(default_factory=dict)
@@ -325,6 +327,10 @@ class Metrics(Observer):
             "gateway_cost_usd", "Cost in USD of the reported usage, at litellm's list prices.",
             ("route", "target"),
         )  # fmt: skip
+        self.breaker_state = families.gauge(
+            "gateway_breaker_state", "Circuit breaker state by target: 0 closed, 1 half-open, 2 open.",
+            ("route", "target"), "livemostrecent",
+        )  # fmt: skip
         self.inflight = families.gauge(
             "gateway_inflight_requests", "Requests being answered now.",
             ("route",), "livesum",
@@ -392,13 +398,18 @@ class Metrics(Observer):
             completion_tokens=self.tokens.labels(*labels, "completion"),
             cost=self.cost.labels(route.name, target.name) if price is not None else None,
             price=price,
+            breaker=self.breaker_state.labels(route.name, target.name) if target.breaker.enabled else None,
         )
+        if children.breaker is not None:
+            children.breaker.set(CLOSED)
         retry_reasons = {str(code) for code in target.retry.on_status_codes} | set(TRANSPORT_OUTCOMES)
         for outcome in {"200", *retry_reasons, *triggers}:
             children.outcomes[outcome] = self.upstream_requests.labels(*labels, outcome)
         if target.retry.attempts:
             for reason in retry_reasons:
                 children.retries[reason] = self.retries.labels(route.name, target.name, reason)
+        if triggers and target.breaker.enabled:  # the route moves on from it, also when its circuit is open
+            triggers = triggers | {SKIPPED}
         for reason in triggers:
             children.fallbacks[reason] = self.fallbacks.labels(route.name, target.name, reason)
         return children
@@ -427,6 +438,11 @@ class Metrics(Observer):
         t = self._targets.get(source)
         if t is not None:
             _child(t.fallbacks, reason, functools.partial(self.fallbacks.labels, t.route, t.name, reason)).inc()
+
+    def breaker_changed(self, target: Target, state: int) -> None:
+        children = self._targets.get(target)
+        if children is not None and children.breaker is not None:
+            children.breaker.set(state)
 
     def first_token(self, trace: Trace, target: Target, seconds: float) -> None:
         children = self._targets.get(target)

@@ -1,8 +1,9 @@
 """A scripted OpenAI-compatible upstream: a real aiohttp server on loopback.
 
 Each call takes the next Step of the script (then the default step): a status and body, a
-delay, an SSE stream with pauses, a connection reset. Every request is recorded, and a stream
-the gateway abandons sets `disconnected`.
+delay, an SSE stream with pauses, a body sent in pieces, a connection reset. Every request is
+recorded, a stream the gateway abandons sets `disconnected` (and counts in `disconnects`), and
+`active` counts the requests still being answered.
 """
 
 from __future__ import annotations
@@ -48,6 +49,14 @@ def stream_of(*pieces: str, done: bool = True) -> list[bytes | float | asyncio.E
     return events
 
 
+def trickle(data: bytes, pause: float) -> list[bytes | float | asyncio.Event]:
+    """`data` a byte at a time, `pause` seconds apart: slow enough, no read completes an event."""
+    out: list[bytes | float | asyncio.Event] = []
+    for i in range(len(data)):
+        out += [data[i : i + 1], pause]
+    return out
+
+
 def error_body(status: int, message: str | None = None) -> dict[str, Any]:
     return {"error": {"message": message or f"upstream failure {status}", "type": "upstream_test", "code": f"e{status}"}}
 
@@ -63,6 +72,7 @@ class Step:
     reset: bool = False  # abort the connection after the events (or instead of any answer)
     content_type: str = "application/json"
     gate: asyncio.Event | None = None  # answer only once this is set
+    events_type: str = "text/event-stream"  # the content type `events` go out with (a JSON body sent in pieces, say)
 
 
 @dataclass
@@ -81,6 +91,10 @@ class FakeUpstream:
         self.requests: list[Received] = []
         self.disconnected = asyncio.Event()
         self.arrived = asyncio.Event()  # set by every request
+        self.disconnects = 0  # streams the gateway abandoned
+        self.active = 0  # requests being answered now
+        self._idle = asyncio.Event()  # set while no request is being answered
+        self._idle.set()
         self.url = ""
 
     def then(self, *steps: Step) -> FakeUpstream:
@@ -91,12 +105,26 @@ class FakeUpstream:
     def calls(self) -> int:
         return len(self.requests)
 
+    async def idle(self) -> None:
+        """Return once no request is being answered (every stream finished or was abandoned)."""
+        await self._idle.wait()
+
     def app(self) -> web.Application:
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_post("/v1/{tail:.*}", self._handle)
         return app
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
+        self.active += 1
+        self._idle.clear()
+        try:
+            return await self._answer(request)
+        finally:
+            self.active -= 1
+            if not self.active:
+                self._idle.set()
+
+    async def _answer(self, request: web.Request) -> web.StreamResponse:
         raw = await request.read()
         self.requests.append(Received(request.path, dict(request.headers), orjson.loads(raw), time.monotonic(), raw))
         self.arrived.set()
@@ -116,7 +144,7 @@ class FakeUpstream:
 
     async def _stream(self, request: web.Request, step: Step) -> web.StreamResponse:
         response = web.StreamResponse(status=step.status, headers=step.headers)
-        response.content_type = "text/event-stream"
+        response.content_type = step.events_type
         await response.prepare(request)
         finished = False
         try:
@@ -134,10 +162,8 @@ class FakeUpstream:
                 return response
             await response.write_eof()
             finished = True
-        except (ConnectionResetError, asyncio.CancelledError):
-            self.disconnected.set()
-            raise
         finally:
             if not finished:
+                self.disconnects += 1
                 self.disconnected.set()
         return response

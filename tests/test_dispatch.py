@@ -6,11 +6,14 @@ import email.utils
 import random
 from types import MappingProxyType
 
+import orjson
 import pytest
 from tenacity import RetryCallState
 
 from gateway.config import RetryPolicy, Target
-from gateway.dispatch import Dispatcher, Request, _wait, retry_after_seconds
+from gateway.dispatch import Dispatcher, Request, _judge_reply, _wait, retry_after_seconds
+from gateway.providers.base import Reply
+from gateway.routing import Outcome
 
 
 def target(**override: object) -> Target:
@@ -70,3 +73,29 @@ def test_backoff_is_full_jitter_under_an_exponential_cap() -> None:
         waits = [_wait(policy, state, rng) for _ in range(200)]
         assert min(waits) >= 0 and max(waits) <= cap
         assert max(waits) > cap * 0.8  # the whole range is used, not a fixed delay
+
+
+@pytest.mark.parametrize(
+    ("body", "status"),
+    [
+        ({"error": {"message": "overloaded", "code": 529}}, 529),
+        ({"error": {"message": "boom", "status": 503, "code": "e"}}, 503),
+        ({"error": "a string"}, 502),
+        ({"error": {"message": "x", "code": 200}}, 502),  # not a failure status: a plain 502
+    ],
+)
+def test_an_error_where_a_2xx_answer_should_be_is_a_failure(body: dict[str, object], status: int) -> None:
+    tried = _judge_reply(Reply(200, orjson.dumps(body)), "chat/completions")
+    assert tried.outcome == Outcome(status, transport=True) and tried.kind == "invalid_response"
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"id": "c", "object": "chat.completion", "choices": [], "error": None},
+        {"id": "resp", "object": "response", "status": "failed", "error": {"message": "a failed response is an answer"}},
+        {"data": [], "error": None},
+    ],
+)
+def test_answers_with_an_error_field_are_still_answers(body: dict[str, object]) -> None:
+    assert _judge_reply(Reply(200, orjson.dumps(body)), "chat/completions").outcome == Outcome(200)

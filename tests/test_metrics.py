@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from typing import Any
 
 import aiohttp
@@ -537,3 +538,37 @@ async def test_one_process_never_takes_prometheus_client_s_locked_values(
     samples = await scrape(client)
     assert value(samples, "gateway_requests_total", route="chat", status_code="200", stream="true") == 1
     assert value(samples, "gateway_upstream_duration_seconds_count", route="chat", target="up", provider="openai") == 2
+
+
+async def test_breaker_series_exist_from_the_start(gateway: Gateway, make_upstream: Any) -> None:
+    first, second = await make_upstream(), await make_upstream()
+    config = routes(
+        f'{{name: first, provider: openai, baseUrl: "{first.url}", apiKey: k}}',
+        f'{{name: second, provider: openai, baseUrl: "{second.url}", apiKey: k}}',
+        '{name: quiet, provider: mock, breaker: {enabled: false}}',
+    )
+    samples = await scrape(await gateway(config))
+    states = {dict(labels)["target"]: v for (name, labels), v in samples.items() if name == "gateway_breaker_state"}
+    assert states == {"first": 0, "second": 0}  # closed; a target without a breaker has no series
+    skipped = {dict(labels)["from_target"] for (name, labels), _ in samples.items()
+               if name == "gateway_fallbacks_total" and ("reason", "circuit_open") in labels}  # fmt: skip
+    assert skipped == {"first", "second"}  # the last target has nowhere to move on to
+
+
+def test_with_workers_the_breaker_gauge_shows_the_latest_state(tmp_path: Any) -> None:
+    """In a worker (prometheus-client's shared files, read at import) a state change reaches the scrape."""
+    import subprocess
+    import sys
+
+    script = (
+        "from gateway.config import parse_config\n"
+        "from gateway.metrics import Metrics\n"
+        "config = parse_config('routes: {chat: {name: up, provider: mock}}')\n"
+        "metrics = Metrics(config, prices={})\n"
+        "metrics.breaker_changed(config.routes['chat'].first_target, 1)\n"
+        "metrics.breaker_changed(config.routes['chat'].first_target, 2)\n"
+        "print(metrics.exposition().decode())\n"
+    )
+    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60, check=True)
+    assert value(parse(done.stdout), "gateway_breaker_state", route="chat", target="up") == 2

@@ -1,9 +1,52 @@
-"""`GET /v1/gateway/health`: every route's targets with their circuit-breaker state."""
+"""`GET /v1/gateway/health`: every route's targets with their circuit-breaker state.
+
+Behind the gateway keys like every /v1/ path. With breakers shared through Redis the state is
+read fresh from Redis (or, while it is unreachable, this process's view).
+"""
 
 from __future__ import annotations
 
+import datetime
+import time
+from typing import Any
+
+import orjson
 from aiohttp import web
+
+from gateway.breakers import CLOSED, TargetHealth
+from gateway.config import iter_targets
+from gateway.server.keys import CONFIG, DISPATCHER
 
 
 async def gateway_health(request: web.Request) -> web.Response:
-    return web.json_response({"routes": {}})
+    """`status` is "degraded" while any breaker is not closed; the answer is 200 either way."""
+    breakers = request.app[DISPATCHER].breakers
+    if breakers is None:  # no breakers: every target is listed as disabled
+        routes = request.app[CONFIG].routes.items()
+        snapshot = {name: [TargetHealth(t.name, enabled=False) for t in iter_targets(route.root)] for name, route in routes}
+    else:
+        snapshot = await breakers.snapshot()
+    now = time.time()
+    degraded = any(target.enabled and target.state != CLOSED for targets in snapshot.values() for target in targets)
+    body = {
+        "status": "degraded" if degraded else "ok",
+        "breakers": breakers.kind if breakers is not None else None,
+        "routes": {name: {"targets": [_target(target, now) for target in targets]} for name, targets in snapshot.items()},
+    }
+    return web.Response(body=orjson.dumps(body), content_type="application/json")
+
+
+def _target(health: TargetHealth, now: float) -> dict[str, Any]:
+    ends = None
+    if health.cooldown is not None:
+        ends = datetime.datetime.fromtimestamp(now + health.cooldown, datetime.UTC).isoformat(timespec="milliseconds")
+    return {
+        "name": health.name,
+        "state": health.state_name,
+        "failureRate": round(health.failure_rate, 4),
+        "requests": health.calls,
+        "failures": health.failures,
+        "consecutiveFailures": health.consecutive_failures,
+        "cooldownEndsAt": ends,
+        "cooldownSeconds": None if health.cooldown is None else round(health.cooldown, 3),
+    }
