@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# One table (issue 10): the floor, the gateway's non-stream, stream and memory paths, and the same
-# routes served through litellm (bench/gateway-litellm.yaml), with median latency at 1 connection,
+# One table (issue 10): the floor, the gateway's non-stream, stream (2 and 32 chunks) and memory paths,
+# and the same routes served through litellm (bench/gateway-litellm.yaml), with median latency at 1 connection,
 # CPU per request at CONNS connections (wrk, as run.sh takes it), the ratio to the floor, and
 # instructions per request (bench/instructions.sh). Prints markdown for bench/README.md.
 # Needs nginx with the echo module, wrk, valgrind, and ../shared/bench/floor_aiohttp.py.
@@ -24,6 +24,7 @@ measure() {  # name [env...]: p50 at 1 connection and CPU per request at CONNS, 
   bench "$name-c$conns" /v1/chat/completions "$conns" "$@" | tee -a "$run/wrk.txt"
 }
 stream=(MODEL=mock-stream BODY_STREAM=1)
+long=(MODEL=mock-stream-long BODY_STREAM=1)  # 32 chunks: with the 2-chunk stream, the cost of a chunk
 
 start_server python "$floor" "$port" http://127.0.0.1:18080/v1 --uvloop
 measure floor; stop_server
@@ -31,7 +32,7 @@ start_server python "$floor" "$port" http://127.0.0.1:18080/stream/v1 --uvloop
 measure floor-stream "${stream[@]}"; stop_server
 
 gateway "$here/gateway.yaml"
-measure gateway; measure gateway-stream "${stream[@]}"; stop_server
+measure gateway; measure gateway-stream "${stream[@]}"; measure gateway-long "${long[@]}"; stop_server
 
 # memory on against off on one server: token_window over ~20 messages, one conversation a connection
 rm -f /tmp/gateway-bench-memory.db*
@@ -39,10 +40,10 @@ gateway "$here/memory.yaml"
 measure gateway-memory MEMORY_IDS="$conns" HDRS="memoryType:token_window;maxTokens:330"
 measure gateway-nomemory; stop_server
 
-servers=(floor guard)
+servers=(floor gateway memory)
 if [ "$litellm" != 0 ]; then
   gateway "$here/gateway-litellm.yaml"
-  measure litellm; measure litellm-stream "${stream[@]}"; stop_server
+  measure litellm; measure litellm-stream "${stream[@]}"; measure litellm-long "${long[@]}"; stop_server
   servers+=(litellm)
 fi
 stop_server
@@ -69,10 +70,12 @@ rows = [  # path, label, floor to compare with, instructions of (memory off shar
     ("floor-stream", "aiohttp floor, stream (2 chunks)", "floor-stream", "floor-stream"),
     ("gateway", "gateway non-stream", "floor", "gateway"),
     ("gateway-stream", "gateway stream (2 chunks)", "floor-stream", "gateway-stream"),
+    ("gateway-long", "gateway stream (32 chunks)", None, "gateway-long"),
     ("gateway-nomemory", "gateway memory off (memory.yaml)", "floor", "gateway"),
     ("gateway-memory", "gateway memory on (token_window, SQLite)", "floor", "gateway-memory"),
     ("litellm", "litellm-backed non-stream (hosted_vllm)", "floor", "litellm"),
     ("litellm-stream", "litellm-backed stream (2 chunks)", "floor-stream", "litellm-stream"),
+    ("litellm-long", "litellm-backed stream (32 chunks)", None, None),
 ]
 print(f"| path | p50 c=1 | CPU/req c={conns} | floor / this (CPU) | instructions/req | floor / this (instr.) |")
 print("|---|---|---|---|---|---|")
@@ -80,10 +83,11 @@ for name, label, floor, instr in rows:
     if f"{name}-c{conns}" not in runs:
         continue
     ms = p50(name)
-    count = counts.get(instr)
+    count = counts.get(instr) if instr else None
     ratio = f"{counts[floor] / count:.2f}" if count and floor in counts else ""
     shown = f"{count:,}" if count else ""
-    print(f"| {label} | {ms + ' ms' if ms else ''} | {cpu(name):.0f} µs | {cpu(floor) / cpu(name):.2f} | {shown} | {ratio} |")
+    against = f"{cpu(floor) / cpu(name):.2f}" if floor else ""
+    print(f"| {label} | {ms + ' ms' if ms else ''} | {cpu(name):,.0f} µs | {against} | {shown} | {ratio} |")
 print()
 print(f"memory on / off: CPU {cpu('gateway-nomemory') / cpu('gateway-memory'):.2f}, "
       f"instructions {counts['gateway'] / counts['gateway-memory']:.2f}")
@@ -92,4 +96,8 @@ if "litellm-c" + conns in runs:
         added = float(p50(path)) - float(p50(base))
         print(f"{path} against {base}: p50 c=1 +{added:.2f} ms, CPU/req x{cpu(path) / cpu(base):.1f}"
               f" (+{cpu(path) - cpu(base):.0f} µs), instructions x{counts[path] / counts[base]:.1f}")
+for prefix in ("gateway", "litellm"):
+    if f"{prefix}-long-c{conns}" in runs:
+        chunk = (cpu(f"{prefix}-long") - cpu(f"{prefix}-stream")) / 30
+        print(f"{prefix}: CPU per stream chunk {chunk:.0f} µs (32-chunk against 2-chunk stream, c={conns})")
 PY
