@@ -12,6 +12,7 @@ import aiohttp
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
+from gateway.breakers import open_breakers
 from gateway.config import Config, iter_targets
 from gateway.dispatch import Dispatcher
 from gateway.guarded import guarded_providers
@@ -97,11 +98,13 @@ def create_app(config: Config, *, rng: Random | None = None, processes: int = 1)
     async def upstream_session(app: web.Application) -> AsyncIterator[None]:
         connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=60, ttl_dns_cache=300)
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=30)
+        breakers = open_breakers(config, listener=metrics)
         async with aiohttp.ClientSession(connector=connector, timeout=timeout, auto_decompress=True) as session:
             resources = Resources(session, max_response_bytes=config.server.max_response_bytes)
             async with guarded_providers(config, build_providers(config, resources), client_timeout=timeout) as providers:
-                app[DISPATCHER] = Dispatcher(providers, rng=rng or random.Random())
+                app[DISPATCHER] = Dispatcher(providers, rng=rng or random.Random(), breakers=breakers)
                 yield
+        await breakers.close()
 
     async def begin_draining(app: web.Application) -> None:
         app[LIFECYCLE].draining = True

@@ -16,7 +16,7 @@ import pytest
 
 from tests.conftest import GATEWAY_KEY
 from tests.fakes import FakeUpstream, Step, error_body, stream_of
-from tests.server.wiring import gateway_with_breakers  # noqa: F401  (the `gateway` fixture, breakers wired)
+from tests.server.wiring import gateway_with_breakers  # noqa: F401  (the `gateway` fixture)
 from tests.servers import RedisProcess, flush_redis
 from tests.test_metrics import root_url, scrape, value
 

@@ -1,9 +1,4 @@
-"""A gateway for the breaker and fault tests, with circuit breakers wired as app.py is to wire them.
-
-Until gateway/server/app.py passes `breakers=open_breakers(config, listener=metrics)` to the
-Dispatcher it builds (and closes them at cleanup), an on_startup hook does it here; once app.py
-does, the hook finds the breakers in place and does nothing.
-"""
+"""A gateway for the breaker and fault tests: a seeded app whose client can reach it (`_gateway_app`)."""
 
 from __future__ import annotations
 
@@ -14,36 +9,11 @@ from typing import Any
 
 import openai
 import pytest
-from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from gateway.breakers import open_breakers
 from gateway.config import Config, parse_config
-from gateway.dispatch import Dispatcher
-from gateway.metrics import Metrics
-from gateway.observe import Observers
 from gateway.server.app import create_app
-from gateway.server.keys import DISPATCHER, OBSERVER
 from tests.conftest import GATEWAY_KEY
-
-
-def _wire_breakers(config: Config) -> Any:
-    async def wire(app: web.Application) -> None:
-        dispatcher = app[DISPATCHER]
-        if dispatcher.breakers is not None:
-            return
-        observer = app[OBSERVER]
-        found = observer.observers if isinstance(observer, Observers) else (observer,)
-        metrics = next((o for o in found if isinstance(o, Metrics)), None)
-        breakers = open_breakers(config, listener=metrics)
-        app[DISPATCHER] = Dispatcher(dispatcher._providers, rng=dispatcher._rng, breakers=breakers)
-
-        async def close(app: web.Application) -> None:
-            await breakers.close()
-
-        app.on_cleanup.insert(0, close)
-
-    return wire
 
 
 async def start_gateway(aiohttp_server: Any, config: str | Config, *, seed: int = 7, **options: Any) -> openai.AsyncOpenAI:
@@ -51,7 +21,6 @@ async def start_gateway(aiohttp_server: Any, config: str | Config, *, seed: int 
     if isinstance(config, str):
         config = parse_config(textwrap.dedent(config))
     app = create_app(config, rng=random.Random(seed))
-    app.on_startup.append(_wire_breakers(config))
     server: TestServer = await aiohttp_server(app)
     client = openai.AsyncOpenAI(
         base_url=str(server.make_url("/v1")), api_key=GATEWAY_KEY, max_retries=0, timeout=options.pop("timeout", 20), **options
@@ -62,7 +31,7 @@ async def start_gateway(aiohttp_server: Any, config: str | Config, *, seed: int 
 
 @pytest.fixture(name="gateway")
 async def gateway_with_breakers(aiohttp_server: Any) -> AsyncIterator[Callable[..., Awaitable[openai.AsyncOpenAI]]]:
-    """Like tests.conftest's `gateway`, with breakers wired: a test module that imports this gets it instead."""
+    """Like tests.conftest's `gateway`, with the app reachable from the client: a test module that imports this gets it instead."""
     clients: list[openai.AsyncOpenAI] = []
 
     async def start(config: str | Config, **options: Any) -> openai.AsyncOpenAI:
