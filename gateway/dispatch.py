@@ -48,6 +48,7 @@ class Request:
     hidden_usage: bool = False
     content_type: str = JSON
     encode: Callable[[Mapping[str, Any]], bytes] | None = None
+    client_headers: Mapping[str, str] = field(default_factory=dict)  # the few a provider passes on
 
 
 @dataclass(slots=True)
@@ -291,9 +292,11 @@ class Dispatcher:
     def _call_for(target: Target, request: Request) -> Call:
         overrides, kind = target.override_params, request.content_type
         if not overrides:
-            return Call(target, request.endpoint, request.payload, request.raw, content_type=kind)
+            return Call(target, request.endpoint, request.payload, request.raw, content_type=kind, client_headers=request.client_headers)
         raw = request.encode(overrides) if request.encode is not None else None
-        return Call(target, request.endpoint, {**request.payload, **overrides}, raw, content_type=kind)
+        call = Call(target, request.endpoint, {**request.payload, **overrides}, raw, content_type=kind)
+        call.client_headers = request.client_headers
+        return call
 
     def _provider(self, target: Target) -> Provider:
         return self._providers[target.provider]

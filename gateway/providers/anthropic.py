@@ -10,9 +10,7 @@ completions to anthropic targets go through litellm instead (see `registry`).
 
 from __future__ import annotations
 
-import contextvars
 from collections.abc import Mapping
-from types import MappingProxyType
 from typing import Final
 
 from multidict import CIMultiDict
@@ -27,16 +25,11 @@ DEFAULT_VERSION: Final = "2023-06-01"
 VERSION: Final = "anthropic-version"
 BETA: Final = "anthropic-beta"
 
-# The Call the dispatcher makes carries no client headers, so the handler sets those this
-# request's Anthropic calls pass on here; each request is served by a task of its own.
-client_headers: contextvars.ContextVar[Mapping[str, str]] = contextvars.ContextVar(
-    "gateway_anthropic_client_headers", default=MappingProxyType({})
-)
 
 
-def forward_client_headers(headers: Mapping[str, str]) -> None:
-    """Pass the client's `anthropic-version` and `anthropic-beta` on to this request's native calls."""
-    client_headers.set({name: headers[name] for name in (VERSION, BETA) if name in headers})
+def client_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    """The client's `anthropic-version` and `anthropic-beta`, passed on to native Anthropic calls."""
+    return {name: headers[name] for name in (VERSION, BETA) if name in headers}
 
 
 def joined_betas(*values: str | None) -> str:
@@ -65,7 +58,7 @@ class AnthropicMessages(OpenAIProvider):
             base.update(target.headers)
             self._headers[target] = base
         headers = base.copy()
-        client = client_headers.get()
+        client = call.client_headers
         headers[VERSION] = client.get(VERSION) or base.get(VERSION) or DEFAULT_VERSION
         if betas := joined_betas(base.get(BETA), client.get(BETA)):
             headers[BETA] = betas

@@ -40,6 +40,8 @@ class Call:
     raw: bytes | None = None  # the client's bytes, valid while nothing changed the payload
     _body: bytes | None = field(default=None, repr=False)
     content_type: str = JSON  # of `raw`; a body the gateway serializes is always JSON
+    # Client headers a provider passes on (Anthropic's anthropic-version and anthropic-beta)
+    client_headers: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def body(self) -> bytes:

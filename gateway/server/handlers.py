@@ -17,7 +17,7 @@ from gateway.memory.headers import MemoryAsk, read_memory_headers
 from gateway.memory.store import StoreUnavailable
 from gateway.memory.turns import Turn, store_errors
 from gateway.observe import Trace
-from gateway.providers.anthropic import forward_client_headers
+from gateway.providers.anthropic import client_headers
 from gateway.providers.apis import (
     COUNT_TOKENS,
     DELETE,
@@ -166,10 +166,10 @@ async def messages(request: web.Request) -> web.StreamResponse:
     raw, body = await read_payload(request)
     route = _resolve(request, body)  # first, so a request the translation refuses counts under its route
     trace: Trace = request[TRACE]
-    forward_client_headers(request.headers)
     ask = _memory_ask(request, route)
     if ask is None and _served_as_is(route, MESSAGES):
-        return await forward_as_is(request, route, Request(MESSAGES, body, raw, trace.stream, trace), MESSAGES_API)
+        call = Request(MESSAGES, body, raw, trace.stream, trace, client_headers=client_headers(request.headers))
+        return await forward_as_is(request, route, call, MESSAGES_API)
     payload = anthropic_api.to_chat(body)
     check_messages(payload)
     return await _chat(request, route, None, payload, ask=ask, reshape=AnthropicReshape(str(payload.get("model", ""))))
@@ -203,9 +203,9 @@ async def count_tokens(request: web.Request) -> web.StreamResponse:
     raw, body = await read_payload(request)
     route = _resolve(request, body)
     trace: Trace = request[TRACE]
-    forward_client_headers(request.headers)
     if _served_as_is(route, MESSAGES):
-        return await forward_as_is(request, route, Request(COUNT_TOKENS, body, raw, trace=trace), MESSAGES_API)
+        call = Request(COUNT_TOKENS, body, raw, trace=trace, client_headers=client_headers(request.headers))
+        return await forward_as_is(request, route, call, MESSAGES_API)
     return web.json_response(await estimate(body), headers={"x-gateway-route": route.name})
 
 
