@@ -52,15 +52,26 @@ class Call:
         return self._body
 
 
+class UnreadBody(Protocol):
+    """A 2xx answer's body not read yet (speech audio): passed on as it arrives, never buffered."""
+
+    async def next_piece(self) -> bytes:
+        """The next bytes of the body; b"" at its end. Raises TransportError if it is cut off."""
+        ...
+
+    async def close(self) -> None: ...
+
+
 @dataclass(slots=True)
 class Reply:
-    """A complete upstream answer (any status) with the headers worth relaying."""
+    """An upstream answer (any status) with the headers worth relaying: read whole, or `unread`."""
 
     status: int
     body: bytes
     content_type: str = "application/json"
     headers: Mapping[str, str] = field(default_factory=dict)
     data: Any = None  # the parsed JSON body of a 2xx answer, once the dispatcher checked it
+    unread: UnreadBody | None = None  # a 2xx body to relay as it comes (then `body` is empty)
 
     @property
     def ok(self) -> bool:

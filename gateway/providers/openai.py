@@ -16,6 +16,9 @@ from gateway.providers.apis import RETRIEVE
 from gateway.providers.base import JSON, Call, EventStream, Reply, TransportError
 from gateway.sse import Event, EventParser, EventTooLarge
 
+# Endpoints whose 2xx body is relayed as it arrives (speech audio can be long), not read first.
+STREAMED_ANSWERS = frozenset({"audio/speech"})
+
 _RELAYED = ("retry-after", "retry-after-ms")
 _RATE_LIMITS = ("x-ratelimit-", "anthropic-ratelimit-")
 
@@ -81,8 +84,25 @@ class OpenAIProvider:
         return headers
 
     def complete(self, call: Call) -> Coroutine[Any, Any, Reply]:
+        if call.endpoint in STREAMED_ANSWERS:
+            return self._open(call)
         # send()'s own coroutine, handed back: no second frame on every request
         return self.send("POST", self._url(call.target, call.endpoint), call)
+
+    async def _open(self, call: Call) -> Reply:
+        """A 2xx answer with its body left unread, for the client to get as it arrives."""
+        with _transport_errors():
+            response = await self._session.post(
+                self._url(call.target, call.endpoint), data=call.body, headers=self._request_headers(call), allow_redirects=False
+            )
+            if response.status < 300:
+                headers = relayed_headers(response.headers)
+                return Reply(response.status, b"", response.content_type, headers, unread=_UnreadBody(response))
+            try:
+                body = await self._read(response)
+            finally:
+                response.release()
+            return Reply(response.status, body, response.content_type, relayed_headers(response.headers))
 
     async def send(self, method: str, url: URL, call: Call) -> Reply:
         """`call` sent to `url` by `method` (its body only with POST), the whole answer read."""
@@ -120,6 +140,21 @@ class OpenAIProvider:
             finally:
                 response.release()
             return Reply(response.status, body, response.content_type, relayed_headers(response.headers))
+
+
+class _UnreadBody:
+    def __init__(self, response: aiohttp.ClientResponse) -> None:
+        self._response = response
+
+    async def next_piece(self) -> bytes:
+        with _transport_errors():
+            return await self._response.content.readany()
+
+    async def close(self) -> None:
+        if self._response.content.at_eof():
+            self._response.release()
+        else:  # an unfinished body cannot go back to the pool
+            self._response.close()
 
 
 class _UpstreamEvents:

@@ -36,7 +36,7 @@ from gateway.server import pins
 from gateway.server.bodies import read_payload
 from gateway.server.keys import CONFIG, DISPATCHER, LIFECYCLE, MEMORY, REQUEST_ID, TENANT, TRACE
 from gateway.server.parsing import check_input, check_messages, check_model, check_stream
-from gateway.server.relay import relay_stream
+from gateway.server.relay import relay_body, relay_stream
 from gateway.server.resolve import route_for
 from gateway.translate import MalformedAnswer
 from gateway.translate import messages as anthropic_api
@@ -98,6 +98,8 @@ async def forward(
     headers = gateway_headers(request, route, result)
     if turn is not None:
         headers.update(turn.headers)
+    if result.reply is not None and result.reply.unread is not None:
+        return await relay_body(request, result, headers, trace=trace)
     if result.reply is not None:
         if isinstance(result.reply.data, dict):
             trace.usage(result.target, result.reply.data.get("usage"))

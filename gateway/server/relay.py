@@ -311,3 +311,53 @@ async def relay_stream(
 
 def _error_event(message: str, code: str | None, kind: str = "upstream_error") -> bytes:
     return encode({"error": {"message": message, "type": kind, "param": None, "code": code}})
+
+
+async def relay_body(request: web.Request, result: Result, headers: Mapping[str, str], *, trace: Trace) -> web.StreamResponse:
+    """A 2xx answer's unread body (speech audio) relayed as it arrives, nothing buffered.
+
+    Silence past the target's streamIdleTimeout, or an upstream that cuts the body off, drops the
+    client's connection before the body's end: the client sees a cut-off answer, never a short
+    one that looks whole.
+    """
+    reply, target = result.reply, result.target
+    assert reply is not None and reply.unread is not None
+    body = reply.unread
+    response = web.StreamResponse(status=reply.status, headers={**headers, "Content-Type": reply.content_type})
+    loop = asyncio.get_running_loop()
+    idle = target.stream_idle_timeout
+    deadline = asyncio.timeout(None)
+    try:
+        await response.prepare(request)
+        request[STREAM_STARTED] = response
+        async with deadline:
+            while True:
+                deadline.reschedule(loop.time() + idle)
+                piece = await body.next_piece()
+                deadline.reschedule(None)
+                if not piece:
+                    break
+                await response.write(piece)
+        await response.write_eof()
+        return response
+    except TimeoutError:
+        if not deadline.expired():
+            raise
+        return _cut_off(request, response, trace, f"{target.name}: no bytes for {idle:g}s", 504, "upstream_timeout")
+    except TransportError as exc:
+        return _cut_off(request, response, trace, f"{target.name}: {exc.detail}", 502, "upstream_stream_error")
+    except ConnectionResetError:  # the client left
+        return response
+    finally:
+        await body.close()
+
+
+def _cut_off(
+    request: web.Request, response: web.StreamResponse, trace: Trace, detail: str, status: int, code: str
+) -> web.StreamResponse:
+    """End a body under way without its end (no final chunk): the only error a binary answer can carry."""
+    log.warning("the answer body was cut off: %s", detail)
+    trace.failed(status, code)
+    if request.transport is not None:
+        request.transport.abort()
+    return response

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
 import wave
 from email.message import Message
@@ -10,6 +11,7 @@ from email.policy import HTTP
 from typing import Any
 
 import aiohttp
+import httpx
 import openai
 import orjson
 import pytest
@@ -356,3 +358,27 @@ def test_boundary_of_refuses_other_types() -> None:
     for content_type in ("application/json", "multipart/form-data", "multipart/mixed; boundary=x", ""):
         with pytest.raises(InvalidRequestError):
             boundary_of(content_type)
+
+
+async def test_speech_is_relayed_as_it_arrives_not_read_first(gateway: Gateway, upstream: FakeUpstream) -> None:
+    """The client has the first audio bytes while the upstream still holds the rest back."""
+    rest_may_follow = asyncio.Event()
+    upstream.default = Step(events=[b"ID3-first-frames", rest_may_follow, b"-the-rest"], events_type="audio/mpeg")
+    client = await gateway(one_route(upstream, name="tts"))
+    async with client.audio.speech.with_streaming_response.create(model="tts", voice="alloy", input="hi") as response:
+        assert response.headers["content-type"] == "audio/mpeg"
+        pieces = response.iter_bytes()
+        first = await asyncio.wait_for(anext(pieces), timeout=10)  # buffered, this would wait for the gate forever
+        rest_may_follow.set()
+        received = first + b"".join([piece async for piece in pieces])
+    assert received == b"ID3-first-frames-the-rest"
+
+
+async def test_speech_cut_off_upstream_is_a_cut_off_answer_not_a_short_one(gateway: Gateway, upstream: FakeUpstream) -> None:
+    upstream.default = Step(events=[b"ID3-first-frames", 0.05], events_type="audio/mpeg", reset=True)
+    client = await gateway(one_route(upstream, name="tts"))
+    with pytest.raises(httpx.HTTPError):
+        async with client.audio.speech.with_streaming_response.create(model="tts", voice="alloy", input="hi") as response:
+            await response.read()
+    samples = await scrape(client)
+    assert value(samples, "gateway_requests_total", route="tts", status_code="502", stream="false") == 1
