@@ -385,6 +385,9 @@ OPAQUE_ANSWERS: Final = frozenset({"audio/speech", "audio/transcriptions", "audi
 
 
 def _judge_reply(reply: Reply, endpoint: str) -> _Try:
+    if 300 <= reply.status < 400:  # redirects are never followed: the upstream is misconfigured or hostile
+        detail = f"upstream answered {reply.status} (a redirect, which the gateway does not follow)"
+        return _Try(Outcome(502, transport=True), detail, kind=INVALID_RESPONSE)
     if not reply.ok:
         return _Try(Outcome(reply.status), _error_fields(reply.body).message, reply=reply, retry_after=retry_after_seconds(reply.headers))
     if endpoint in OPAQUE_ANSWERS:

@@ -238,7 +238,10 @@ async def _stored_response(request: web.Request, endpoint: str) -> web.StreamRes
                                   code="unsupported_value")
     store, tenant = request.app[MEMORY].store, request[TENANT]
     with store_errors():
-        found = await pins.find(store, request.app[CONFIG], tenant, response_id)
+        try:
+            found = await pins.find(store, request.app[CONFIG], tenant, response_id)
+        except pins.NotYours:
+            found = None
     if found is None:
         raise unknown
     route = pins.pinned(*found)
@@ -247,7 +250,7 @@ async def _stored_response(request: web.Request, endpoint: str) -> web.StreamRes
     reply = result.reply
     assert reply is not None  # the call was not a stream
     if endpoint == DELETE:
-        await pins.forget(store, tenant, response_id)
+        await pins.forget(store, response_id)
     headers = {**gateway_headers(request, route, result), "Content-Type": reply.content_type}
     return web.Response(body=reply.body, status=reply.status, headers=headers)
 
@@ -255,14 +258,33 @@ async def _stored_response(request: web.Request, endpoint: str) -> web.StreamRes
 async def _pinned_route(request: web.Request, route: Route, response_id: str) -> Route:
     """`route`, or the target that produced `response_id` alone when it is known.
 
-    An unknown id (or a store that cannot say) walks the route as usual: its upstream answers.
+    With several tenants (gateway keys of different names), only an id answered to this
+    tenant is continued: every tenant calls the upstreams with the operator's keys, so an
+    unknown id, another tenant's, or a store that cannot say is refused. With one tenant an
+    unknown id walks the route as usual (its upstream answers).
     """
+    config = request.app[CONFIG]
+    strict = len({key.name for key in config.api_keys}) > 1
+    unknown = NotFoundError(
+        f"No response with id '{response_id[:300]}' was answered to this key through this gateway "
+        "(records expire with the memory store's TTL).",
+        param="previous_response_id",
+    )
     try:
-        found = await pins.find(request.app[MEMORY].store, request.app[CONFIG], request[TENANT], response_id)
+        found = await pins.find(request.app[MEMORY].store, config, request[TENANT], response_id)
+    except pins.NotYours:
+        raise unknown from None
     except StoreUnavailable as exc:
+        if strict:
+            with store_errors():
+                raise
         log.warning("previous_response_id %s: its target could not be looked up (%s); routing as usual", response_id, exc)
         return route
-    return route if found is None else pins.pinned(*found)
+    if found is None:
+        if strict:
+            raise unknown
+        return route
+    return pins.pinned(*found)
 
 
 def _recording(request: web.Request, route: Route) -> Answered:

@@ -2,8 +2,10 @@
 
 A response lives at the one upstream that produced it: `previous_response_id` continues it
 there, and `GET` / `DELETE /v1/responses/{id}` read or remove it there. Every answered id is
-recorded in the memory store, under the caller's tenant and for the store's TTL, as the names of
-its route and target; a request about it is then pinned to that target alone.
+recorded in the memory store for the store's TTL, by id, with the tenant it was answered to and
+the names of its route and target; a request about it is then pinned to that target alone, and
+only the same tenant's requests may refer to it (all tenants call upstreams with the operator's
+keys: one key must never continue or read another's response).
 """
 
 from __future__ import annotations
@@ -19,8 +21,12 @@ from gateway.memory.store import MemoryStore, StoreUnavailable
 log = logging.getLogger("gateway")
 
 
-def _key(tenant: str, response_id: str) -> str:
-    return f"response:{tenant}:{response_id}"
+def _key(response_id: str) -> str:
+    return f"response:{response_id}"
+
+
+class NotYours(Exception):
+    """The response id was answered to another tenant."""
 
 
 async def record(store: MemoryStore, tenant: str, response_id: object, route: Route, target: Target) -> None:
@@ -31,7 +37,7 @@ async def record(store: MemoryStore, tenant: str, response_id: object, route: Ro
     if not isinstance(response_id, str) or not response_id:
         return
     try:
-        await store.put_value(_key(tenant, response_id), orjson.dumps([route.name, target.name]).decode())
+        await store.put_value(_key(response_id), orjson.dumps([tenant, route.name, target.name]).decode())
     except StoreUnavailable as exc:
         log.warning("response %s: which target produced it could not be recorded (%s)", response_id, exc)
 
@@ -39,15 +45,17 @@ async def record(store: MemoryStore, tenant: str, response_id: object, route: Ro
 async def find(store: MemoryStore, config: Config, tenant: str, response_id: str) -> tuple[Route, Target] | None:
     """The route and target that produced `response_id` for `tenant`; None when unknown (or gone from the config).
 
-    Raises StoreUnavailable when the store cannot say.
+    Raises NotYours when another tenant's answer carried it, StoreUnavailable when the store cannot say.
     """
-    value = await store.get_value(_key(tenant, response_id))
+    value = await store.get_value(_key(response_id))
     if value is None:
         return None
     try:
-        route_name, target_name = orjson.loads(value)
+        owner, route_name, target_name = orjson.loads(value)
     except (orjson.JSONDecodeError, TypeError, ValueError):
         return None
+    if owner != tenant:
+        raise NotYours(response_id)
     route = config.routes.get(route_name)
     if route is None:
         return None
@@ -55,10 +63,10 @@ async def find(store: MemoryStore, config: Config, tenant: str, response_id: str
     return None if target is None else (route, target)
 
 
-async def forget(store: MemoryStore, tenant: str, response_id: str) -> None:
+async def forget(store: MemoryStore, response_id: str) -> None:
     """Drop the record of `response_id` (the upstream deleted it); a failing store is logged."""
     try:
-        await store.delete_value(_key(tenant, response_id))
+        await store.delete_value(_key(response_id))
     except StoreUnavailable as exc:
         log.warning("response %s: its record could not be dropped (%s)", response_id, exc)
 

@@ -27,7 +27,7 @@ from gateway.observe import Trace
 from gateway.server.bodies import check_content_encoding, read_payload
 from gateway.server.handlers import forward
 from gateway.server.keys import CONFIG, TRACE
-from gateway.server.parsing import check_input, check_model
+from gateway.server.parsing import check_input, check_model, is_redirect_field
 from gateway.server.resolve import route_for
 
 SURFACE_PATHS: Final = {
@@ -106,6 +106,7 @@ class Part:
     start: int
     end: int
     is_file: bool
+    head: int  # where the delimiter that opens it starts
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +130,18 @@ class Form:
 
     def has_file(self, name: str) -> bool:
         return any(p.name == name and p.is_file for p in self.parts)
+
+    def without_redirect_fields(self) -> Form:
+        """The form without text fields that would redirect a call or carry credentials (`api_base`, ...)."""
+        dropped = [part for part in self.parts if not part.is_file and is_redirect_field(part.name)]
+        if not dropped:
+            return self
+        pieces, at = [], 0
+        for part in dropped:  # a part runs from its delimiter to the line break before the next one
+            pieces.append(self.raw[at : part.head])
+            at = part.end + 2
+        pieces.append(self.raw[at:])
+        return parse_form(b"".join(pieces), self.boundary)
 
     def with_fields(self, changes: Mapping[str, Any]) -> bytes:
         """The body with each field in `changes` set: its values replaced, or a new part added."""
@@ -194,7 +207,7 @@ def parse_form(raw: bytes, boundary: bytes) -> Form:
         if following < 0:
             raise _malformed("a part does not end with the boundary")
         name, is_file = _disposition(raw[after + 2 : headers_end])
-        parts.append(Part(name, headers_end + 4, following, is_file))
+        parts.append(Part(name, headers_end + 4, following, is_file, position))
         position = following + 2
 
 
@@ -239,7 +252,7 @@ def form_handler(path: str) -> Handler:
         trace: Trace = request[TRACE]
         content_type = request.headers.get(hdrs.CONTENT_TYPE, "")
         boundary = boundary_of(content_type)
-        form = parse_form(await read_body(request), boundary)
+        form = parse_form(await read_body(request), boundary).without_redirect_fields()
         model = form.text("model")
         if not model:
             raise InvalidRequestError("The form field 'model' is required.", param="model", code="missing_required_parameter")

@@ -142,9 +142,24 @@ async def test_a_configured_target_does_not_follow_redirects(gateway: Gateway, m
     redirecting, elsewhere = await make_upstream(), await make_upstream()
     redirecting.then(Step(status=307, headers={"Location": f"{elsewhere.url}/chat/completions"}))
     client = await gateway(f'routes: {{r: {{baseUrl: "{redirecting.url}", apiKey: sk-operator}}}}')
-    with pytest.raises(openai.APIStatusError):
+    with pytest.raises(openai.APIStatusError) as caught:
         await client.chat.completions.create(model="r", messages=MESSAGES)
+    assert caught.value.status_code == 502 and "redirect" in caught.value.message  # never a 3xx to the client
     assert (redirecting.calls, elsewhere.calls) == (1, 0)
+
+
+async def test_a_redirect_counts_as_a_failure_a_fallback_moves_on_from(gateway: Gateway, make_upstream: Any) -> None:
+    redirecting, healthy = await make_upstream(), await make_upstream()
+    redirecting.then(Step(status=302, headers={"Location": "http://169.254.169.254/"}))
+    client = await gateway(
+        f"""routes:
+  r:
+    strategy: {{mode: fallback, onStatusCodes: [503]}}
+    targets: [{{baseUrl: "{redirecting.url}", apiKey: k}}, {{baseUrl: "{healthy.url}", apiKey: k}}]
+"""
+    )
+    answer = await client.chat.completions.with_raw_response.create(model="r", messages=MESSAGES)
+    assert answer.headers["x-gateway-attempts"] == "2" and healthy.calls == 1
 
 
 async def test_operator_keys_never_reach_a_client_chosen_host(

@@ -289,6 +289,24 @@ async def test_an_unknown_previous_response_id_walks_the_route_and_the_upstream_
     assert (one.calls, two.calls) == (1, 0)
 
 
+async def test_another_keys_response_cannot_be_continued_and_unknown_ids_are_refused_between_tenants(
+    gateway: Gateway, make_responses: Make
+) -> None:
+    """Every tenant calls the upstream with the operator's key: one must never continue another's response."""
+    up = await make_responses()
+    two_tenants = f"auth: {{keys: [{{name: team-a, key: {GATEWAY_KEY}}}, {{name: team-b, key: other-key}}]}}"
+    client = await gateway(single(up).replace(KEYS, two_tenants))
+    created = await client.responses.create(model="chat", input="hello")
+    other = client.with_options(api_key="other-key")
+    for response_id in (created.id, "resp_never_answered_here"):
+        with pytest.raises(openai.NotFoundError) as caught:
+            await other.responses.create(model="chat", input="and?", previous_response_id=response_id)
+        assert error_of(caught.value)["param"] == "previous_response_id"
+    assert up.calls == 1  # neither reached the upstream
+    continued = await client.responses.create(model="chat", input="and?", previous_response_id=created.id)
+    assert continued.id != created.id and up.calls == 2
+
+
 async def test_a_response_not_stored_upstream_is_not_recorded(gateway: Gateway, make_responses: Make) -> None:
     one, two = await make_responses("one"), await make_responses("two")
     one.then(Answer(503, openai_error(503)))

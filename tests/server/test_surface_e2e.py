@@ -145,6 +145,20 @@ async def test_transcription_forwards_the_form_unchanged(gateway: Gateway, aioht
     assert audio in body
 
 
+async def test_form_fields_that_would_redirect_or_carry_keys_are_dropped(gateway: Gateway, aiohttp_server: Any) -> None:
+    upstream = await raw_upstream(aiohttp_server)
+    client = await gateway(one_route(upstream, name="whisper"))
+    audio = wav_bytes()
+    await client.audio.transcriptions.create(
+        model="whisper",
+        file=("hello.wav", audio, "audio/wav"),
+        language="en",
+        extra_body={"api_base": "http://169.254.169.254/", "api_key": "sk-smuggled", "aws_role_name": "admin"},
+    )
+    assert upstream.form() == {"model": b"whisper", "file": audio, "language": b"en"}
+    assert b"sk-smuggled" not in upstream.bodies[0][2]
+
+
 async def test_transcription_as_text_passes_through(gateway: Gateway, aiohttp_server: Any) -> None:
     upstream = await raw_upstream(aiohttp_server, Step(body=b"1\n00:00:00,000 --> 00:00:01,000\nhi\n", content_type="text/plain"))
     client = await gateway(one_route(upstream, name="whisper"))
