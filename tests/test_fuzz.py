@@ -239,3 +239,29 @@ async def test_bodies_headers_and_configs_never_get_a_server_error(
     client, upstream = fuzzed
     headers = {**memory, **({"x-gateway-config": config.replace(UPSTREAM, upstream.url)} if config is not None else {})}
     await assert_no_server_error(client, body, headers)
+
+
+ENDPOINTS = [
+    "/responses", "/messages", "/messages/count_tokens", "/completions", "/embeddings",
+    "/images/generations", "/audio/speech", "/moderations", "/rerank",
+]  # fmt: skip
+FIELDS = ["model", "input", "messages", "prompt", "max_tokens", "stream", "previous_response_id", "tools",
+          "tool_choice", "system", "instructions", "voice", "query", "documents", "store", "text"]  # fmt: skip
+other_bodies = st.dictionaries(st.sampled_from(FIELDS), json_values, max_size=6).map(
+    lambda body: {"model": "m", **body} if "model" not in body else body
+)
+
+
+@FUZZ
+@given(path=st.sampled_from(ENDPOINTS), body=other_bodies | json_values, memory=st.dictionaries(
+    st.sampled_from(MEMORY_HEADERS), st.text(max_size=12).map(header_text), max_size=2))
+async def test_every_model_endpoint_answers_any_body_without_a_server_error(
+    fuzzed: tuple[openai.AsyncOpenAI, FakeUpstream], path: str, body: Any, memory: dict[str, str]
+) -> None:
+    client, _ = fuzzed
+    try:
+        await client.post(path, cast_to=object, body=body, options={"headers": memory})
+    except openai.APIStatusError as exc:
+        assert exc.status_code < 500, (exc.status_code, exc.message, path, body, memory)
+        error = exc.response.json()["error"]
+        assert set(error) >= ({"type", "message"} if path.startswith("/messages") else {"message", "type", "param", "code"})
