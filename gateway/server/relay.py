@@ -57,8 +57,6 @@ def _without_null_usage(raw: bytes) -> bytes:
 
     A quote inside a JSON string is always escaped, so an unescaped `,"usage":null` is the key.
     """
-    if raw.endswith(_NULL_USAGE_LAST):  # OpenAI's own spelling: one check, one copy
-        return raw[: -len(_NULL_USAGE_LAST)] + b"}\n\n"
     if b'"usage"' not in raw:
         return raw
     return raw.replace(b',"usage":null', b"").replace(b', "usage": null', b"")
@@ -124,12 +122,15 @@ class _Chunks:
         """
         chunk = self._read(event)
         raw: bytes | None = event.raw
-        if self.hide_usage and isinstance(chunk, dict) and "usage" in chunk:
-            if chunk.get("choices") == [] and isinstance(chunk["usage"], dict):
-                return b""  # the usage-only chunk the gateway asked for, not the client
-            raw = _without_null_usage(event.raw)
-            if b'"usage"' in raw:  # another spelling (or the word in the text): re-encoded without it
-                chunk, raw = {key: value for key, value in chunk.items() if key != "usage"}, None
+        if self.hide_usage:
+            if event.raw.endswith(_NULL_USAGE_LAST):  # OpenAI's spelling, on every chunk: one check, one copy
+                raw = event.raw[: -len(_NULL_USAGE_LAST)] + b"}\n\n"
+            elif isinstance(chunk, dict) and "usage" in chunk:
+                if chunk.get("choices") == [] and isinstance(chunk["usage"], dict):
+                    return b""  # the usage-only chunk the gateway asked for, not the client
+                raw = _without_null_usage(event.raw)
+                if b'"usage"' in raw:  # another spelling (or the word in the text): re-encoded without it
+                    chunk, raw = {key: value for key, value in chunk.items() if key != "usage"}, None
         if self.sink is not None:
             self.sink.feed(chunk)
         if self.translator is not None:
