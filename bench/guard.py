@@ -60,7 +60,7 @@ class Row:
 
     @property
     def over(self) -> bool:
-        return self.change > LIMIT
+        return self.now > self.baseline * (1 + LIMIT)  # not change > LIMIT: 1.05M / 1M - 1 is 0.0500...04
 
 
 @dataclass(frozen=True, slots=True)
