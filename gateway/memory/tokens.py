@@ -128,6 +128,12 @@ def count_message(message: Mapping[str, Any], encoding: Encoding, cap: int | Non
     Content given as parts counts its text parts; tool calls count their function names and
     arguments. With a `cap`, a count above it is a lower bound: the message fits no window.
     """
+    if len(message) == 2:  # the common {"role", "content"} message, without the generator
+        role, content = message.get("role"), message.get("content")
+        if isinstance(role, str) and isinstance(content, str) and len(role) <= 4096 and len(content) <= 4096:
+            tokens = TOKENS_PER_MESSAGE + count_text(encoding, role) + count_text(encoding, content)
+            if cap is None or tokens <= cap:
+                return tokens
     tokens = TOKENS_PER_MESSAGE
     for key, text in _texts(message):
         tokens += count_text(encoding, text, None if cap is None else cap - tokens)
@@ -140,6 +146,10 @@ def count_message(message: Mapping[str, Any], encoding: Encoding, cap: int | Non
 
 def text_size(message: Mapping[str, Any]) -> int:
     """Characters a count of `message` would encode: cheap, to decide where the count runs."""
+    if len(message) == 2:  # the common {"role", "content"} message, without the generator
+        role, content = message.get("role"), message.get("content")
+        if isinstance(role, str) and isinstance(content, str):
+            return len(role) + len(content)
     return sum(len(text) for _, text in _texts(message))
 
 
