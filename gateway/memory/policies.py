@@ -5,12 +5,19 @@ system/developer messages in M replace S; the rest of M is the new turn N (minus
 of H, or of a tail of H, at its start); N is always forwarded whole and only H is trimmed, by one
 of three windows. Tool calls and their results are evicted together, and forwarded history never
 starts with an orphaned tool result. Whatever a store holds, planning does not raise.
+
+H may be only the newest part of what is stored (`older` entries were not read): the plan is
+the same as over the whole history unless it says `wants_older`, when the window reached the
+oldest entry it was given (or a resent copy may reach further back) and a wider read is due.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
+from operator import contains
+from types import MappingProxyType
 from typing import Any
 
 import orjson
@@ -24,6 +31,8 @@ SYSTEM_ROLES = frozenset({"system", "developer"})
 NOTICE = "Notice: Chat history truncated due to maximum context window. "
 REPLY_PRIMING = 3
 _KEPT_KEYS = ("role", "content", "name", "tool_calls", "tool_call_id")
+_PLAIN_KEYS = frozenset(_KEPT_KEYS) - {"tool_calls"}
+_NO_COUNTS: Mapping[str, int] = MappingProxyType({})
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,10 +53,13 @@ class Plan:
     new_turn: list[Message]
     history_kept: int
     evicted: int
+    wants_older: bool = False  # older history, not given, could change this plan: read more, plan again
 
 
 def normalize(message: Mapping[str, Any]) -> Message:
     """The parts of a message that memory keeps; None values, empty tool_calls and client extras are dropped."""
+    if message.keys() <= _PLAIN_KEYS and None not in message.values():  # the common case, already in shape
+        return dict(message)
     out: Message = {key: message[key] for key in _KEPT_KEYS if message.get(key) is not None}
     calls = out.get("tool_calls")
     if calls == []:  # some upstreams add it to a plain answer; forwarded, it is a 400 at OpenAI
@@ -88,22 +100,32 @@ def plan_turn(
     *,
     count: TokenCounter,
     encoding: str,
+    older: int = 0,
 ) -> Plan:
-    """Merge the request with the stored conversation and trim the history by `settings`."""
+    """Merge the request with the stored conversation and trim the history by `settings`.
+
+    `history` is the newest part of the stored history; `older` entries before it were not read.
+    """
     given_system = [normalize(m) for m in messages if m.get("role") in SYSTEM_ROLES]
     turn = [normalize(m) for m in messages if m.get("role") not in SYSTEM_ROLES]
     system = given_system or list(stored_system)
-    stored = [entry.message for entry in history]
-    turn = turn[resent_length(stored, turn) :]
+    # Only the newest messages are looked at: as many as the new turn for a resent copy, and as
+    # many as the window walks over, so planning costs the same whatever the length of `history`.
+    recent = [entry.message for entry in history[max(len(history) - len(turn), 0) :]] if turn else []
+    resent_beyond = len(turn) > len(history)  # a resent copy could start before what was read
+    turn = turn[resent_length(recent, turn) :]
 
     if settings.memory_type == "token_window":
-        fixed = sum(count(m) for m in system) + sum(count(m) for m in turn) + REPLY_PRIMING
-        costs = [entry.tokens.get(encoding) or count(entry.message) for entry in history]
-        kept = _newest_that_fit(stored, settings.max_tokens - fixed, costs)
+        fixed = sum(map(count, system)) + sum(map(count, turn)) + REPLY_PRIMING
+
+        def tokens(entry: Entry) -> int:
+            return entry.tokens.get(encoding) or count(entry.message)
+
+        kept, exhausted = _newest_that_fit(history, settings.max_tokens - fixed, tokens)
     elif settings.memory_type == "round_window":
-        kept = _round_window(stored, turn, settings)
+        kept, exhausted = _round_window(history, turn, settings)
     else:
-        kept = _newest_that_fit(stored, settings.max_messages - len(turn), [1] * len(stored))
+        kept, exhausted = _newest_that_fit(history, settings.max_messages - len(turn), None)
     kept = _without_unanswered_calls(kept, turn)
     return Plan(
         forwarded=[*system, *kept, *turn],
@@ -111,7 +133,8 @@ def plan_turn(
         system_changed=bool(given_system) and given_system != list(stored_system),
         new_turn=turn,
         history_kept=len(kept),
-        evicted=len(stored) - len(kept),
+        evicted=older + len(history) - len(kept),
+        wants_older=older > 0 and (exhausted or resent_beyond),
     )
 
 
@@ -123,7 +146,7 @@ def _without_unanswered_calls(kept: list[Message], turn: Sequence[Message]) -> l
     if nothing else is left; its partial results go with them. Calls answered by the new turn's
     leading tool results are the client answering now, and stay.
     """
-    if not any(m.get("role") == "assistant" and m.get("tool_calls") for m in kept):
+    if not any(map(contains, kept, repeat("tool_calls"))):  # most histories: no calls at all
         return kept
     out: list[Message] = []
     index = 0
@@ -243,7 +266,7 @@ def _json_meaning(arguments: Any) -> Any:
         return arguments
 
 
-def _unit_ending_at(messages: Sequence[Message], end: int) -> tuple[int, list[int]]:
+def _unit_ending_at(history: Sequence[Entry], end: int) -> tuple[int, list[int]]:
     """The indivisible unit that ends at `end`: (index of its head, its indices oldest first).
 
     A run of tool results belongs to the assistant message right before it, keeping only the
@@ -251,14 +274,14 @@ def _unit_ending_at(messages: Sequence[Message], end: int) -> tuple[int, list[in
     so forwarded history never holds a result whose call is gone. Head -1: orphans only.
     """
     head = end
-    while head >= 0 and messages[head].get("role") == "tool":
+    while head >= 0 and history[head].message.get("role") == "tool":
         head -= 1
     if head < 0:
         return head, []
-    calls = messages[head].get("tool_calls")
+    calls = history[head].message.get("tool_calls")
     # only string ids count: a stored id or tool_call_id of another type (a JSON array) is unhashable
     ids = {c["id"] for c in calls if isinstance(c, dict) and isinstance(c.get("id"), str)} if isinstance(calls, list) else set()
-    return head, [head, *(i for i in range(head + 1, end + 1) if _answered_id(messages[i]) in ids)]
+    return head, [head, *(i for i in range(head + 1, end + 1) if _answered_id(history[i].message) in ids)]
 
 
 def _answered_id(message: Message) -> str | None:
@@ -266,57 +289,74 @@ def _answered_id(message: Message) -> str | None:
     return call_id if isinstance(call_id, str) else None
 
 
-def _units_newest_first(messages: Sequence[Message]) -> Iterator[list[int]]:
+def _units_newest_first(history: Sequence[Entry]) -> Iterator[list[int]]:
     """Indivisible units of history, newest first (see `_unit_ending_at`)."""
-    end = len(messages) - 1
+    end = len(history) - 1
     while end >= 0:
-        if messages[end].get("role") != "tool":
+        if history[end].message.get("role") != "tool":
             yield [end]
             end -= 1
             continue
-        head, unit = _unit_ending_at(messages, end)
+        head, unit = _unit_ending_at(history, end)
         if head < 0:
             return
         yield unit
         end = head - 1
 
 
-def _newest_that_fit(messages: Sequence[Message], budget: int, costs: Sequence[int]) -> list[Message]:
-    """The newest units whose costs fit in `budget`; the first unit that does not fit stops it.
+def _newest_that_fit(
+    history: Sequence[Entry], budget: int, cost: Callable[[Entry], int] | None
+) -> tuple[list[Message], bool]:
+    """The newest units whose costs (one each when `cost` is None) fit in `budget`, and whether the walk ran out.
 
-    Walking from the newest end stops as soon as the window is full, whatever the length of the
-    stored history; plain messages (the common case) take the short way through the loop.
+    The first unit that does not fit stops the walk, so it ends as soon as the window is full,
+    whatever the length of the history; plain messages (the common case) take the short way
+    through the loop. Running out (everything fitted, or a run of tool results whose call is not
+    in `history`) means older history, had it been given, could have changed the result.
     """
-    kept: list[int] = []  # indices, newest first
+    kept: list[Message] = []  # newest first
     total = 0
-    end = len(messages) - 1
+    end = len(history) - 1
     while end >= 0:
-        if messages[end].get("role") != "tool":
-            cost = costs[end]
-            if total + cost > budget:
-                break
-            total += cost
-            kept.append(end)
+        entry = history[end]
+        if entry.message.get("role") != "tool":
+            total += 1 if cost is None else cost(entry)
+            if total > budget:
+                kept.reverse()
+                return kept, False
+            kept.append(entry.message)
             end -= 1
             continue
-        head, unit = _unit_ending_at(messages, end)
-        cost = sum(costs[i] for i in unit)
-        if head < 0 or total + cost > budget:
+        head, unit = _unit_ending_at(history, end)
+        if head < 0:
             break
-        total += cost
-        kept.extend(reversed(unit))
+        total += len(unit) if cost is None else sum(cost(history[i]) for i in unit)
+        if total > budget:
+            kept.reverse()
+            return kept, False
+        kept.extend(history[i].message for i in reversed(unit))
         end = head - 1
     kept.reverse()
-    return [messages[i] for i in kept]
+    return kept, True
 
 
-def _round_window(stored: Sequence[Message], turn: Sequence[Message], settings: MemorySettings) -> list[Message]:
-    """The last `maxRounds` rounds, then oldest-first eviction and front truncation for `maxChars`."""
+def _text_cost(entry: Entry) -> int:
+    return text_length(entry.message)
+
+
+def _round_window(
+    history: Sequence[Entry], turn: Sequence[Message], settings: MemorySettings
+) -> tuple[list[Message], bool]:
+    """The last `maxRounds` rounds, then oldest-first eviction and front truncation for `maxChars`.
+
+    Also whether older history could have changed it: fewer rounds than `maxRounds` were found
+    and all of them fitted `maxChars`.
+    """
     units: list[list[Message]] = []  # newest first
     rounds = 0
-    for unit in _units_newest_first(stored):
-        units.append([stored[i] for i in unit])
-        if stored[unit[0]].get("role") == "user":
+    for unit in _units_newest_first(history):
+        units.append([history[i].message for i in unit])
+        if units[-1][0].get("role") == "user":
             rounds += 1
             if rounds == settings.max_rounds:
                 break
@@ -324,10 +364,11 @@ def _round_window(stored: Sequence[Message], turn: Sequence[Message], settings: 
     costs = [text_length(m) for m in candidates]
     budget = settings.max_chars - sum(text_length(m) for m in turn)
     if sum(costs) <= budget:
-        return candidates
+        return candidates, rounds < settings.max_rounds
 
     room = budget - len(NOTICE)
-    kept = _newest_that_fit(candidates, room, costs)
+    # over budget: older history changes nothing
+    kept, _ = _newest_that_fit([Entry(m, _NO_COUNTS) for m in candidates], room, _text_cost)
     if not kept and units and room > 0:
         newest = units[0]
         if len(newest) == 1 and isinstance(newest[0].get("content"), str):  # cut its beginning
@@ -335,7 +376,7 @@ def _round_window(stored: Sequence[Message], turn: Sequence[Message], settings: 
             kept = [{**newest[0], "content": content[len(content) - room :]}]
     if kept:
         kept[0] = _with_notice(kept[0])
-    return kept
+    return kept, False
 
 
 def _with_notice(message: Message) -> Message:

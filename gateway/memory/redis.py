@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
@@ -25,6 +26,7 @@ from redis.backoff import ExponentialWithJitterBackoff
 from redis.exceptions import LockError, LockNotOwnedError, RedisError, ResponseError
 
 from gateway.memory.policies import Entry, Message
+from gateway.memory.reach import Reach
 from gateway.memory.store import (
     Conversation,
     Key,
@@ -102,6 +104,7 @@ class RedisStore:
         self._lease = LEASE_SECONDS if lease_seconds is None else lease_seconds
         self._local = KeyLocks(lock_timeout)
         self._tokens: dict[Key, bytes] = {}  # the lock token of each conversation this process holds
+        self._writing: dict[Key, asyncio.Future[None]] = {}  # appends under way, which the lock outlives
 
     async def ping(self) -> None:
         await self._client.ping()
@@ -119,8 +122,37 @@ class RedisStore:
             orjson.loads(meta.get(b"system", b"[]")), [load_entry(row) for row in rows], float(meta[b"updated_at"])
         )
 
-    async def append(self, key: Key, entries: Sequence[Entry], *, system: Sequence[Message] | None) -> None:
+    async def load_tail(self, key: Key, reach: Reach) -> Conversation | None:
+        """The newest entries, fetched from the end of the list in chunks until `reach` is covered.
+
+        Callers hold the conversation's lock, so the list does not change between chunks.
+        """
         prefix = key_prefix(key)
+        chunk = reach.first_chunk
+        with _unavailable_on_redis_errors():
+            async with self._client.pipeline(transaction=True) as pipe:
+                pipe.hgetall(f"{prefix}:meta")
+                pipe.llen(f"{prefix}:msgs")
+                pipe.lrange(f"{prefix}:msgs", -chunk, -1)
+                meta, total, rows = await pipe.execute()
+            if not meta:
+                return None
+            entries = [load_entry(row) for row in rows]
+            while len(entries) < total and not reach.covered_by(entries):
+                chunk = max(min(2 * len(entries), total - len(entries)), 1)
+                rows = await self._client.lrange(f"{prefix}:msgs", -len(entries) - chunk, -len(entries) - 1)
+                if not rows:  # shorter than it was: nothing older to read
+                    break
+                entries[:0] = [load_entry(row) for row in rows]
+        return Conversation(
+            orjson.loads(meta.get(b"system", b"[]")),
+            entries,
+            float(meta[b"updated_at"]),
+            max(total - len(entries), 0),
+        )
+
+    def append(self, key: Key, entries: Sequence[Entry], *, system: Sequence[Message] | None) -> Awaitable[None]:
+        """Runs as its own task: a caller that leaves does not cut it, and the lock waits for it."""
         args: list[bytes | str | int] = [
             self._tokens.get(key, b""),
             self._cap,
@@ -129,6 +161,19 @@ class RedisStore:
             os.urandom(8).hex(),
             *[dump_entry(entry) for entry in entries],
         ]
+        write = asyncio.ensure_future(self._write(key, args))
+        self._writing[key] = write
+        write.add_done_callback(functools.partial(self._written, key))
+        return asyncio.shield(write)
+
+    def _written(self, key: Key, write: asyncio.Future[None]) -> None:
+        if self._writing.get(key) is write:
+            del self._writing[key]
+        if not write.cancelled():
+            write.exception()  # its caller may have left; the outcome was for it alone
+
+    async def _write(self, key: Key, args: list[bytes | str | int]) -> None:
+        prefix = key_prefix(key)
         with _unavailable_on_redis_errors():
             try:
                 await self._append(keys=[f"{prefix}:msgs", f"{prefix}:meta", f"{prefix}:lock"], args=args)
@@ -200,6 +245,9 @@ class RedisStore:
             try:
                 yield
             finally:
+                writing = self._writing.get(key)
+                if writing is not None:  # an append whose caller left: the lock outlives it
+                    await asyncio.wait([writing])
                 del self._tokens[key]
                 renewal.cancel()
                 with contextlib.suppress(asyncio.CancelledError):

@@ -1,12 +1,17 @@
 """The embedded default store: SQLite in WAL mode, on one worker thread so the loop never blocks.
 
+A turn reads only the newest part of a conversation: its rows newest first, until the reach is
+covered (`reach`), so a read costs the same for 20 stored messages or 1,000. A turn is written
+by one upsert of its conversation row (which returns where its messages go) and one insert of
+its messages; appends queued together share one transaction and one hop to the thread.
+
 A hop to that thread costs more than the query itself, so conversations this process wrote or
-read are also kept in a bounded write-through cache and served from it. That is only right
-while this process is the file's only writer. Worker processes sharing one file (`--workers N`)
-open it with `shared=True`: no cache, and conversations are locked through a lease table in the
-file itself, renewed while held, so turns stay serialized across the processes. A lease names its
-holder's pid and boot (see `_boot_id`), so a holder that died on this machine is taken over at once
-rather than after the lease runs out.
+read are also kept in a bounded write-through cache (the newest part read, updated by each write)
+and served from it. That is only right while this process is the file's only writer. Worker
+processes sharing one file (`--workers N`) open it with `shared=True`: no cache, and
+conversations are locked through a lease table in the file itself, renewed while held, so turns
+stay serialized across the processes. A lease names its holder's pid and boot (see `_boot_id`),
+so a holder that died on this machine is taken over at once rather than after the lease runs out.
 """
 
 from __future__ import annotations
@@ -22,65 +27,71 @@ import sqlite3
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, Final, TypeVar
 
 import orjson
 
 from gateway.memory.policies import Entry, Message
-from gateway.memory.store import (
-    Conversation,
-    Key,
-    KeyLocks,
-    LockLost,
-    LockTimeout,
-    StoreUnavailable,
-    dump_entry,
-    load_entry,
-)
+from gateway.memory.reach import Reach, Tally, stored_count
+from gateway.memory.sqlite_file import message_row, open_file, read_entry, transaction
+from gateway.memory.store import Conversation, Key, KeyLocks, LockLost, LockTimeout, StoreUnavailable
+from gateway.memory.worker import Outcome, Worker, settle_soon
 
 T = TypeVar("T")
 log = logging.getLogger("gateway.memory")
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS conversations (
-    tenant TEXT NOT NULL,
-    memory_id TEXT NOT NULL,
-    system TEXT NOT NULL,
-    updated_at REAL NOT NULL,
-    PRIMARY KEY (tenant, memory_id)
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS conversations_updated ON conversations (updated_at);
-CREATE TABLE IF NOT EXISTS locks (
-    tenant TEXT NOT NULL,
-    memory_id TEXT NOT NULL,
-    owner TEXT NOT NULL,
-    expires_at REAL NOT NULL,
-    pid INTEGER,
-    boot TEXT,
-    PRIMARY KEY (tenant, memory_id)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS "values" (
-    key TEXT PRIMARY KEY,
-    value TEXT NOT NULL,
-    written_at REAL NOT NULL
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS messages (
-    tenant TEXT NOT NULL,
-    memory_id TEXT NOT NULL,
-    seq INTEGER NOT NULL,
-    role TEXT NOT NULL,
-    body BLOB NOT NULL,
-    PRIMARY KEY (tenant, memory_id, seq)
-) WITHOUT ROWID;
-"""
-# Columns added to `locks` after its first release; files made before then gain them when opened.
-_LOCK_COLUMNS = {"pid": "INTEGER", "boot": "TEXT"}
 _PURGE_EVERY = 600.0
 LEASE_SECONDS = 15.0
+
+# ?1 tenant, ?2 memory_id, ?3 system JSON (NULL: keep), ?4 now, ?5 messages added, ?6 expiry cutoff, ?7 cap.
+# An expired conversation starts afresh: its messages fall below first_seq and are deleted below.
+_UPSERT: Final = """
+INSERT INTO conversations (tenant, memory_id, system, updated_at, first_seq, last_seq)
+VALUES (?1, ?2, COALESCE(?3, '[]'), ?4, MAX(?5 - ?7 + 1, 1), ?5)
+ON CONFLICT (tenant, memory_id) DO UPDATE SET
+    system = COALESCE(?3, CASE WHEN updated_at < ?6 THEN '[]' ELSE system END),
+    first_seq = MAX(CASE WHEN updated_at < ?6 THEN last_seq + 1 ELSE first_seq END, last_seq + ?5 - ?7 + 1),
+    last_seq = last_seq + ?5,
+    updated_at = ?4
+RETURNING first_seq, last_seq
+"""
+_INSERT: Final = "INSERT INTO messages (tenant, memory_id, seq, role, body, encoding, tokens) VALUES (?, ?, ?, ?, ?, ?, ?)"
+_TRIM: Final = "DELETE FROM messages WHERE tenant = ? AND memory_id = ? AND seq < ?"
+_CONVERSATION: Final = "SELECT system, updated_at, first_seq, last_seq FROM conversations WHERE tenant = ? AND memory_id = ?"
+_NEWEST_FIRST: Final = (
+    "SELECT seq, role, body, encoding, tokens FROM messages WHERE tenant = ? AND memory_id = ? AND seq >= ? "
+    "ORDER BY seq DESC"
+)
+_ALL: Final = "SELECT body, encoding, tokens FROM messages WHERE tenant = ? AND memory_id = ? AND seq >= ? ORDER BY seq"
+
+
+@dataclass(slots=True)
+class _Cached:
+    """A conversation's newest part as this process last read or wrote it; `older` entries come before."""
+
+    system: list[Message]
+    entries: list[Entry]
+    older: int
+    updated_at: float
+
+
+@dataclass(slots=True)
+class _Call:
+    work: Callable[[], Any]
+    done: asyncio.Future[Any]
+
+
+@dataclass(slots=True)
+class _Write:
+    key: Key
+    rows: list[tuple[str, bytes, str, int | None]]
+    system: str | None
+    done: asyncio.Future[None]
+    token: str | None = None  # the lease this write must still hold (shared mode)
+    updated_at: float = field(default=0.0)  # set by the thread once written
 
 
 class SQLiteStore:
@@ -108,45 +119,103 @@ class SQLiteStore:
         self._tokens = itertools.count(1)
         if shared:
             cache_entries = 0
-        self._cache: OrderedDict[Key, Conversation] = OrderedDict()
+        self._cache: OrderedDict[Key, _Cached] = OrderedDict()
         self._cache_limit = cache_entries
         self._cached_entries = 0
-        self._queue: list[_Write] = []
-        self._flusher: asyncio.Future[None] | None = None
         self._ttl = ttl_seconds
         self._cap = max_messages
         self._clock = clock
         self._locks = KeyLocks(lock_timeout)
         self._held: dict[Key, str] = {}  # lease tokens this process holds (shared mode)
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gateway-sqlite")
+        self._worker: Worker[_Call | _Write] = Worker(self._serve, name="gateway-sqlite")
         self._db: sqlite3.Connection | None = None
         self._purged_at = 0.0
 
-    async def _run(self, work: Callable[[sqlite3.Connection], T]) -> T:
+    # ---- the thread's side: every statement runs here
+
+    def _submit(self, job: _Call | _Write) -> None:
         try:
-            return await asyncio.get_running_loop().run_in_executor(self._executor, self._with_db, work)
-        except (sqlite3.Error, OSError) as exc:
-            raise StoreUnavailable(f"sqlite store at {self._path}: {exc}") from exc
+            self._worker.submit(job)
+        except RuntimeError:
+            raise StoreUnavailable(f"sqlite store at {self._path}: the store is closed") from None
+
+    async def _run(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """Run `work` on the store's thread with the open file; its sqlite errors are StoreUnavailable."""
+        done: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        self._submit(_Call(functools.partial(self._with_db, work), done))
+        return await done
+
+    def _serve(self, jobs: list[_Call | _Write]) -> None:
+        """On the thread: run the jobs in order, each run of appends in one transaction."""
+        index = 0
+        while index < len(jobs):
+            job = jobs[index]
+            if isinstance(job, _Call):
+                settle_soon([self._attempt(job.done, job.work)])
+                index += 1
+                continue
+            end = index + 1
+            while end < len(jobs) and isinstance(jobs[end], _Write):
+                end += 1
+            writes = [write for write in jobs[index:end] if isinstance(write, _Write)]
+            settle_soon(self._write_all(writes))
+            index = end
+
+    def _attempt(self, done: asyncio.Future[Any], work: Callable[[], Any]) -> Outcome:
+        try:
+            return done, work(), None
+        except Exception as exc:
+            return done, None, self._unavailable(exc)
+
+    def _unavailable(self, exc: Exception) -> Exception:
+        if isinstance(exc, (sqlite3.Error, OSError)):
+            error = StoreUnavailable(f"sqlite store at {self._path}: {exc}")
+            error.__cause__ = exc
+            return error
+        return exc
 
     def _with_db(self, work: Callable[[sqlite3.Connection], T]) -> T:
         if self._db is None:  # opened lazily, so a gateway that never uses memory creates no file
             Path(self._path).parent.mkdir(parents=True, exist_ok=True)
-            db = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=NORMAL")
-            db.execute(f"PRAGMA busy_timeout={self._busy_timeout_ms}")
-            db.executescript(_SCHEMA)
-            _add_lock_columns(db)
-            self._db = db
+            self._db = open_file(self._path, busy_timeout_ms=self._busy_timeout_ms)
         now = self._clock()
         if now - self._purged_at > _PURGE_EVERY:
             self._purged_at = now
             self._purge(self._db, now)
         return work(self._db)
 
+    def _write_all(self, writes: list[_Write]) -> list[Outcome]:
+        """Group commit: the writes in one transaction; a write whose holder lost its lease is refused."""
+        try:
+            lost = self._with_db(functools.partial(self._write, writes=writes))
+        except Exception as exc:
+            error = self._unavailable(exc)
+            return [(write.done, None, error) for write in writes]
+        refused = LockLost("sqlite store: the conversation's lease passed to another holder")
+        return [(write.done, None, refused if write in lost else None) for write in writes]
+
+    def _write(self, db: sqlite3.Connection, *, writes: Sequence[_Write]) -> list[_Write]:
+        now = self._clock()
+        cutoff = now - self._ttl
+        lost: list[_Write] = []
+        with transaction(db):
+            for write in writes:
+                if write.token is not None and not self._owns(db, write.key, write.token):
+                    lost.append(write)
+                    continue
+                added = len(write.rows)
+                ((first, last),) = db.execute(_UPSERT, (*write.key, write.system, now, added, cutoff, self._cap)).fetchall()
+                start = last - added + 1
+                if added:
+                    db.executemany(_INSERT, [(*write.key, start + i, *row) for i, row in enumerate(write.rows)])
+                if first > 1 and (first == start or last - first + 1 >= self._cap):  # trimmed, or started afresh
+                    db.execute(_TRIM, (*write.key, first))
+                write.updated_at = now
+        return lost
+
     def _purge(self, db: sqlite3.Connection, now: float) -> None:
         cutoff = now - self._ttl
-        with _transaction(db):
+        with transaction(db):
             db.execute(
                 "DELETE FROM messages WHERE (tenant, memory_id) IN "
                 "(SELECT tenant, memory_id FROM conversations WHERE updated_at < ?)",
@@ -156,16 +225,59 @@ class SQLiteStore:
             db.execute('DELETE FROM "values" WHERE written_at < ?', (cutoff,))
             db.execute("DELETE FROM locks WHERE expires_at < ?", (now,))
 
-    def _live(self, db: sqlite3.Connection, key: Key) -> tuple[str, float] | None:
-        row = db.execute(
-            "SELECT system, updated_at FROM conversations WHERE tenant = ? AND memory_id = ?", key
-        ).fetchone()
+    def _live(self, db: sqlite3.Connection, key: Key) -> tuple[str, float, int, int] | None:
+        """The conversation row (system, updated_at, first_seq, last_seq); an expired one is deleted."""
+        row = db.execute(_CONVERSATION, key).fetchone()
         if row is None:
             return None
         if self._clock() - row[1] > self._ttl:
             self._delete(db, key)
             return None
-        return row[0], row[1]
+        return row[0], row[1], row[2], row[3]
+
+    def _read(self, db: sqlite3.Connection, *, key: Key, reach: Reach | None) -> Conversation | None:
+        """The conversation with the newest entries `reach` covers, or all of them when reach is None."""
+        found = self._live(db, key)
+        if found is None:
+            return None
+        system, updated_at, first, _ = found
+        if reach is None:
+            rows = db.execute(_ALL, (*key, first)).fetchall()
+            return Conversation(orjson.loads(system), [read_entry(*row) for row in rows], updated_at)
+        entries: list[Entry] = []
+        tally = Tally(reach)
+        cursor = db.execute(_NEWEST_FIRST, (*key, first))
+        older = 0
+        for seq, role, body, encoding, tokens in cursor:
+            entry = read_entry(body, encoding, tokens)
+            entries.append(entry)
+            if tally.add(role, tokens if encoding else stored_count(entry.tokens)):
+                older = seq - first
+                break
+        cursor.close()  # ends the read before its last row: an open statement would pin the WAL
+        entries.reverse()
+        return Conversation(orjson.loads(system), entries, updated_at, older)
+
+    @staticmethod
+    def _owns(db: sqlite3.Connection, key: Key, token: str) -> bool:
+        row = db.execute("SELECT owner FROM locks WHERE tenant = ? AND memory_id = ?", key).fetchone()
+        return row is not None and row[0] == token
+
+    @staticmethod
+    def _delete(db: sqlite3.Connection, key: Key) -> bool:
+        with transaction(db):
+            db.execute("DELETE FROM messages WHERE tenant = ? AND memory_id = ?", key)
+            return db.execute("DELETE FROM conversations WHERE tenant = ? AND memory_id = ?", key).rowcount > 0
+
+    # ---- the loop's side
+
+    def _fresh(self, key: Key) -> _Cached | None:
+        """The cached conversation unless it expired (then it is dropped)."""
+        cached = self._cache.get(key)
+        if cached is not None and self._clock() - cached.updated_at > self._ttl:
+            self._remember(key, None)
+            return None
+        return cached
 
     def _remember(self, key: Key, conversation: Conversation | None) -> None:
         old = self._cache.pop(key, None)
@@ -173,123 +285,76 @@ class SQLiteStore:
             self._cached_entries -= len(old.entries)
         if conversation is None or self._cache_limit <= 0:
             return
-        self._cache[key] = conversation
-        self._cached_entries += len(conversation.entries)
+        entries = list(conversation.entries)
+        self._cache[key] = _Cached(list(conversation.system), entries, conversation.older, conversation.updated_at)
+        self._cached_entries += len(entries)
+        self._evict()
+
+    def _evict(self) -> None:
         while self._cached_entries > self._cache_limit and self._cache:
             _, evicted = self._cache.popitem(last=False)
             self._cached_entries -= len(evicted.entries)
 
     async def load(self, key: Key) -> Conversation | None:
-        cached = self._cache.get(key)
-        if cached is not None and self._clock() - cached.updated_at <= self._ttl:
+        cached = self._fresh(key)
+        if cached is not None and cached.older == 0:
             self._cache.move_to_end(key)
             return Conversation(list(cached.system), list(cached.entries), cached.updated_at)
-        conversation = await self._load(key)
+        conversation = await self._run(functools.partial(self._read, key=key, reach=None))
         self._remember(key, conversation)
         return conversation
 
-    async def _load(self, key: Key) -> Conversation | None:
-        def work(db: sqlite3.Connection) -> Conversation | None:
-            found = self._live(db, key)
-            if found is None:
-                return None
-            rows = db.execute(
-                "SELECT body FROM messages WHERE tenant = ? AND memory_id = ? ORDER BY seq", key
-            ).fetchall()
-            return Conversation(orjson.loads(found[0]), [load_entry(r[0]) for r in rows], found[1])
+    async def load_tail(self, key: Key, reach: Reach) -> Conversation | None:
+        cached = self._fresh(key)
+        # What is cached serves unless it is a part too short for the reach's count of messages:
+        # when its other bounds are not met, the planner says so and a wider read comes here.
+        if cached is not None and (cached.older == 0 or len(cached.entries) >= reach.messages):
+            self._cache.move_to_end(key)
+            return Conversation(list(cached.system), list(cached.entries), cached.updated_at, cached.older)
+        conversation = await self._run(functools.partial(self._read, key=key, reach=reach))
+        self._remember(key, conversation)
+        return conversation
 
-        return await self._run(work)
-
-    async def append(self, key: Key, entries: Sequence[Entry], *, system: Sequence[Message] | None) -> None:
+    def append(self, key: Key, entries: Sequence[Entry], *, system: Sequence[Message] | None) -> asyncio.Future[None]:
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         write = _Write(
             key,
-            [(entry.message.get("role") or "", dump_entry(entry)) for entry in entries],
+            [message_row(entry) for entry in entries],
             orjson.dumps(list(system)).decode() if system is not None else None,
-            asyncio.get_running_loop().create_future(),
+            done,
             self._held.get(key),
         )
-        cached = self._cache.get(key)
-        if cached is not None and self._clock() - cached.updated_at > self._ttl:
-            cached = None
-            self._remember(key, None)
-        self._queue.append(write)
-        if self._flusher is None or self._flusher.done():
-            self._flusher = asyncio.ensure_future(self._flush())
-        try:
-            updated_at = await asyncio.shield(write.done)
-        except BaseException:
-            self._remember(key, None)  # the file is the truth; read it again next time
-            raise
-        if cached is not None and self._cache.get(key) is cached:
-            merged = [*cached.entries, *entries][-self._cap :]
-            self._remember(key, Conversation(list(system) if system is not None else cached.system, merged, updated_at))
+        cached = self._fresh(key)
+        self._submit(write)
+        done.add_done_callback(functools.partial(self._written, write, cached, list(entries), system))
+        return done
 
-    async def _flush(self) -> None:
-        """Group commit: every append queued meanwhile goes in one transaction, one thread hop."""
-        while self._queue:
-            batch, self._queue = self._queue, []
-            try:
-                updated_at, lost = await self._run(functools.partial(self._write, batch=batch))
-            except asyncio.CancelledError:
-                _settle(batch, StoreUnavailable("the store is closing"))
-                raise
-            except Exception as exc:
-                _settle(batch, exc)
-            else:
-                _settle(lost, LockLost("sqlite store: the conversation's lease passed to another holder"))
-                _settle(batch, updated_at)
-
-    def _write(self, db: sqlite3.Connection, *, batch: Sequence[_Write]) -> tuple[float, list[_Write]]:
-        """Write the batch in one transaction; a write whose holder lost its lease is left out, and returned."""
-        now = self._clock()
-        lost: list[_Write] = []
-        with _transaction(db):
-            for write in batch:
-                if write.token is not None and not self._owns(db, write.key, write.token):
-                    lost.append(write)
-                    continue
-                last = self._last_seq(db, write.key, now)
-                db.execute(
-                    "INSERT INTO conversations (tenant, memory_id, system, updated_at) "
-                    "VALUES (?, ?, COALESCE(?, '[]'), ?) ON CONFLICT (tenant, memory_id) DO UPDATE SET "
-                    "system = COALESCE(?, conversations.system), updated_at = excluded.updated_at",
-                    (*write.key, write.system, now, write.system),
-                )
-                db.executemany(
-                    "INSERT INTO messages (tenant, memory_id, seq, role, body) VALUES (?, ?, ?, ?, ?)",
-                    [(*write.key, last + i + 1, role, body) for i, (role, body) in enumerate(write.bodies)],
-                )
-                if last + len(write.bodies) > self._cap:
-                    db.execute(
-                        "DELETE FROM messages WHERE tenant = ? AND memory_id = ? AND seq <= ?",
-                        (*write.key, last + len(write.bodies) - self._cap),
-                    )
-        return now, lost
-
-    @staticmethod
-    def _owns(db: sqlite3.Connection, key: Key, token: str) -> bool:
-        row = db.execute("SELECT owner FROM locks WHERE tenant = ? AND memory_id = ?", key).fetchone()
-        return row is not None and row[0] == token
-
-    def _last_seq(self, db: sqlite3.Connection, key: Key, now: float) -> int:
-        """The conversation's last message number; an expired conversation is forgotten first (0)."""
-        row = db.execute(
-            "SELECT c.updated_at, (SELECT MAX(seq) FROM messages m WHERE m.tenant = c.tenant "
-            "AND m.memory_id = c.memory_id) FROM conversations c WHERE c.tenant = ? AND c.memory_id = ?",
-            key,
-        ).fetchone()
-        if row is None:
-            return 0
-        if now - row[0] > self._ttl:
-            self._delete(db, key)
-            return 0
-        return int(row[1] or 0)
-
-    @staticmethod
-    def _delete(db: sqlite3.Connection, key: Key) -> bool:
-        with _transaction(db):
-            db.execute("DELETE FROM messages WHERE tenant = ? AND memory_id = ?", key)
-            return db.execute("DELETE FROM conversations WHERE tenant = ? AND memory_id = ?", key).rowcount > 0
+    def _written(
+        self,
+        write: _Write,
+        cached: _Cached | None,
+        entries: list[Entry],
+        system: Sequence[Message] | None,
+        done: asyncio.Future[None],
+    ) -> None:
+        """Once a write ends: bring its cached conversation up to date, or forget it (the file is the truth)."""
+        if done.cancelled() or done.exception() is not None:
+            self._remember(write.key, None)
+            return
+        if cached is None or self._cache.get(write.key) is not cached:
+            return
+        cached.entries.extend(entries)
+        self._cached_entries += len(entries)
+        over = cached.older + len(cached.entries) - self._cap
+        if over > 0:
+            dropped = min(over, cached.older)
+            cached.older -= dropped
+            del cached.entries[: over - dropped]
+            self._cached_entries -= over - dropped
+        if system is not None:
+            cached.system = list(system)
+        cached.updated_at = write.updated_at
+        self._evict()
 
     async def delete(self, key: Key) -> bool:
         def work(db: sqlite3.Connection) -> bool:
@@ -300,20 +365,22 @@ class SQLiteStore:
 
     async def undo(self, key: Key) -> bool:
         def work(db: sqlite3.Connection) -> bool:
-            with _transaction(db):
-                if self._live(db, key) is None:
+            with transaction(db):
+                found = self._live(db, key)
+                if found is None:
                     return False
-                first, last_user = db.execute(
-                    "SELECT MIN(seq), MAX(CASE WHEN role = 'user' THEN seq END) FROM messages "
-                    "WHERE tenant = ? AND memory_id = ?",
-                    key,
+                _, _, first, last = found
+                if last < first:
+                    return False
+                (last_user,) = db.execute(
+                    "SELECT MAX(seq) FROM messages WHERE tenant = ? AND memory_id = ? AND seq >= ? AND role = 'user'",
+                    (*key, first),
                 ).fetchone()
-                if first is None:
-                    return False
                 start = last_user if last_user is not None else first
                 db.execute("DELETE FROM messages WHERE tenant = ? AND memory_id = ? AND seq >= ?", (*key, start))
                 db.execute(
-                    "UPDATE conversations SET updated_at = ? WHERE tenant = ? AND memory_id = ?", (self._clock(), *key)
+                    "UPDATE conversations SET updated_at = ?, last_seq = ? WHERE tenant = ? AND memory_id = ?",
+                    (self._clock(), start - 1, *key),
                 )
                 return True
 
@@ -386,7 +453,7 @@ class SQLiteStore:
         insert = (
             "INSERT OR IGNORE INTO locks (tenant, memory_id, owner, expires_at, pid, boot) VALUES (?, ?, ?, ?, ?, ?)"
         )
-        with _transaction(db):
+        with transaction(db):
             db.execute("DELETE FROM locks WHERE tenant = ? AND memory_id = ? AND expires_at < ?", (*key, now))
             if db.execute(insert, row).rowcount == 1:
                 return True
@@ -425,34 +492,24 @@ class SQLiteStore:
                 pause = 1.0
 
     async def close(self) -> None:
-        if self._flusher is not None and not self._flusher.done():
-            await self._flusher
+        """Close the file once the work queued so far is done, then end the thread."""
+        if not self._worker.started:  # never used: no thread, no file
+            self._worker.stop()
+            return
+        if self._worker.stopped:
+            return
 
         def work() -> None:
             if self._db is not None:
                 self._db.close()
                 self._db = None
 
-        await asyncio.get_running_loop().run_in_executor(self._executor, work)
-        self._executor.shutdown(wait=True)
-
-
-@dataclass(slots=True)
-class _Write:
-    key: Key
-    bodies: list[tuple[str, bytes]]
-    system: str | None
-    done: asyncio.Future[float]
-    token: str | None = None  # the lease this write must still hold (shared mode)
-
-
-def _add_lock_columns(db: sqlite3.Connection) -> None:
-    """Give a `locks` table made by an older gateway the columns this one writes."""
-    with _transaction(db):  # serializes processes opening one old file together: one of them alters it
-        present = {row[1] for row in db.execute("PRAGMA table_info(locks)")}
-        for column, kind in _LOCK_COLUMNS.items():
-            if column not in present:
-                db.execute(f"ALTER TABLE locks ADD COLUMN {column} {kind}")
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._submit(_Call(work, done))
+        try:
+            await done
+        finally:
+            self._worker.stop()
 
 
 def _boot_id() -> str:
@@ -488,30 +545,3 @@ def _process_gone(pid: int) -> bool:
     except OSError:
         return False
     return stat.rpartition(")")[2].split()[:1] in (["Z"], ["X"])
-
-
-def _settle(batch: Sequence[_Write], outcome: float | Exception) -> None:
-    for write in batch:
-        if write.done.done():
-            continue
-        if isinstance(outcome, Exception):
-            write.done.set_exception(outcome)
-        else:
-            write.done.set_result(outcome)
-
-
-class _transaction:
-    """BEGIN IMMEDIATE ... COMMIT (ROLLBACK on error) on an autocommit connection; re-entrant."""
-
-    def __init__(self, db: sqlite3.Connection) -> None:
-        self._db = db
-        self._outer = False
-
-    def __enter__(self) -> None:
-        if not self._db.in_transaction:
-            self._db.execute("BEGIN IMMEDIATE")
-            self._outer = True
-
-    def __exit__(self, kind: object, value: object, traceback: object) -> None:
-        if self._outer:
-            self._db.execute("COMMIT" if kind is None else "ROLLBACK")

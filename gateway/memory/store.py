@@ -2,7 +2,9 @@
 
 A conversation is keyed by (tenant, memoryId). Stores keep the system messages and up to
 `maxStoredMessages` history entries, forget a conversation untouched for `ttlSeconds`, and
-append a whole turn atomically. Trimming happens on read, in `policies`, never here.
+append a whole turn atomically. Trimming happens on read, in `policies`, never here. A turn reads
+only the newest part of the history (`load_tail`, how far: `reach`), so its cost follows the
+window, not the length of what is stored.
 
 Beside conversations a store keeps small values by key for the same TTL (which target answered
 a Responses API response id): `put_value`, `get_value`, `delete_value`.
@@ -12,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -20,6 +22,7 @@ from typing import Any, Protocol
 import orjson
 
 from gateway.memory.policies import Entry, Message
+from gateway.memory.reach import Reach
 
 Key = tuple[str, str]  # (tenant, memoryId)
 
@@ -38,9 +41,12 @@ class LockLost(StoreUnavailable):
 
 @dataclass(frozen=True, slots=True)
 class Conversation:
+    """A stored conversation, or its newest part: `older` entries before `entries` were not read."""
+
     system: list[Message]
     entries: list[Entry]
     updated_at: float
+    older: int = 0
 
     @property
     def messages(self) -> list[Message]:
@@ -49,11 +55,24 @@ class Conversation:
 
 class MemoryStore(Protocol):
     async def load(self, key: Key) -> Conversation | None:
-        """The stored conversation, or None when there is none (or it expired)."""
+        """The whole stored conversation, or None when there is none (or it expired)."""
         ...
 
-    async def append(self, key: Key, entries: Sequence[Entry], *, system: Sequence[Message] | None) -> None:
-        """Append one turn atomically; `system` replaces the stored system messages unless None."""
+    async def load_tail(self, key: Key, reach: Reach) -> Conversation | None:
+        """The conversation with at least its newest entries that cover `reach` (all, when they do not).
+
+        A store that holds the history in memory may give all of it: planning reads only the
+        newest entries it needs.
+        """
+        ...
+
+    def append(self, key: Key, entries: Sequence[Entry], *, system: Sequence[Message] | None) -> Awaitable[None]:
+        """Append one turn atomically; `system` replaces the stored system messages unless None.
+
+        A caller cancelled while it awaits this does not cut the write: the turn is written whole
+        or not at all, and before the conversation's next holder (after the lock is let go) can
+        see the conversation.
+        """
         ...
 
     async def delete(self, key: Key) -> bool: ...
@@ -190,7 +209,12 @@ class InProcessStore:
             return None
         return Conversation(list(record.system), list(record.entries), record.updated_at)
 
+    async def load_tail(self, key: Key, reach: Reach) -> Conversation | None:
+        """The whole conversation: held in memory, a copy costs less than finding the part `reach` covers."""
+        return await self.load(key)
+
     async def append(self, key: Key, entries: Sequence[Entry], *, system: Sequence[Message] | None) -> None:
+        """Written at once: there is no await in here to be cancelled at."""
         record = self._live(key) or self._records.setdefault(key, _Record(system=[]))
         if system is not None:
             record.system = list(system)

@@ -8,20 +8,22 @@ the upstream's `[DONE]` until the turn is stored and ends with an in-band error 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import AbstractAsyncContextManager, contextmanager
+from types import TracebackType
 from typing import Any, TypeVar
 
 from gateway.errors import ConflictError, GatewayError
 from gateway.memory.headers import MemoryAsk
 from gateway.memory.policies import Entry, Message, Plan, TokenCounter, plan_turn
+from gateway.memory.reach import first_reach, wider_reach
 from gateway.memory.replies import ReplyAssembler, ReplyTooLarge, reply_message
-from gateway.memory.store import Key, LockLost, LockTimeout, MemoryStore, StoreUnavailable
+from gateway.memory.settings import MemorySettings
+from gateway.memory.store import Conversation, Key, LockLost, LockTimeout, MemoryStore, StoreUnavailable
 from gateway.memory.tokens import Encoding, count_message, encoding_name, get_encoding, text_size
 from gateway.observe import Observer, Trace
 
@@ -57,24 +59,29 @@ class Turn:
         self.plan = plan
         self._encoding = encoding
         self._count = count
-        self._assembler = ReplyAssembler(max_bytes=memory.max_reply_bytes)
-        self._write: asyncio.Task[None] | None = None
+        self._assembler: ReplyAssembler | None = None  # only a stream needs one
         self.headers = {
             "x-memory-id": key[1],
             "x-memory-history": str(plan.history_kept),
             "x-memory-evicted": str(plan.evicted),
         }
 
+    @property
+    def assembler(self) -> ReplyAssembler:
+        if self._assembler is None:
+            self._assembler = ReplyAssembler(max_bytes=self._memory.max_reply_bytes)
+        return self._assembler
+
     def feed(self, chunk: Any) -> None:
         """Take one relayed stream chunk (parsed JSON) into the reply being assembled."""
-        self._assembler.feed(chunk)
+        self.assembler.feed(chunk)
 
     async def finish(self) -> None:
         """The stream reached `[DONE]`: store the assembled reply, or raise what the client should see."""
-        if not self._assembler.finished:
+        if not self.assembler.finished:
             raise UnstorableReplyError("The upstream stream ended without a finish_reason; the turn was not stored.")
         try:
-            message = self._assembler.message()
+            message = self.assembler.message()
         except ReplyTooLarge as exc:
             raise UnstorableReplyError(f"{exc}; the turn was not stored.", code="response_too_large") from None
         await self._commit(message)
@@ -94,20 +101,15 @@ class Turn:
         counts = await self._memory.offload(lambda: [self._count(m) for m in messages], messages)
         entries = [Entry(m, {self._encoding: n}) for m, n in zip(messages, counts, strict=True)]
         system = self.plan.system if self.plan.system_changed else None
-        # Shielded: a client that leaves now must not cut the write (or the lock) in half.
-        self._write = asyncio.ensure_future(self._memory.store.append(self._key, entries, system=system))
         started = time.monotonic()
         try:
             with store_errors():
-                await asyncio.shield(self._write)
+                # A client that leaves now cannot cut the write in half: stores finish it on their own,
+                # before the conversation passes to its next holder (see MemoryStore.append).
+                await self._memory.store.append(self._key, entries, system=system)
         finally:
             self._trace.observer.store_timed(self._memory.store_kind, "append", time.monotonic() - started)
         self._trace.memory_stored(len(entries))
-
-    async def settle(self) -> None:
-        """Wait for a write still under way, so the lock outlives it."""
-        if self._write is not None and not self._write.done():
-            await asyncio.wait([self._write])
 
 
 def malformed_reply(message: Message) -> str | None:
@@ -128,17 +130,53 @@ def malformed_reply(message: Message) -> str | None:
     return None
 
 
-def _memo_counter(codec: Encoding, cap: int) -> TokenCounter:
-    """count_message for `codec`, computed at most once per message object of this request."""
-    seen: dict[int, tuple[Message, int]] = {}
+class _CountOffLoop(Exception):
+    """Planning met a text too large to count on the event loop: plan again on a thread."""
 
-    def count(message: Message) -> int:
-        hit = seen.get(id(message))
-        if hit is None or hit[0] is not message:
-            hit = seen[id(message)] = (message, count_message(message, codec, cap))
-        return hit[1]
 
-    return count
+def _counted_on_loop(count: TokenCounter) -> TokenCounter:
+    """`count`, refusing (with _CountOffLoop) a message too large to count without blocking the loop."""
+
+    def guarded(message: Message) -> int:
+        if text_size(message) > OFF_LOOP_CHARS:
+            raise _CountOffLoop
+        return count(message)
+
+    return guarded
+
+
+SHORT_COUNTS = 8192  # short {role, content} messages whose counts a process remembers, per encoding
+
+
+class _Counts:
+    """Token counts in one encoding: short {role, content} messages (system prompts, common turns) remembered."""
+
+    def __init__(self, codec: Encoding, cap: int) -> None:
+        self._codec = codec
+        self._cap = cap
+        self._short: dict[tuple[str, str], int] = {}
+
+    def counter(self) -> TokenCounter:
+        """count_message for one request: any other message is counted at most once per object."""
+        codec, cap, short = self._codec, self._cap, self._short
+        seen: dict[int, tuple[Message, int]] = {}
+
+        def count(message: Message) -> int:
+            if len(message) == 2:
+                role, content = message.get("role"), message.get("content")
+                if type(role) is str and type(content) is str and len(content) <= 4096:
+                    known = short.get((role, content))
+                    if known is None:
+                        if len(short) >= SHORT_COUNTS:
+                            short.clear()
+                        known = short[(role, content)] = count_message(message, codec, cap)
+                    return known
+            hit = seen.get(id(message))
+            if hit is None or hit[0] is not message:
+                hit = seen[id(message)] = (message, count_message(message, codec, cap))
+            return hit[1]
+
+        return count
 
 
 class Memory:
@@ -156,7 +194,7 @@ class Memory:
         self.token_cap = token_cap
         self.max_reply_bytes = max_reply_bytes
         self._pool: ThreadPoolExecutor | None = None
-        self._codecs: dict[str, Encoding] = {}
+        self._counts_by_encoding: dict[str, _Counts] = {}
 
     async def offload(self, work: Callable[[], T], messages: Sequence[Mapping[str, Any]]) -> T:
         """Run `work` here when `messages` are small, else on a thread (tiktoken releases the GIL)."""
@@ -169,14 +207,15 @@ class Memory:
             self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="gateway-tokens")
         return await asyncio.get_running_loop().run_in_executor(self._pool, work)
 
-    async def _codec(self, name: str) -> Encoding:
-        """The tiktoken encoding; its first load (~0.5 s of building tables) happens on a thread."""
-        if name not in self._codecs:
-            self._codecs[name] = await self._on_thread(functools.partial(get_encoding, name))
-        return self._codecs[name]
+    async def _counts(self, encoding: str) -> _Counts:
+        """Counting in `encoding`; loading the tiktoken encoding (~0.5 s of building tables) happens on a thread."""
+        counts = self._counts_by_encoding.get(encoding)
+        if counts is None:
+            codec = await self._on_thread(functools.partial(get_encoding, encoding))
+            counts = self._counts_by_encoding[encoding] = _Counts(codec, self.token_cap)
+        return counts
 
-    @asynccontextmanager
-    async def turn(
+    def turn(
         self,
         tenant: str,
         ask: MemoryAsk,
@@ -184,62 +223,150 @@ class Memory:
         model: str | None,
         *,
         trace: Trace | None = None,
-    ) -> AsyncIterator[Turn]:
-        trace = trace or Trace()
-        key = (tenant, ask.memory_id)
-        encoding = encoding_name(model)
-        count = _memo_counter(await self._codec(encoding), self.token_cap)
-        async with self.hold(key, trace.observer):
+    ) -> AbstractAsyncContextManager[Turn]:
+        """Hold the conversation and plan the turn; on leaving, wait for its write, then let go."""
+        return _TurnScope(self, (tenant, ask.memory_id), ask.settings, messages, model, trace or Trace())
+
+    async def plan(
+        self,
+        key: Key,
+        settings: MemorySettings,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        count: TokenCounter,
+        encoding: str,
+        trace: Trace,
+    ) -> Plan:
+        """Read the newest part of the conversation the window needs and plan; read further only when it must."""
+        reach = first_reach(settings, messages)
+        while True:
             started = time.monotonic()
             with store_errors():
-                conversation = await self.store.load(key)
+                conversation = await self.store.load_tail(key, reach)
             trace.observer.store_timed(self.store_kind, "load", time.monotonic() - started)
-            system = conversation.system if conversation else []
-            entries = conversation.entries if conversation else []
-            plan = functools.partial(plan_turn, system, entries, messages, ask.settings, count=count, encoding=encoding)
-            uncounted = [*messages, *(e.message for e in entries if encoding not in e.tokens)]
-            turn = Turn(self, key, await self.offload(plan, uncounted), encoding, count, trace)
-            trace.memory_planned(ask.settings.memory_type, turn.plan.evicted)
-            try:
-                yield turn
-            finally:
-                await turn.settle()
+            if conversation is None:
+                conversation = Conversation([], [], 0.0)
+            work = functools.partial(
+                plan_turn,
+                conversation.system,
+                conversation.entries,
+                messages,
+                settings,
+                encoding=encoding,
+                older=conversation.older,
+            )
+            try:  # planned here unless it has a large text to count
+                plan = work(count=_counted_on_loop(count))
+            except _CountOffLoop:
+                plan = await self._on_thread(functools.partial(work, count=count))
+            if not plan.wants_older:
+                return plan
+            reach = wider_reach(len(conversation.entries))
 
-    @asynccontextmanager
-    async def hold(self, key: Key, observer: Observer | None = None) -> AsyncIterator[None]:
+    def hold(self, key: Key, observer: Observer | None = None) -> AbstractAsyncContextManager[None]:
         """The conversation's lock, with store failures as the client sees them (409, 503).
 
         Once the work under the lock is done (the answer may be on its way to the client), a
         failure to release is logged, never raised: the lock's lease ends it anyway.
         """
-        done = False
-        started = time.monotonic()
-        try:
-            async with contextlib.AsyncExitStack() as held:
-                try:
-                    await held.enter_async_context(self.store.lock(key))
-                finally:  # a wait that ends in LockTimeout is reported too
-                    if observer is not None:
-                        waited = time.monotonic() - started
-                        observer.lock_waited(waited)
-                        observer.store_timed(self.store_kind, "lock", waited)
-                yield
-                done = True
-        except StoreUnavailable as exc:
-            if not done:
-                raise _unavailable(exc) from None
-            log.warning("memory %s: releasing the conversation's lock failed (%s); its lease will end it", key[1], exc)
-        except LockTimeout as exc:
-            raise ConflictError(
-                f"Memory '{key[1]}' is busy with another request: {exc}.",
-                code="memory_busy",
-                headers={"x-should-retry": "false"},
-            ) from None
+        return _Hold(self, key, observer)
 
     async def close(self) -> None:
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
         await self.store.close()
+
+
+class _Hold:
+    """`Memory.hold`: a plain class, cheaper per request than a generator-based context manager."""
+
+    __slots__ = ("_key", "_lock", "_observer", "_store_kind")
+
+    def __init__(self, memory: Memory, key: Key, observer: Observer | None) -> None:
+        self._key = key
+        self._lock = memory.store.lock(key)
+        self._observer = observer
+        self._store_kind = memory.store_kind
+
+    async def __aenter__(self) -> None:
+        started = time.monotonic()
+        try:
+            await self._lock.__aenter__()
+        except StoreUnavailable as exc:
+            raise _unavailable(exc) from None
+        except LockTimeout as exc:
+            raise _busy(self._key, exc) from None
+        finally:  # a wait that ends in LockTimeout is reported too
+            if self._observer is not None:
+                waited = time.monotonic() - started
+                self._observer.lock_waited(waited)
+                self._observer.store_timed(self._store_kind, "lock", waited)
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
+    ) -> bool:
+        try:
+            await self._lock.__aexit__(kind, exc, traceback)
+        except StoreUnavailable as failure:
+            if kind is not None:
+                raise _unavailable(failure) from None
+            log.warning("memory %s: releasing the conversation's lock failed (%s); its lease will end it", self._key[1], failure)
+        if isinstance(exc, StoreUnavailable):
+            raise _unavailable(exc) from None
+        if isinstance(exc, LockTimeout):
+            raise _busy(self._key, exc) from None
+        return False
+
+
+class _TurnScope:
+    """`Memory.turn`: the lock held around planning, forwarding and the turn's write."""
+
+    __slots__ = ("_hold", "_key", "_memory", "_messages", "_model", "_settings", "_trace")
+
+    def __init__(
+        self,
+        memory: Memory,
+        key: Key,
+        settings: MemorySettings,
+        messages: Sequence[Mapping[str, Any]],
+        model: str | None,
+        trace: Trace,
+    ) -> None:
+        self._memory = memory
+        self._key = key
+        self._settings = settings
+        self._messages = messages
+        self._model = model
+        self._trace = trace
+        self._hold = _Hold(memory, key, trace.observer)
+
+    async def __aenter__(self) -> Turn:
+        memory, trace = self._memory, self._trace
+        encoding = encoding_name(self._model)
+        count = (await memory._counts(encoding)).counter()
+        await self._hold.__aenter__()
+        try:
+            plan = await memory.plan(
+                self._key, self._settings, self._messages, count=count, encoding=encoding, trace=trace
+            )
+        except BaseException as exc:
+            await self._hold.__aexit__(type(exc), exc, exc.__traceback__)
+            raise
+        trace.memory_planned(self._settings.memory_type, plan.evicted)
+        return Turn(memory, self._key, plan, encoding, count, trace)
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
+    ) -> bool:
+        return await self._hold.__aexit__(kind, exc, traceback)
+
+
+def _busy(key: Key, exc: LockTimeout) -> ConflictError:
+    return ConflictError(
+        f"Memory '{key[1]}' is busy with another request: {exc}.",
+        code="memory_busy",
+        headers={"x-should-retry": "false"},
+    )
 
 
 def _unavailable(exc: StoreUnavailable) -> MemoryUnavailableError:

@@ -1,0 +1,127 @@
+"""The SQLite store's file: its tables, the upgrade of files older gateways made, and transactions.
+
+A message row carries its token count (`encoding`, `tokens`) beside its JSON, so a read can size
+a token window from the counts as it goes. A conversation row carries the range of its message
+numbers (`first_seq`..`last_seq`, contiguous), so a turn is written by one upsert that returns
+where its messages go, and a read knows how many older messages it left unread.
+
+Files made before these columns are upgraded when opened: the columns are added (no rewrite of
+the rows), the ranges are filled in from the messages, and message rows of the older shape
+(`encoding` NULL, the body `{"m": message, "t": counts}`) are read as they are.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any, Final
+
+import orjson
+
+from gateway.memory.policies import Entry
+from gateway.memory.store import load_entry
+
+SCHEMA: Final = """
+CREATE TABLE IF NOT EXISTS conversations (
+    tenant TEXT NOT NULL,
+    memory_id TEXT NOT NULL,
+    system TEXT NOT NULL,
+    updated_at REAL NOT NULL,
+    first_seq INTEGER NOT NULL DEFAULT 1,
+    last_seq INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (tenant, memory_id)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS conversations_updated ON conversations (updated_at);
+CREATE TABLE IF NOT EXISTS locks (
+    tenant TEXT NOT NULL,
+    memory_id TEXT NOT NULL,
+    owner TEXT NOT NULL,
+    expires_at REAL NOT NULL,
+    pid INTEGER,
+    boot TEXT,
+    PRIMARY KEY (tenant, memory_id)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS "values" (
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL,
+    written_at REAL NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS messages (
+    tenant TEXT NOT NULL,
+    memory_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    role TEXT NOT NULL,
+    body BLOB NOT NULL,
+    encoding TEXT,
+    tokens INTEGER,
+    PRIMARY KEY (tenant, memory_id, seq)
+) WITHOUT ROWID;
+"""
+
+# Columns added after a table's first release: files made before then gain them when opened.
+ADDED_COLUMNS: Final = {
+    "locks": {"pid": "INTEGER", "boot": "TEXT"},
+    "messages": {"encoding": "TEXT", "tokens": "INTEGER"},
+    "conversations": {"first_seq": "INTEGER NOT NULL DEFAULT 1", "last_seq": "INTEGER NOT NULL DEFAULT 0"},
+}
+_FILL_RANGES: Final = """
+UPDATE conversations SET
+    first_seq = COALESCE((SELECT MIN(seq) FROM messages m
+                          WHERE m.tenant = conversations.tenant AND m.memory_id = conversations.memory_id), 1),
+    last_seq = COALESCE((SELECT MAX(seq) FROM messages m
+                         WHERE m.tenant = conversations.tenant AND m.memory_id = conversations.memory_id), 0)
+"""
+
+
+def open_file(path: str, *, busy_timeout_ms: int) -> sqlite3.Connection:
+    """Open (or create) the store's file in WAL mode, upgraded to this version's tables."""
+    db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA synchronous=NORMAL")
+    db.execute(f"PRAGMA busy_timeout={busy_timeout_ms}")
+    db.executescript(SCHEMA)
+    upgrade(db)
+    return db
+
+
+def upgrade(db: sqlite3.Connection) -> None:
+    """Give tables an older gateway made the columns this one uses; fill in the message ranges."""
+    with transaction(db):  # serializes processes opening one old file together: one of them alters it
+        for table, columns in ADDED_COLUMNS.items():
+            present = {row[1] for row in db.execute(f'PRAGMA table_info("{table}")')}
+            missing = {name: kind for name, kind in columns.items() if name not in present}
+            for name, kind in missing.items():
+                db.execute(f'ALTER TABLE "{table}" ADD COLUMN {name} {kind}')
+            if table == "conversations" and missing:
+                db.execute(_FILL_RANGES)
+
+
+def message_row(entry: Entry) -> tuple[str, bytes, str, int | None]:
+    """(role, body, encoding, tokens) of a message row; a message stored uncounted has encoding ''."""
+    for encoding, tokens in entry.tokens.items():  # one count is kept: the one its turn was counted in
+        return entry.message.get("role") or "", orjson.dumps(entry.message), encoding, tokens
+    return entry.message.get("role") or "", orjson.dumps(entry.message), "", None
+
+
+def read_entry(body: bytes, encoding: str | None, tokens: int | None) -> Entry:
+    """The Entry of a message row, of this version's shape or the older one."""
+    if encoding is None:  # written before the token columns
+        return load_entry(body)
+    message: Any = orjson.loads(body)
+    return Entry(message, {encoding: tokens} if encoding and tokens is not None else {})
+
+
+class transaction:
+    """BEGIN IMMEDIATE ... COMMIT (ROLLBACK on error) on an autocommit connection; re-entrant."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self._db = db
+        self._outer = False
+
+    def __enter__(self) -> None:
+        if not self._db.in_transaction:
+            self._db.execute("BEGIN IMMEDIATE")
+            self._outer = True
+
+    def __exit__(self, kind: object, value: object, traceback: object) -> None:
+        if self._outer:
+            self._db.execute("COMMIT" if kind is None else "ROLLBACK")

@@ -1,0 +1,87 @@
+"""One thread that runs blocking jobs in order for the event loop: the SQLite store's only thread.
+
+The hand-off is a queue and, back on the loop, one `call_soon_threadsafe` per batch of results:
+no executor work items, no concurrent futures chained to asyncio ones. The thread takes every job
+queued while it was busy at once, so its owner can serve several (appends) in one transaction.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import queue
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any, Generic, TypeVar
+
+log = logging.getLogger("gateway.memory")
+J = TypeVar("J")
+
+Outcome = tuple["asyncio.Future[Any]", Any, BaseException | None]  # (future, result, error)
+
+
+class Worker(Generic[J]):
+    """Runs `serve(jobs)` on one daemon thread for every batch of jobs queued; started at the first job."""
+
+    def __init__(self, serve: Callable[[list[J]], None], *, name: str) -> None:
+        self._serve = serve
+        self._name = name
+        self._jobs: queue.SimpleQueue[J | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self.stopped = False
+
+    @property
+    def started(self) -> bool:
+        return self._thread is not None
+
+    def submit(self, job: J) -> None:
+        if self.stopped:
+            raise RuntimeError("the worker thread is stopped")
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
+            self._thread.start()
+        self._jobs.put(job)
+
+    def stop(self) -> None:
+        """End the thread once the jobs queued so far are served; waits for it."""
+        self.stopped = True
+        if self._thread is not None:
+            self._jobs.put(None)
+            self._thread.join()
+
+    def _run(self) -> None:
+        while True:
+            batch = [self._jobs.get()]
+            while True:  # everything queued meanwhile goes in one batch
+                try:
+                    batch.append(self._jobs.get_nowait())
+                except queue.Empty:
+                    break
+            jobs = [job for job in batch if job is not None]
+            if jobs:
+                try:
+                    self._serve(jobs)
+                except BaseException:  # serve settles its own jobs; this is a bug, and must not end the thread
+                    log.exception("%s: serving a batch of jobs failed", self._name)
+            if len(jobs) < len(batch):
+                return
+
+
+def settle_soon(outcomes: Sequence[Outcome]) -> None:
+    """From the worker thread: settle each future with its result or error, on its loop, in one hop."""
+    if not outcomes:
+        return
+    with contextlib.suppress(RuntimeError):  # the loop is closed: nobody awaits these any more
+        outcomes[0][0].get_loop().call_soon_threadsafe(settle, outcomes)
+
+
+def settle(outcomes: Sequence[Outcome]) -> None:
+    """On the loop: set each future not already done (a caller that left cancelled it)."""
+    for future, result, error in outcomes:
+        if future.done():
+            continue
+        if error is None:
+            future.set_result(result)
+        else:
+            future.set_exception(error)
