@@ -2,7 +2,7 @@
 # One table (issue 10): the floor, the gateway's non-stream, stream (2 and 32 chunks) and memory paths,
 # and the same routes served through litellm (bench/gateway-litellm.yaml), with median latency at 1 connection,
 # CPU per request at CONNS connections (wrk, as run.sh takes it), the ratio to the floor, and
-# instructions per request (bench/instructions.sh). Prints markdown for bench/README.md.
+# instructions per request (bench/instructions.sh), and time to first token at 1 connection (bench/ttft.py). Prints markdown for bench/README.md.
 # Needs nginx with the echo module, wrk, valgrind, and ../shared/bench/floor_aiohttp.py.
 # Env: DURATION (8s a wrk run), CONNS (32), REQUESTS (1000, instructions.sh), LITELLM=0 skips litellm.
 set -euo pipefail
@@ -23,16 +23,19 @@ measure() {  # name [env...]: p50 at 1 connection and CPU per request at CONNS, 
   bench "$name-c1" /v1/chat/completions 1 "$@" | tee -a "$run/wrk.txt"
   bench "$name-c$conns" /v1/chat/completions "$conns" "$@" | tee -a "$run/wrk.txt"
 }
+ttft() {  # name: median time to first token at 1 connection (bench/ttft.py), into $run/ttft.txt
+  echo "$1 $(taskset -c 1 python "$here/ttft.py" "$port" mock-stream)" | tee -a "$run/ttft.txt"
+}
 stream=(MODEL=mock-stream BODY_STREAM=1)
 long=(MODEL=mock-stream-long BODY_STREAM=1)  # 32 chunks: with the 2-chunk stream, the cost of a chunk
 
 start_server python "$floor" "$port" http://127.0.0.1:18080/v1 --uvloop
 measure floor; stop_server
 start_server python "$floor" "$port" http://127.0.0.1:18080/stream/v1 --uvloop
-measure floor-stream "${stream[@]}"; stop_server
+measure floor-stream "${stream[@]}"; ttft floor-stream; stop_server
 
 gateway "$here/gateway.yaml"
-measure gateway; measure gateway-stream "${stream[@]}"; measure gateway-long "${long[@]}"; stop_server
+measure gateway; measure gateway-stream "${stream[@]}"; ttft gateway-stream; measure gateway-long "${long[@]}"; stop_server
 
 # memory on against off on one server: token_window over ~20 messages, one conversation a connection
 rm -f /tmp/gateway-bench-memory.db*
@@ -52,10 +55,10 @@ cleanup  # instructions.sh starts its own upstream
 echo "# wrk runs done $(date -u '+%H:%M UTC'), $(uptime | sed 's/.*load/load/')"
 RESULTS="$run/instructions.jsonl" bash "$here/instructions.sh" "${servers[@]}"
 
-python - "$run/wrk.txt" "$run/instructions.jsonl" "$conns" <<'PY'
+python - "$run/wrk.txt" "$run/instructions.jsonl" "$conns" "$run/ttft.txt" <<'PY'
 import json, re, sys
 
-wrk, instructions, conns = sys.argv[1], sys.argv[2], sys.argv[3]
+wrk, instructions, conns, ttft = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
 runs = {}
 for line in open(wrk):
     name, *fields = line.split()
@@ -89,6 +92,10 @@ for name, label, floor, instr in rows:
     against = f"{cpu(floor) / cpu(name):.2f}" if floor else ""
     print(f"| {label} | {ms + ' ms' if ms else ''} | {cpu(name):,.0f} µs | {against} | {shown} | {ratio} |")
 print()
+firsts = {line.split()[0]: float(line.split()[1].split("=")[1]) for line in open(ttft)}
+print(f"added at 1 connection: median latency +{float(p50('gateway')) - float(p50('floor')):.3f} ms (non-stream), "
+      f"time to first token +{firsts['gateway-stream'] - firsts['floor-stream']:.3f} ms "
+      f"(bench/ttft.py: floor {firsts['floor-stream']:.3f} ms, gateway {firsts['gateway-stream']:.3f} ms)")
 print(f"memory on / off: CPU {cpu('gateway-nomemory') / cpu('gateway-memory'):.2f}, "
       f"instructions {counts['gateway'] / counts['gateway-memory']:.2f}")
 if "litellm-c" + conns in runs:
