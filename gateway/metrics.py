@@ -425,8 +425,10 @@ class Metrics(Observer):
         t = self._targets.get(target)
         if t is None:
             return
-        make = functools.partial(self.upstream_requests.labels, t.route, t.name, t.provider, outcome)
-        _child(t.outcomes, outcome, make).inc()
+        counter = t.outcomes.get(outcome)
+        if counter is None:
+            counter = t.outcomes[outcome] = self.upstream_requests.labels(t.route, t.name, t.provider, outcome)
+        counter.inc()
         t.duration.observe(seconds)
 
     def retried(self, trace: Trace, target: Target, reason: str) -> None:
@@ -474,12 +476,15 @@ class Metrics(Observer):
     def request_ended(self, trace: Trace) -> None:
         if trace.endpoint is None:  # not a model request (/v1/models, /v1/memory, ...)
             return
-        route = self._routes[trace.route.name if trace.route is not None else OTHER_ROUTE]
-        if trace.route is not None:
+        resolved, status, stream = trace.route, trace.status, trace.stream
+        route = self._routes[resolved.name if resolved is not None else OTHER_ROUTE]
+        if resolved is not None:
             route.inflight.dec()
-        make = functools.partial(self.requests.labels, route.name, str(trace.status), _flag(trace.stream))
-        _child(route.requests, (trace.status, trace.stream), make).inc()
-        route.duration[trace.stream].observe(trace.duration)
+        counter = route.requests.get((status, stream))
+        if counter is None:
+            counter = route.requests[status, stream] = self.requests.labels(route.name, str(status), _flag(stream))
+        counter.inc()
+        route.duration[stream].observe(trace.duration)
 
     def exposition(self) -> bytes:
         """The text a scrape reads: this process's values, or every worker's summed."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextvars
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -63,63 +63,45 @@ class Observer:
     def request_ended(self, trace: Trace) -> None: ...
 
 
+_EVENTS = tuple(name for name, value in vars(Observer).items() if callable(value) and not name.startswith("_"))
+
+
 class Observers(Observer):
-    """Several observers as one, each told every event in order."""
+    """Several observers as one, each told every event it takes, in order.
+
+    The fan-out is settled here, once: each event is bound to the methods of the observers that
+    override it. An event no observer takes costs a call to a no-op; one that a single observer
+    takes goes straight to it; no per-event loop over observers that would ignore it.
+    """
 
     def __init__(self, observers: Sequence[Observer]) -> None:
         self.observers = tuple(observers)
+        for event in _EVENTS:
+            takers = [getattr(observer, event) for observer in self.observers if _takes(observer, event)]
+            setattr(self, event, _fan_out(takers))  # an instance attribute, found before the class's no-op
 
-    def request_started(self, trace: Trace) -> None:
-        for observer in self.observers:
-            observer.request_started(trace)
 
-    def route_resolved(self, trace: Trace) -> None:
-        for observer in self.observers:
-            observer.route_resolved(trace)
+def _takes(observer: Observer, event: str) -> bool:
+    """Whether `observer` does something on `event` (it does not just inherit Observer's no-op)."""
+    return getattr(getattr(observer, event), "__func__", None) is not getattr(Observer, event)
 
-    def attempt_started(self, trace: Trace, target: Target) -> None:
-        for observer in self.observers:
-            observer.attempt_started(trace, target)
 
-    def attempt_ended(self, trace: Trace, target: Target, outcome: str, seconds: float) -> None:
-        for observer in self.observers:
-            observer.attempt_ended(trace, target, outcome, seconds)
+def _ignore(*args: Any) -> None:
+    """An event nobody takes."""
 
-    def retried(self, trace: Trace, target: Target, reason: str) -> None:
-        for observer in self.observers:
-            observer.retried(trace, target, reason)
 
-    def fell_back(self, trace: Trace, source: Target, reason: str) -> None:
-        for observer in self.observers:
-            observer.fell_back(trace, source, reason)
+def _fan_out(calls: Sequence[Callable[..., None]]) -> Callable[..., None]:
+    """One callable that makes each of `calls` in turn with the same arguments."""
+    if not calls:
+        return _ignore
+    if len(calls) == 1:
+        return calls[0]
 
-    def first_token(self, trace: Trace, target: Target, seconds: float) -> None:
-        for observer in self.observers:
-            observer.first_token(trace, target, seconds)
+    def fan_out(*args: Any) -> None:
+        for call in calls:
+            call(*args)
 
-    def usage(self, trace: Trace, target: Target, prompt: int, completion: int) -> None:
-        for observer in self.observers:
-            observer.usage(trace, target, prompt, completion)
-
-    def memory_planned(self, trace: Trace, memory_type: str, evicted: int) -> None:
-        for observer in self.observers:
-            observer.memory_planned(trace, memory_type, evicted)
-
-    def memory_stored(self, trace: Trace, messages: int) -> None:
-        for observer in self.observers:
-            observer.memory_stored(trace, messages)
-
-    def store_timed(self, store: str, operation: str, seconds: float) -> None:
-        for observer in self.observers:
-            observer.store_timed(store, operation, seconds)
-
-    def lock_waited(self, seconds: float) -> None:
-        for observer in self.observers:
-            observer.lock_waited(seconds)
-
-    def request_ended(self, trace: Trace) -> None:
-        for observer in self.observers:
-            observer.request_ended(trace)
+    return fan_out
 
 
 def combine(observers: Sequence[Observer]) -> Observer:
