@@ -28,6 +28,7 @@ REDIRECT_FIELDS: Final = frozenset(
     {"api_base", "base_url", "api_key", "api_version", "azure_ad_token", "vertex_credentials"}
 )
 REDIRECT_PREFIX: Final = "aws_"  # aws_access_key_id, aws_bedrock_runtime_endpoint, aws_role_name, ...
+_PREFIX_AT_LINE_START: Final = "\n" + REDIRECT_PREFIX
 
 
 def is_redirect_field(key: str) -> bool:
@@ -38,7 +39,7 @@ def _has_redirect_field(fields: dict[str, Any]) -> bool:
     # On the parsed keys, not the bytes: a key spelled with a JSON escape ("api\u005fbase") would
     # slip past a byte search, and a body has a few keys where its bytes are kilobytes. The prefix
     # is looked for in one joined string, at half the cost of a startswith per key.
-    return not REDIRECT_FIELDS.isdisjoint(fields) or "\n" + REDIRECT_PREFIX in "\n".join(("", *fields))
+    return not REDIRECT_FIELDS.isdisjoint(fields) or _PREFIX_AT_LINE_START in "\n" + "\n".join(fields)
 
 
 def drop_redirect_fields(payload: dict[str, Any]) -> dict[str, Any] | None:
@@ -95,6 +96,8 @@ def check_messages(payload: dict[str, Any]) -> list[dict[str, Any]]:
     gateway reads is a 400, since a stored one would break every later turn of a conversation.
     """
     messages = payload.get("messages")
+    if type(messages) is list and messages and all(map(_is_plain, messages)):
+        return messages
     if messages is None:
         raise InvalidRequestError("'messages' is required.", param="messages", code="missing_required_parameter")
     if not isinstance(messages, list) or not messages:
@@ -104,6 +107,24 @@ def check_messages(payload: dict[str, Any]) -> list[dict[str, Any]]:
     for index, message in enumerate(messages):
         _check_message(message, f"messages[{index}]")
     return messages
+
+
+_PLAIN_KEYS: Final = frozenset({"role", "content"})
+
+
+def _is_plain(message: Any) -> bool:
+    """Whether `message` is exactly `{"role": <non-empty string>, "content": <string>}`.
+
+    Most messages are, and this passes them with one look at each field; any other message,
+    however slight the difference, goes to `_check_message`, which also names what is wrong.
+    """
+    return (
+        type(message) is dict
+        and message.keys() == _PLAIN_KEYS
+        and type(message["role"]) is str
+        and message["role"] != ""
+        and type(message["content"]) is str
+    )
 
 
 def _check_message(message: Any, at: str) -> None:

@@ -1,0 +1,130 @@
+"""The request side's fast paths accept exactly what the full checks accept, and nothing more.
+
+A plain `{role, content}` message, a request without memory headers, a bearer key looked up by
+its digest and a body that arrived whole each skip the general path. Every input here is one a
+careless fast path would let through (or turn away) where the general path answers otherwise.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import orjson
+import pytest
+
+from tests.conftest import GATEWAY_KEY, Gateway
+from tests.server.test_bad_input import AUTH, CONFIG, assert_error, call
+from tests.server.test_hostile_input import AUTH as AUTH_LINE
+from tests.server.test_hostile_input import CONFIG as MEMORY_CONFIG
+from tests.server.test_hostile_input import address, exchange, request
+
+PLAIN = {"role": "user", "content": "hi"}
+
+
+@pytest.mark.parametrize(
+    ("message", "param"),
+    [
+        ({"role": "user", "content": "hi", "name": 7}, "messages[3].name"),  # an odd extra key
+        ({"role": "tool", "content": "hi", "tool_call_id": ["c"]}, "messages[3].tool_call_id"),
+        ({"role": "assistant", "content": "hi", "tool_calls": "c"}, "messages[3].tool_calls"),
+        ({"role": "user", "content": 5}, "messages[3].content"),
+        ({"role": "user", "content": {"type": "text", "text": "hi"}}, "messages[3].content"),
+        ({"role": "user", "content": ["hi"]}, "messages[3].content[0]"),
+        ({"role": "user", "content": [{"type": "text", "text": 1}]}, "messages[3].content[0].text"),
+        ({"role": 5, "content": "hi"}, "messages[3].role"),
+        ({"role": ["user"], "content": "hi"}, "messages[3].role"),
+        ({"role": "", "content": "hi"}, "messages[3].role"),
+        ({"role": None, "content": "hi"}, "messages[3].role"),
+        ({"content": "hi", "name": "user"}, "messages[3].role"),  # two keys, but not role and content
+        ([["role", "user"], ["content", "hi"]], "messages[3]"),
+        ("user: hi", "messages[3]"),
+    ],
+    ids=lambda value: None if isinstance(value, str) and value.startswith("messages") else orjson.dumps(value).decode()[:50],
+)
+async def test_a_message_off_the_plain_shape_gets_the_full_checks_400(gateway: Gateway, message: object, param: str) -> None:
+    """Three plain messages first, so that only a look at every message finds the fourth."""
+    client = await gateway(CONFIG)
+    body = orjson.dumps({"model": "m", "messages": [PLAIN, PLAIN, PLAIN, message, PLAIN]})
+    status, _, payload = await call(client, "POST", "/v1/chat/completions", data=body, headers=AUTH)
+    assert status == 400, payload
+    assert_error(payload, param=param, code="invalid_type")
+
+
+@pytest.mark.parametrize(
+    "messages",
+    [
+        [PLAIN, {"role": "assistant", "content": None}],
+        [PLAIN, {"role": "user", "content": ""}],
+        [{"role": "user", "content": "hi", "name": "ann"}],
+        [{"role": "user", "content": [{"type": "text", "text": "hi"}]}],
+        [{"role": "user", "content": "hi", "x-provider-extra": {"a": 1}}],
+        [{"role": "assistant", "tool_calls": [{"id": "c", "function": {"name": "f", "arguments": "{}"}}]}],
+    ],
+    ids=["null-content", "empty-content", "name", "parts", "extra-key", "no-content"],
+)
+async def test_messages_off_the_plain_shape_that_the_full_checks_accept_pass(gateway: Gateway, messages: list[object]) -> None:
+    client = await gateway(CONFIG)
+    body = orjson.dumps({"model": "m", "messages": messages})
+    status, _, payload = await call(client, "POST", "/v1/chat/completions", data=body, headers=AUTH)
+    assert status == 200, payload
+
+
+@pytest.mark.parametrize(
+    "authorization",
+    [f"Bearer {GATEWAY_KEY}", f"bearer {GATEWAY_KEY}", f"BEARER {GATEWAY_KEY}", f"Bearer   {GATEWAY_KEY}",
+     f"Bearer {GATEWAY_KEY} \t", f"  Bearer {GATEWAY_KEY}"],
+    ids=["plain", "lower-case", "upper-case", "three-spaces", "trailing-space-tab", "leading-spaces"],
+)
+async def test_a_bearer_key_spaced_or_cased_oddly_is_still_the_key(gateway: Gateway, authorization: str) -> None:
+    data = request(b"Authorization: " + authorization.encode() + b"\r\n")
+    status, _, body = await exchange(await address(gateway, MEMORY_CONFIG), data)
+    assert status == 200, body
+
+
+@pytest.mark.parametrize(
+    "authorization",
+    [f"Bearer\t{GATEWAY_KEY}", f"Bearer{GATEWAY_KEY}", f"Bearer {GATEWAY_KEY} x", f"Bearer {GATEWAY_KEY.upper()}",
+     f"Bearer {GATEWAY_KEY[:-1]}", f"Bearer {GATEWAY_KEY[:2]}\t{GATEWAY_KEY[2:]}", f"Token {GATEWAY_KEY}", f"Bearer \u00a0{GATEWAY_KEY}x",
+     "Bearer " + orjson.dumps(GATEWAY_KEY).decode()],
+    ids=["tab", "no-space", "trailing-word", "upper-key", "prefix", "inner-tab", "other-scheme", "nbsp", "quoted"],
+)
+async def test_a_bearer_header_that_is_not_the_key_is_a_401(gateway: Gateway, authorization: str) -> None:
+    data = request(b"Authorization: " + authorization.encode() + b"\r\n")
+    status, _, body = await exchange(await address(gateway, MEMORY_CONFIG), data)
+    assert status == 401, body
+    assert_error(body, code="invalid_api_key")
+
+
+@pytest.mark.parametrize("header", [b"MEMORYID", b"memoryid", b"X-Memory-Id", b"x-MEMORY-id"])
+async def test_a_memory_id_header_in_any_case_turns_memory_on(gateway: Gateway, header: bytes) -> None:
+    where = await address(gateway, MEMORY_CONFIG)
+    status, headers, body = await exchange(where, request(AUTH_LINE + header + b": casing\r\n"))
+    assert status == 200, body
+    assert headers["x-memory-id"] == "casing"
+    status, _, body = await exchange(where, request(AUTH_LINE + header + b": not/valid\r\n"))
+    assert status == 400
+    assert_error(body, code="invalid_header")
+
+
+async def test_window_headers_without_a_memory_id_are_ignored(gateway: Gateway) -> None:
+    data = request(AUTH_LINE + b"memoryType: nonsense\r\nx-memory-max-tokens: -1\r\n")
+    status, headers, body = await exchange(await address(gateway, MEMORY_CONFIG), data)
+    assert status == 200, body
+    assert "x-memory-id" not in headers
+
+
+async def test_a_body_after_its_headers_is_read_within_the_deadline(gateway: Gateway) -> None:
+    """Headers first, the body a moment later: the read waits for the rest, not only what is there."""
+    where = await address(gateway, MEMORY_CONFIG + "server: {bodyReadTimeoutSeconds: 5}\n")
+    data = request(AUTH_LINE)
+    head, _, body = data.partition(b"\r\n\r\n")
+    reader, writer = await asyncio.open_connection(*where)
+    try:
+        writer.write(head + b"\r\n\r\n" + body[:10])
+        await writer.drain()
+        await asyncio.sleep(0.1)  # not synchronisation: only a gap, so that the body comes in two reads
+        writer.write(body[10:])
+        raw = await asyncio.wait_for(reader.read(), 10)
+    finally:
+        writer.close()
+    assert raw.startswith(b"HTTP/1.1 200"), raw[:300]
