@@ -25,6 +25,7 @@ _HEADERS: Final = {
     "maxChars": ("maxchars", "x-memory-max-chars", "max_chars"),
 }
 _BY_SPELLING: Final = {spelling: name for name, (*spellings, _) in _HEADERS.items() for spelling in spellings}
+_MEMORY_ID_SPELLINGS: Final = frozenset(_HEADERS["memoryId"][:2])
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +48,10 @@ def read_memory_headers(
     headers: Mapping[str, str], defaults: MemorySettings, limits: MemorySettings
 ) -> MemoryAsk | None:
     """The memory the request asks for, or None without a memoryId; a 400 names any bad header."""
+    # Most requests ask for no memory: one pass in C over the header names says so, and the
+    # other memory headers mean nothing without a memoryId.
+    if _MEMORY_ID_SPELLINGS.isdisjoint(map(str.lower, headers)):
+        return None
     given: dict[str, tuple[str, str]] = {}  # canonical name -> (the spelling errors name, value)
     for header, value in headers.items():
         lower = header.lower()
