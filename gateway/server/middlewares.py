@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import itertools
 import logging
 import os
 import re
 from collections.abc import Mapping, Sequence
+from hashlib import sha256
 
 import orjson
 from aiohttp import web
@@ -35,12 +34,11 @@ ANTHROPIC_PATH = "/v1/messages"  # errors there take Anthropic's shape
 _REQUEST_ID = re.compile(r"[\x21-\x7e]{1,200}")
 # Request ids need to be unique, not secret: a per-process random prefix and a counter are
 # unique across workers and restarts, and cost a fraction of uuid4's urandom call.
-_ID_PREFIX = os.urandom(6).hex()
-_id_counter = itertools.count(1)
+_request_ids = map(f"req_{os.urandom(6).hex()}{{:010x}}".format, itertools.count(1))
 
 
 def new_request_id() -> str:
-    return f"req_{_ID_PREFIX}{next(_id_counter):010x}"
+    return next(_request_ids)
 
 
 def error_response(error: GatewayError, request_id: str | None = None, *, anthropic: bool = False) -> web.Response:
@@ -91,35 +89,34 @@ class Authenticator:
     """Maps `Authorization: Bearer <gateway key>` to the key's name (the tenant).
 
     With no keys configured every caller shares one tenant. Keys are kept as SHA-256 digests and
-    every one is compared, so timing says nothing about which (if any) matched.
+    a token is looked up by its digest: what the lookup's timing could tell is about digests,
+    which a caller cannot steer toward a key's without knowing the key.
     """
 
     def __init__(self, keys: Sequence[ApiKey]) -> None:
-        self._keys = tuple(keys)
+        self._tenants = {key.sha256: key.name for key in keys}  # a repeated key: the last name, as before
 
     def tenant(self, request: web.Request) -> str:
-        if not self._keys:
+        tenants = self._tenants
+        if not tenants:
             return SHARED_TENANT
-        scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+        headers = request.headers
+        scheme, _, token = headers.get("Authorization", "").partition(" ")
+        if not scheme and "x-api-key" in headers:  # how Anthropic's clients send a key
+            scheme, token = "bearer", headers["x-api-key"]
         token = token.strip()
-        if not scheme and "x-api-key" in request.headers:  # how Anthropic's clients send a key
-            scheme, token = "bearer", request.headers["x-api-key"].strip()
-        if scheme.lower() != "bearer" or not token:
+        if not token or scheme.lower() != "bearer":
             raise AuthenticationError(
                 "Missing gateway API key: send 'Authorization: Bearer <key>' (or 'x-api-key: <key>')."
             )
-        tenant = None
         # aiohttp keeps undecodable header bytes as lone surrogates, which encode() refuses.
         # Keys are sent as printable ASCII (HTTP clients send headers so), so any other token is
         # simply an incorrect key.
         if token.isascii() and token.isprintable():
-            digest = hashlib.sha256(token.encode()).digest()
-            for key in self._keys:
-                if hmac.compare_digest(key.sha256, digest):
-                    tenant = key.name
-        if tenant is None:
-            raise AuthenticationError("Incorrect gateway API key provided.")
-        return tenant
+            tenant = tenants.get(sha256(token.encode()).digest())
+            if tenant is not None:
+                return tenant
+        raise AuthenticationError("Incorrect gateway API key provided.")
 
 
 async def _failure_response(request: web.Request, exc: Exception, request_id: str) -> web.StreamResponse:
@@ -155,13 +152,14 @@ def gateway_middleware(
 
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+        path = request.path
         request_id = request.headers.get("x-request-id")
         invalid_id = request_id is not None and not _REQUEST_ID.fullmatch(request_id)
         if request_id is None or invalid_id:
             request_id = new_request_id()
         request[REQUEST_ID] = request_id
-        trace = request[TRACE] = Trace(observer, request_id, request.method, request.path)
-        trace.endpoint = model_paths.get(request.path)
+        trace = request[TRACE] = Trace(observer, request_id, request.method, path)
+        trace.endpoint = model_paths.get(path)
         observe.current.set(trace)  # this task serves only this request: no reset needed
         trace.begin()
         status, code = observe.CLIENT_CLOSED, None  # unless an answer is settled below
@@ -173,7 +171,7 @@ def gateway_middleware(
                         param="x-request-id",
                         code="invalid_header",
                     )
-                if request.path.startswith("/v1/"):
+                if path.startswith("/v1/"):
                     request[TENANT] = trace.tenant = auth.tenant(request)
                 response = await handler(request)
             except ConnectionResetError:
