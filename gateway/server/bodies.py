@@ -50,14 +50,21 @@ async def read_payload(request: web.Request) -> tuple[bytes, dict[str, Any]]:
     re-encoded); a body without them stays the client's bytes.
     """
     server = request.app[CONFIG].server
-    check_content_encoding(request.headers.getall("Content-Encoding", ()))
-    if request.content_length is not None and request.content_length > server.max_body_bytes:
+    if "Content-Encoding" in request.headers:
+        check_content_encoding(request.headers.getall("Content-Encoding"))
+    length = request.content_length
+    if length is not None and length > server.max_body_bytes:
         raise PayloadTooLargeError(f"The request body is larger than the limit of {server.max_body_bytes} bytes.")
     try:
-        # The whole read is bounded, not each chunk: a client trickling a byte at a time would
-        # otherwise hold its connection for as long as it likes.
-        async with asyncio.timeout(server.body_read_timeout_seconds):
+        if request.content.is_eof():
+            # The whole body came with the headers (the common small request): reading it
+            # cannot wait, so it needs no deadline.
             raw = await request.read()
+        else:
+            # The whole read is bounded, not each chunk: a client trickling a byte at a time
+            # would otherwise hold its connection for as long as it likes.
+            async with asyncio.timeout(server.body_read_timeout_seconds):
+                raw = await request.read()
     except TimeoutError:
         raise RequestTimeoutError(
             f"The request body did not arrive within {server.body_read_timeout_seconds:g} seconds.",
