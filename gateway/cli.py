@@ -21,7 +21,7 @@ from gateway.config import (
     Target,
     load_config,
 )
-from gateway.logs import FORMATS, LEVELS, configure_logging, default_log_format
+from gateway.logs import ACCESS_FLUSH_SECONDS, FORMATS, LEVELS, configure_logging, default_log_format
 from gateway.metrics import multiprocess_dir, worker_exited
 from gateway.workers import supervise
 
@@ -95,6 +95,7 @@ def serve(
     workers: int = 1,
     log_format: str = "json",
     log_level: str = "info",
+    access_log_flush: float = ACCESS_FLUSH_SECONDS,
 ) -> None:
     """Run one gateway process until SIGTERM/SIGINT, draining in-flight requests on the way out."""
     from aiohttp import web
@@ -102,7 +103,7 @@ def serve(
     from gateway.server.app import create_app
 
     config = _load_or_exit(path)
-    configure_logging(log_format, log_level)
+    configure_logging(log_format, log_level, flush_seconds=access_log_flush)
     try:
         import uvloop
 
@@ -126,13 +127,20 @@ def serve(
 
 
 def serve_workers(
-    path: str, host: str | None, port: int | None, workers: int, *, log_format: str = "json", log_level: str = "info"
+    path: str,
+    host: str | None,
+    port: int | None,
+    workers: int,
+    *,
+    log_format: str = "json",
+    log_level: str = "info",
+    access_log_flush: float = ACCESS_FLUSH_SECONDS,
 ) -> int:
     """Run `workers` processes sharing one port (SO_REUSEPORT), supervised (see gateway.workers)."""
     config = _load_or_exit(path)  # fail once, in the parent, on a bad config
     configure_logging(log_format, log_level)
     context = multiprocessing.get_context("spawn")
-    options = {"workers": workers, "log_format": log_format, "log_level": log_level}
+    options = {"workers": workers, "log_format": log_format, "log_level": log_level, "access_log_flush": access_log_flush}
 
     def start() -> BaseProcess:
         process = context.Process(target=serve, args=(path, host, port), kwargs=options)
@@ -157,6 +165,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--log-format", choices=FORMATS, help="log line format (default: text on a terminal, else json)"
     )
     serve_cmd.add_argument("--log-level", choices=LEVELS, default="info", type=str.lower, help="default: info")
+    serve_cmd.add_argument(
+        "--access-log-flush", type=float, default=ACCESS_FLUSH_SECONDS, metavar="SECONDS",
+        help=f"longest wait of an access line in the write buffer (default: {ACCESS_FLUSH_SECONDS}; 0 writes each at once)",
+    )  # fmt: skip
     check_cmd = commands.add_parser("check-config", help="validate a config and print its routes")
     check_cmd.add_argument("path", nargs="?")
     return parser
@@ -174,9 +186,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
     if args.workers < 1:
         parser.error("--workers must be >= 1")
+    if not args.access_log_flush >= 0:  # also rejects nan
+        parser.error("--access-log-flush must be >= 0")
     path = _config_path(args.config)
     # Resolved here, where stderr is the operator's: workers are told the format, not left to guess.
-    logs = {"log_format": args.log_format or default_log_format(sys.stderr), "log_level": args.log_level}
+    logs = {
+        "log_format": args.log_format or default_log_format(sys.stderr),
+        "log_level": args.log_level,
+        "access_log_flush": args.access_log_flush,
+    }
     if args.workers == 1:
         serve(path, args.host, args.port, **logs)
         return 0

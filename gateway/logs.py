@@ -6,16 +6,21 @@ serving a request carries that request's id without being passed it. Structured 
 `extra={"fields": {...}}` and become JSON keys or `key=value` pairs.
 
 `RequestLog` is the observer that writes the access line when a request ends. It reads only the
-Trace's summary: names, counts, timings and statuses, never bodies, headers or keys.
+Trace's summary: names, counts, timings and statuses, never bodies, headers or keys. Access lines
+skip the logging module's per-record work and are written in batches, within half a second.
 """
 
 from __future__ import annotations
 
+import asyncio
+import bisect
+import itertools
 import logging
 import re
+import select
 import sys
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Iterator, Mapping
 from typing import Any, TextIO
 
 import orjson
@@ -25,6 +30,8 @@ from gateway import observe
 FORMATS = ("json", "text")
 LEVELS = ("debug", "info", "warning", "error")
 ACCESS_LOGGER = "gateway.access"
+ACCESS_FLUSH_SECONDS = 0.5  # the longest an access line waits in the buffer
+ACCESS_BUFFER_LINES = 128  # written at once when this many wait (~50 kB of JSON)
 
 access_log = logging.getLogger(ACCESS_LOGGER)
 
@@ -54,55 +61,79 @@ class _UtcClock:
         return f"{prefix}.{int((created - second) * 1000):03d}Z"
 
 
-class JsonFormatter(logging.Formatter):
-    """One JSON object per line: time, level, logger, message, request_id, then the record's fields."""
+class _LineFormatter(logging.Formatter):
+    """A formatter that can also build a line from its parts, without a LogRecord."""
 
     def __init__(self) -> None:
         super().__init__()
         self._clock = _UtcClock()
 
+    def line(
+        self, created: float, level: str, logger: str, message: str, request_id: str | None, fields: Mapping[str, Any] | None
+    ) -> str:
+        """The line a record with these attributes (and no exception) is formatted as."""
+        raise NotImplementedError
+
+
+class JsonFormatter(_LineFormatter):
+    """One JSON object per line: time, level, logger, message, request_id, then the record's fields."""
+
     def format(self, record: logging.LogRecord) -> str:
-        line: dict[str, Any] = {
-            "time": self._clock.iso(record.created),
-            "level": record.levelname.lower(),
-            "logger": record.name,
-            "message": record.getMessage(),
-        }
-        request_id = getattr(record, "request_id", None)
+        more = {}
+        if record.exc_info:
+            more["exception"] = self.formatException(record.exc_info)
+        if record.stack_info:
+            more["stack"] = self.formatStack(record.stack_info)
+        return self.line(
+            record.created, record.levelname, record.name, record.getMessage(),
+            getattr(record, "request_id", None), getattr(record, "fields", None), more,
+        )  # fmt: skip
+
+    def line(
+        self,
+        created: float,
+        level: str,
+        logger: str,
+        message: str,
+        request_id: str | None,
+        fields: Mapping[str, Any] | None,
+        more: Mapping[str, Any] | None = None,
+    ) -> str:
+        """The JSON line; `more` (an exception) comes after the fields."""
+        line: dict[str, Any] = {"time": self._clock.iso(created), "level": level.lower(), "logger": logger, "message": message}
         if request_id is not None:
             line["request_id"] = request_id
-        fields = getattr(record, "fields", None)
         if fields:
             line.update(fields)
-        if record.exc_info:
-            line["exception"] = self.formatException(record.exc_info)
-        if record.stack_info:
-            line["stack"] = self.formatStack(record.stack_info)
+        if more:
+            line.update(more)
         return orjson.dumps(line, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
 
 
-class TextFormatter(logging.Formatter):
+class TextFormatter(_LineFormatter):
     """`time LEVEL logger [request_id] message key=value ...`, the traceback on the lines after."""
 
-    def __init__(self) -> None:
-        super().__init__()
-        self._clock = _UtcClock()
-
     def format(self, record: logging.LogRecord) -> str:
-        request_id = getattr(record, "request_id", None)
-        parts = [self._clock.iso(record.created), record.levelname, record.name]
-        if request_id is not None:
-            parts.append(f"[{request_id}]")
-        parts.append(record.getMessage())
-        fields = getattr(record, "fields", None)
-        if fields:
-            parts.extend(f"{key}={_text_value(value)}" for key, value in fields.items() if value is not None)
-        text = " ".join(parts)
+        text = self.line(
+            record.created, record.levelname, record.name, record.getMessage(),
+            getattr(record, "request_id", None), getattr(record, "fields", None),
+        )  # fmt: skip
         if record.exc_info:
             text += "\n" + self.formatException(record.exc_info)
         if record.stack_info:
             text += "\n" + self.formatStack(record.stack_info)
         return text
+
+    def line(
+        self, created: float, level: str, logger: str, message: str, request_id: str | None, fields: Mapping[str, Any] | None
+    ) -> str:
+        parts = [self._clock.iso(created), level, logger]
+        if request_id is not None:
+            parts.append(f"[{request_id}]")
+        parts.append(message)
+        if fields:
+            parts.extend(f"{key}={_text_value(value)}" for key, value in fields.items() if value is not None)
+        return " ".join(parts)
 
 
 _PLAIN = re.compile(r'[^\s"=]+')  # a text value that needs no quotes
@@ -117,7 +148,83 @@ def _text_value(value: Any) -> str:
 
 
 class _GatewayHandler(logging.StreamHandler[TextIO]):
-    """The handler `configure_logging` installs (a type of its own, so a second call finds it)."""
+    """The handler `configure_logging` installs: log records as lines, access lines in batches.
+
+    Access lines come formatted from `RequestLog` (no LogRecord) and wait in a buffer, as with
+    nginx's `access_log ... buffer= flush=`: they are written `flush_seconds` after the first of
+    them, when ACCESS_BUFFER_LINES wait, before any other record (so the order holds), and when
+    the handler is flushed (logging.shutdown() at exit does that). `flush_seconds` 0 writes each
+    line at once. Writes are at most PIPE_BUF bytes, which a pipe takes whole: lines of workers
+    sharing one stderr never interleave mid-line.
+    """
+
+    def __init__(self, stream: TextIO, formatter: _LineFormatter, *, flush_seconds: float) -> None:
+        super().__init__(stream)
+        self.setFormatter(formatter)
+        self.line_formatter = formatter
+        self.flush_seconds = flush_seconds
+        self._batch = ACCESS_BUFFER_LINES if flush_seconds else 1  # lines written at once
+        self._pending: list[str] = []
+        self._timer: asyncio.TimerHandle | None = None
+
+    def write_access(self, line: str) -> None:
+        """Write one access line within `flush_seconds` (at once if there is no event loop to wait on)."""
+        pending = self._pending
+        pending.append(line + "\n")
+        if len(pending) >= self._batch:
+            self.flush_access()
+        elif self._timer is None:
+            self._start_timer()
+
+    def _start_timer(self) -> None:
+        try:
+            loop = asyncio.get_running_loop()  # a syscall on 3.11: paid once a batch, not once a line
+        except RuntimeError:
+            self.flush_access()
+            return
+        self._timer = loop.call_later(self.flush_seconds, self.flush_access)
+
+    def flush_access(self) -> None:
+        """Write the access lines waiting in the buffer."""
+        self.acquire()
+        try:
+            self._timer = None
+            pending = self._pending
+            count = len(pending)
+            if not count:
+                return
+            # Two steps, each atomic: a line another thread appends in between stays queued.
+            lines = pending[:count]
+            del pending[:count]
+            for piece in _pieces(lines):
+                self.stream.write(piece)
+            self.stream.flush()
+        except Exception:  # as emit(): a broken stream is reported on stderr, never raised
+            self.handleError(logging.makeLogRecord({"name": ACCESS_LOGGER, "msg": "access lines"}))
+        finally:
+            self.release()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self._pending:
+            self.flush_access()
+        super().emit(record)
+
+    def flush(self) -> None:
+        self.flush_access()
+        super().flush()
+
+
+def _pieces(lines: list[str], limit: int = select.PIPE_BUF) -> Iterator[str]:
+    """`lines` (each ending in a newline) joined into pieces of at most `limit` bytes; a longer line is one."""
+    ends = list(itertools.accumulate(map(len, map(str.encode, lines))))  # in C: no Python step per line
+    start, written = 0, 0
+    while start < len(lines):
+        stop = max(bisect.bisect_right(ends, written + limit, start), start + 1)
+        yield "".join(lines[start:stop])
+        start, written = stop, ends[stop - 1]
+
+
+_installed: _GatewayHandler | None = None  # the handler `configure_logging` put on the root logger
 
 
 def default_log_format(stream: TextIO) -> str:
@@ -128,25 +235,33 @@ def default_log_format(stream: TextIO) -> str:
         return "json"
 
 
-def configure_logging(fmt: str, level: str, *, stream: TextIO | None = None) -> logging.Handler:
+def configure_logging(
+    fmt: str, level: str, *, stream: TextIO | None = None, flush_seconds: float = ACCESS_FLUSH_SECONDS
+) -> logging.Handler:
     """Send every log record to `stream` (stderr) as `fmt` ("json" or "text") lines, from `level` up.
 
-    Replaces a handler an earlier call installed, so calling it twice leaves one; other handlers
-    on the root logger are left alone. Returns the handler.
+    Access lines wait up to `flush_seconds` to be written in batches (0: each at once).
+    Replaces a handler an earlier call installed (writing what it still holds), so calling it
+    twice leaves one; other handlers on the root logger are left alone. Returns the handler.
     """
+    global _installed
     if fmt not in FORMATS:
         raise ValueError(f"log format must be one of {', '.join(FORMATS)}, got {fmt!r}")
     if level not in LEVELS:
         raise ValueError(f"log level must be one of {', '.join(LEVELS)}, got {level!r}")
-    handler = _GatewayHandler(sys.stderr if stream is None else stream)
-    handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
+    if not flush_seconds >= 0:  # also rejects nan
+        raise ValueError(f"access log flush interval must be >= 0 seconds, got {flush_seconds!r}")
+    formatter = JsonFormatter() if fmt == "json" else TextFormatter()
+    handler = _GatewayHandler(sys.stderr if stream is None else stream, formatter, flush_seconds=flush_seconds)
     handler.addFilter(RequestIdFilter())
     root = logging.getLogger()
     for old in [h for h in root.handlers if isinstance(h, _GatewayHandler)]:
         root.removeHandler(old)
+        old.flush()
     root.addHandler(handler)
     root.setLevel(level.upper())
     logging.captureWarnings(True)  # a warnings.warn() becomes a line in the same format
+    _installed = handler
     return handler
 
 
@@ -154,7 +269,10 @@ class RequestLog(observe.Observer):
     """Writes one INFO line on `gateway.access` per request, when it has ended.
 
     Requests to `quiet_paths` (health checks, the metrics scrape: one every few seconds from
-    machines) are logged at DEBUG.
+    machines) are logged at DEBUG. The logger's level decides whether a line is written; the
+    line itself goes straight to the handler `configure_logging` installed, formatted here:
+    a LogRecord and the handler chain would cost more than the rest of the line. Without that
+    handler on the root logger, lines go through `logger` as any record does.
     """
 
     def __init__(self, logger: logging.Logger = access_log, *, quiet_paths: Collection[str] = ()) -> None:
@@ -163,15 +281,23 @@ class RequestLog(observe.Observer):
 
     def request_ended(self, trace: observe.Trace) -> None:
         logger = self.logger
-        level = logging.DEBUG if trace.path in self.quiet_paths else logging.INFO
+        level, level_name = _QUIET if trace.path in self.quiet_paths else _LOUD
         if not logger.isEnabledFor(level):
             return
-        # Built here rather than by logger.info(): skipping the caller lookup and the `extra`
-        # merge halves the cost of a line that every request pays.
+        handler = _installed
+        if handler is not None and handler in _root.handlers:
+            line = handler.line_formatter.line(time.time(), level_name, logger.name, "request", trace.request_id, access_fields(trace))
+            handler.write_access(line)
+            return
         record = logging.LogRecord(logger.name, level, __file__, 0, "request", None, None)
         record.request_id = trace.request_id
         record.fields = access_fields(trace)
         logger.handle(record)
+
+
+_QUIET = (logging.DEBUG, "DEBUG")
+_LOUD = (logging.INFO, "INFO")
+_root = logging.getLogger()
 
 
 def access_fields(trace: observe.Trace) -> dict[str, Any]:
