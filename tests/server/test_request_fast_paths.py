@@ -106,6 +106,23 @@ async def test_a_memory_id_header_in_any_case_turns_memory_on(gateway: Gateway, 
     assert_error(body, code="invalid_header")
 
 
+@pytest.mark.parametrize(
+    ("lines", "memory_id"),
+    [
+        (b"x-memory-id: kebab\r\nmemoryId: plain\r\n", "plain"),
+        (b"memoryId: plain\r\nx-memory-id: kebab\r\n", "plain"),
+        (b"X-Memory-Id: first\r\nx-memory-id: second\r\n", "first"),
+        (b"Accept: */*\r\nmaxTokens: 330\r\nUser-Agent: t\r\nmemoryId: among-others\r\nX-Other: 1\r\n", "among-others"),
+    ],
+    ids=["plain-after-kebab", "plain-before-kebab", "kebab-twice", "among-other-headers"],
+)
+async def test_which_memory_id_header_counts(gateway: Gateway, lines: bytes, memory_id: str) -> None:
+    """The plain spelling wins over x-memory-id, else the first one sent; each value stays with its name."""
+    status, headers, body = await exchange(await address(gateway, MEMORY_CONFIG), request(AUTH_LINE + lines))
+    assert status == 200, body
+    assert headers["x-memory-id"] == memory_id
+
+
 async def test_window_headers_without_a_memory_id_are_ignored(gateway: Gateway) -> None:
     data = request(AUTH_LINE + b"memoryType: nonsense\r\nx-memory-max-tokens: -1\r\n")
     status, headers, body = await exchange(await address(gateway, MEMORY_CONFIG), data)
