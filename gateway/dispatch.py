@@ -1,10 +1,11 @@
 """Runs the attempts the strategy tree asks for: retries, timeouts and the stream commit point.
 
 `routing.walk` decides which target comes next; this module does the I/O for each attempt and
-reports its Outcome back. tenacity handles per-target retries, before the parent node judges.
-With circuit breakers, the walk is told which targets it may call, and every attempt's outcome
-goes to the target's breaker; a target skipped for its open circuit is listed among the attempts
-(status 503, "skipped") without a call.
+reports its Outcome back. A target's own retries happen before the parent node judges: a plain
+loop, entered only once a call failed. With circuit breakers, the walk is told which targets it
+may call, and every attempt's outcome goes to the target's breaker; a target skipped for its open
+circuit is listed among the attempts (status 503, "skipped") without a call. A route of one
+target whose circuit is closed (the common case) takes no walk at all.
 """
 
 from __future__ import annotations
@@ -18,11 +19,11 @@ from dataclasses import dataclass, field
 from typing import Any, Final, NamedTuple
 
 import orjson
-from tenacity import AsyncRetrying, RetryCallState, retry_if_result
 
 from gateway.breakers import FORCED, ORDINARY, PROBE, REFUSED, SKIPPED, Breakers
 from gateway.chunks import MalformedEvent, ReplayedStream, read_chunk, replay
 from gateway.config import RetryPolicy, Route, Target
+from gateway.deadline import Deadline
 from gateway.errors import Attempt, UpstreamError
 from gateway.observe import CLIENT_CLOSED, INVALID_RESPONSE, STREAM_ERROR, TIMEOUT, Trace
 from gateway.providers.base import JSON, Call, EventStream, Provider, Reply, TransportError
@@ -86,6 +87,8 @@ class _Try:
         """The attempt's outcome as metrics name it: the kind of failure, else the status code."""
         return self.kind or str(self.outcome.status)
 
+
+OK: Final = "ok"  # a usable answer's detail: the gateway's word, never an upstream's text
 
 MAX_RETRY_AFTER_SECONDS = 86_400.0  # a day; a longer or non-finite value is nonsense, taken as absent
 
@@ -176,6 +179,7 @@ class Dispatcher:
         self._rng = rng
         self._sleep = sleep
         self._breakers = breakers
+        self._loop: asyncio.AbstractEventLoop | None = None  # the one its providers' session runs on
 
     @property
     def breakers(self) -> Breakers | None:
@@ -185,18 +189,22 @@ class Dispatcher:
         """Try targets until the tree settles; raise UpstreamError when it settles on a failure."""
         attempts: list[Attempt] = []
         health = self._breakers.health(route) if self._breakers is not None else None
-        walker = walk(route.root, self._rng, health)
-        step = next(walker)
-        while True:
-            if health is None and isinstance(step, Target):  # every breaker closed: nothing to ask
-                target, tried = step, await self._try_target(step, request, attempts)
-            else:
-                target, tried = await self._take(step, request, attempts)
-            try:
-                step = walker.send(tried.outcome)
-            except StopIteration:
-                break
-            request.trace.fell_back(target, tried.label)
+        root = route.root
+        if health is None and isinstance(root, Target):  # one target, its circuit closed: nothing to walk
+            target, tried = root, await self._try_target(root, request, attempts)
+        else:
+            walker = walk(root, self._rng, health)
+            step = next(walker)
+            while True:
+                if health is None and isinstance(step, Target):  # every breaker closed: nothing to ask
+                    target, tried = step, await self._try_target(step, request, attempts)
+                else:
+                    target, tried = await self._take(step, request, attempts)
+                try:
+                    step = walker.send(tried.outcome)
+                except StopIteration:
+                    break
+                request.trace.fell_back(target, tried.label)
         if tried.outcome.ok:
             return Result(target, attempts, tried.reply, tried.stream, tried.first_event, tried.started)
         raise self._failure(route, target, attempts, tried)
@@ -240,53 +248,47 @@ class Dispatcher:
         decides the target's open breaker.
         """
         call = self._call_for(target, request)
-        policy = target.retry
-        once = self._open_stream if request.stream else self._complete
-        trace = request.trace
-        breakers = self._breakers
-        probe = admitted != ORDINARY
-        previous: _Try | None = None
-
-        async def attempt() -> _Try:
-            nonlocal previous, probe
-            if previous is not None:
-                trace.retried(target, previous.label)
-            trace.attempt_started(target)
-            started = time.monotonic()
-            try:
-                tried = await once(call)
-            except BaseException as exc:
-                if admitted == PROBE and probe and breakers is not None:  # no verdict: the next request may take the trial
-                    breakers.release(target)
-                if isinstance(exc, asyncio.CancelledError):  # the client left: the attempt ends here, unanswered
-                    trace.attempt_ended(target, str(CLIENT_CLOSED), time.monotonic() - started)
-                raise
-            tried.started = started
-            attempts.append(Attempt(target.name, tried.outcome.status, redact(tried.detail, target)))
-            if tried.stream is None:  # a committed stream's attempt ends when the relay ends it
-                trace.attempt_ended(target, tried.label, time.monotonic() - started)
-            # a stream is judged at its first event, like the route judges it
-            if breakers is not None and (told := breakers.record(target, tried.outcome, probe, tried.retry_after)):
-                await told
-            probe = False
-            previous = tried
+        tried = await self._attempt(call, request, attempts, admitted)
+        if tried.outcome.ok or not target.retry.attempts:  # the common case: no retry loop to enter
             return tried
+        return await self._retry(call, request, attempts, tried)
 
-        if policy.attempts == 0:  # no retry machinery on the common path
-            return await attempt()
+    async def _retry(self, call: Call, request: Request, attempts: list[Attempt], tried: _Try) -> _Try:
+        """Call the target again after `tried` failed, while its retry policy and its breaker allow."""
+        target = call.target
+        policy, breakers = target.retry, self._breakers
+        for number in range(1, policy.attempts + 1):  # `number`: the attempt that just failed
+            if not _retryable(policy, tried):
+                break
+            if breakers is not None and not breakers.available(target):  # a retry would call an open circuit
+                break
+            await self._sleep(_backoff(policy, number, tried, self._rng))
+            request.trace.retried(target, tried.label)
+            tried = await self._attempt(call, request, attempts, ORDINARY)
+        return tried
 
-        def again(tried: _Try) -> bool:  # not once the breaker opened: a retry would be a call to an open circuit
-            return _retryable(policy, tried) and (breakers is None or breakers.available(target))
-
-        retrying = AsyncRetrying(
-            stop=lambda state: _stop(policy, state),
-            wait=lambda state: _wait(policy, state, self._rng),
-            retry=retry_if_result(again),
-            retry_error_callback=lambda state: state.outcome.result() if state.outcome else None,
-            sleep=self._sleep,
-        )
-        result: _Try = await retrying(attempt)
-        return result
+    async def _attempt(self, call: Call, request: Request, attempts: list[Attempt], admitted: int) -> _Try:
+        """One call: told to the trace, listed among the attempts, reported to the target's breaker."""
+        target, trace, breakers = call.target, request.trace, self._breakers
+        trace.attempt_started(target)
+        started = time.monotonic()
+        try:
+            tried = await (self._open_stream(call) if request.stream else self._complete(call))
+        except BaseException as exc:
+            if admitted == PROBE and breakers is not None:  # no verdict: the next request may take the trial
+                breakers.release(target)
+            if isinstance(exc, asyncio.CancelledError):  # the client left: the attempt ends here, unanswered
+                trace.attempt_ended(target, str(CLIENT_CLOSED), time.monotonic() - started)
+            raise
+        tried.started = started
+        detail = tried.detail if tried.detail == OK else redact(tried.detail, target)  # OK is ours, no upstream text
+        attempts.append(Attempt(target.name, tried.outcome.status, detail))
+        if tried.stream is None:  # a committed stream's attempt ends when the relay ends it
+            trace.attempt_ended(target, tried.label, time.monotonic() - started)
+        # a stream is judged at its first event, like the route judges it
+        if breakers is not None and (told := breakers.record(target, tried.outcome, admitted != ORDINARY, tried.retry_after)):
+            await told
+        return tried
 
     @staticmethod
     def _call_for(target: Target, request: Request) -> Call:
@@ -298,24 +300,28 @@ class Dispatcher:
         call.client_headers = request.client_headers
         return call
 
-    def _provider(self, target: Target) -> Provider:
-        return self._providers[target.provider]
+    def _deadline(self, seconds: float) -> Deadline:
+        """A Deadline on the dispatcher's loop, looked up once: on 3.11 each lookup is a getpid() syscall."""
+        if self._loop is None:
+            self._loop = asyncio.get_running_loop()
+        return Deadline(self._loop, seconds)
 
     async def _complete(self, call: Call) -> _Try:
+        target = call.target
         try:
-            async with asyncio.timeout(call.target.timeout):
-                reply = await self._provider(call.target).complete(call)
+            with self._deadline(target.timeout):
+                reply = await self._providers[target.provider].complete(call)
         except TransportError as exc:
             return _Try(Outcome(exc.status, transport=True), exc.detail, kind=exc.kind)
         except TimeoutError:
-            return _Try(Outcome(504, transport=True), f"timed out after {call.target.timeout:g}s", kind=TIMEOUT)
+            return _Try(Outcome(504, transport=True), f"timed out after {target.timeout:g}s", kind=TIMEOUT)
         return _judge_reply(reply, call.endpoint)
 
     async def _open_stream(self, call: Call) -> _Try:
         opened: Reply | EventStream | None = None
         try:
-            async with asyncio.timeout(call.target.timeout):
-                opened = await self._provider(call.target).stream(call)
+            with self._deadline(call.target.timeout):
+                opened = await self._providers[call.target.provider].stream(call)
                 if isinstance(opened, Reply):
                     return _replay_reply(call, opened)
                 first = await _first_event(opened)
@@ -344,7 +350,7 @@ class Dispatcher:
             status = status if isinstance(status, int) and 400 <= status <= 599 else 502
             detail = f"error event: {error.get('message', '')}"[:300]
             return _Try(Outcome(status, transport=True), detail, kind=STREAM_ERROR)
-        return _Try(Outcome(opened.status), "ok", stream=opened, first_event=first)
+        return _Try(Outcome(opened.status), OK, stream=opened, first_event=first)
 
 
 def _skip(target: Target, attempts: list[Attempt]) -> _Try:
@@ -364,7 +370,7 @@ def _replay_reply(call: Call, reply: Reply) -> _Try:
     if events is None:
         detail = "malformed upstream response (a stream was asked for; the JSON is not a completion)"
         return _Try(Outcome(502, transport=True), detail, kind=INVALID_RESPONSE)
-    return _Try(Outcome(200), "ok", stream=ReplayedStream(events[1:], reply.headers), first_event=events[0])
+    return _Try(Outcome(200), OK, stream=ReplayedStream(events[1:], reply.headers), first_event=events[0])
 
 
 async def _first_event(stream: EventStream) -> Event | None:
@@ -391,7 +397,7 @@ def _judge_reply(reply: Reply, endpoint: str) -> _Try:
     if not reply.ok:
         return _Try(Outcome(reply.status), _error_fields(reply.body).message, reply=reply, retry_after=retry_after_seconds(reply.headers))
     if endpoint in OPAQUE_ANSWERS:
-        return _Try(Outcome(reply.status), "ok", reply=reply)
+        return _Try(Outcome(reply.status), OK, reply=reply)
     try:
         reply.data = orjson.loads(reply.body)
     except orjson.JSONDecodeError:
@@ -405,23 +411,20 @@ def _judge_reply(reply: Reply, endpoint: str) -> _Try:
         status = code if isinstance(code, int) and 400 <= code <= 599 else 502
         detail = f"error in a {reply.status} answer: {fields.message}"[:300]
         return _Try(Outcome(status, transport=True), detail, kind=INVALID_RESPONSE)
-    return _Try(Outcome(reply.status), "ok", reply=reply)
+    return _Try(Outcome(reply.status), OK, reply=reply)
 
 
 def _retryable(policy: RetryPolicy, tried: _Try) -> bool:
-    return not tried.outcome.ok and (tried.outcome.transport or tried.outcome.status in policy.on_status_codes)
+    """Whether the policy calls the target again after `tried` (not when asked to wait too long)."""
+    outcome = tried.outcome
+    if outcome.ok or not (outcome.transport or outcome.status in policy.on_status_codes):
+        return False
+    return tried.retry_after is None or tried.retry_after <= policy.max_retry_after_seconds
 
 
-def _stop(policy: RetryPolicy, state: RetryCallState) -> bool:
-    if state.attempt_number > policy.attempts:
-        return True
-    tried = state.outcome.result() if state.outcome is not None else None
-    return bool(tried and tried.retry_after is not None and tried.retry_after > policy.max_retry_after_seconds)
-
-
-def _wait(policy: RetryPolicy, state: RetryCallState, rng: Random) -> float:
-    tried = state.outcome.result() if state.outcome is not None else None
-    if tried is not None and tried.retry_after is not None:
+def _backoff(policy: RetryPolicy, number: int, tried: _Try, rng: Random) -> float:
+    """Seconds to wait after failed attempt `number` (the first is 1): the upstream's Retry-After, else full jitter."""
+    if tried.retry_after is not None:
         return float(tried.retry_after)
-    ceiling = min(policy.max_backoff_seconds, policy.backoff_seconds * 2.0 ** (state.attempt_number - 1))
-    return rng.random() * ceiling  # full jitter
+    ceiling = min(policy.max_backoff_seconds, policy.backoff_seconds * 2.0 ** (number - 1))
+    return rng.random() * ceiling

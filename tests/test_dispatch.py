@@ -8,10 +8,9 @@ from types import MappingProxyType
 
 import orjson
 import pytest
-from tenacity import RetryCallState
 
 from gateway.config import RetryPolicy, Target
-from gateway.dispatch import Dispatcher, Request, _judge_reply, _wait, retry_after_seconds
+from gateway.dispatch import Dispatcher, Request, _backoff, _judge_reply, _Try, retry_after_seconds
 from gateway.providers.base import Reply
 from gateway.routing import Outcome
 
@@ -67,10 +66,9 @@ def test_retry_after_http_date() -> None:
 def test_backoff_is_full_jitter_under_an_exponential_cap() -> None:
     policy = RetryPolicy(attempts=5, backoff_seconds=0.5, max_backoff_seconds=3)
     rng = random.Random(0)
+    failed = _Try(Outcome(503))
     for attempt, cap in [(1, 0.5), (2, 1.0), (3, 2.0), (4, 3.0), (5, 3.0)]:
-        state = RetryCallState(retry_object=None, fn=None, args=(), kwargs={})  # type: ignore[arg-type]
-        state.attempt_number = attempt
-        waits = [_wait(policy, state, rng) for _ in range(200)]
+        waits = [_backoff(policy, attempt, failed, rng) for _ in range(200)]
         assert min(waits) >= 0 and max(waits) <= cap
         assert max(waits) > cap * 0.8  # the whole range is used, not a fixed delay
 

@@ -1,0 +1,67 @@
+"""Deadline: fires like asyncio.timeout, and never mistakes a cancellation from outside for its own."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from gateway.deadline import Deadline
+
+
+async def test_a_block_that_outlasts_its_deadline_raises_timeout_error() -> None:
+    never = asyncio.Event()
+    task = asyncio.current_task()
+    assert task is not None
+    with pytest.raises(TimeoutError), Deadline(asyncio.get_running_loop(), 0.01):
+        await never.wait()
+    assert task.cancelling() == 0  # its cancel was taken back: the task carries on as if never cancelled
+    await asyncio.sleep(0)  # and nothing is left to cancel it later
+
+
+async def test_a_block_that_ends_in_time_is_not_cancelled_afterwards() -> None:
+    deadline = Deadline(asyncio.get_running_loop(), 0.01)
+    with deadline:
+        await asyncio.sleep(0)
+    await asyncio.sleep(0.05)  # past the deadline: its timer was cancelled on the way out
+    assert not deadline.expired
+
+
+async def test_a_cancellation_from_outside_stays_a_cancellation() -> None:
+    entered, never = asyncio.Event(), asyncio.Event()
+
+    async def waits() -> None:
+        with Deadline(asyncio.get_running_loop(), 60):
+            entered.set()
+            await never.wait()
+
+    task = asyncio.create_task(waits())
+    await entered.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+
+async def test_a_cancellation_arriving_with_the_expiry_wins() -> None:
+    """The client left just as the deadline passed: the task must still end cancelled, not timed out."""
+    never = asyncio.Event()
+    loop = asyncio.get_running_loop()
+
+    async def waits() -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        with Deadline(loop, 0.01) as deadline:
+            loop.call_later(0.02, task.cancel)  # the client leaves just after the deadline passes
+            time.sleep(0.05)  # noqa: ASYNC251  (the loop held up on purpose: both are due at its next turn, the expiry first)
+            await never.wait()
+        assert deadline.expired  # not reached: the block must raise
+
+    task = asyncio.create_task(waits())
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+
+async def test_other_errors_pass_through() -> None:
+    with pytest.raises(ValueError, match="boom"), Deadline(asyncio.get_running_loop(), 60):
+        raise ValueError("boom")
