@@ -19,7 +19,14 @@ import openai
 import pytest
 
 from gateway import cli, observe
-from gateway.logs import ACCESS_BUFFER_LINES, RequestLog, configure_logging
+from gateway.logs import (
+    ACCESS_BUFFER_LINES,
+    JsonFormatter,
+    RequestLog,
+    TextFormatter,
+    access_fields,
+    configure_logging,
+)
 from tests.test_cli import free_port, wait_ready
 
 
@@ -146,6 +153,17 @@ async def test_without_the_gateway_handler_lines_go_through_the_logger(install: 
         logger.removeHandler(collector)
     [record] = records
     assert (record.getMessage(), record.request_id, record.fields["status"]) == ("request", "req_1", 200)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("formatter", [JsonFormatter(), TextFormatter()], ids=["json", "text"])
+def test_the_access_line_is_what_the_formatter_makes_of_its_record(formatter: JsonFormatter | TextFormatter) -> None:
+    """The access line skips the LogRecord, not anything the line says."""
+    trace = observe.Trace(request_id="req_1", method="POST", path="/v1/chat/completions", tenant="team a")
+    trace.stream, trace.attempts, trace.prompt_tokens, trace.completion_tokens = True, 2, 11, 7
+    trace.end(200)
+    record = logging.LogRecord("gateway.access", logging.INFO, __file__, 0, "request", None, None)
+    record.request_id, record.fields = "req_1", access_fields(trace)
+    assert formatter.access_line(record.created, "INFO", "gateway.access", trace) == formatter.format(record)
 
 
 def test_the_flush_interval_flag_reaches_serve(monkeypatch: pytest.MonkeyPatch) -> None:
