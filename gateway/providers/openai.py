@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Coroutine, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Awaitable, Coroutine, Mapping
 from typing import Any
 
 import aiohttp
@@ -19,35 +18,47 @@ from gateway.sse import Event, EventParser, EventTooLarge
 # Endpoints whose 2xx body is relayed as it arrives (speech audio can be long), not read first.
 STREAMED_ANSWERS = frozenset({"audio/speech"})
 
-_RELAYED = ("retry-after", "retry-after-ms")
+_RELAYED = frozenset({"retry-after", "retry-after-ms"})
 _RATE_LIMITS = ("x-ratelimit-", "anthropic-ratelimit-")
+# Header names, spelled as upstreams send them, found not worth relaying (Date, Server, ...): an
+# answer that has only these is passed over by one C-level set check. Bounded, so that an upstream
+# inventing names costs only the plain loop, never memory.
+_PASSED_OVER: set[str] = set()
+_MOST_PASSED_OVER = 1024
 
 
 def relayed_headers(headers: CIMultiDictProxy[str]) -> dict[str, str]:
     """The upstream headers a client should see: rate-limit state (OpenAI's and Anthropic's) and Retry-After."""
+    if _PASSED_OVER.issuperset(headers.keys()):  # the usual answer: nothing to relay
+        return {}
     relayed = {}
     for key, value in headers.items():
+        if key in _PASSED_OVER:
+            continue
         lower = key.lower()
         if lower.startswith(_RATE_LIMITS) or lower in _RELAYED:
             relayed[lower] = value
+        elif len(_PASSED_OVER) < _MOST_PASSED_OVER:
+            _PASSED_OVER.add(str(key))
     return relayed
 
 
-@contextmanager
-def _transport_errors() -> Iterator[None]:
-    """Map aiohttp's failures to TransportError, here and nowhere else."""
-    try:
-        yield
-    except aiohttp.ServerTimeoutError as exc:
-        raise TransportError(f"upstream timed out ({exc})", status=504) from None
-    except aiohttp.ClientConnectorError as exc:
-        raise TransportError(f"cannot connect to upstream ({exc.os_error.strerror or exc})") from None
-    except aiohttp.ServerDisconnectedError:
-        raise TransportError("upstream closed the connection") from None
-    except aiohttp.ClientPayloadError:
-        raise TransportError("upstream response was cut off", kind=STREAM_ERROR) from None
-    except (aiohttp.ClientError, ConnectionError) as exc:
-        raise TransportError(f"upstream transport failed ({type(exc).__name__}: {exc})") from None
+# What aiohttp raises when the upstream cannot be reached or its answer cannot be read.
+_FAILURES = (aiohttp.ClientError, ConnectionError)
+
+
+def transport_error(exc: aiohttp.ClientError | ConnectionError) -> TransportError:
+    """aiohttp's failure as a TransportError: mapped here and nowhere else."""
+    match exc:
+        case aiohttp.ServerTimeoutError():
+            return TransportError(f"upstream timed out ({exc})", status=504)
+        case aiohttp.ClientConnectorError():
+            return TransportError(f"cannot connect to upstream ({exc.os_error.strerror or exc})")
+        case aiohttp.ServerDisconnectedError():
+            return TransportError("upstream closed the connection")
+        case aiohttp.ClientPayloadError():
+            return TransportError("upstream response was cut off", kind=STREAM_ERROR)
+    return TransportError(f"upstream transport failed ({type(exc).__name__}: {exc})")
 
 
 class OpenAIProvider:
@@ -91,55 +102,61 @@ class OpenAIProvider:
 
     async def _open(self, call: Call) -> Reply:
         """A 2xx answer with its body left unread, for the client to get as it arrives."""
-        with _transport_errors():
-            response = await self._session.post(
-                self._url(call.target, call.endpoint), data=call.body, headers=self._request_headers(call), allow_redirects=False
-            )
+        try:
+            response = await self._post(call)
             if response.status < 300:
                 headers = relayed_headers(response.headers)
                 return Reply(response.status, b"", response.content_type, headers, unread=_UnreadBody(response))
-            try:
-                body = await self._read(response)
-            finally:
-                response.release()
-            return Reply(response.status, body, response.content_type, relayed_headers(response.headers))
+            return await self._answer(response)
+        except _FAILURES as exc:
+            raise transport_error(exc) from None
 
     async def send(self, method: str, url: URL, call: Call) -> Reply:
         """`call` sent to `url` by `method` (its body only with POST), the whole answer read."""
         data = call.body if method == "POST" else None
-        with _transport_errors():
-            async with self._session.request(
-                method, url, data=data, headers=self._request_headers(call), allow_redirects=False
-            ) as response:
-                body = await self._read(response)
-                return Reply(response.status, body, response.content_type, relayed_headers(response.headers))
+        try:
+            # awaited, not `async with`: the context manager's __aenter__ would be one more frame
+            response = await self._session.request(method, url, data=data, headers=self._request_headers(call), allow_redirects=False)
+            return await self._answer(response)
+        except _FAILURES as exc:
+            raise transport_error(exc) from None
 
-    async def _read(self, response: aiohttp.ClientResponse) -> bytes:
-        """The whole body, up to the limit; past it the answer is dropped, never buffered."""
+    def _post(self, call: Call) -> Awaitable[aiohttp.ClientResponse]:
+        return self._session.post(self._url(call.target, call.endpoint), data=call.body, headers=self._request_headers(call), allow_redirects=False)
+
+    async def _answer(self, response: aiohttp.ClientResponse) -> Reply:
+        """The whole answer, read up to the limit (past it the answer is dropped, never buffered); the response released."""
         limit = self._max_response_bytes
-        if response.content_length is None or response.content_length <= limit:
-            body = bytearray()
-            async for piece in response.content.iter_any():
-                body += piece
-                if len(body) > limit:
-                    break
-            else:
-                return bytes(body)
-        response.close()
-        raise TransportError(f"upstream response larger than server.maxResponseBytes ({limit} bytes)", kind=STREAM_ERROR)
+        try:
+            length = response.content_length  # of the bytes on the wire: a compressed body grows when read
+            if length is not None and length > limit:
+                raise _too_large(response, limit)
+            content = response.content
+            body = await content.readany()
+            if not content.at_eof():  # more to come; the usual small answer has its end in its first read
+                pieces = bytearray(body)
+                while len(pieces) <= limit and (piece := await content.readany()):
+                    pieces += piece
+                body = bytes(pieces)
+            if len(body) > limit:
+                raise _too_large(response, limit)
+        finally:
+            response.release()
+        return Reply(response.status, body, response.content_type, relayed_headers(response.headers))
 
     async def stream(self, call: Call) -> Reply | EventStream:
-        with _transport_errors():
-            response = await self._session.post(
-                self._url(call.target, call.endpoint), data=call.body, headers=self._request_headers(call), allow_redirects=False
-            )
+        try:
+            response = await self._post(call)
             if response.status < 300 and response.content_type == "text/event-stream":
                 return _UpstreamEvents(response)
-            try:
-                body = await self._read(response)
-            finally:
-                response.release()
-            return Reply(response.status, body, response.content_type, relayed_headers(response.headers))
+            return await self._answer(response)
+        except _FAILURES as exc:
+            raise transport_error(exc) from None
+
+
+def _too_large(response: aiohttp.ClientResponse, limit: int) -> TransportError:
+    response.close()  # the rest of the body is never read: the connection cannot go back to the pool
+    return TransportError(f"upstream response larger than server.maxResponseBytes ({limit} bytes)", kind=STREAM_ERROR)
 
 
 class _UnreadBody:
@@ -147,8 +164,10 @@ class _UnreadBody:
         self._response = response
 
     async def next_piece(self) -> bytes:
-        with _transport_errors():
+        try:
             return await self._response.content.readany()
+        except _FAILURES as exc:
+            raise transport_error(exc) from None
 
     async def close(self) -> None:
         if self._response.content.at_eof():
@@ -179,8 +198,10 @@ class _UpstreamEvents:
     async def _read(self) -> list[Event]:
         """The events of the next network read that completes one; empty at the end."""
         while True:
-            with _transport_errors():
+            try:
                 chunk = await self._response.content.readany()
+            except _FAILURES as exc:
+                raise transport_error(exc) from None
             if not chunk:
                 if self._parser.pending.strip():
                     raise TransportError("upstream stream ended inside an event", kind=STREAM_ERROR)

@@ -1,0 +1,79 @@
+"""How an OpenAI-compatible upstream's answer is read: by its length, in pieces, cut off, too large; its headers."""
+
+from __future__ import annotations
+
+import gzip
+
+import openai
+import orjson
+import pytest
+
+from tests.conftest import Gateway
+from tests.fakes import FakeUpstream, Step, chat_completion
+
+QUESTION = [{"role": "user", "content": "q"}]
+ANSWER = orjson.dumps(chat_completion("Paris"))
+
+
+def single(upstream: FakeUpstream, server: str = "") -> str:
+    return f'{server}routes: {{chat: {{provider: openai, baseUrl: "{upstream.url}", apiKey: k}}}}'
+
+
+async def test_an_answer_cut_off_before_its_content_length_is_a_502(gateway: Gateway, upstream: FakeUpstream) -> None:
+    head = ANSWER[:40]
+    upstream.then(Step(events=[head], reset=True, events_type="application/json", headers={"Content-Length": str(len(ANSWER))}))
+    client = await gateway(single(upstream))
+    with pytest.raises(openai.APIStatusError) as caught:
+        await client.chat.completions.create(model="chat", messages=QUESTION)
+    assert caught.value.status_code == 502 and "cut off" in caught.value.message
+
+
+async def test_an_answer_of_no_announced_length_is_read_whole(gateway: Gateway, upstream: FakeUpstream) -> None:
+    upstream.then(Step(events=[ANSWER[:40], 0.01, ANSWER[40:]], events_type="application/json"))  # chunked, in two pieces
+    client = await gateway(single(upstream))
+    answer = await client.chat.completions.create(model="chat", messages=QUESTION)
+    assert answer.choices[0].message.content == "Paris"
+
+
+async def test_an_answer_of_no_announced_length_over_the_limit_is_a_502(gateway: Gateway, upstream: FakeUpstream) -> None:
+    upstream.then(Step(events=[b"x" * 1500, b"x" * 1500], events_type="application/json"))
+    client = await gateway(single(upstream, "server: {maxResponseBytes: 2000}\n"))
+    with pytest.raises(openai.APIStatusError) as caught:
+        await client.chat.completions.create(model="chat", messages=QUESTION)
+    assert caught.value.status_code == 502 and "larger than server.maxResponseBytes (2000 bytes)" in caught.value.message
+
+
+async def test_an_empty_answer_is_not_json(gateway: Gateway, upstream: FakeUpstream) -> None:
+    upstream.then(Step(body=b""))
+    client = await gateway(single(upstream))
+    with pytest.raises(openai.APIStatusError) as caught:
+        await client.chat.completions.create(model="chat", messages=QUESTION)
+    assert caught.value.status_code == 502 and "not JSON" in caught.value.message
+
+
+async def test_rate_limit_headers_are_relayed_however_spelled_and_whatever_came_before(
+    gateway: Gateway, upstream: FakeUpstream
+) -> None:
+    """Names an answer taught the gateway to pass over never hide the rate-limit headers of the next."""
+    upstream.then(
+        Step(body=chat_completion(), headers={"X-Request-Id": "1", "Openai-Version": "v"}),
+        Step(body=chat_completion(), headers={"X-Request-Id": "2", "X-RateLimit-Remaining-Requests": "41", "Retry-After-Ms": "5"}),
+        Step(body=chat_completion(), headers={"X-Request-Id": "3", "X-RateLimit-Remaining-Requests": "40"}),
+    )
+    client = await gateway(single(upstream))
+    seen = []
+    for _ in range(3):
+        raw = await client.chat.completions.with_raw_response.create(model="chat", messages=QUESTION)
+        seen.append({k: v for k, v in raw.headers.items() if k.startswith(("x-ratelimit", "retry-after", "openai"))})
+    assert seen == [{}, {"x-ratelimit-remaining-requests": "41", "retry-after-ms": "5"}, {"x-ratelimit-remaining-requests": "40"}]
+
+
+async def test_a_compressed_answer_is_read_whole_whatever_its_content_length_says(
+    gateway: Gateway, upstream: FakeUpstream
+) -> None:
+    """Content-Length counts the compressed bytes; the body read is the larger decompressed one."""
+    long = orjson.dumps(chat_completion("Paris " * 200))
+    upstream.then(Step(body=gzip.compress(long), headers={"Content-Encoding": "gzip"}))
+    client = await gateway(single(upstream))
+    answer = await client.chat.completions.create(model="chat", messages=QUESTION)
+    assert answer.choices[0].message.content == "Paris " * 200
