@@ -461,14 +461,19 @@ class Metrics(Observer):
             children.cost.inc(prompt * children.price.prompt + completion * children.price.completion)
 
     def memory_planned(self, trace: Trace, memory_type: str, evicted: int) -> None:
-        requests, evictions = _child(self._memory, memory_type, functools.partial(self._memory_children, memory_type))
+        children = self._memory.get(memory_type)
+        if children is None:
+            children = self._memory[memory_type] = self._memory_children(memory_type)
+        requests, evictions = children
         requests.inc()
         if evicted:
             evictions.inc(evicted)
 
     def store_timed(self, store: str, operation: str, seconds: float) -> None:
-        make = functools.partial(self.store_duration.labels, store, operation)
-        _child(self._store, (store, operation), make).observe(seconds)
+        histogram = self._store.get((store, operation))
+        if histogram is None:
+            histogram = self._store[store, operation] = self.store_duration.labels(store, operation)
+        histogram.observe(seconds)
 
     def lock_waited(self, seconds: float) -> None:
         self.lock_wait.observe(seconds)
