@@ -10,6 +10,7 @@ import orjson
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
+from gateway.config import ServerConfig
 from gateway.errors import (
     InvalidRequestError,
     PayloadTooLargeError,
@@ -49,27 +50,17 @@ async def read_payload(request: web.Request) -> tuple[bytes, dict[str, Any]]:
     Fields that would redirect the upstream or carry credentials are dropped (the bytes then
     re-encoded); a body without them stays the client's bytes.
     """
-    server = request.app[CONFIG].server
     if "Content-Encoding" in request.headers:
         check_content_encoding(request.headers.getall("Content-Encoding"))
-    length = request.content_length
-    if length is not None and length > server.max_body_bytes:
-        raise PayloadTooLargeError(f"The request body is larger than the limit of {server.max_body_bytes} bytes.")
     try:
         if request.content.is_eof():
-            # The whole body came with the headers (the common small request): reading it
-            # cannot wait, so it needs no deadline.
+            # The whole body came with the headers, as a small request's does: reading it cannot
+            # wait, so it needs no deadline, and aiohttp's client_max_size (maxBodyBytes) bounds it.
             raw = await request.read()
         else:
-            # The whole read is bounded, not each chunk: a client trickling a byte at a time
-            # would otherwise hold its connection for as long as it likes.
-            async with asyncio.timeout(server.body_read_timeout_seconds):
-                raw = await request.read()
-    except TimeoutError:
-        raise RequestTimeoutError(
-            f"The request body did not arrive within {server.body_read_timeout_seconds:g} seconds.",
-            headers={"Connection": "close"},
-        ) from None
+            raw = await _read_arriving(request, request.app[CONFIG].server)
+    except web.HTTPRequestEntityTooLarge:  # over client_max_size, as read (or decompressed)
+        raise _too_large(request.app[CONFIG].server) from None
     except web.RequestPayloadError as exc:
         cause = exc.__cause__
         reason = cause.message if isinstance(cause, HttpProcessingError) else str(exc)
@@ -81,3 +72,24 @@ async def read_payload(request: web.Request) -> tuple[bytes, dict[str, Any]]:
     if kept is None:
         return raw, payload
     return orjson.dumps(kept), kept
+
+
+async def _read_arriving(request: web.Request, server: ServerConfig) -> bytes:
+    """A body still arriving: refused at once if its Content-Length is over the limit, else read in time."""
+    length = request.content_length
+    if length is not None and length > server.max_body_bytes:
+        raise _too_large(server)
+    try:
+        # The whole read is bounded, not each chunk: a client trickling a byte at a time would
+        # otherwise hold its connection for as long as it likes.
+        async with asyncio.timeout(server.body_read_timeout_seconds):
+            return await request.read()
+    except TimeoutError:
+        raise RequestTimeoutError(
+            f"The request body did not arrive within {server.body_read_timeout_seconds:g} seconds.",
+            headers={"Connection": "close"},
+        ) from None
+
+
+def _too_large(server: ServerConfig) -> PayloadTooLargeError:
+    return PayloadTooLargeError(f"The request body is larger than the limit of {server.max_body_bytes} bytes.")

@@ -8,6 +8,7 @@ careless fast path would let through (or turn away) where the general path answe
 from __future__ import annotations
 
 import asyncio
+import gzip
 
 import orjson
 import pytest
@@ -16,7 +17,7 @@ from tests.conftest import GATEWAY_KEY, Gateway
 from tests.server.test_bad_input import AUTH, CONFIG, assert_error, call
 from tests.server.test_hostile_input import AUTH as AUTH_LINE
 from tests.server.test_hostile_input import CONFIG as MEMORY_CONFIG
-from tests.server.test_hostile_input import address, exchange, request
+from tests.server.test_hostile_input import address, exchange, parse_answer, request
 
 PLAIN = {"role": "user", "content": "hi"}
 
@@ -145,3 +146,29 @@ async def test_a_body_after_its_headers_is_read_within_the_deadline(gateway: Gat
     finally:
         writer.close()
     assert raw.startswith(b"HTTP/1.1 200"), raw[:300]
+
+
+async def test_a_body_announced_over_the_limit_is_refused_before_it_arrives(gateway: Gateway) -> None:
+    """Only the head and a first piece are sent: the 413 comes without waiting for the rest."""
+    where = await address(gateway, CONFIG)
+    head = b"POST /v1/chat/completions HTTP/1.1\r\nHost: gateway\r\n" + AUTH_LINE + b"Content-Length: 5000\r\n\r\n"
+    reader, writer = await asyncio.open_connection(*where)
+    try:
+        writer.write(head + b'{"model": "m", "messages": [')
+        status, _, body = parse_answer(await asyncio.wait_for(reader.readuntil(b"}}"), 10))
+    finally:
+        writer.close()
+    assert status == 413
+    assert_error(orjson.loads(body), code="request_too_large")
+    assert "limit of 2000 bytes" in orjson.loads(body)["error"]["message"]
+
+
+@pytest.mark.parametrize("gzipped", [False, True], ids=["plain", "gzip"])
+async def test_a_whole_body_over_the_limit_is_a_413(gateway: Gateway, gzipped: bool) -> None:
+    """Sent at once with its head, so it is read without a deadline; the limit holds, also once decompressed."""
+    body = orjson.dumps({"model": "m", "messages": [{"role": "user", "content": "x" * 3000}]})
+    lines = AUTH_LINE + (b"Content-Encoding: gzip\r\n" if gzipped else b"")
+    status, _, answer = await exchange(await address(gateway, CONFIG), request(lines, gzip.compress(body) if gzipped else body))
+    assert status == 413
+    assert_error(answer, code="request_too_large")
+    assert "limit of 2000 bytes" in answer["error"]["message"]
