@@ -1,0 +1,56 @@
+"""Observers as one: each event reaches every observer that takes it, in order, however many there are."""
+
+from __future__ import annotations
+
+import pytest
+
+from gateway import observe
+from gateway.config import Target, parse_config
+
+
+class Recorder(observe.Observer):
+    """Takes request_ended and usage (and nothing else), writing down who was told what."""
+
+    def __init__(self, name: str, told: list[tuple[str, str]]) -> None:
+        self.name, self.told = name, told
+
+    def request_ended(self, trace: observe.Trace) -> None:
+        self.told.append((self.name, f"ended {trace.status}"))
+
+    def usage(self, trace: observe.Trace, target: Target, prompt: int, completion: int) -> None:
+        self.told.append((self.name, f"usage {prompt}+{completion}"))
+
+
+def target() -> Target:
+    node = parse_config("routes:\n  m: {provider: mock}\n").routes["m"].root
+    assert isinstance(node, Target)
+    return node
+
+
+@pytest.mark.parametrize("count", [1, 2, 3, 4])
+def test_every_observer_that_takes_an_event_is_told_in_order(count: int) -> None:
+    told: list[tuple[str, str]] = []
+    recorders = [Recorder(f"r{number}", told) for number in range(count)]
+    observer = observe.combine([observe.Observer(), *recorders, observe.Observer()])
+    trace = observe.Trace(observer, request_id="req_1")
+    trace.begin()  # taken by nobody: a no-op
+    trace.usage(target(), {"prompt_tokens": 2, "completion_tokens": 1})
+    trace.end(200)
+    names = [recorder.name for recorder in recorders]
+    assert told == [(name, "usage 2+1") for name in names] + [(name, "ended 200") for name in names]
+
+
+def test_observers_nest() -> None:
+    told: list[tuple[str, str]] = []
+    inner = observe.combine([Recorder("a", told), Recorder("b", told)])
+    observer = observe.combine([inner, Recorder("c", told)])
+    observe.Trace(observer).end(404)
+    assert told == [("a", "ended 404"), ("b", "ended 404"), ("c", "ended 404")]
+
+
+def test_a_trace_starts_from_the_defaults_and_keeps_its_own_values() -> None:
+    first, second = observe.Trace(request_id="req_1", tenant="team-a"), observe.Trace()
+    first.attempt_ended(target(), "200", 0.01)
+    assert (first.attempts, first.tenant, first.route, first.status) == (1, "team-a", None, 0)
+    assert (second.attempts, second.tenant, second.request_id, second.target) == (0, None, "", None)
+    assert second.observer is not None and second.duration >= 0
