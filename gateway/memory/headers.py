@@ -44,13 +44,19 @@ def check_memory_id(value: str, header: str = "memoryId") -> str:
     return value
 
 
+def asks_for_memory(headers: Mapping[str, str]) -> bool:
+    """Whether the request sends a memoryId, in any spelling: without one, the other memory headers mean nothing.
+
+    One pass in C over the header names, for the many requests that send none.
+    """
+    return not _MEMORY_ID_SPELLINGS.isdisjoint(map(str.lower, headers))
+
+
 def read_memory_headers(
     headers: Mapping[str, str], defaults: MemorySettings, limits: MemorySettings
 ) -> MemoryAsk | None:
     """The memory the request asks for, or None without a memoryId; a 400 names any bad header."""
-    # Most requests ask for no memory: one pass in C over the header names says so, and the
-    # other memory headers mean nothing without a memoryId.
-    if _MEMORY_ID_SPELLINGS.isdisjoint(map(str.lower, headers)):
+    if not asks_for_memory(headers):
         return None
     given: dict[str, tuple[str, str]] = {}  # canonical name -> (the spelling errors name, value)
     for header, value in headers.items():
