@@ -22,6 +22,7 @@ from typing import Any
 
 import orjson
 
+from gateway.memory.plain import PlainHistory
 from gateway.memory.settings import MemorySettings
 
 Message = dict[str, Any]
@@ -54,6 +55,7 @@ class Plan:
     history_kept: int
     evicted: int
     wants_older: bool = False  # older history, not given, could change this plan: read more, plan again
+    turn_tokens: list[int] | None = None  # the new turn's counts in the plan's encoding, when the window took them
 
 
 def normalize(message: Mapping[str, Any]) -> Message:
@@ -101,10 +103,12 @@ def plan_turn(
     count: TokenCounter,
     encoding: str,
     older: int = 0,
+    plain: PlainHistory | None = None,
 ) -> Plan:
     """Merge the request with the stored conversation and trim the history by `settings`.
 
     `history` is the newest part of the stored history; `older` entries before it were not read.
+    `plain`, when given, is `history` kept as a PlainHistory: the same plan, found without a walk.
     """
     given_system = [normalize(m) for m in messages if m.get("role") in SYSTEM_ROLES]
     turn = [normalize(m) for m in messages if m.get("role") not in SYSTEM_ROLES]
@@ -114,19 +118,28 @@ def plan_turn(
     recent = [entry.message for entry in history[max(len(history) - len(turn), 0) :]] if turn else []
     resent_beyond = len(turn) > len(history)  # a resent copy could start before what was read
     turn = turn[resent_length(recent, turn) :]
+    turn_tokens = None
 
     if settings.memory_type == "token_window":
-        fixed = sum(map(count, system)) + sum(map(count, turn)) + REPLY_PRIMING
+        turn_tokens = list(map(count, turn))
+        budget = settings.max_tokens - sum(map(count, system)) - sum(turn_tokens) - REPLY_PRIMING
+        sums = plain.sums_in(encoding) if plain is not None else None
+        if plain is not None and sums is not None:  # the common case: every message stored with its count
+            kept, exhausted = plain.newest_within(sums, budget)
+        else:
 
-        def tokens(entry: Entry) -> int:
-            return entry.tokens.get(encoding) or count(entry.message)
+            def tokens(entry: Entry) -> int:
+                return entry.tokens.get(encoding) or count(entry.message)
 
-        kept, exhausted = _newest_that_fit(history, settings.max_tokens - fixed, tokens)
+            kept, exhausted = _newest_that_fit(history, budget, tokens)
     elif settings.memory_type == "round_window":
         kept, exhausted = _round_window(history, turn, settings)
+    elif plain is not None:
+        kept, exhausted = plain.newest(settings.max_messages - len(turn))
     else:
         kept, exhausted = _newest_that_fit(history, settings.max_messages - len(turn), None)
-    kept = _without_unanswered_calls(kept, turn)
+    if plain is None:  # a plain history has no tool calls to leave unanswered
+        kept = _without_unanswered_calls(kept, turn)
     return Plan(
         forwarded=[*system, *kept, *turn],
         system=system,
@@ -135,6 +148,7 @@ def plan_turn(
         history_kept=len(kept),
         evicted=older + len(history) - len(kept),
         wants_older=older > 0 and (exhausted or resent_beyond),
+        turn_tokens=turn_tokens,
     )
 
 

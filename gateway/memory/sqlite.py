@@ -28,17 +28,18 @@ import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
 import orjson
 
+from gateway.memory.plain import PlainHistory
 from gateway.memory.policies import Entry, Message
 from gateway.memory.reach import Reach, Tally, stored_count
 from gateway.memory.sqlite_file import message_row, open_file, read_entry, transaction
 from gateway.memory.store import Conversation, Key, KeyLocks, LockLost, LockTimeout, StoreUnavailable
-from gateway.memory.worker import Outcome, Worker, settle_soon
+from gateway.memory.worker import Worker
 
 T = TypeVar("T")
 log = logging.getLogger("gateway.memory")
@@ -46,19 +47,22 @@ log = logging.getLogger("gateway.memory")
 _PURGE_EVERY = 600.0
 LEASE_SECONDS = 15.0
 
-# ?1 tenant, ?2 memory_id, ?3 system JSON (NULL: keep), ?4 now, ?5 messages added, ?6 expiry cutoff, ?7 cap.
+# ?1 tenant, ?2 memory_id, ?3 system JSON ('': keep), ?4 now, ?5 messages added, ?6 expiry cutoff, ?7 cap.
 # An expired conversation starts afresh: its messages fall below first_seq and are deleted below.
+# "Keep" is '' rather than NULL: the sqlite3 module binds str, int and float directly, but looks
+# up an adapter (costly) for None and bytes, which is also why bodies are bound as text.
 _UPSERT: Final = """
 INSERT INTO conversations (tenant, memory_id, system, updated_at, first_seq, last_seq)
-VALUES (?1, ?2, COALESCE(?3, '[]'), ?4, MAX(?5 - ?7 + 1, 1), ?5)
+VALUES (?1, ?2, COALESCE(NULLIF(?3, ''), '[]'), ?4, MAX(?5 - ?7 + 1, 1), ?5)
 ON CONFLICT (tenant, memory_id) DO UPDATE SET
-    system = COALESCE(?3, CASE WHEN updated_at < ?6 THEN '[]' ELSE system END),
+    system = COALESCE(NULLIF(?3, ''), CASE WHEN updated_at < ?6 THEN '[]' ELSE system END),
     first_seq = MAX(CASE WHEN updated_at < ?6 THEN last_seq + 1 ELSE first_seq END, last_seq + ?5 - ?7 + 1),
     last_seq = last_seq + ?5,
     updated_at = ?4
 RETURNING first_seq, last_seq
 """
-_INSERT: Final = "INSERT INTO messages (tenant, memory_id, seq, role, body, encoding, tokens) VALUES (?, ?, ?, ?, ?, ?, ?)"
+_INSERT: Final = "INSERT INTO messages (tenant, memory_id, seq, role, body, encoding, tokens) VALUES "
+_MANY_AT_ONCE: Final = 16  # turns of up to this many messages are inserted by one statement
 _TRIM: Final = "DELETE FROM messages WHERE tenant = ? AND memory_id = ? AND seq < ?"
 _CONVERSATION: Final = "SELECT system, updated_at, first_seq, last_seq FROM conversations WHERE tenant = ? AND memory_id = ?"
 _NEWEST_FIRST: Final = (
@@ -76,22 +80,41 @@ class _Cached:
     entries: list[Entry]
     older: int
     updated_at: float
+    plain: PlainHistory | None = None
 
 
 @dataclass(slots=True)
 class _Call:
+    """Work for the thread; `then` runs on the loop with its result before its caller sees it (see `_settle`)."""
+
     work: Callable[[], Any]
     done: asyncio.Future[Any]
+    then: Callable[[Any], None] | None = None
+    result: Any = None
+    error: BaseException | None = None
 
 
 @dataclass(slots=True)
 class _Write:
+    """One turn to append; `cached` is its conversation as cached before, out of the cache until written."""
+
     key: Key
-    rows: list[tuple[str, bytes, str, int | None]]
-    system: str | None
-    done: asyncio.Future[None]
-    token: str | None = None  # the lease this write must still hold (shared mode)
-    updated_at: float = field(default=0.0)  # set by the thread once written
+    rows: list[tuple[str, str, str, int | None]]
+    system: str  # '': keep the stored one
+    done: asyncio.Future[Any]
+    token: str | None  # the lease this write must still hold (shared mode)
+    entries: Sequence[Entry]
+    new_system: Sequence[Message] | None
+    cached: _Cached | None
+    updated_at: float = 0.0  # set by the thread once written
+    error: BaseException | None = None
+
+
+@functools.cache
+def _insert_rows(count: int) -> str:
+    """An insert of `count` messages numbered from ?3 on: (tenant, memory_id, first seq, then role, body, encoding, tokens each)."""
+    rows = (f"(?1, ?2, ?3 + {i}, ?{4 + 4 * i}, ?{5 + 4 * i}, ?{6 + 4 * i}, ?{7 + 4 * i})" for i in range(count))
+    return _INSERT + ", ".join(rows)
 
 
 class SQLiteStore:
@@ -129,6 +152,7 @@ class SQLiteStore:
         self._held: dict[Key, str] = {}  # lease tokens this process holds (shared mode)
         self._worker: Worker[_Call | _Write] = Worker(self._serve, name="gateway-sqlite")
         self._db: sqlite3.Connection | None = None
+        self._writer: sqlite3.Cursor | None = None
         self._purged_at = 0.0
 
     # ---- the thread's side: every statement runs here
@@ -139,33 +163,31 @@ class SQLiteStore:
         except RuntimeError:
             raise StoreUnavailable(f"sqlite store at {self._path}: the store is closed") from None
 
-    async def _run(self, work: Callable[[sqlite3.Connection], T]) -> T:
+    async def _run(self, work: Callable[[sqlite3.Connection], T], then: Callable[[T], None] | None = None) -> T:
         """Run `work` on the store's thread with the open file; its sqlite errors are StoreUnavailable."""
         done: asyncio.Future[T] = asyncio.get_running_loop().create_future()
-        self._submit(_Call(functools.partial(self._with_db, work), done))
+        self._submit(_Call(functools.partial(self._with_db, work), done, then))
         return await done
 
     def _serve(self, jobs: list[_Call | _Write]) -> None:
-        """On the thread: run the jobs in order, each run of appends in one transaction."""
+        """On the thread: run the jobs in order, each run of appends in one transaction; then one hop to the loop."""
         index = 0
         while index < len(jobs):
             job = jobs[index]
             if isinstance(job, _Call):
-                settle_soon([self._attempt(job.done, job.work)])
+                try:
+                    job.result = job.work()
+                except Exception as exc:
+                    job.error = self._unavailable(exc)
                 index += 1
                 continue
             end = index + 1
             while end < len(jobs) and isinstance(jobs[end], _Write):
                 end += 1
-            writes = [write for write in jobs[index:end] if isinstance(write, _Write)]
-            settle_soon(self._write_all(writes))
+            self._write_all([write for write in jobs[index:end] if isinstance(write, _Write)])
             index = end
-
-    def _attempt(self, done: asyncio.Future[Any], work: Callable[[], Any]) -> Outcome:
-        try:
-            return done, work(), None
-        except Exception as exc:
-            return done, None, self._unavailable(exc)
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody awaits these any more
+            jobs[0].done.get_loop().call_soon_threadsafe(self._settle, jobs)
 
     def _unavailable(self, exc: Exception) -> Exception:
         if isinstance(exc, (sqlite3.Error, OSError)):
@@ -184,34 +206,41 @@ class SQLiteStore:
             self._purge(self._db, now)
         return work(self._db)
 
-    def _write_all(self, writes: list[_Write]) -> list[Outcome]:
+    def _write_all(self, writes: list[_Write]) -> None:
         """Group commit: the writes in one transaction; a write whose holder lost its lease is refused."""
         try:
-            lost = self._with_db(functools.partial(self._write, writes=writes))
+            self._with_db(functools.partial(self._write, writes=writes))
         except Exception as exc:
             error = self._unavailable(exc)
-            return [(write.done, None, error) for write in writes]
-        refused = LockLost("sqlite store: the conversation's lease passed to another holder")
-        return [(write.done, None, refused if write in lost else None) for write in writes]
+            for write in writes:
+                write.error = error
 
-    def _write(self, db: sqlite3.Connection, *, writes: Sequence[_Write]) -> list[_Write]:
+    def _write(self, db: sqlite3.Connection, *, writes: Sequence[_Write]) -> None:
         now = self._clock()
         cutoff = now - self._ttl
-        lost: list[_Write] = []
-        with transaction(db):
+        cursor = self._cursor(db)
+        with transaction(db, cursor):
             for write in writes:
                 if write.token is not None and not self._owns(db, write.key, write.token):
-                    lost.append(write)
+                    write.error = LockLost("sqlite store: the conversation's lease passed to another holder")
                     continue
-                added = len(write.rows)
-                ((first, last),) = db.execute(_UPSERT, (*write.key, write.system, now, added, cutoff, self._cap)).fetchall()
+                rows = write.rows
+                added = len(rows)
+                first, last = cursor.execute(_UPSERT, (*write.key, write.system, now, added, cutoff, self._cap)).fetchone()
                 start = last - added + 1
-                if added:
-                    db.executemany(_INSERT, [(*write.key, start + i, *row) for i, row in enumerate(write.rows)])
+                if 0 < added <= _MANY_AT_ONCE:  # the common case: the turn's rows in one statement
+                    cursor.execute(_insert_rows(added), (*write.key, start, *itertools.chain.from_iterable(rows)))
+                elif added:
+                    cursor.executemany(_insert_rows(1), [(*write.key, start + i, *row) for i, row in enumerate(rows)])
                 if first > 1 and (first == start or last - first + 1 >= self._cap):  # trimmed, or started afresh
-                    db.execute(_TRIM, (*write.key, first))
+                    cursor.execute(_TRIM, (*write.key, first))
                 write.updated_at = now
-        return lost
+
+    def _cursor(self, db: sqlite3.Connection) -> sqlite3.Cursor:
+        """The thread's cursor for writes: one cursor object for them all rather than one per statement."""
+        if self._writer is None or self._writer.connection is not db:
+            self._writer = db.cursor()
+        return self._writer
 
     def _purge(self, db: sqlite3.Connection, now: float) -> None:
         cutoff = now - self._ttl
@@ -241,10 +270,11 @@ class SQLiteStore:
         if found is None:
             return None
         system, updated_at, first, _ = found
+        entries: list[Entry]
         if reach is None:
-            rows = db.execute(_ALL, (*key, first)).fetchall()
-            return Conversation(orjson.loads(system), [read_entry(*row) for row in rows], updated_at)
-        entries: list[Entry] = []
+            entries = [read_entry(*row) for row in db.execute(_ALL, (*key, first)).fetchall()]
+            return Conversation(orjson.loads(system), entries, updated_at, 0, self._plain(entries))
+        entries = []
         tally = Tally(reach)
         cursor = db.execute(_NEWEST_FIRST, (*key, first))
         older = 0
@@ -256,7 +286,11 @@ class SQLiteStore:
                 break
         cursor.close()  # ends the read before its last row: an open statement would pin the WAL
         entries.reverse()
-        return Conversation(orjson.loads(system), entries, updated_at, older)
+        return Conversation(orjson.loads(system), entries, updated_at, older, self._plain(entries))
+
+    def _plain(self, entries: list[Entry]) -> PlainHistory | None:
+        """What the cache keeps beside `entries` for planning without a walk; nothing when it is off."""
+        return PlainHistory.of(entries) if self._cache_limit > 0 else None
 
     @staticmethod
     def _owns(db: sqlite3.Connection, key: Key, token: str) -> bool:
@@ -286,7 +320,9 @@ class SQLiteStore:
         if conversation is None or self._cache_limit <= 0:
             return
         entries = list(conversation.entries)
-        self._cache[key] = _Cached(list(conversation.system), entries, conversation.older, conversation.updated_at)
+        self._cache[key] = _Cached(
+            list(conversation.system), entries, conversation.older, conversation.updated_at, conversation.plain
+        )
         self._cached_entries += len(entries)
         self._evict()
 
@@ -300,9 +336,7 @@ class SQLiteStore:
         if cached is not None and cached.older == 0:
             self._cache.move_to_end(key)
             return Conversation(list(cached.system), list(cached.entries), cached.updated_at)
-        conversation = await self._run(functools.partial(self._read, key=key, reach=None))
-        self._remember(key, conversation)
-        return conversation
+        return await self._run(functools.partial(self._read, key=key, reach=None), functools.partial(self._remember, key))
 
     async def load_tail(self, key: Key, reach: Reach) -> Conversation | None:
         cached = self._fresh(key)
@@ -310,50 +344,80 @@ class SQLiteStore:
         # when its other bounds are not met, the planner says so and a wider read comes here.
         if cached is not None and (cached.older == 0 or len(cached.entries) >= reach.messages):
             self._cache.move_to_end(key)
-            return Conversation(list(cached.system), list(cached.entries), cached.updated_at, cached.older)
-        conversation = await self._run(functools.partial(self._read, key=key, reach=reach))
-        self._remember(key, conversation)
-        return conversation
+            return Conversation(cached.system, cached.entries, cached.updated_at, cached.older, cached.plain)
+        return await self._run(functools.partial(self._read, key=key, reach=reach), functools.partial(self._remember, key))
 
     def append(self, key: Key, entries: Sequence[Entry], *, system: Sequence[Message] | None) -> asyncio.Future[None]:
+        # Out of the cache until written: a read meanwhile goes to the file, where it comes after this write.
+        cached = self._cache.pop(key, None)
+        if cached is not None:
+            self._cached_entries -= len(cached.entries)
+            if self._clock() - cached.updated_at > self._ttl:
+                cached = None
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        write = _Write(
-            key,
-            [message_row(entry) for entry in entries],
-            orjson.dumps(list(system)).decode() if system is not None else None,
-            done,
-            self._held.get(key),
+        self._submit(
+            _Write(
+                key,
+                [message_row(entry) for entry in entries],
+                orjson.dumps(list(system)).decode() if system is not None else "",
+                done,
+                self._held.get(key),
+                entries,
+                system,
+                cached,
+            )
         )
-        cached = self._fresh(key)
-        self._submit(write)
-        done.add_done_callback(functools.partial(self._written, write, cached, list(entries), system))
         return done
 
-    def _written(
-        self,
-        write: _Write,
-        cached: _Cached | None,
-        entries: list[Entry],
-        system: Sequence[Message] | None,
-        done: asyncio.Future[None],
-    ) -> None:
-        """Once a write ends: bring its cached conversation up to date, or forget it (the file is the truth)."""
-        if done.cancelled() or done.exception() is not None:
-            self._remember(write.key, None)
+    def _settle(self, jobs: list[_Call | _Write]) -> None:
+        """On the loop, in the order the thread served them: bring the cache up to date, then wake each caller.
+
+        Done here rather than by each caller once it resumes, so a read served before a write is
+        never cached after it.
+        """
+        for job in jobs:
+            if isinstance(job, _Write):
+                self._cache_written(job)
+                result = None
+            else:
+                result = job.result
+                if job.then is not None and job.error is None:
+                    job.then(result)
+            done = job.done
+            if done.done():  # its caller left
+                continue
+            if job.error is None:
+                done.set_result(result)
+            else:
+                done.set_exception(job.error)
+
+    def _cache_written(self, write: _Write) -> None:
+        """Bring the cached conversation up to date with a write, or forget it when the write failed."""
+        if write.error is not None:
+            self._remember(write.key, None)  # the file is the truth: the next turn reads it
             return
-        if cached is None or self._cache.get(write.key) is not cached:
-            return
-        cached.entries.extend(entries)
-        self._cached_entries += len(entries)
+        cached = self._cache.pop(write.key, None)  # read while the write was queued: before it
+        if cached is not None:
+            self._cached_entries -= len(cached.entries)
+        else:
+            cached = write.cached
+            if cached is None:
+                return
+        cached.entries.extend(write.entries)
+        if cached.plain is not None and not cached.plain.extend(write.entries):
+            cached.plain = None
         over = cached.older + len(cached.entries) - self._cap
         if over > 0:
             dropped = min(over, cached.older)
             cached.older -= dropped
             del cached.entries[: over - dropped]
-            self._cached_entries -= over - dropped
-        if system is not None:
-            cached.system = list(system)
+            if cached.plain is not None:
+                cached.plain.drop_oldest(over - dropped)
+        if write.new_system is not None:
+            cached.system = list(write.new_system)
         cached.updated_at = write.updated_at
+        self._cache[write.key] = cached
+        self._cached_entries += len(cached.entries)
         self._evict()
 
     async def delete(self, key: Key) -> bool:
@@ -361,7 +425,7 @@ class SQLiteStore:
             return self._live(db, key) is not None and self._delete(db, key)
 
         self._remember(key, None)
-        return await self._run(work)
+        return await self._run(work, functools.partial(self._forget, key))
 
     async def undo(self, key: Key) -> bool:
         def work(db: sqlite3.Connection) -> bool:
@@ -385,7 +449,11 @@ class SQLiteStore:
                 return True
 
         self._remember(key, None)
-        return await self._run(work)
+        return await self._run(work, functools.partial(self._forget, key))
+
+    def _forget(self, key: Key, _: object) -> None:
+        """After a delete or an undo: a read served before it may have been cached meanwhile."""
+        self._remember(key, None)
 
     async def put_value(self, key: str, value: str) -> None:
         def work(db: sqlite3.Connection) -> None:

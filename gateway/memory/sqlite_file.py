@@ -95,14 +95,18 @@ def upgrade(db: sqlite3.Connection) -> None:
                 db.execute(_FILL_RANGES)
 
 
-def message_row(entry: Entry) -> tuple[str, bytes, str, int | None]:
-    """(role, body, encoding, tokens) of a message row; a message stored uncounted has encoding ''."""
+def message_row(entry: Entry) -> tuple[str, str, str, int | None]:
+    """(role, body, encoding, tokens) of a message row; a message stored uncounted has encoding ''.
+
+    The body is JSON text: the sqlite3 module binds a str directly, bytes only after an adapter lookup.
+    """
+    message = entry.message
     for encoding, tokens in entry.tokens.items():  # one count is kept: the one its turn was counted in
-        return entry.message.get("role") or "", orjson.dumps(entry.message), encoding, tokens
-    return entry.message.get("role") or "", orjson.dumps(entry.message), "", None
+        return message.get("role") or "", orjson.dumps(message).decode(), encoding, tokens
+    return message.get("role") or "", orjson.dumps(message).decode(), "", None
 
 
-def read_entry(body: bytes, encoding: str | None, tokens: int | None) -> Entry:
+def read_entry(body: bytes | str, encoding: str | None, tokens: int | None) -> Entry:
     """The Entry of a message row, of this version's shape or the older one."""
     if encoding is None:  # written before the token columns
         return load_entry(body)
@@ -111,17 +115,23 @@ def read_entry(body: bytes, encoding: str | None, tokens: int | None) -> Entry:
 
 
 class transaction:
-    """BEGIN IMMEDIATE ... COMMIT (ROLLBACK on error) on an autocommit connection; re-entrant."""
+    """BEGIN IMMEDIATE ... COMMIT (ROLLBACK on error) on an autocommit connection; re-entrant.
 
-    def __init__(self, db: sqlite3.Connection) -> None:
+    `cursor`: one of `db`'s to run them with (saves making one per statement).
+    """
+
+    __slots__ = ("_db", "_outer", "_run")
+
+    def __init__(self, db: sqlite3.Connection, cursor: sqlite3.Cursor | None = None) -> None:
         self._db = db
+        self._run = (cursor or db).execute
         self._outer = False
 
     def __enter__(self) -> None:
         if not self._db.in_transaction:
-            self._db.execute("BEGIN IMMEDIATE")
+            self._run("BEGIN IMMEDIATE")
             self._outer = True
 
     def __exit__(self, kind: object, value: object, traceback: object) -> None:
         if self._outer:
-            self._db.execute("COMMIT" if kind is None else "ROLLBACK")
+            self._run("COMMIT" if kind is None else "ROLLBACK")

@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 import orjson
 
+from gateway.memory.plain import PlainHistory
 from gateway.memory.policies import Entry, Message
 from gateway.memory.reach import Reach
 
@@ -41,12 +42,16 @@ class LockLost(StoreUnavailable):
 
 @dataclass(frozen=True, slots=True)
 class Conversation:
-    """A stored conversation, or its newest part: `older` entries before `entries` were not read."""
+    """A stored conversation, or its newest part: `older` entries before `entries` were not read.
+
+    `plain`: the entries as a PlainHistory, when the store keeps one (no tool messages among them).
+    """
 
     system: list[Message]
     entries: list[Entry]
     updated_at: float
     older: int = 0
+    plain: PlainHistory | None = None
 
     @property
     def messages(self) -> list[Message]:
@@ -62,7 +67,8 @@ class MemoryStore(Protocol):
         """The conversation with at least its newest entries that cover `reach` (all, when they do not).
 
         A store that holds the history in memory may give all of it: planning reads only the
-        newest entries it needs.
+        newest entries it needs. Its lists may be the store's own, good until the next write to
+        the conversation: a caller reads them and keeps no reference.
         """
         ...
 
@@ -118,40 +124,46 @@ def load_entry(raw: bytes | str) -> Entry:
 
 
 class KeyLocks:
-    """One asyncio.Lock per conversation, created on demand and dropped when nobody holds it."""
+    """Per-conversation locks: a key held has an entry, its waiters queued in it oldest first.
+
+    Lighter than an asyncio.Lock per key: taking a free conversation is a dict insert, and a
+    release hands the conversation straight to its oldest waiter.
+    """
 
     def __init__(self, timeout: float) -> None:
         self.timeout = timeout
-        self._locks: dict[Key, tuple[asyncio.Lock, int]] = {}
+        self._held: dict[Key, list[asyncio.Future[None]]] = {}
 
     def hold(self, key: Key) -> _Held:
         return _Held(self, key)
 
     async def _acquire(self, key: Key) -> None:
-        lock, users = self._locks.get(key) or (asyncio.Lock(), 0)
-        self._locks[key] = (lock, users + 1)
+        waiters = self._held.get(key)
+        if waiters is None:  # free: the common case
+            self._held[key] = []
+            return
+        turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        waiters.append(turn)
         try:
-            if not lock.locked():
-                await lock.acquire()
-                return
             async with asyncio.timeout(self.timeout):  # only a wait needs a deadline
-                await lock.acquire()
+                await turn
         except BaseException as exc:
-            self._leave(key)
+            if turn.done() and not turn.cancelled():  # handed over just as the wait ended: pass it on
+                self._release(key)
+            elif turn in waiters:  # not yet passed over by a release
+                waiters.remove(turn)
             if isinstance(exc, TimeoutError):
                 raise LockTimeout(f"conversation busy for more than {self.timeout:g}s") from None
             raise
 
     def _release(self, key: Key) -> None:
-        self._locks[key][0].release()
-        self._leave(key)
-
-    def _leave(self, key: Key) -> None:
-        lock, users = self._locks[key]
-        if users == 1:
-            del self._locks[key]
-        else:
-            self._locks[key] = (lock, users - 1)
+        waiters = self._held[key]
+        while waiters:
+            turn = waiters.pop(0)
+            if not turn.done():  # a waiter that left cancelled its turn
+                turn.set_result(None)
+                return
+        del self._held[key]
 
 
 class _Held:
@@ -178,6 +190,7 @@ class _Record:
     system: list[Message]
     entries: list[Entry] = field(default_factory=list)
     updated_at: float = 0.0
+    plain: PlainHistory | None = field(default_factory=PlainHistory)  # None once a tool message was stored
 
 
 class InProcessStore:
@@ -210,8 +223,11 @@ class InProcessStore:
         return Conversation(list(record.system), list(record.entries), record.updated_at)
 
     async def load_tail(self, key: Key, reach: Reach) -> Conversation | None:
-        """The whole conversation: held in memory, a copy costs less than finding the part `reach` covers."""
-        return await self.load(key)
+        """The whole conversation, not copied: held in memory, it costs less than finding the part `reach` covers."""
+        record = self._live(key)
+        if record is None:
+            return None
+        return Conversation(record.system, record.entries, record.updated_at, 0, record.plain)
 
     async def append(self, key: Key, entries: Sequence[Entry], *, system: Sequence[Message] | None) -> None:
         """Written at once: there is no await in here to be cancelled at."""
@@ -219,7 +235,12 @@ class InProcessStore:
         if system is not None:
             record.system = list(system)
         record.entries.extend(entries)
-        del record.entries[: max(len(record.entries) - self._cap, 0)]
+        if record.plain is not None and not record.plain.extend(entries):
+            record.plain = None
+        over = max(len(record.entries) - self._cap, 0)
+        del record.entries[:over]
+        if record.plain is not None:
+            record.plain.drop_oldest(over)
         record.updated_at = self._clock()
 
     async def delete(self, key: Key) -> bool:
@@ -230,6 +251,7 @@ class InProcessStore:
         if record is None or not record.entries:
             return False
         del record.entries[last_turn_start(record.entries) :]
+        record.plain = PlainHistory.of(record.entries)
         record.updated_at = self._clock()
         return True
 

@@ -11,9 +11,9 @@ import asyncio
 import functools
 import logging
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import AbstractAsyncContextManager, contextmanager
+from contextlib import AbstractAsyncContextManager
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -31,6 +31,7 @@ log = logging.getLogger("gateway.memory")
 T = TypeVar("T")
 
 OFF_LOOP_CHARS = 16_384  # texts to tokenize beyond this many characters are counted on a thread
+_NO_CONVERSATION = Conversation([], [], 0.0)
 
 
 class MemoryUnavailableError(GatewayError):
@@ -97,19 +98,25 @@ class Turn:
         problem = malformed_reply(reply)
         if problem is not None:
             raise UnstorableReplyError(f"The upstream's reply is malformed ({problem}); the turn was not stored.")
-        messages = (*self.plan.new_turn, reply)
-        counts = await self._memory.offload(lambda: [self._count(m) for m in messages], messages)
-        entries = [Entry(m, {self._encoding: n}) for m, n in zip(messages, counts, strict=True)]
-        system = self.plan.system if self.plan.system_changed else None
+        plan, count = self.plan, self._count
+        messages = [*plan.new_turn, reply]
+        if plan.turn_tokens is not None and text_size(reply) <= OFF_LOOP_CHARS:  # the window counted the turn
+            counts = [*plan.turn_tokens, count(reply)]
+        else:
+            counts = await self._memory.offload(lambda: [count(m) for m in messages], messages)
+        encoding = self._encoding
+        entries = [Entry(m, {encoding: n}) for m, n in zip(messages, counts, strict=True)]
+        trace = self._trace
         started = time.monotonic()
         try:
-            with store_errors():
-                # A client that leaves now cannot cut the write in half: stores finish it on their own,
-                # before the conversation passes to its next holder (see MemoryStore.append).
-                await self._memory.store.append(self._key, entries, system=system)
+            # A client that leaves now cannot cut the write in half: stores finish it on their own,
+            # before the conversation passes to its next holder (see MemoryStore.append).
+            await self._memory.store.append(self._key, entries, system=plan.system if plan.system_changed else None)
+        except StoreUnavailable as exc:
+            raise _unavailable(exc) from None
         finally:
-            self._trace.observer.store_timed(self._memory.store_kind, "append", time.monotonic() - started)
-        self._trace.memory_stored(len(entries))
+            trace.observer.store_timed(self._memory.store_kind, "append", time.monotonic() - started)
+        trace.memory_stored(len(entries))
 
 
 def malformed_reply(message: Message) -> str | None:
@@ -156,15 +163,21 @@ class _Counts:
         self._cap = cap
         self._short: dict[tuple[str, str], int] = {}
 
-    def counter(self) -> TokenCounter:
-        """count_message for one request: any other message is counted at most once per object."""
-        codec, cap, short = self._codec, self._cap, self._short
+    def counters(self) -> tuple[TokenCounter, TokenCounter]:
+        """count_message for one request, and the same for the loop, refusing (_CountOffLoop) a large text.
+
+        Any message but a short {role, content} one is counted at most once per object.
+        """
         seen: dict[int, tuple[Message, int]] = {}
+        return self._counter(seen, None), self._counter(seen, OFF_LOOP_CHARS)
+
+    def _counter(self, seen: dict[int, tuple[Message, int]], limit: int | None) -> TokenCounter:
+        codec, cap, short = self._codec, self._cap, self._short
 
         def count(message: Message) -> int:
-            if len(message) == 2:
+            if len(message) == 2:  # short ones need no size check: they are far below the limit
                 role, content = message.get("role"), message.get("content")
-                if type(role) is str and type(content) is str and len(content) <= 4096:
+                if type(role) is str and type(content) is str and len(content) <= 4096 and len(role) <= 4096:
                     known = short.get((role, content))
                     if known is None:
                         if len(short) >= SHORT_COUNTS:
@@ -173,6 +186,8 @@ class _Counts:
                     return known
             hit = seen.get(id(message))
             if hit is None or hit[0] is not message:
+                if limit is not None and text_size(message) > limit:
+                    raise _CountOffLoop
                 hit = seen[id(message)] = (message, count_message(message, codec, cap))
             return hit[1]
 
@@ -236,32 +251,35 @@ class Memory:
         count: TokenCounter,
         encoding: str,
         trace: Trace,
+        count_on_loop: TokenCounter | None = None,
     ) -> Plan:
-        """Read the newest part of the conversation the window needs and plan; read further only when it must."""
+        """Read the newest part of the conversation the window needs and plan; read further only when it must.
+
+        Planned on the loop unless a text is too large to count there (`count_on_loop` refuses it;
+        by default `count` guarded by the text's size), then on a thread.
+        """
+        on_loop = count_on_loop or _counted_on_loop(count)
         reach = first_reach(settings, messages)
         while True:
             started = time.monotonic()
-            with store_errors():
+            try:
                 conversation = await self.store.load_tail(key, reach)
+            except StoreUnavailable as exc:
+                raise _unavailable(exc) from None
             trace.observer.store_timed(self.store_kind, "load", time.monotonic() - started)
             if conversation is None:
-                conversation = Conversation([], [], 0.0)
-            work = functools.partial(
-                plan_turn,
-                conversation.system,
-                conversation.entries,
-                messages,
-                settings,
-                encoding=encoding,
-                older=conversation.older,
-            )
-            try:  # planned here unless it has a large text to count
-                plan = work(count=_counted_on_loop(count))
+                conversation = _NO_CONVERSATION
+            system, entries, older, plain = conversation.system, conversation.entries, conversation.older, conversation.plain
+            try:
+                plan = plan_turn(system, entries, messages, settings, count=on_loop, encoding=encoding, older=older, plain=plain)
             except _CountOffLoop:
-                plan = await self._on_thread(functools.partial(work, count=count))
+                work = functools.partial(
+                    plan_turn, system, entries, messages, settings, count=count, encoding=encoding, older=older, plain=plain
+                )
+                plan = await self._on_thread(work)
             if not plan.wants_older:
                 return plan
-            reach = wider_reach(len(conversation.entries))
+            reach = wider_reach(len(entries))
 
     def hold(self, key: Key, observer: Observer | None = None) -> AbstractAsyncContextManager[None]:
         """The conversation's lock, with store failures as the client sees them (409, 503).
@@ -343,11 +361,12 @@ class _TurnScope:
     async def __aenter__(self) -> Turn:
         memory, trace = self._memory, self._trace
         encoding = encoding_name(self._model)
-        count = (await memory._counts(encoding)).counter()
+        counts = memory._counts_by_encoding.get(encoding) or await memory._counts(encoding)
+        count, count_on_loop = counts.counters()
         await self._hold.__aenter__()
         try:
             plan = await memory.plan(
-                self._key, self._settings, self._messages, count=count, encoding=encoding, trace=trace
+                self._key, self._settings, self._messages, count=count, encoding=encoding, trace=trace, count_on_loop=count_on_loop
             )
         except BaseException as exc:
             await self._hold.__aexit__(type(exc), exc, exc.__traceback__)
@@ -380,10 +399,12 @@ def _unavailable(exc: StoreUnavailable) -> MemoryUnavailableError:
     return MemoryUnavailableError("The memory store is unavailable; nothing was stored. Try again later.")
 
 
-@contextmanager
-def store_errors() -> Iterator[None]:
-    """A failing store backend is a 503 for the client, never a 500."""
-    try:
-        yield
-    except StoreUnavailable as exc:
-        raise _unavailable(exc) from None
+class store_errors:
+    """`with store_errors():` a failing store backend is a 503 for the client, never a 500."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None) -> None:
+        if isinstance(exc, StoreUnavailable):
+            raise _unavailable(exc) from None

@@ -1,24 +1,21 @@
 """One thread that runs blocking jobs in order for the event loop: the SQLite store's only thread.
 
-The hand-off is a queue and, back on the loop, one `call_soon_threadsafe` per batch of results:
-no executor work items, no concurrent futures chained to asyncio ones. The thread takes every job
-queued while it was busy at once, so its owner can serve several (appends) in one transaction.
+The hand-off is a queue; the owner's `serve` hands a batch's results back to the loop in one
+`call_soon_threadsafe`: no executor work items, no concurrent futures chained to asyncio ones.
+The thread takes every job queued while it was busy at once, so its owner can serve several
+(appends) in one transaction.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import queue
 import threading
-from collections.abc import Callable, Sequence
-from typing import Any, Generic, TypeVar
+from collections.abc import Callable
+from typing import Generic, TypeVar
 
 log = logging.getLogger("gateway.memory")
 J = TypeVar("J")
-
-Outcome = tuple["asyncio.Future[Any]", Any, BaseException | None]  # (future, result, error)
 
 
 class Worker(Generic[J]):
@@ -66,22 +63,3 @@ class Worker(Generic[J]):
                     log.exception("%s: serving a batch of jobs failed", self._name)
             if len(jobs) < len(batch):
                 return
-
-
-def settle_soon(outcomes: Sequence[Outcome]) -> None:
-    """From the worker thread: settle each future with its result or error, on its loop, in one hop."""
-    if not outcomes:
-        return
-    with contextlib.suppress(RuntimeError):  # the loop is closed: nobody awaits these any more
-        outcomes[0][0].get_loop().call_soon_threadsafe(settle, outcomes)
-
-
-def settle(outcomes: Sequence[Outcome]) -> None:
-    """On the loop: set each future not already done (a caller that left cancelled it)."""
-    for future, result, error in outcomes:
-        if future.done():
-            continue
-        if error is None:
-            future.set_result(result)
-        else:
-            future.set_exception(error)

@@ -13,7 +13,7 @@ import pytest
 from gateway.memory.policies import Entry
 from gateway.memory.redis import RedisStore
 from gateway.memory.sqlite import SQLiteStore
-from gateway.memory.store import InProcessStore, LockTimeout, MemoryStore
+from gateway.memory.store import InProcessStore, KeyLocks, LockTimeout, MemoryStore
 from tests.servers import flush_redis as flush
 
 KEY = ("team-a", "conv-1")
@@ -223,6 +223,26 @@ async def test_lock_times_out(make_store: StoreFactory) -> None:
     await task
     async with store.lock(KEY):  # and it is free again afterwards
         pass
+
+
+async def test_a_waiter_that_leaves_passes_the_conversation_on() -> None:
+    """Handed the conversation just as it left (cancelled, or timed out), a waiter hands it to the next one."""
+    locks = KeyLocks(timeout=5)
+    await locks.hold(KEY).__aenter__()
+    gone = asyncio.create_task(locks.hold(KEY).__aenter__())
+    leaving = asyncio.create_task(locks.hold(KEY).__aenter__())
+    staying = asyncio.create_task(locks.hold(KEY).__aenter__())
+    await asyncio.sleep(0)  # all three queued, oldest first
+    gone.cancel()  # left while waiting: skipped
+    with pytest.raises(asyncio.CancelledError):
+        await gone
+    await locks.hold(KEY).__aexit__()  # handed to `leaving` ...
+    leaving.cancel()  # ... which leaves before it could take it
+    with pytest.raises(asyncio.CancelledError):
+        await leaving
+    await asyncio.wait_for(staying, 5)
+    await locks.hold(KEY).__aexit__()
+    await asyncio.wait_for(locks.hold(KEY).__aenter__(), 5)  # free again
 
 
 async def test_concurrent_locked_appends_lose_nothing(make_store: StoreFactory) -> None:

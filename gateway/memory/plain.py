@@ -1,0 +1,89 @@
+"""A history of plain messages, kept beside its entries: its windows are a slice, not a walk.
+
+Most conversations hold user and assistant messages only, no tool calls and no tool results.
+Over such a history a message window keeps the newest n messages, and a token window the
+newest messages whose stored counts fit the budget: running sums of those counts find where
+that starts by bisection. Planning then costs the same whatever the length of the history, with
+no Python loop over its entries. Stores that keep conversations in memory keep one of these
+with each (built once when read, extended by each write); a history that holds a tool call or
+result has none, and is planned by the general walk in `policies`.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gateway.memory.policies import Entry
+
+Message = dict[str, Any]
+
+
+class PlainHistory:
+    """The messages of a history without tool calls or results, and the running sums of their counts.
+
+    `running[i]` is the tokens of the messages before `messages[i]` (plus a constant: only
+    differences count) in `encoding`, the encoding of the oldest entry's count. `running` is
+    None once an entry has no (non-zero) count in that encoding: message windows still work.
+    """
+
+    __slots__ = ("encoding", "messages", "running")
+
+    def __init__(self) -> None:
+        self.messages: list[Message] = []
+        self.encoding: str | None = None
+        self.running: list[int] | None = [0]
+
+    @classmethod
+    def of(cls, entries: Iterable[Entry]) -> PlainHistory | None:
+        """The plain history of `entries`, oldest first; None when one of them is a tool call or result."""
+        plain = cls()
+        return plain if plain.extend(entries) else None
+
+    def extend(self, entries: Iterable[Entry]) -> bool:
+        """Add newer entries; False when one is a tool call or result (this history is then of no use)."""
+        messages = self.messages
+        for entry in entries:
+            message = entry.message
+            if message.get("role") == "tool" or "tool_calls" in message:
+                return False
+            messages.append(message)
+            running = self.running
+            if running is None:
+                continue
+            if self.encoding is None:  # the oldest entry's count names the encoding of the sums
+                self.encoding = next(iter(entry.tokens), None)
+            count = entry.tokens.get(self.encoding) if self.encoding is not None else None
+            if count:
+                running.append(running[-1] + count)
+            else:  # a message stored uncounted, or counted in another encoding: no token sums
+                self.running = None
+        return True
+
+    def drop_oldest(self, count: int) -> None:
+        """Forget the `count` oldest messages (a store's cap dropped them)."""
+        del self.messages[:count]
+        if self.running is not None:
+            del self.running[:count]
+
+    def newest(self, count: int) -> tuple[list[Message], bool]:
+        """The newest `count` messages (none when count <= 0), and whether that is all of them."""
+        size = len(self.messages)
+        if count >= size or not size:
+            return self.messages[:], True
+        return self.messages[size - count :] if count > 0 else [], False
+
+    def sums_in(self, encoding: str) -> list[int] | None:
+        """The running sums of the counts, when every message has one in `encoding`; else None."""
+        return self.running if self.encoding == encoding else None
+
+    def newest_within(self, sums: list[int], budget: int) -> tuple[list[Message], bool]:
+        """The newest messages whose counts add up to at most `budget`, and whether that is all of them.
+
+        `sums` is what `sums_in` gave for the encoding of the budget.
+        """
+        size = len(self.messages)
+        start = min(bisect_left(sums, sums[-1] - budget), size)  # the oldest message that still fits
+        return self.messages[start:], start == 0

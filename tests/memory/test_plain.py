@@ -1,0 +1,101 @@
+"""A plain history's windows (a slice, a bisection) plan exactly as the walk over its entries does."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gateway.memory.plain import PlainHistory
+from gateway.memory.policies import Entry, plan_turn
+from gateway.memory.settings import MemorySettings
+from gateway.memory.tokens import count_message, get_encoding
+
+O200K = get_encoding("o200k_base")
+
+
+def count(message: dict[str, Any]) -> int:
+    return count_message(message, O200K)
+
+
+texts = st.sampled_from(["hi", "a longer sentence " * 3, "x" * 90, "ok"])
+plain_messages = st.lists(st.builds(lambda role, text: {"role": role, "content": text}, st.sampled_from(["user", "assistant"]), texts), max_size=40)
+
+
+@st.composite
+def stored_entries(draw: st.DrawFn) -> list[Entry]:
+    """Plain messages, counted in the turn's encoding, mostly; sometimes one in another, or uncounted."""
+    entries = []
+    for message in draw(plain_messages):
+        how = draw(st.sampled_from(["o200k_base"] * 8 + ["cl100k_base", "none", "zero"]))
+        tokens = {} if how == "none" else {"o200k_base": 0} if how == "zero" else {how: count(message)}
+        entries.append(Entry(message, tokens))
+    return entries
+
+
+windows = st.one_of(
+    st.builds(MemorySettings, memory_type=st.just("message_window"), max_messages=st.integers(0, 45)),
+    st.builds(MemorySettings, memory_type=st.just("token_window"), max_tokens=st.integers(0, 900)),
+    st.builds(MemorySettings, memory_type=st.just("round_window"), max_rounds=st.integers(1, 6), max_chars=st.integers(20, 900)),
+)
+
+
+@given(
+    history=stored_entries(),
+    turn=st.lists(st.builds(lambda text: {"role": "user", "content": text}, texts), min_size=0, max_size=3),
+    window=windows,
+    older=st.sampled_from([0, 5]),
+    split=st.integers(0, 40),
+)
+def test_a_plain_history_plans_as_the_walk_does(
+    history: list[Entry], turn: list[dict[str, Any]], window: MemorySettings, older: int, split: int
+) -> None:
+    plain = PlainHistory.of(history[:split])  # built in two steps, as a store's cache grows with each write
+    assert plain is not None and plain.extend(history[split:])
+    messages = [{"role": "system", "content": "be brief"}, *turn]
+    walked = plan_turn([], history, messages, window, count=count, encoding="o200k_base", older=older)
+    assert plan_turn([], history, messages, window, count=count, encoding="o200k_base", older=older, plain=plain) == walked
+
+
+@given(history=stored_entries(), dropped=st.integers(0, 45), budget=st.integers(-5, 900))
+def test_dropping_the_oldest_keeps_the_sums_of_the_rest(history: list[Entry], dropped: int, budget: int) -> None:
+    plain = PlainHistory.of(history)
+    assert plain is not None
+    plain.drop_oldest(dropped)
+    rest = PlainHistory.of(history[dropped:])
+    assert rest is not None and plain.messages == rest.messages
+    sums, rest_sums = plain.sums_in("o200k_base"), rest.sums_in("o200k_base")
+    if sums is not None and rest_sums is not None:  # a history counted in the encoding
+        assert plain.newest_within(sums, budget) == rest.newest_within(rest_sums, budget)
+
+
+def test_a_message_that_fits_the_budget_exactly_is_kept() -> None:
+    history = [Entry({"role": "user", "content": str(n)}, {"o200k_base": n}) for n in (5, 7, 11)]
+    plain = PlainHistory.of(history)
+    assert plain is not None
+    sums = plain.sums_in("o200k_base")
+    assert sums is not None
+    assert plain.newest_within(sums, 18) == ([history[1].message, history[2].message], False)
+    assert plain.newest_within(sums, 17) == ([history[2].message], False)
+    assert plain.newest_within(sums, 23) == ([entry.message for entry in history], True)
+    assert plain.newest_within(sums, -1) == ([], False)
+    assert PlainHistory().newest(-1) == ([], True)  # as the walk: nothing was there to stop it
+    assert plain.newest(0) == ([], False) and plain.newest(3) == ([entry.message for entry in history], True)
+
+
+def test_a_tool_call_or_result_makes_a_history_not_plain() -> None:
+    call = {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}
+    result = {"role": "tool", "tool_call_id": "c1", "content": "r"}
+    assert PlainHistory.of([Entry(call, {})]) is None
+    assert PlainHistory.of([Entry(result, {})]) is None
+    plain = PlainHistory.of([Entry({"role": "user", "content": "q"}, {"o200k_base": 4})])
+    assert plain is not None and not plain.extend([Entry(call, {})])
+
+
+def test_sums_are_only_in_the_encoding_every_message_was_counted_in() -> None:
+    plain = PlainHistory.of([Entry({"role": "user", "content": "q"}, {"o200k_base": 4})])
+    assert plain is not None and plain.sums_in("o200k_base") == [0, 4] and plain.sums_in("cl100k_base") is None
+    plain.extend([Entry({"role": "assistant", "content": "a"}, {"cl100k_base": 4})])
+    assert plain.sums_in("o200k_base") is None
+    assert plain.newest(1) == ([{"role": "assistant", "content": "a"}], False)  # a message window still serves
