@@ -8,6 +8,7 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 from hashlib import sha256
+from typing import Final
 
 import orjson
 from aiohttp import web
@@ -32,6 +33,9 @@ log = logging.getLogger("gateway")
 SHARED_TENANT = "default"
 ANTHROPIC_PATH = "/v1/messages"  # errors there take Anthropic's shape
 _REQUEST_ID = re.compile(r"[\x21-\x7e]{1,200}")
+# The header as SDKs send it: the scheme so spelled, one space, visible ASCII. Such a token needs
+# none of the trimming and checks of `_any_token`, which takes every other spelling.
+_PLAIN_BEARER: Final = re.compile(r"Bearer ([\x21-\x7e]+)")
 # Request ids need to be unique, not secret: a per-process random prefix and a counter are
 # unique across workers and restarts, and cost a fraction of uuid4's urandom call.
 _request_ids = map(f"req_{os.urandom(6).hex()}{{:010x}}".format, itertools.count(1))
@@ -97,26 +101,33 @@ class Authenticator:
         self._tenants = {key.sha256: key.name for key in keys}  # a repeated key: the last name, as before
 
     def tenant(self, request: web.Request) -> str:
-        tenants = self._tenants
-        if not tenants:
+        if not self._tenants:
             return SHARED_TENANT
-        headers = request.headers
-        scheme, _, token = headers.get("Authorization", "").partition(" ")
-        if not scheme and "x-api-key" in headers:  # how Anthropic's clients send a key
-            scheme, token = "bearer", headers["x-api-key"]
-        token = token.strip()
-        if not token or scheme.lower() != "bearer":
-            raise AuthenticationError(
-                "Missing gateway API key: send 'Authorization: Bearer <key>' (or 'x-api-key: <key>')."
-            )
-        # aiohttp keeps undecodable header bytes as lone surrogates, which encode() refuses.
-        # Keys are sent as printable ASCII (HTTP clients send headers so), so any other token is
-        # simply an incorrect key.
-        if token.isascii() and token.isprintable():
-            tenant = tenants.get(sha256(token.encode()).digest())
-            if tenant is not None:
-                return tenant
+        authorization = request.headers.get("Authorization", "")
+        plain = _PLAIN_BEARER.fullmatch(authorization)
+        token = plain[1] if plain is not None else _any_token(request.headers, authorization)
+        tenant = self._tenants.get(sha256(token.encode()).digest())
+        if tenant is None:
+            raise AuthenticationError("Incorrect gateway API key provided.")
+        return tenant
+
+
+def _any_token(headers: Mapping[str, str], authorization: str) -> str:
+    """The token of a bearer header spelled any way, or of `x-api-key`; a 401 when it cannot be a key."""
+    scheme, _, token = authorization.partition(" ")
+    if not scheme and "x-api-key" in headers:  # how Anthropic's clients send a key
+        scheme, token = "bearer", headers["x-api-key"]
+    token = token.strip()
+    if not token or scheme.lower() != "bearer":
+        raise AuthenticationError(
+            "Missing gateway API key: send 'Authorization: Bearer <key>' (or 'x-api-key: <key>')."
+        )
+    # aiohttp keeps undecodable header bytes as lone surrogates, which encode() refuses. Keys
+    # are sent as printable ASCII (HTTP clients send headers so), so any other token is simply
+    # an incorrect key.
+    if not (token.isascii() and token.isprintable()):
         raise AuthenticationError("Incorrect gateway API key provided.")
+    return token
 
 
 async def _failure_response(request: web.Request, exc: Exception, request_id: str) -> web.StreamResponse:
