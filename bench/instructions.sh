@@ -4,9 +4,12 @@
 # Scenarios: a chat request, a stream of 2 chunks (`-stream`), a stream of 32 chunks (`-long`).
 # Needs valgrind, nginx with the echo module (see run.sh).
 #   bash bench/instructions.sh [SERVER...]   servers: floor gateway nometrics nostreamusage gateway-nolog
-#                                            nometrics-nolog memory litellm (default: all but litellm);
-#                                            guard = what bench/guard.py checks (gateway, gateway-stream,
-#                                            gateway-memory)
+#                                            nometrics-nolog memory litellm memory-scale (default: all but
+#                                            litellm and memory-scale); guard = what bench/guard.py checks
+#                                            (gateway, gateway-stream, gateway-memory)
+# memory-scale: a memory turn (message_window of 20) over a prefilled SQLite file (bench/fill_memory.py):
+# 20 stored messages a conversation against 1,000, and a store of 10 conversations against 100,000
+# (10 messages each); prints the two ratios. ~3 min.
 # Env: REQUESTS (1000; litellm's: LITELLM_REQUESTS, 200), CONNS (8), PATHS (only these
 # measurements, e.g. "gateway-stream"; a server none of whose measurements is wanted is not
 # started), RESULTS (a file: one JSON line per measurement is appended), PYTHON (the interpreter),
@@ -63,6 +66,7 @@ measure() {  # name [send.py flags: memory, stream]: warm up, then count the ins
   local profile total
   profile=$(ls "$run"/cg.*."$dumps")
   total=$(awk '/^summary:/{print $2; exit}' "$profile")
+  measured[$name]=$((total / requests))
   printf "%-30s %9d instructions per request\n" "$name" $((total / requests))
   if [ -n "${RESULTS:-}" ]; then
     printf '{"path": "%s", "instructions_per_request": %d, "requests": %d, "conns": %d}\n' \
@@ -90,6 +94,18 @@ gateway() {  # config [serve flags...]
   start_server "$python" -m gateway serve --config "$here/$config" --host 127.0.0.1 --port "$port" "$@"
 }
 gateway_memory() { rm -f /tmp/gateway-bench-memory.db*; gateway memory.yaml; }
+gateway_memory_filled() {  # config conversations messages: the gateway on a file filled before it starts
+  local db=/tmp/gateway-bench-memory-scale.db
+  rm -f "$db"*
+  "$python" "$here/fill_memory.py" "$db" --conversations "$2" --messages "$3" >&2
+  gateway "$1"
+}
+ratio() {  # name of the larger, name of the smaller: "larger / smaller = r" when both were measured
+  if [ -n "${measured[$1]:-}" ] && [ -n "${measured[$2]:-}" ]; then
+    awk -v a="${measured[$1]}" -v b="${measured[$2]}" -v n="$1 / $2" 'BEGIN { printf "%-55s %.3f\n", n, a / b }'
+  fi
+}
+declare -A measured=()
 floor_server() { start_server "$python" "$floor" "$port" "http://127.0.0.1:18080$1" --uvloop; }
 
 servers=("$@")
@@ -112,6 +128,13 @@ for server in "${servers[@]}"; do
       scenario "gateway gateway-nometrics.yaml --log-level warning" nometrics-nolog nometrics-nolog-stream:stream ;;
     memory)
       scenario gateway_memory gateway-memory:memory ;;
+    memory-scale)  # issue 10: CPU per memory turn follows the window, not what is stored
+      scenario "gateway_memory_filled memory-20.yaml 8 20" memory-stored-20:window
+      scenario "gateway_memory_filled memory-1000.yaml 8 1000" memory-stored-1000:window
+      scenario "gateway_memory_filled memory-20.yaml 10 10" memory-conversations-10:window
+      scenario "gateway_memory_filled memory-20.yaml 100000 10" memory-conversations-100000:window
+      ratio memory-stored-1000 memory-stored-20
+      ratio memory-conversations-100000 memory-conversations-10 ;;
     guard)  # bench/guard.py's paths
       scenario "gateway gateway.yaml" gateway gateway-stream:stream
       scenario gateway_memory gateway-memory:memory ;;

@@ -1,7 +1,8 @@
 """Send N chat requests (C at a time) to URL: the fixed load for bench/instructions.sh.
 
-    python bench/send.py URL N C [memory] [stream | long]
-With `memory`, each of C conversations gets a memoryId and a token_window of ~20 messages.
+    python bench/send.py URL N C [memory | window] [stream | long]
+With `memory`, each of C conversations (`bench-0` ..) gets a memoryId and a token_window of ~20
+messages; with `window`, a message_window of 20 (maxMessages: 20).
 With `stream`, the requests ask the `mock-stream` route for a stream (2 chunks) and read it to
 `[DONE]`; with `long`, the `mock-stream-long` route (32 chunks).
 """
@@ -27,14 +28,21 @@ def check_stream(answer: bytes) -> None:
         raise SystemExit(f"usage relayed to a client that did not ask for it: {answer!r}")
 
 
-async def main(url: str, total: int, concurrency: int, *, memory: bool, stream: str | None) -> None:
+WINDOWS = {
+    None: {},
+    "memory": {"memoryType": "token_window", "maxTokens": "330"},
+    "window": {"memoryType": "message_window", "maxMessages": "20"},
+}
+
+
+async def main(url: str, total: int, concurrency: int, *, memory: str | None, stream: str | None) -> None:
     headers = {"Authorization": "Bearer sk-bench", "Content-Type": "application/json"}
     models = {None: "mock-1", "stream": "mock-stream", "long": "mock-stream-long"}
     data = body(models[stream], stream=stream is not None)
     async with aiohttp.ClientSession() as session:
 
         async def worker(index: int, count: int) -> None:
-            extra = {"memoryId": f"bench-{index}", "memoryType": "token_window", "maxTokens": "330"} if memory else {}
+            extra = {"memoryId": f"bench-{index}", **WINDOWS[memory]} if memory else {}
             for _ in range(count):
                 async with session.post(url, data=data, headers={**headers, **extra}) as response:
                     answer = await response.read()
@@ -50,4 +58,5 @@ async def main(url: str, total: int, concurrency: int, *, memory: bool, stream: 
 if __name__ == "__main__":
     flags = sys.argv[4:]
     stream = "long" if "long" in flags else "stream" if "stream" in flags else None
-    asyncio.run(main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), memory="memory" in flags, stream=stream))
+    memory = "window" if "window" in flags else "memory" if "memory" in flags else None
+    asyncio.run(main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), memory=memory, stream=stream))
