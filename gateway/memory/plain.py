@@ -12,7 +12,7 @@ result has none, and is planned by the general walk in `policies`.
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Iterable
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -33,33 +33,33 @@ class PlainHistory:
 
     def __init__(self) -> None:
         self.messages: list[Message] = []
-        self.encoding: str | None = None
+        self.encoding = ""  # none yet, or the oldest message was stored uncounted
         self.running: list[int] | None = [0]
 
     @classmethod
-    def of(cls, entries: Iterable[Entry]) -> PlainHistory | None:
+    def of(cls, entries: Sequence[Entry]) -> PlainHistory | None:
         """The plain history of `entries`, oldest first; None when one of them is a tool call or result."""
         plain = cls()
         return plain if plain.extend(entries) else None
 
-    def extend(self, entries: Iterable[Entry]) -> bool:
+    def extend(self, entries: Sequence[Entry]) -> bool:
         """Add newer entries; False when one is a tool call or result (this history is then of no use)."""
-        messages = self.messages
+        messages, running = self.messages, self.running
+        if running is not None and not self.encoding and entries:  # the oldest entry's count names the encoding
+            self.encoding = next(iter(entries[0].tokens), "")
+        encoding = self.encoding
         for entry in entries:
             message = entry.message
             if message.get("role") == "tool" or "tool_calls" in message:
                 return False
             messages.append(message)
-            running = self.running
             if running is None:
                 continue
-            if self.encoding is None:  # the oldest entry's count names the encoding of the sums
-                self.encoding = next(iter(entry.tokens), None)
-            count = entry.tokens.get(self.encoding) if self.encoding is not None else None
+            count = entry.tokens.get(encoding)
             if count:
                 running.append(running[-1] + count)
             else:  # a message stored uncounted, or counted in another encoding: no token sums
-                self.running = None
+                running = self.running = None
         return True
 
     def drop_oldest(self, count: int) -> None:

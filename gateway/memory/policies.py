@@ -36,7 +36,7 @@ _PLAIN_KEYS = frozenset(_KEPT_KEYS) - {"tool_calls"}
 _NO_COUNTS: Mapping[str, int] = MappingProxyType({})
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: made on every turn, and a frozen __init__ costs twice as much
 class Entry:
     """A stored message with its token counts, computed once when it was stored."""
 

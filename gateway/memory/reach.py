@@ -24,7 +24,7 @@ WIDER_AT_LEAST: Final = 64  # a second read fetches at least this many messages,
 FIRST_CHUNK: Final = 32  # a first chunk for a token or round window, where a store reads in chunks
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: made on every turn, and a frozen __init__ costs twice as much
 class Reach:
     """Read newest first until every bound is met (or the history ends).
 

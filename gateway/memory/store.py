@@ -40,7 +40,7 @@ class LockLost(StoreUnavailable):
     """The conversation's lock expired or passed to another holder before the write; nothing was written."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: made on every turn, and a frozen __init__ costs twice as much
 class Conversation:
     """A stored conversation, or its newest part: `older` entries before `entries` were not read.
 
@@ -137,12 +137,18 @@ class KeyLocks:
     def hold(self, key: Key) -> _Held:
         return _Held(self, key)
 
+    def _take(self, key: Key) -> bool:
+        """Take `key` if it is free (the common case), without an await."""
+        if key in self._held:
+            return False
+        self._held[key] = []
+        return True
+
     async def _acquire(self, key: Key) -> None:
-        waiters = self._held.get(key)
-        if waiters is None:  # free: the common case
-            self._held[key] = []
+        if self._take(key):
             return
         turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        waiters = self._held[key]
         waiters.append(turn)
         try:
             async with asyncio.timeout(self.timeout):  # only a wait needs a deadline
@@ -176,7 +182,8 @@ class _Held:
         self._key = key
 
     async def __aenter__(self) -> None:
-        await self._locks._acquire(self._key)
+        if not self._locks._take(self._key):
+            await self._locks._acquire(self._key)
 
     async def __aexit__(self, *exc: object) -> None:
         self._locks._release(self._key)

@@ -50,6 +50,7 @@ def use_offline_encodings() -> None:
         os.environ["TIKTOKEN_CACHE_DIR"] = str(folder)
 
 
+@functools.lru_cache(maxsize=1024)  # asked per memory turn, of a few model names
 def encoding_name(model: str | None) -> str:
     """The tiktoken encoding of a model: o200k_base unless it is a gpt-4 / gpt-3.5 era model."""
     name = (model or "").lower().rpartition("/")[2]  # "openai/gpt-4" and "azure/gpt-4" count as gpt-4

@@ -51,15 +51,13 @@ class UnstorableReplyError(GatewayError):
 class Turn:
     """The forwarded messages of one request, and the write that follows its success."""
 
-    def __init__(
-        self, memory: Memory, key: Key, plan: Plan, encoding: str, count: TokenCounter, trace: Trace | None = None
-    ) -> None:
+    def __init__(self, memory: Memory, key: Key, plan: Plan, encoding: str, counts: _Counts, trace: Trace) -> None:
         self._memory = memory
-        self._trace = trace or Trace()
+        self._trace = trace
         self._key = key
         self.plan = plan
         self._encoding = encoding
-        self._count = count
+        self._counts = counts
         self._assembler: ReplyAssembler | None = None  # only a stream needs one
         self.headers = {
             "x-memory-id": key[1],
@@ -98,11 +96,15 @@ class Turn:
         problem = malformed_reply(reply)
         if problem is not None:
             raise UnstorableReplyError(f"The upstream's reply is malformed ({problem}); the turn was not stored.")
-        plan, count = self.plan, self._count
+        plan, count = self.plan, self._counts.count
         messages = [*plan.new_turn, reply]
-        if plan.turn_tokens is not None and text_size(reply) <= OFF_LOOP_CHARS:  # the window counted the turn
-            counts = [*plan.turn_tokens, count(reply)]
-        else:
+        counts: list[int] | None = None
+        if plan.turn_tokens is not None:  # the window counted the turn: the reply is left, counted here when small
+            try:
+                counts = [*plan.turn_tokens, self._counts.count_on_loop(reply)]
+            except _CountOffLoop:
+                counts = None  # a large reply: counted below with the turn, on a thread
+        if counts is None:
             counts = await self._memory.offload(lambda: [count(m) for m in messages], messages)
         encoding = self._encoding
         entries = [Entry(m, {encoding: n}) for m, n in zip(messages, counts, strict=True)]
@@ -156,40 +158,33 @@ SHORT_COUNTS = 8192  # short {role, content} messages whose counts a process rem
 
 
 class _Counts:
-    """Token counts in one encoding: short {role, content} messages (system prompts, common turns) remembered."""
+    """Token counts in one encoding: short {role, content} messages (system prompts, common turns) remembered.
+
+    `count` counts any message; `count_on_loop` refuses (_CountOffLoop) one too large to count
+    without blocking the loop.
+    """
 
     def __init__(self, codec: Encoding, cap: int) -> None:
-        self._codec = codec
-        self._cap = cap
         self._short: dict[tuple[str, str], int] = {}
+        self.count = self._counter(codec, cap, None)
+        self.count_on_loop = self._counter(codec, cap, OFF_LOOP_CHARS)
 
-    def counters(self) -> tuple[TokenCounter, TokenCounter]:
-        """count_message for one request, and the same for the loop, refusing (_CountOffLoop) a large text.
-
-        Any message but a short {role, content} one is counted at most once per object.
-        """
-        seen: dict[int, tuple[Message, int]] = {}
-        return self._counter(seen, None), self._counter(seen, OFF_LOOP_CHARS)
-
-    def _counter(self, seen: dict[int, tuple[Message, int]], limit: int | None) -> TokenCounter:
-        codec, cap, short = self._codec, self._cap, self._short
+    def _counter(self, codec: Encoding, cap: int, limit: int | None) -> TokenCounter:
+        short = self._short
 
         def count(message: Message) -> int:
             if len(message) == 2:  # short ones need no size check: they are far below the limit
                 role, content = message.get("role"), message.get("content")
-                if type(role) is str and type(content) is str and len(content) <= 4096 and len(role) <= 4096:
+                if type(role) is str and type(content) is str and len(role) + len(content) <= 4096:
                     known = short.get((role, content))
                     if known is None:
                         if len(short) >= SHORT_COUNTS:
                             short.clear()
                         known = short[(role, content)] = count_message(message, codec, cap)
                     return known
-            hit = seen.get(id(message))
-            if hit is None or hit[0] is not message:
-                if limit is not None and text_size(message) > limit:
-                    raise _CountOffLoop
-                hit = seen[id(message)] = (message, count_message(message, codec, cap))
-            return hit[1]
+            if limit is not None and text_size(message) > limit:
+                raise _CountOffLoop
+            return count_message(message, codec, cap)
 
         return count
 
@@ -362,17 +357,22 @@ class _TurnScope:
         memory, trace = self._memory, self._trace
         encoding = encoding_name(self._model)
         counts = memory._counts_by_encoding.get(encoding) or await memory._counts(encoding)
-        count, count_on_loop = counts.counters()
         await self._hold.__aenter__()
         try:
             plan = await memory.plan(
-                self._key, self._settings, self._messages, count=count, encoding=encoding, trace=trace, count_on_loop=count_on_loop
+                self._key,
+                self._settings,
+                self._messages,
+                count=counts.count,
+                encoding=encoding,
+                trace=trace,
+                count_on_loop=counts.count_on_loop,
             )
         except BaseException as exc:
             await self._hold.__aexit__(type(exc), exc, exc.__traceback__)
             raise
         trace.memory_planned(self._settings.memory_type, plan.evicted)
-        return Turn(memory, self._key, plan, encoding, count, trace)
+        return Turn(memory, self._key, plan, encoding, counts, trace)
 
     async def __aexit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
