@@ -14,7 +14,7 @@ import asyncio
 import email.utils
 import functools
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, NamedTuple
 
@@ -179,7 +179,12 @@ class Dispatcher:
         self._rng = rng
         self._sleep = sleep
         self._breakers = breakers
-        self._loop: asyncio.AbstractEventLoop | None = None  # the one its providers' session runs on
+        # The loop its providers' session runs on, looked up once: on 3.11 each lookup is a getpid()
+        # syscall. Built outside a loop (in tests), it looks the loop up per attempt.
+        try:
+            self._loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            self._loop = None
 
     @property
     def breakers(self) -> Breakers | None:
@@ -239,22 +244,23 @@ class Dispatcher:
         code, param = (redact(v, target) if v else v for v in (fields.code, fields.param))
         return UpstreamError(attempts, type=fields.type, code=code, param=param, headers=headers)
 
-    async def _try_target(
+    def _try_target(
         self, target: Target, request: Request, attempts: list[Attempt], *, admitted: int = ORDINARY
-    ) -> _Try:
+    ) -> Coroutine[Any, Any, _Try]:
         """Call `target`, retrying as its policy says.
 
         `admitted` PROBE (the half-open trial) or FORCED (every target was open): the first call
-        decides the target's open breaker.
+        decides the target's open breaker. A target without retries gets its one attempt's own
+        coroutine back: no frame more on the common path.
         """
         call = self._call_for(target, request)
-        tried = await self._attempt(call, request, attempts, admitted)
-        if tried.outcome.ok or not target.retry.attempts:  # the common case: no retry loop to enter
-            return tried
-        return await self._retry(call, request, attempts, tried)
+        if not target.retry.attempts:
+            return self._attempt(call, request, attempts, admitted)
+        return self._retrying(call, request, attempts, admitted)
 
-    async def _retry(self, call: Call, request: Request, attempts: list[Attempt], tried: _Try) -> _Try:
-        """Call the target again after `tried` failed, while its retry policy and its breaker allow."""
+    async def _retrying(self, call: Call, request: Request, attempts: list[Attempt], admitted: int) -> _Try:
+        """The first attempt, then more while the retry policy and the target's breaker allow."""
+        tried = await self._attempt(call, request, attempts, admitted)
         target = call.target
         policy, breakers = target.retry, self._breakers
         for number in range(1, policy.attempts + 1):  # `number`: the attempt that just failed
@@ -273,7 +279,16 @@ class Dispatcher:
         trace.attempt_started(target)
         started = time.monotonic()
         try:
-            tried = await (self._open_stream(call) if request.stream else self._complete(call))
+            if request.stream:
+                tried = await self._open_stream(call)  # judges its own failures: it closes what it opened
+            else:  # here, not in a coroutine of its own: the common call costs a frame less
+                with Deadline(self._loop or asyncio.get_running_loop(), target.timeout):
+                    reply = await self._providers[target.provider].complete(call)
+                tried = _judge_reply(reply, call.endpoint)
+        except TransportError as exc:
+            tried = _Try(Outcome(exc.status, transport=True), exc.detail, kind=exc.kind)
+        except TimeoutError:
+            tried = _Try(Outcome(504, transport=True), f"timed out after {target.timeout:g}s", kind=TIMEOUT)
         except BaseException as exc:
             if admitted == PROBE and breakers is not None:  # no verdict: the next request may take the trial
                 breakers.release(target)
@@ -300,27 +315,10 @@ class Dispatcher:
         call.client_headers = request.client_headers
         return call
 
-    def _deadline(self, seconds: float) -> Deadline:
-        """A Deadline on the dispatcher's loop, looked up once: on 3.11 each lookup is a getpid() syscall."""
-        if self._loop is None:
-            self._loop = asyncio.get_running_loop()
-        return Deadline(self._loop, seconds)
-
-    async def _complete(self, call: Call) -> _Try:
-        target = call.target
-        try:
-            with self._deadline(target.timeout):
-                reply = await self._providers[target.provider].complete(call)
-        except TransportError as exc:
-            return _Try(Outcome(exc.status, transport=True), exc.detail, kind=exc.kind)
-        except TimeoutError:
-            return _Try(Outcome(504, transport=True), f"timed out after {target.timeout:g}s", kind=TIMEOUT)
-        return _judge_reply(reply, call.endpoint)
-
     async def _open_stream(self, call: Call) -> _Try:
         opened: Reply | EventStream | None = None
         try:
-            with self._deadline(call.target.timeout):
+            with Deadline(self._loop or asyncio.get_running_loop(), call.target.timeout):
                 opened = await self._providers[call.target.provider].stream(call)
                 if isinstance(opened, Reply):
                     return _replay_reply(call, opened)
@@ -391,27 +389,27 @@ OPAQUE_ANSWERS: Final = frozenset({"audio/speech", "audio/transcriptions", "audi
 
 
 def _judge_reply(reply: Reply, endpoint: str) -> _Try:
-    if 300 <= reply.status < 400:  # redirects are never followed: the upstream is misconfigured or hostile
-        detail = f"upstream answered {reply.status} (a redirect, which the gateway does not follow)"
-        return _Try(Outcome(502, transport=True), detail, kind=INVALID_RESPONSE)
-    if not reply.ok:
-        return _Try(Outcome(reply.status), _error_fields(reply.body).message, reply=reply, retry_after=retry_after_seconds(reply.headers))
+    status = reply.status
+    if not 200 <= status < 300:
+        if 300 <= status < 400:  # redirects are never followed: the upstream is misconfigured or hostile
+            detail = f"upstream answered {status} (a redirect, which the gateway does not follow)"
+            return _Try(Outcome(502, transport=True), detail, kind=INVALID_RESPONSE)
+        return _Try(Outcome(status), _error_fields(reply.body).message, reply=reply, retry_after=retry_after_seconds(reply.headers))
     if endpoint in OPAQUE_ANSWERS:
-        return _Try(Outcome(reply.status), OK, reply=reply)
+        return _Try(Outcome(status), OK, reply=reply)
     try:
-        reply.data = orjson.loads(reply.body)
+        data = reply.data = orjson.loads(reply.body)
     except orjson.JSONDecodeError:
-        detail = f"malformed upstream response (status {reply.status}, not JSON)"
+        detail = f"malformed upstream response (status {status}, not JSON)"
         return _Try(Outcome(502, transport=True), detail, kind=INVALID_RESPONSE)
-    error = reply.data.get("error") if isinstance(reply.data, dict) else None
-    if error and "object" not in reply.data and "choices" not in reply.data:
+    if isinstance(data, dict) and (error := data.get("error")) and "object" not in data and "choices" not in data:
         # an error where the answer should be: the SDK would hand the caller an answer without choices
         fields = _error_fields(reply.body)
         code = error.get("status") or error.get("code") if isinstance(error, dict) else None
-        status = code if isinstance(code, int) and 400 <= code <= 599 else 502
-        detail = f"error in a {reply.status} answer: {fields.message}"[:300]
-        return _Try(Outcome(status, transport=True), detail, kind=INVALID_RESPONSE)
-    return _Try(Outcome(reply.status), OK, reply=reply)
+        failure = code if isinstance(code, int) and 400 <= code <= 599 else 502
+        detail = f"error in a {status} answer: {fields.message}"[:300]
+        return _Try(Outcome(failure, transport=True), detail, kind=INVALID_RESPONSE)
+    return _Try(Outcome(status), OK, reply=reply)
 
 
 def _retryable(policy: RetryPolicy, tried: _Try) -> bool:

@@ -77,3 +77,10 @@ async def test_a_compressed_answer_is_read_whole_whatever_its_content_length_say
     client = await gateway(single(upstream))
     answer = await client.chat.completions.create(model="chat", messages=QUESTION)
     assert answer.choices[0].message.content == "Paris " * 200
+
+
+async def test_the_answers_content_type_is_relayed_with_its_charset(gateway: Gateway, upstream: FakeUpstream) -> None:
+    upstream.then(Step(body=ANSWER, content_type=None, headers={"Content-Type": "application/json; charset=utf-8"}))  # type: ignore[arg-type]
+    client = await gateway(single(upstream))
+    raw = await client.chat.completions.with_raw_response.create(model="chat", messages=QUESTION)
+    assert raw.headers["content-type"] == "application/json; charset=utf-8"

@@ -68,7 +68,7 @@ class Reply:
 
     status: int
     body: bytes
-    content_type: str = "application/json"
+    content_type: str = "application/json"  # the whole header value, to relay: a charset stays
     headers: Mapping[str, str] = field(default_factory=dict)
     data: Any = None  # the parsed JSON body of a 2xx answer, once the dispatcher checked it
     unread: UnreadBody | None = None  # a 2xx body to relay as it comes (then `body` is empty)

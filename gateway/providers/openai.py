@@ -6,6 +6,7 @@ from collections.abc import Awaitable, Coroutine, Mapping
 from typing import Any
 
 import aiohttp
+from aiohttp import hdrs
 from multidict import CIMultiDict, CIMultiDictProxy
 from yarl import URL
 
@@ -97,61 +98,71 @@ class OpenAIProvider:
     def complete(self, call: Call) -> Coroutine[Any, Any, Reply]:
         if call.endpoint in STREAMED_ANSWERS:
             return self._open(call)
-        # send()'s own coroutine, handed back: no second frame on every request
-        return self.send("POST", self._url(call.target, call.endpoint), call)
+        # the exchange's own coroutine, handed back: no second frame on every request
+        return self._exchange(self._post(call))
+
+    def send(self, method: str, url: URL, call: Call) -> Coroutine[Any, Any, Reply]:
+        """`call` sent to `url` by `method` (its body only with POST), the whole answer read."""
+        data = call.body if method == "POST" else None
+        return self._exchange(self._session.request(method, url, data=data, headers=self._request_headers(call), allow_redirects=False))
 
     async def _open(self, call: Call) -> Reply:
         """A 2xx answer with its body left unread, for the client to get as it arrives."""
         try:
             response = await self._post(call)
-            if response.status < 300:
-                headers = relayed_headers(response.headers)
-                return Reply(response.status, b"", response.content_type, headers, unread=_UnreadBody(response))
-            return await self._answer(response)
         except _FAILURES as exc:
             raise transport_error(exc) from None
-
-    async def send(self, method: str, url: URL, call: Call) -> Reply:
-        """`call` sent to `url` by `method` (its body only with POST), the whole answer read."""
-        data = call.body if method == "POST" else None
-        try:
-            # awaited, not `async with`: the context manager's __aenter__ would be one more frame
-            response = await self._session.request(method, url, data=data, headers=self._request_headers(call), allow_redirects=False)
-            return await self._answer(response)
-        except _FAILURES as exc:
-            raise transport_error(exc) from None
-
-    def _post(self, call: Call) -> Awaitable[aiohttp.ClientResponse]:
-        return self._session.post(self._url(call.target, call.endpoint), data=call.body, headers=self._request_headers(call), allow_redirects=False)
-
-    async def _answer(self, response: aiohttp.ClientResponse) -> Reply:
-        """The whole answer, read up to the limit (past it the answer is dropped, never buffered); the response released."""
-        limit = self._max_response_bytes
-        try:
-            length = response.content_length  # of the bytes on the wire: a compressed body grows when read
-            if length is not None and length > limit:
-                raise _too_large(response, limit)
-            content = response.content
-            body = await content.readany()
-            if not content.at_eof():  # more to come; the usual small answer has its end in its first read
-                pieces = bytearray(body)
-                while len(pieces) <= limit and (piece := await content.readany()):
-                    pieces += piece
-                body = bytes(pieces)
-            if len(body) > limit:
-                raise _too_large(response, limit)
-        finally:
-            response.release()
-        return Reply(response.status, body, response.content_type, relayed_headers(response.headers))
+        if response.status < 300:
+            headers = relayed_headers(response.headers)
+            return Reply(response.status, b"", _content_type(response), headers, unread=_UnreadBody(response))
+        return await self._exchange(response)
 
     async def stream(self, call: Call) -> Reply | EventStream:
         try:
             response = await self._post(call)
-            if response.status < 300 and response.content_type == "text/event-stream":
-                return _UpstreamEvents(response)
-            return await self._answer(response)
         except _FAILURES as exc:
             raise transport_error(exc) from None
+        if response.status < 300 and response.content_type == "text/event-stream":
+            return _UpstreamEvents(response)
+        return await self._exchange(response)
+
+    def _post(self, call: Call) -> Awaitable[aiohttp.ClientResponse]:
+        # awaited, not entered with `async with`: the context manager's __aenter__ would be one more frame
+        url = self._url(call.target, call.endpoint)
+        return self._session.request("POST", url, data=call.body, headers=self._request_headers(call), allow_redirects=False)
+
+    async def _exchange(self, answer: aiohttp.ClientResponse | Awaitable[aiohttp.ClientResponse]) -> Reply:
+        """The answer (or the request whose answer is awaited) read whole, up to the limit; then released.
+
+        Past the limit the answer is dropped, never buffered.
+        """
+        limit = self._max_response_bytes
+        try:
+            response = answer if isinstance(answer, aiohttp.ClientResponse) else await answer
+            try:
+                length = response.content_length  # of the bytes on the wire: a compressed body grows when read
+                if length is not None and length > limit:
+                    raise _too_large(response, limit)
+                content = response.content
+                body = await content.readany()
+                if not content.at_eof():  # more to come; the usual small answer has its end in its first read
+                    pieces = bytearray(body)
+                    while len(pieces) <= limit and (piece := await content.readany()):
+                        pieces += piece
+                    body = bytes(pieces)
+                if len(body) > limit:
+                    raise _too_large(response, limit)
+            finally:
+                response.release()
+        except _FAILURES as exc:
+            raise transport_error(exc) from None
+        return Reply(response.status, body, _content_type(response), relayed_headers(response.headers))
+
+
+def _content_type(response: aiohttp.ClientResponse) -> str:
+    """The answer's Content-Type as the upstream sent it, parameters (a charset) included."""
+    # not aiohttp's parsed `content_type`, which drops the charset and costs a parse per answer
+    return response.headers.get(hdrs.CONTENT_TYPE) or "application/octet-stream"
 
 
 def _too_large(response: aiohttp.ClientResponse, limit: int) -> TransportError:
