@@ -63,13 +63,18 @@ def with_stream_usage(call: Request) -> Request:
     `stream_options` in the body, the option is added to the client's bytes (the last `}` of a
     JSON object ends it): nothing is re-serialized.
     """
-    options = call.payload.get("stream_options")
-    if isinstance(options, dict) and options.get("include_usage"):
-        return call
-    raw = call.raw.rstrip() if call.raw is not None and "stream_options" not in call.payload else b""
-    call.raw = raw[:-1] + _INCLUDE_USAGE if raw.endswith(b"}") else None
-    options = {**options, "include_usage": True} if isinstance(options, dict) else {"include_usage": True}
-    call.payload = {**call.payload, "stream_options": options}
+    payload = call.payload
+    options = payload.get("stream_options")
+    if isinstance(options, dict):
+        if options.get("include_usage"):
+            return call
+        call.raw = None  # the client's own stream_options change: the body is serialized again
+        options = {**options, "include_usage": True}
+    else:
+        raw = call.raw.rstrip() if call.raw is not None and "stream_options" not in payload else b""
+        call.raw = raw[:-1] + _INCLUDE_USAGE if raw.endswith(b"}") else None
+        options = {"include_usage": True}
+    call.payload = {**payload, "stream_options": options}
     call.hidden_usage = True
     return call
 
@@ -90,35 +95,38 @@ async def forward(
     request: web.Request, route: Route, call: Request, *, turn: Turn | None = None, reshape: Reshape | None = None
 ) -> web.StreamResponse:
     """Dispatch and relay the answer; with memory, the answer reaches the client only once stored."""
-    trace = call.trace
-    metrics = request.app[CONFIG].metrics
-    if call.stream and metrics.enabled and metrics.stream_usage:  # usage is asked for the metrics' sake
-        call = with_stream_usage(call)
-    result = await request.app[DISPATCHER].dispatch(route, call)
+    app = request.app
+    if call.stream:
+        metrics = app[CONFIG].metrics
+        if metrics.enabled and metrics.stream_usage:  # usage is asked for the metrics' sake
+            call = with_stream_usage(call)
+    result = await app[DISPATCHER].dispatch(route, call)
     headers = gateway_headers(request, route, result)
     if turn is not None:
         headers.update(turn.headers)
-    if result.reply is not None and result.reply.unread is not None:
-        return await relay_body(request, result, headers, trace=trace)
-    if result.reply is not None:
-        if isinstance(result.reply.data, dict):
-            trace.usage(result.target, result.reply.data.get("usage"))
-        body = result.reply.body
-        if reshape is not None:
-            try:
-                body = orjson.dumps(reshape.answer(result.reply.data))
-            except MalformedAnswer as exc:
-                raise MalformedUpstreamAnswer(f"{result.target.name}: {redact(str(exc), result.target)}") from None
-            headers["Content-Type"] = "application/json"
-        else:
-            headers["Content-Type"] = result.reply.content_type
-        if turn is not None:
-            await turn.commit_answer(result.reply.data)
-        return web.Response(body=body, status=result.reply.status, headers=headers)
-    translator = reshape.translator() if reshape is not None else None
-    return await relay_stream(
-        request, result, headers, trace=trace, sink=turn, hide_usage=call.hidden_usage, translator=translator
-    )
+    reply = result.reply
+    if reply is None:
+        translator = reshape.translator() if reshape is not None else None
+        return await relay_stream(
+            request, result, headers, trace=call.trace, sink=turn, hide_usage=call.hidden_usage, translator=translator
+        )
+    if reply.unread is not None:
+        return await relay_body(request, result, headers, trace=call.trace)
+    data = reply.data
+    if isinstance(data, dict):
+        call.trace.usage(result.target, data.get("usage"))
+    if reshape is None:
+        body = reply.body
+        headers["Content-Type"] = reply.content_type
+    else:
+        try:
+            body = orjson.dumps(reshape.answer(data))
+        except MalformedAnswer as exc:
+            raise MalformedUpstreamAnswer(f"{result.target.name}: {redact(str(exc), result.target)}") from None
+        headers["Content-Type"] = "application/json"
+    if turn is not None:
+        await turn.commit_answer(data)
+    return web.Response(body=body, status=reply.status, headers=headers)
 
 
 async def forward_as_is(
@@ -322,7 +330,7 @@ def _resolve(request: web.Request, body: dict[str, Any]) -> Route:
     return route
 
 
-async def _chat(
+def _chat(
     request: web.Request,
     route: Route,
     raw: bytes | None,
@@ -330,17 +338,24 @@ async def _chat(
     *,
     ask: MemoryAsk | None,
     reshape: Reshape | None = None,
-) -> web.StreamResponse:
-    """A chat request (its messages checked), whichever API it came in: with memory when asked, answered."""
+) -> Awaitable[web.StreamResponse]:
+    """A chat request (its messages checked), whichever API it came in: with memory when asked, answered.
+
+    Without memory, forward's own coroutine is handed back: no frame more on the common path.
+    """
     trace: Trace = request[TRACE]
-    stream = trace.stream
     if ask is None:
-        call = Request("chat/completions", payload, raw, stream, trace)
-        return await forward(request, route, call, reshape=reshape)
+        return forward(request, route, Request("chat/completions", payload, raw, trace.stream, trace), reshape=reshape)
+    return _chat_with_memory(request, route, payload, ask, trace, reshape)
+
+
+async def _chat_with_memory(
+    request: web.Request, route: Route, payload: dict[str, Any], ask: MemoryAsk, trace: Trace, reshape: Reshape | None
+) -> web.StreamResponse:
     model = route.first_target.model or payload["model"]
     async with request.app[MEMORY].turn(request[TENANT], ask, payload["messages"], model, trace=trace) as turn:
         payload = {**payload, "messages": turn.plan.forwarded}
-        call = Request("chat/completions", payload, None, stream, trace)
+        call = Request("chat/completions", payload, None, trace.stream, trace)
         return await forward(request, route, call, turn=turn, reshape=reshape)
 
 
