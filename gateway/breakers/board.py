@@ -148,6 +148,7 @@ class LocalBreakers:
         self._listener = listener
         self._guards: dict[Target, Guard] = {}
         self._routes: dict[str, RouteGuards] = {}
+        self._unsettled = 0  # guards whose breaker is not closed, on every route
         for name, route in routes.items():
             entry = self._routes[name] = RouteGuards(route)
             for target, codes in judging_codes(route.root):
@@ -159,6 +160,8 @@ class LocalBreakers:
 
     def health(self, route: Route) -> LocalBreakers | None:
         """The walk's view of `route`'s targets; None when every one is closed."""
+        if not self._unsettled:  # every breaker of the board is closed: the common case, one read
+            return None
         entry = self._routes.get(route.name)
         if entry is None or entry.route is not route or not entry.unsettled:
             return None
@@ -187,7 +190,7 @@ class LocalBreakers:
         if guard is None:
             return None
         breaker = guard.breaker
-        if outcome.ok and breaker.state == CLOSED:
+        if breaker.state == CLOSED and outcome.ok:
             breaker.succeeded(self._clock())
             return None
         self._record(guard, counts_as_failure(guard.codes, outcome), probe, retry_after)
@@ -224,7 +227,9 @@ class LocalBreakers:
         phase = breaker.phase(now)
         was_closed = guard.reported == CLOSED
         if (breaker.state == CLOSED) != was_closed:
-            guard.route.unsettled += 1 if was_closed else -1
+            change = 1 if was_closed else -1
+            guard.route.unsettled += change
+            self._unsettled += change
         if guard.timer is not None:
             guard.timer.cancel()
             guard.timer = None
