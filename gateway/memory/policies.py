@@ -115,7 +115,12 @@ def plan_turn(
     system = given_system or list(stored_system)
     # Only the newest messages are looked at: as many as the new turn for a resent copy, and as
     # many as the window walks over, so planning costs the same whatever the length of `history`.
-    recent = [entry.message for entry in history[max(len(history) - len(turn), 0) :]] if turn else []
+    if not turn:
+        recent: Sequence[Message] = []
+    elif plain is not None:
+        recent = plain.messages[-len(turn) :]
+    else:
+        recent = [entry.message for entry in history[max(len(history) - len(turn), 0) :]]
     resent_beyond = len(turn) > len(history)  # a resent copy could start before what was read
     turn = turn[resent_length(recent, turn) :]
     turn_tokens = None

@@ -15,7 +15,7 @@ def reply_message(answer: Any) -> Message | None:
     message = choices[0].get("message")
     if not isinstance(message, dict):
         return None
-    return normalize({**message, "role": message.get("role") or "assistant"})
+    return normalize(message if message.get("role") else {**message, "role": "assistant"})
 
 
 def _utf8_size(text: str) -> int:

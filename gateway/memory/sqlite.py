@@ -418,7 +418,8 @@ class SQLiteStore:
         cached.updated_at = write.updated_at
         self._cache[write.key] = cached
         self._cached_entries += len(cached.entries)
-        self._evict()
+        if self._cached_entries > self._cache_limit:
+            self._evict()
 
     async def delete(self, key: Key) -> bool:
         def work(db: sqlite3.Connection) -> bool:
