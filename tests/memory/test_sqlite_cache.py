@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import sqlite3
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from gateway.observe import Trace
 from tests.memory.test_tail_reads import count, stored, tool_unit, window_settings
 
 KEY: Key = ("team-a", "conv-1")
+_ids = itertools.count()
 
 
 def e(role: str, text: str) -> Entry:
@@ -50,7 +52,7 @@ def test_plans_from_the_cache_equal_plans_over_the_stored_history(
     async def check() -> None:
         store = SQLiteStore(str(tmp_path / "cache.db"), ttl_seconds=3600, max_messages=cap, lock_timeout=5)
         memory = Memory(store)
-        key: Key = ("team-a", f"conv-{id(written)}")
+        key: Key = ("team-a", f"conv-{next(_ids)}")  # one file for every example: a conversation each
         history: list[Entry] = []
         try:
             for turn in written:
