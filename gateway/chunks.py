@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from gateway.sse import DONE_EVENT, Event, encode, parse_event
+from gateway.sse import DONE, DONE_EVENT, Event, encode, parse_event
 
 
 class MalformedEvent(Exception):
@@ -24,14 +24,17 @@ def read_chunk(event: Event) -> tuple[Any, dict[str, Any] | None]:
 
     `[DONE]` and events without data are (None, None).
     """
-    if event.data is None or event.is_done:
+    data = event.data
+    if data is None or data == DONE:
         return None, None
     try:
-        payload = orjson.loads(event.data)
+        payload = orjson.loads(data)
     except orjson.JSONDecodeError:
         if event.name == b"error":
-            return None, {"message": event.data[:300].decode(errors="replace")}
-        raise MalformedEvent(f"upstream sent a stream event that is not JSON: {event.data[:80]!r}") from None
+            return None, {"message": data[:300].decode(errors="replace")}
+        raise MalformedEvent(f"upstream sent a stream event that is not JSON: {data[:80]!r}") from None
+    if isinstance(payload, dict) and "error" not in payload and event.name is None:  # the common chunk
+        return payload, None
     if event.name == b"error":
         return payload, payload.get("error", payload) if isinstance(payload, dict) else {"message": str(payload)}
     if isinstance(payload, dict) and (error := payload.get("error")):

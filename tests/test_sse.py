@@ -164,3 +164,69 @@ def test_any_split_of_any_bytes_parses_like_the_whole(pieces: list[bytes], data:
     whole, split = EventParser(), EventParser()
     assert feed_all(split_at(stream, cuts), split) == feed_all([stream], whole)
     assert split.pending == whole.pending
+
+
+# The one-line fast path (a read whose events are each one line) against the field parser: lines
+# that look almost like `data: ` lines, and multi-line events beside one-line ones, in every
+# line-end style and cut at every byte. Each expected event is written out by hand.
+NEAR_MISSES: list[tuple[list[bytes], Event]] = [
+    ([b"data: {\"a\":1}"], Event(raw=b"data: {\"a\":1}\n\n", data=b"{\"a\":1}")),
+    ([b"data:x"], Event(raw=b"data:x\n\n", data=b"x")),  # no space: the value starts right after the colon
+    ([b"data:  x"], Event(raw=b"data:  x\n\n", data=b" x")),  # only one space is dropped
+    ([b"data: "], Event(raw=b"data: \n\n", data=b"")),
+    ([b"data:"], Event(raw=b"data:\n\n", data=b"")),
+    ([b": data: x"], Event(raw=b": data: x\n\n", data=None)),  # a comment, however it reads
+    ([b"datum: x"], Event(raw=b"datum: x\n\n", data=None)),
+    ([b"DATA: x"], Event(raw=b"DATA: x\n\n", data=None)),
+    ([b"event: e"], Event(raw=b"event: e\n\n", data=None, name=b"e")),
+    ([b"data: [DONE]"], Event(raw=b"data: [DONE]\n\n", data=b"[DONE]")),
+    ([b"data: a", b"data: b"], Event(raw=b"data: a\ndata: b\n\n", data=b"a\nb")),  # two lines: joined
+    ([b"data: {\"a\":", b"data: 1}"], Event(raw=b"data: {\"a\":\ndata: 1}\n\n", data=b"{\"a\":\n1}")),
+    ([b": keep-alive", b"data: x"], Event(raw=b": keep-alive\ndata: x\n\n", data=b"x")),
+    ([b"event: e", b"data: x"], Event(raw=b"event: e\ndata: x\n\n", data=b"x", name=b"e")),
+    ([b"data: x", b"event: e"], Event(raw=b"data: x\nevent: e\n\n", data=b"x", name=b"e")),
+]
+
+
+@pytest.mark.parametrize("line_end", LINE_ENDS, ids=["lf", "crlf", "cr"])
+@pytest.mark.parametrize(
+    "cases",
+    [NEAR_MISSES, [case for case in NEAR_MISSES if len(case[0]) == 1]],
+    ids=["mixed", "one-line-events-only"],
+)
+def test_one_line_events_parse_as_the_field_parser_would_at_any_cut(
+    line_end: bytes, cases: list[tuple[list[bytes], Event]]
+) -> None:
+    stream = b"".join(line_end.join(lines) + line_end * 2 for lines, _ in cases)
+    expected = [event for _, event in cases]
+    assert feed_all([stream]) == expected
+    assert feed_all([stream[i : i + 1] for i in range(len(stream))]) == expected
+    for cut in range(len(stream) + 1):
+        assert feed_all([stream[:cut], stream[cut:]]) == expected, cut
+
+
+def test_a_read_with_a_multi_line_event_after_one_line_events_parses_each_in_full() -> None:
+    """One multi-line event anywhere in a read (or in its unfinished tail) must not be read as one line."""
+    one = b'data: {"a":1}\n\n'
+    parser = EventParser()
+    assert parser.feed(one + b"data: x\ndata: y\n\n" + one) == [
+        Event(raw=one, data=b'{"a":1}'),
+        Event(raw=b"data: x\ndata: y\n\n", data=b"x\ny"),
+        Event(raw=one, data=b'{"a":1}'),
+    ]
+    assert parser.feed(one + b"data: p\ndata: q") == [Event(raw=one, data=b'{"a":1}')]
+    assert parser.feed(b"\n\n") == [Event(raw=b"data: p\ndata: q\n\n", data=b"p\nq")]
+
+
+def test_blank_lines_between_one_line_events_make_no_events() -> None:
+    assert feed_all([b"\n\ndata: a\n\n\n\n\n\ndata: b\n\n"]) == [
+        Event(raw=b"data: a\n\n", data=b"a"),
+        Event(raw=b"data: b\n\n", data=b"b"),
+    ]
+
+
+def test_the_cap_holds_for_one_line_events_in_one_read() -> None:
+    parser = EventParser(max_event_bytes=20)
+    assert parser.feed(b"data: " + b"x" * 12 + b"\n\n") == [Event(raw=b"data: " + b"x" * 12 + b"\n\n", data=b"x" * 12)]
+    with pytest.raises(EventTooLarge):
+        EventParser(max_event_bytes=20).feed(b"data: a\n\n" + b"data: " + b"x" * 13 + b"\n\n")

@@ -41,6 +41,46 @@ class StreamSink(Protocol):
 Translator = StreamReshape  # turns the upstream's chat chunks into another API's stream
 
 
+class IdleDeadline:
+    """How long an upstream may stay silent: one timer for a whole stream, not one per read.
+
+    Around each wait for the upstream, `since` holds the loop time the wait began (None between
+    waits): a store per read, where moving an `asyncio.timeout` cost a timer handle and a
+    getpid() per read. The timer looks at `since` when it fires: a wait `idle` old cancels the
+    relaying task, and `expired()` tells that cancellation from any other; a younger wait, or
+    none, sets the timer again for when the wait could turn `idle`.
+    """
+
+    # Timers fire on a millisecond clock (uvloop's), possibly a rounding early: a wait this close
+    # to `idle` has lasted it.
+    _SLACK = 0.001
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, idle: float) -> None:
+        task = asyncio.current_task(loop)
+        assert task is not None
+        self.since: float | None = None
+        self._loop, self._idle, self._task = loop, idle, task
+        self._cancelling = task.cancelling()  # cancellations already asked for, not ours
+        self._fired = False
+        self._timer = loop.call_at(loop.time() + idle, self._check)
+
+    def _check(self) -> None:
+        now, since = self._loop.time(), self.since
+        due = (now if since is None else since) + self._idle
+        if since is not None and now >= due - self._SLACK:
+            self._fired = True
+            self._task.cancel()
+        else:
+            self._timer = self._loop.call_at(due, self._check)
+
+    def expired(self) -> bool:
+        """Whether the task's cancellation is this deadline's (and then undo it): call once, on CancelledError."""
+        return self._fired and self._task.uncancel() <= self._cancelling
+
+    def close(self) -> None:
+        self._timer.cancel()
+
+
 class _Failure(Exception):
     """The stream cannot go on: the client gets this in-band error after what was relayed."""
 
@@ -50,6 +90,7 @@ class _Failure(Exception):
 
 
 _NULL_USAGE_LAST = b',"usage":null}\n\n'
+_CUT_NULL_USAGE = -len(_NULL_USAGE_LAST)
 
 
 def _without_null_usage(raw: bytes) -> bytes:
@@ -69,16 +110,12 @@ class _Reader(Protocol):
     failed: tuple[int, str] | None  # an answer that ended as the upstream's own failure: (status, code)
     cut_off: str  # the event a stream that stopped early lacks
 
-    def ends(self, event: Event) -> bool:
-        """Whether `event` ends a complete answer."""
+    def relay(self, batch: list[Event], out: list[bytes]) -> Event | None:
+        """Add the client's bytes for `batch` to `out` up to the event that ends the answer, returned; raises _Failure."""
         ...
 
     async def finish(self, event: Event) -> bytes:
         """The client's last bytes for the event that ends the answer; raises _Failure."""
-        ...
-
-    def relayed(self, event: Event) -> bytes:
-        """The client's bytes for any other event (maybe none); raises _Failure."""
         ...
 
     def error(self, failure: _Failure) -> bytes:
@@ -98,8 +135,16 @@ class _Chunks:
         self.failed: tuple[int, str] | None = None
         self.cut_off = "[DONE]"
 
-    def ends(self, event: Event) -> bool:
-        return event.data == DONE
+    def relay(self, batch: list[Event], out: list[bytes]) -> Event | None:
+        for event in batch:
+            data = event.data
+            if data is None:  # a comment (keep-alive): passed on
+                out.append(event.raw)
+            elif data == DONE:
+                return event
+            else:
+                out.append(self.relayed(event))
+        return None
 
     async def finish(self, event: Event) -> bytes:
         if self.sink is not None:
@@ -120,17 +165,26 @@ class _Chunks:
         Every event is parsed (orjson: about a microsecond for a chunk): a corrupted one ends
         the stream with an in-band error instead of reaching the client's JSON parser.
         """
-        chunk = self._read(event)
-        raw: bytes | None = event.raw
-        if self.hide_usage:
-            if event.raw.endswith(_NULL_USAGE_LAST):  # OpenAI's spelling, on every chunk: one check, one copy
-                raw = event.raw[: -len(_NULL_USAGE_LAST)] + b"}\n\n"
-            elif isinstance(chunk, dict) and "usage" in chunk:
-                if chunk.get("choices") == [] and isinstance(chunk["usage"], dict):
+        try:
+            chunk, error = read_chunk(event)
+        except MalformedEvent as exc:
+            raise _upstream_failure(self.target, str(exc)) from None
+        if error is not None:
+            raise _upstream_failure(self.target, str(error.get("message") or "upstream sent an error event"))
+        raw = event.raw
+        if isinstance(chunk, dict) and "usage" in chunk:
+            if usage := chunk["usage"]:
+                self.usage = usage
+            if self.hide_usage:
+                if raw.endswith(_NULL_USAGE_LAST):  # OpenAI's spelling, on every chunk: one check, one copy
+                    raw = raw[:_CUT_NULL_USAGE] + b"}\n\n"
+                elif chunk.get("choices") == [] and isinstance(usage, dict):
                     return b""  # the usage-only chunk the gateway asked for, not the client
-                raw = _without_null_usage(event.raw)
-                if b'"usage"' in raw:  # another spelling (or the word in the text): re-encoded without it
-                    chunk, raw = {key: value for key, value in chunk.items() if key != "usage"}, None
+                else:
+                    raw = _without_null_usage(raw)
+                    if b'"usage"' in raw:  # another spelling (or the word in the text): re-encoded without it
+                        chunk = {key: value for key, value in chunk.items() if key != "usage"}
+                        raw = encode(chunk)
         if self.sink is not None:
             self.sink.feed(chunk)
         if self.translator is not None:
@@ -138,20 +192,7 @@ class _Chunks:
                 return b"".join(self.translator.feed(chunk))
             except MalformedAnswer as exc:
                 raise _Failure(f"{self.target.name}: {redact(str(exc), self.target)}", "upstream_stream_error") from None
-        return encode(chunk) if raw is None else raw
-
-    def _read(self, event: Event) -> Any:
-        target = self.target
-        try:
-            chunk, error = read_chunk(event)
-        except MalformedEvent as exc:
-            raise _Failure(f"{target.name}: {redact(str(exc), target)}", "upstream_stream_error") from None
-        if error is not None:
-            message = redact(str(error.get("message") or "upstream sent an error event"), target)
-            raise _Failure(f"{target.name}: {message}", "upstream_stream_error")
-        if isinstance(chunk, dict) and chunk.get("usage"):
-            self.usage = chunk["usage"]
-        return chunk
+        return raw
 
 
 class _Events:
@@ -170,8 +211,16 @@ class _Events:
         self._counts: dict[str, Any] = {}  # Anthropic's usage: message_start's, updated by message_delta's
         self._last: Event | None = None
 
-    def ends(self, event: Event) -> bool:
-        return event_type(event) in self.api.ends
+    def relay(self, batch: list[Event], out: list[bytes]) -> Event | None:
+        for event in batch:
+            if event.data is None:
+                out.append(event.raw)
+                continue
+            kind = event_type(event)
+            if kind in self.api.ends:
+                return event
+            out.append(self.relayed(event, kind))
+        return None
 
     async def finish(self, event: Event) -> bytes:
         data = data_of(event)
@@ -184,11 +233,11 @@ class _Events:
             self.failed = (failure(self.api, data)[2], "upstream_stream_error")
         return event.raw
 
-    def relayed(self, event: Event) -> bytes:
-        kind = event_type(event)
+    def relayed(self, event: Event, kind: bytes | None) -> bytes:
+        """The event's bytes, its usage noted; raises _Failure for a failure event (its type is `kind`)."""
         if kind in self.api.failures:
             text, _, _ = failure(self.api, data_of(event))
-            raise _Failure(f"{self.target.name}: {redact(text, self.target)}", "upstream_stream_error")
+            raise _upstream_failure(self.target, text)
         if kind == b"message_start":
             message = data_of(event).get("message")
             usage = message.get("usage") if isinstance(message, dict) else None
@@ -265,39 +314,33 @@ async def relay_stream(
 
     loop = asyncio.get_running_loop()
     idle = target.stream_idle_timeout
-    deadline = asyncio.timeout(None)  # one timer for the stream, moved per upstream read
+    deadline = IdleDeadline(loop, idle)
     try:
         await response.prepare(request)
         request[STREAM_STARTED] = response
         trace.first_token(target)
         batch: list[Event] = [result.first_event]
-        async with deadline:
-            while batch:
-                for event in batch:
-                    if event.data is None:
-                        out.append(event.raw)
-                    elif chunks.ends(event):
-                        out.append(await chunks.finish(event))
-                        if chunks.failed is not None:
-                            outcome = STREAM_ERROR
-                            trace.failed(*chunks.failed)
-                        await response.write(b"".join(out))
-                        return response
-                    else:
-                        out.append(chunks.relayed(event))
-                if out:
-                    await response.write(out[0] if len(out) == 1 else b"".join(out))
-                    out.clear()
-                deadline.reschedule(loop.time() + idle)
-                batch = await stream.next_batch()
-                deadline.reschedule(None)
+        while batch:
+            if (end := chunks.relay(batch, out)) is not None:
+                out.append(await chunks.finish(end))
+                if chunks.failed is not None:
+                    outcome = STREAM_ERROR
+                    trace.failed(*chunks.failed)
+                await response.write(b"".join(out))
+                return response
+            if out:
+                await response.write(out[0] if len(out) == 1 else b"".join(out))
+                out.clear()
+            deadline.since = loop.time()
+            batch = await stream.next_batch()
+            deadline.since = None
         raise _Failure(f"{target.name}: upstream stream ended without {chunks.cut_off}", "upstream_stream_error")
     except _Failure as failure:
         return await fail(failure)
-    except TimeoutError:
-        if deadline.expired():
-            return await fail(_Failure(f"{target.name}: no stream event for {idle:g}s", "upstream_timeout"))
-        return await broken()  # some other timeout (a store's), not the upstream's silence
+    except asyncio.CancelledError:
+        if not deadline.expired():
+            raise
+        return await fail(_Failure(f"{target.name}: no stream event for {idle:g}s", "upstream_timeout"))
     except TransportError as exc:
         return await fail(_Failure(f"{target.name}: {exc.detail}", "upstream_stream_error"))
     except ConnectionResetError:  # the client left; closing the upstream below is all there is to do
@@ -305,9 +348,15 @@ async def relay_stream(
     except Exception:
         return await broken()
     finally:
+        deadline.close()
         await stream.close()
         trace.usage(target, chunks.usage)
         trace.attempt_ended(target, outcome, time.monotonic() - result.started)
+
+
+def _upstream_failure(target: Target, message: str) -> _Failure:
+    """The failure an upstream's error event or malformed event is, its message redacted."""
+    return _Failure(f"{target.name}: {redact(message, target)}", "upstream_stream_error")
 
 
 def _error_event(message: str, code: str | None, kind: str = "upstream_error") -> bytes:
@@ -327,21 +376,20 @@ async def relay_body(request: web.Request, result: Result, headers: Mapping[str,
     response = web.StreamResponse(status=reply.status, headers={**headers, "Content-Type": reply.content_type})
     loop = asyncio.get_running_loop()
     idle = target.stream_idle_timeout
-    deadline = asyncio.timeout(None)
+    deadline = IdleDeadline(loop, idle)
     try:
         await response.prepare(request)
         request[STREAM_STARTED] = response
-        async with deadline:
-            while True:
-                deadline.reschedule(loop.time() + idle)
-                piece = await body.next_piece()
-                deadline.reschedule(None)
-                if not piece:
-                    break
-                await response.write(piece)
+        while True:
+            deadline.since = loop.time()
+            piece = await body.next_piece()
+            deadline.since = None
+            if not piece:
+                break
+            await response.write(piece)
         await response.write_eof()
         return response
-    except TimeoutError:
+    except asyncio.CancelledError:
         if not deadline.expired():
             raise
         return _cut_off(request, response, trace, f"{target.name}: no bytes for {idle:g}s", 504, "upstream_timeout")
@@ -350,6 +398,7 @@ async def relay_body(request: web.Request, result: Result, headers: Mapping[str,
     except ConnectionResetError:  # the client left
         return response
     finally:
+        deadline.close()
         await body.close()
 
 
