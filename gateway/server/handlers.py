@@ -13,7 +13,7 @@ from aiohttp import web
 from gateway.config import Route, iter_targets
 from gateway.dispatch import Request, Result, redact
 from gateway.errors import GatewayError, InvalidRequestError, NotFoundError
-from gateway.memory.headers import MemoryAsk, read_memory_headers
+from gateway.memory.headers import MemoryAsk, asks_for_memory, read_memory_headers
 from gateway.memory.store import StoreUnavailable
 from gateway.memory.turns import Turn, store_errors
 from gateway.observe import Trace
@@ -320,6 +320,8 @@ def _served_as_is(route: Route, api: str) -> bool:
 
 
 def _memory_ask(request: web.Request, route: Route) -> MemoryAsk | None:
+    if not asks_for_memory(request.headers):  # the usual request: no window limits to look up
+        return None
     return read_memory_headers(request.headers, route.memory, request.app[CONFIG].memory.limits)
 
 
