@@ -9,7 +9,7 @@ import orjson
 import pytest
 
 from tests.conftest import Gateway
-from tests.fakes import FakeUpstream, Step, chat_completion
+from tests.fakes import FakeUpstream, Step, chat_completion, stream_of
 
 QUESTION = [{"role": "user", "content": "q"}]
 ANSWER = orjson.dumps(chat_completion("Paris"))
@@ -84,3 +84,13 @@ async def test_the_answers_content_type_is_relayed_with_its_charset(gateway: Gat
     client = await gateway(single(upstream))
     raw = await client.chat.completions.with_raw_response.create(model="chat", messages=QUESTION)
     assert raw.headers["content-type"] == "application/json; charset=utf-8"
+
+
+@pytest.mark.parametrize("content_type", ["text/event-stream", "Text/Event-Stream; charset=utf-8"])
+async def test_a_stream_is_known_by_its_content_type_however_spelled(
+    gateway: Gateway, upstream: FakeUpstream, content_type: str
+) -> None:
+    upstream.then(Step(events=stream_of("Paris"), events_type=content_type))
+    client = await gateway(single(upstream))
+    stream = await client.chat.completions.create(model="chat", messages=QUESTION, stream=True)
+    assert "".join([part.choices[0].delta.content or "" async for part in stream if part.choices]) == "Paris"

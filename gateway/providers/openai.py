@@ -122,7 +122,7 @@ class OpenAIProvider:
             response = await self._post(call)
         except _FAILURES as exc:
             raise transport_error(exc) from None
-        if response.status < 300 and response.content_type == "text/event-stream":
+        if response.status < 300 and _is_event_stream(response):
             return _UpstreamEvents(response)
         return await self._exchange(response)
 
@@ -157,6 +157,11 @@ class OpenAIProvider:
         except _FAILURES as exc:
             raise transport_error(exc) from None
         return Reply(response.status, body, _content_type(response), relayed_headers(response.headers))
+
+
+def _is_event_stream(response: aiohttp.ClientResponse) -> bool:
+    """Whether the answer is an SSE stream: its Content-Type as usually spelled, else as aiohttp parses it."""
+    return response.headers.get(hdrs.CONTENT_TYPE) == "text/event-stream" or response.content_type == "text/event-stream"
 
 
 def _content_type(response: aiohttp.ClientResponse) -> str:
