@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
-from operator import contains
+from operator import contains, methodcaller
 from types import MappingProxyType
 from typing import Any
 
@@ -34,6 +34,7 @@ REPLY_PRIMING = 3
 _KEPT_KEYS = ("role", "content", "name", "tool_calls", "tool_call_id")
 _PLAIN_KEYS = frozenset(_KEPT_KEYS) - {"tool_calls"}
 _NO_COUNTS: Mapping[str, int] = MappingProxyType({})
+_ROLE = methodcaller("get", "role")
 
 
 @dataclass(slots=True)  # not frozen: made on every turn, and a frozen __init__ costs twice as much
@@ -209,7 +210,7 @@ def resent_length(stored: Sequence[Message], turn: Sequence[Message]) -> int:
         return size
     width = min(len(turn), size)
     last_role = stored[-1].get("role")
-    if all(message.get("role") != last_role for message in turn[:width]):  # the common case: a new turn only
+    if last_role not in map(_ROLE, turn[:width]):  # the common case: a new turn only
         return 0
     if width == size and all(
         mine == theirs or _meaning(mine) == _meaning(theirs) for mine, theirs in zip(stored, turn[:size], strict=True)

@@ -173,15 +173,17 @@ class _Counts:
         short = self._short
 
         def count(message: Message) -> int:
-            if len(message) == 2:  # short ones need no size check: they are far below the limit
+            if len(message) == 2:  # {role, content}: a short one is remembered (and needs no size check)
                 role, content = message.get("role"), message.get("content")
-                if type(role) is str and type(content) is str and len(role) + len(content) <= 4096:
+                if type(role) is str and type(content) is str:
                     known = short.get((role, content))
-                    if known is None:
+                    if known is not None:
+                        return known
+                    if len(role) + len(content) <= 4096:
                         if len(short) >= SHORT_COUNTS:
                             short.clear()
                         known = short[(role, content)] = count_message(message, codec, cap)
-                    return known
+                        return known
             if limit is not None and text_size(message) > limit:
                 raise _CountOffLoop
             return count_message(message, codec, cap)
