@@ -297,7 +297,8 @@ async def relay_stream(
     assert result.stream is not None and result.first_event is not None
     stream, target = result.stream, result.target
     response = web.StreamResponse(status=200, headers=headers)
-    response.content_type = "text/event-stream"
+    # Set as headers: aiohttp's content_type setter parses the header it replaces first.
+    response.headers["Content-Type"] = "text/event-stream"
     response.headers["Cache-Control"] = "no-cache"
     chunks: _Reader = _Chunks(target, sink, translator, hide_usage) if api is None else _Events(target, api)
     outcome = str(stream.status)
