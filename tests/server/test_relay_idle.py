@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 
+import httpx
 import openai
 import pytest
 
 from gateway.server.relay import IdleDeadline
 from tests.conftest import Gateway
 from tests.fakes import FakeUpstream, Step, chunk, stream_of
+from tests.test_metrics import scrape, value
 
 MESSAGES = [{"role": "user", "content": "stream please"}]
 
@@ -113,3 +115,17 @@ async def test_a_gap_past_the_idle_timeout_ends_the_stream_with_a_timeout(gatewa
         async with asyncio.timeout(10):  # a relay without its deadline would wait forever
             async for _ in stream:
                 pass
+
+
+async def test_a_speech_body_silent_past_the_idle_timeout_is_cut_off(gateway: Gateway, upstream: FakeUpstream) -> None:
+    """A binary answer has no in-band error: silence drops the client's connection before the body's end."""
+    upstream.default = Step(events=[b"ID3-first-frames", 0.1, b"-more", asyncio.Event()], events_type="audio/mpeg")
+    client = await gateway(
+        f'routes: {{tts: {{name: up, provider: openai, baseUrl: "{upstream.url}", apiKey: k, streamIdleTimeout: 0.3}}}}'
+    )
+    with pytest.raises(httpx.HTTPError):
+        async with asyncio.timeout(10):  # a relay without its deadline would wait forever
+            async with client.audio.speech.with_streaming_response.create(model="tts", voice="alloy", input="hi") as response:
+                await response.read()
+    samples = await scrape(client)
+    assert value(samples, "gateway_requests_total", route="tts", status_code="504", stream="false") == 1
