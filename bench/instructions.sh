@@ -40,12 +40,12 @@ cleanup() {
 }
 trap cleanup EXIT
 mkdir -p /tmp/gateway-bench-nginx
-nginx -p "$run" -c "$here/upstream.nginx.conf" -g "pid $run/nginx.pid; error_log $run/error.log;"
+nginx -p "$run" -c "$here/upstream.nginx.conf" -g "pid $run/nginx.pid; error_log $run/error.log;" 9>&-  # the daemon must not hold the lock
 
 start_server() {  # server command...: under callgrind, instrumentation off until measure()
   rm -f "$run"/cg.*
   dumps=0
-  valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$run/cg.%p" "$@" >"$run/server.log" 2>&1 &
+  valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$run/cg.%p" "$@" >"$run/server.log" 2>&1 9>&- &
   pid=$!
   for _ in $(seq 600); do
     curl -s -o /dev/null -X POST "$url" && return 0
