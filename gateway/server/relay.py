@@ -14,6 +14,7 @@ from aiohttp import web
 
 from gateway.chunks import MalformedEvent, read_chunk
 from gateway.config import Target
+from gateway.deadline import IdleDeadline
 from gateway.dispatch import Result, redact
 from gateway.errors import GatewayError
 from gateway.observe import STREAM_ERROR, TIMEOUT, Trace
@@ -39,46 +40,6 @@ class StreamSink(Protocol):
 
 
 Translator = StreamReshape  # turns the upstream's chat chunks into another API's stream
-
-
-class IdleDeadline:
-    """How long an upstream may stay silent: one timer for a whole stream, not one per read.
-
-    Around each wait for the upstream, `since` holds the loop time the wait began (None between
-    waits): a store per read, where moving an `asyncio.timeout` cost a timer handle and a
-    getpid() per read. The timer looks at `since` when it fires: a wait `idle` old cancels the
-    relaying task, and `expired()` tells that cancellation from any other; a younger wait, or
-    none, sets the timer again for when the wait could turn `idle`.
-    """
-
-    # Timers fire on a millisecond clock (uvloop's), possibly a rounding early: a wait this close
-    # to `idle` has lasted it.
-    _SLACK = 0.001
-
-    def __init__(self, loop: asyncio.AbstractEventLoop, idle: float) -> None:
-        task = asyncio.current_task(loop)
-        assert task is not None
-        self.since: float | None = None
-        self._loop, self._idle, self._task = loop, idle, task
-        self._cancelling = task.cancelling()  # cancellations already asked for, not ours
-        self._fired = False
-        self._timer = loop.call_at(loop.time() + idle, self._check)
-
-    def _check(self) -> None:
-        now, since = self._loop.time(), self.since
-        due = (now if since is None else since) + self._idle
-        if since is not None and now >= due - self._SLACK:
-            self._fired = True
-            self._task.cancel()
-        else:
-            self._timer = self._loop.call_at(due, self._check)
-
-    def expired(self) -> bool:
-        """Whether the task's cancellation is this deadline's (and then undo it): call once, on CancelledError."""
-        return self._fired and self._task.uncancel() <= self._cancelling
-
-    def close(self) -> None:
-        self._timer.cancel()
 
 
 class _Failure(Exception):
