@@ -53,8 +53,11 @@ def serve(out: str, kind: str, argv: list[str]) -> None:
         threading.settrace(None)
         with open(out + ".requests") as file:
             requests = int(file.read())
+        functions: collections.Counter[str] = collections.Counter()
+        for code, n in counts.items():  # code objects may share a name (dataclasses' __init__): add them up
+            functions[_name(code)] += n
         with open(out, "w") as file:
-            json.dump({"requests": requests, "functions": {_name(c): n for c, n in counts.items()}}, file)
+            json.dump({"requests": requests, "functions": functions}, file)
 
     signal.signal(signal.SIGUSR1, start)
     signal.signal(signal.SIGUSR2, stop)
