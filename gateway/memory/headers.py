@@ -1,6 +1,7 @@
 """Memory request headers: `memoryId` turns memory on; the rest choose and size the window.
 
-Each header is also accepted in kebab case with an `x-memory-` prefix (`x-memory-max-tokens`).
+Each header is also accepted in kebab case with an `x-memory-` prefix (`x-memory-max-tokens`),
+and in any case. Of two spellings the plain one counts; of a header sent twice, the first.
 """
 
 from __future__ import annotations
@@ -11,21 +12,29 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
+from multidict import CIMultiDictProxy
+
 from gateway.errors import InvalidRequestError
 from gateway.memory.settings import MEMORY_TYPES, MemorySettings
 
 MEMORY_ID: Final = re.compile(r"[A-Za-z0-9._:@-]{1,256}")
-# canonical name -> (accepted spellings, lower-cased, and the MemorySettings field it sets)
+# canonical name -> (its x-memory- spelling, and the MemorySettings field it sets); memoryId first
 _HEADERS: Final = {
-    "memoryId": ("memoryid", "x-memory-id", None),
-    "memoryType": ("memorytype", "x-memory-type", "memory_type"),
-    "maxMessages": ("maxmessages", "x-memory-max-messages", "max_messages"),
-    "maxTokens": ("maxtokens", "x-memory-max-tokens", "max_tokens"),
-    "maxRounds": ("maxrounds", "x-memory-max-rounds", "max_rounds"),
-    "maxChars": ("maxchars", "x-memory-max-chars", "max_chars"),
+    "memoryId": ("x-memory-id", None),
+    "memoryType": ("x-memory-type", "memory_type"),
+    "maxMessages": ("x-memory-max-messages", "max_messages"),
+    "maxTokens": ("x-memory-max-tokens", "max_tokens"),
+    "maxRounds": ("x-memory-max-rounds", "max_rounds"),
+    "maxChars": ("x-memory-max-chars", "max_chars"),
 }
-_BY_SPELLING: Final = {spelling: name for name, (*spellings, _) in _HEADERS.items() for spelling in spellings}
-_MEMORY_ID_SPELLINGS: Final = frozenset(_HEADERS["memoryId"][:2])
+# Every accepted spelling, lower-cased, in pairs (plain, kebab) in _HEADERS' order: a request's
+# memory headers are read as one value (or None) per spelling, in this order.
+_SPELLINGS: Final = tuple(spelling for name, (kebab, _) in _HEADERS.items() for spelling in (name.lower(), kebab))
+_WINDOW_FIELDS: Final = tuple((name, kebab, field) for name, (kebab, field) in _HEADERS.items() if field is not None)
+_NO_WINDOW: Final = (None,) * (2 * len(_WINDOW_FIELDS))
+# A window header longer than this (zero-padded, say) is read each time, not cached: each of the
+# cache's entries then holds at most ten values this long.
+_CACHED_LENGTH: Final = 24
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,38 +56,74 @@ def check_memory_id(value: str, header: str = "memoryId") -> str:
 def asks_for_memory(headers: Mapping[str, str]) -> bool:
     """Whether the request sends a memoryId, in any spelling: without one, the other memory headers mean nothing.
 
-    One pass in C over the header names, for the many requests that send none.
+    Two case-insensitive lookups in aiohttp's headers; one pass in C over the names of any other mapping.
     """
-    return not _MEMORY_ID_SPELLINGS.isdisjoint(map(str.lower, headers))
+    if isinstance(headers, CIMultiDictProxy):
+        return "memoryId" in headers or "x-memory-id" in headers
+    return not {"memoryid", "x-memory-id"}.isdisjoint(map(str.lower, headers))
 
 
 def read_memory_headers(
     headers: Mapping[str, str], defaults: MemorySettings, limits: MemorySettings
 ) -> MemoryAsk | None:
     """The memory the request asks for, or None without a memoryId; a 400 names any bad header."""
-    if not asks_for_memory(headers):
+    sent = _sent_by_lookup(headers) if isinstance(headers, CIMultiDictProxy) else _sent_by_scan(headers)
+    plain_id, kebab_id, *window = sent
+    if plain_id is not None:
+        memory_id = check_memory_id(plain_id.strip())
+    elif kebab_id is not None:
+        memory_id = check_memory_id(kebab_id.strip(), "x-memory-id")
+    else:
         return None
-    given: dict[str, tuple[str, str]] = {}  # canonical name -> (the spelling errors name, value)
+    return MemoryAsk(memory_id, _window_settings(defaults, limits, tuple(window)))
+
+
+def _sent_by_lookup(headers: CIMultiDictProxy[str]) -> tuple[str | None, ...]:
+    """Each spelling's value (the first sent) or None, from aiohttp's request headers.
+
+    The fast path: one lookup per spelling, all in C (aiohttp's lookups ignore case, by
+    `str.lower` as the scan does), nothing per header sent.
+    """
+    return tuple(map(headers.get, _SPELLINGS))
+
+
+def _sent_by_scan(headers: Mapping[str, str]) -> tuple[str | None, ...]:
+    """Each spelling's value (the first sent) or None, from any mapping: one look per header."""
+    first: dict[str, str] = {}
     for header, value in headers.items():
-        lower = header.lower()
-        name = _BY_SPELLING.get(lower)
-        if name is not None and (name not in given or lower == name.lower()):  # the plain form wins
-            given[name] = (lower if lower.startswith("x-memory-") else name, value)
-    if "memoryId" not in given:
-        return None
-    header, value = given.pop("memoryId")
-    memory_id = check_memory_id(value.strip(), header)
+        first.setdefault(header.lower(), value)
+    return tuple(first.get(spelling) for spelling in _SPELLINGS)
+
+
+def _window_settings(
+    defaults: MemorySettings, limits: MemorySettings, window: tuple[str | None, ...]
+) -> MemorySettings:
+    """The settings the window headers choose, from `defaults` within `limits`."""
+    if window == _NO_WINDOW:
+        return defaults
+    # Clients repeat the same few window headers: each is read once, unless it is unusually long.
+    if max(map(len, filter(None, window)), default=0) <= _CACHED_LENGTH:
+        return _read_window_cached(defaults, limits, window)
+    return _read_window(defaults, limits, window)
+
+
+def _read_window(defaults: MemorySettings, limits: MemorySettings, window: tuple[str | None, ...]) -> MemorySettings:
+    """The settings the window headers choose (a value per spelling, in _SPELLINGS' order); a 400 names a bad one."""
     changes: dict[str, Any] = {}
-    for name, (header, raw) in given.items():
-        field = _HEADERS[name][2]
-        text = raw.strip()
-        if field == "memory_type":
-            if text not in MEMORY_TYPES:
-                raise _bad(header, f"must be one of {', '.join(MEMORY_TYPES)}, got {raw[:40]!r}")
-            changes[field] = text
+    for (name, kebab, field), plain_value, kebab_value in zip(_WINDOW_FIELDS, window[::2], window[1::2], strict=True):
+        header, raw = (name, plain_value) if plain_value is not None else (kebab, kebab_value)
+        if raw is None:
             continue
-        changes[str(field)] = _window_size(header, raw, getattr(limits, str(field)))
-    return MemoryAsk(memory_id, _with_changes(defaults, tuple(changes.items())) if changes else defaults)
+        if field == "memory_type":
+            if raw.strip() not in MEMORY_TYPES:
+                raise _bad(header, f"must be one of {', '.join(MEMORY_TYPES)}, got {raw[:40]!r}")
+            changes[field] = raw.strip()
+        else:
+            changes[field] = _window_size(header, raw, getattr(limits, field))
+    return replace(defaults, **changes) if changes else defaults
+
+
+_read_window_cached: Final = functools.lru_cache(maxsize=1024)(_read_window)
 
 
 def _window_size(header: str, raw: str, limit: int) -> int:
@@ -93,9 +138,3 @@ def _window_size(header: str, raw: str, limit: int) -> int:
         got = digits if len(digits) <= 20 else f"a {len(digits)}-digit number"
         raise _bad(header, f"must be at most {limit} (the operator's limit), got {got}")
     return int(digits)
-
-
-@functools.lru_cache(maxsize=1024)
-def _with_changes(defaults: MemorySettings, changes: tuple[tuple[str, Any], ...]) -> MemorySettings:
-    """Clients repeat the same few window headers: build each MemorySettings once."""
-    return replace(defaults, **dict(changes))
