@@ -276,7 +276,6 @@ class Dispatcher:
     async def _attempt(self, call: Call, request: Request, attempts: list[Attempt], admitted: int) -> _Try:
         """One call: told to the trace, listed among the attempts, reported to the target's breaker."""
         target, trace, breakers = call.target, request.trace, self._breakers
-        trace.attempt_started(target)
         started = time.monotonic()
         try:
             if request.stream:

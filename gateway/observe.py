@@ -30,11 +30,7 @@ class Observer:
     Methods run on the event loop inside the request: they must be quick and must not raise.
     """
 
-    def request_started(self, trace: Trace) -> None: ...
-
     def route_resolved(self, trace: Trace) -> None: ...
-
-    def attempt_started(self, trace: Trace, target: Target) -> None: ...
 
     def attempt_ended(self, trace: Trace, target: Target, outcome: str, seconds: float) -> None:
         """One call to `target` ended: `outcome` is its status code as text, or TIMEOUT etc."""
@@ -168,15 +164,9 @@ class Trace:
     def duration(self) -> float:
         return (self.ended if self.ended is not None else time.monotonic()) - self.started
 
-    def begin(self) -> None:
-        self.observer.request_started(self)
-
     def resolved(self, route: Route, *, stream: bool) -> None:
         self.route, self.stream = route, stream
         self.observer.route_resolved(self)
-
-    def attempt_started(self, target: Target) -> None:
-        self.observer.attempt_started(self, target)
 
     def attempt_ended(self, target: Target, outcome: str, seconds: float) -> None:
         self.target = target

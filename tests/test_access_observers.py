@@ -33,7 +33,7 @@ def test_every_observer_that_takes_an_event_is_told_in_order(count: int) -> None
     recorders = [Recorder(f"r{number}", told) for number in range(count)]
     observer = observe.combine([observe.Observer(), *recorders, observe.Observer()])
     trace = observe.Trace(observer, request_id="req_1")
-    trace.begin()  # taken by nobody: a no-op
+    trace.memory_stored(3)  # taken by nobody: a no-op
     trace.usage(target(), {"prompt_tokens": 2, "completion_tokens": 1})
     trace.end(200)
     names = [recorder.name for recorder in recorders]

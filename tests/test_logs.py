@@ -162,7 +162,6 @@ def traced_request(observer: observe.Observer) -> tuple[observe.Trace, Target]:
     primary, backup = route.root.children  # type: ignore[union-attr]
     assert isinstance(primary, Target) and isinstance(backup, Target)
     trace = observe.Trace(observer, request_id="req_42", method="POST", path="/v1/chat/completions", tenant="team-a")
-    trace.begin()
     trace.resolved(route, stream=True)
     trace.memory_planned("token_window", 3)
     trace.attempt_ended(primary, "503", 0.01)

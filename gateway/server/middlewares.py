@@ -172,7 +172,6 @@ def gateway_middleware(
         trace = request[TRACE] = Trace(observer, request_id, request.method, path)
         trace.endpoint = model_paths.get(path)
         observe.current.set(trace)  # this task serves only this request: no reset needed
-        trace.begin()
         status, code = observe.CLIENT_CLOSED, None  # unless an answer is settled below
         try:
             try:
