@@ -50,11 +50,10 @@ class Worker(Generic[J]):
     def _run(self) -> None:
         while True:
             batch = [self._jobs.get()]
-            while True:  # everything queued meanwhile goes in one batch
-                try:
-                    batch.append(self._jobs.get_nowait())
-                except queue.Empty:
-                    break
+            # Everything queued meanwhile goes in one batch. This thread is the queue's only
+            # reader, so a queue not empty has a job to take: no queue.Empty raised per batch.
+            while not self._jobs.empty():
+                batch.append(self._jobs.get_nowait())
             jobs = [job for job in batch if job is not None]
             if jobs:
                 try:
