@@ -111,8 +111,10 @@ def plan_turn(
     `history` is the newest part of the stored history; `older` entries before it were not read.
     `plain`, when given, is `history` kept as a PlainHistory: the same plan, found without a walk.
     """
-    given_system = [normalize(m) for m in messages if m.get("role") in SYSTEM_ROLES]
-    turn = [normalize(m) for m in messages if m.get("role") not in SYSTEM_ROLES]
+    given_system: list[Message] = []
+    turn: list[Message] = []
+    for message in messages:  # one pass, each message to its list
+        (given_system if message.get("role") in SYSTEM_ROLES else turn).append(normalize(message))
     system = given_system or list(stored_system)
     # Only the newest messages are looked at: as many as the new turn for a resent copy, and as
     # many as the window walks over, so planning costs the same whatever the length of `history`.
