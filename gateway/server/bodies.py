@@ -54,9 +54,12 @@ async def read_payload(request: web.Request) -> tuple[bytes, dict[str, Any]]:
         check_content_encoding(request.headers.getall("Content-Encoding"))
     try:
         if request.content.is_eof():
-            # The whole body came with the headers, as a small request's does: reading it cannot
-            # wait, so it needs no deadline, and aiohttp's client_max_size (maxBodyBytes) bounds it.
-            raw = await request.read()
+            # The whole body came with the headers, as a small request's does: it is taken from
+            # the buffer as it is (read() would loop on awaits meant for a body still arriving),
+            # bounded as read() bounds it, by aiohttp's client_max_size (maxBodyBytes).
+            raw = request.content.read_nowait()
+            if request.client_max_size and len(raw) > request.client_max_size:
+                raise web.HTTPRequestEntityTooLarge(request.client_max_size, len(raw))
         else:
             raw = await _read_arriving(request, request.app[CONFIG].server)
     except web.HTTPRequestEntityTooLarge:  # over client_max_size, as read (or decompressed)
