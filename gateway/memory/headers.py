@@ -6,7 +6,6 @@ and in any case. Of two spellings the plain one counts; of a header sent twice, 
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -35,9 +34,11 @@ _NO_WINDOW: Final = (None,) * (2 * len(_WINDOW_FIELDS))
 # A window header longer than this (zero-padded, say) is read each time, not cached: each of the
 # cache's entries then holds at most ten values this long.
 _CACHED_LENGTH: Final = 24
+_CACHED_WINDOWS: Final = 1024
+_WINDOWS: dict[tuple[str | None, ...], tuple[MemorySettings, MemorySettings, MemorySettings]] = {}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: made on every memory request, and a frozen __init__ costs three times as much
 class MemoryAsk:
     memory_id: str
     settings: MemorySettings
@@ -101,10 +102,18 @@ def _window_settings(
     """The settings the window headers choose, from `defaults` within `limits`."""
     if window == _NO_WINDOW:
         return defaults
-    # Clients repeat the same few window headers: each is read once, unless it is unusually long.
-    if max(map(len, filter(None, window)), default=0) <= _CACHED_LENGTH:
-        return _read_window_cached(defaults, limits, window)
-    return _read_window(defaults, limits, window)
+    # Clients repeat the same few window headers: each is read once. Entries are keyed by the
+    # values alone and serve the same defaults and limits objects only (a route's, parsed once):
+    # hashing two MemorySettings (in Python) would cost more than the read.
+    known = _WINDOWS.get(window)
+    if known is not None and known[0] is defaults and known[1] is limits:
+        return known[2]
+    settings = _read_window(defaults, limits, window)
+    if max(map(len, filter(None, window)), default=0) <= _CACHED_LENGTH:  # a long (zero-padded) value is not kept
+        if len(_WINDOWS) >= _CACHED_WINDOWS:
+            _WINDOWS.clear()
+        _WINDOWS[window] = (defaults, limits, settings)
+    return settings
 
 
 def _read_window(defaults: MemorySettings, limits: MemorySettings, window: tuple[str | None, ...]) -> MemorySettings:
@@ -121,9 +130,6 @@ def _read_window(defaults: MemorySettings, limits: MemorySettings, window: tuple
         else:
             changes[field] = _window_size(header, raw, getattr(limits, field))
     return replace(defaults, **changes) if changes else defaults
-
-
-_read_window_cached: Final = functools.lru_cache(maxsize=1024)(_read_window)
 
 
 def _window_size(header: str, raw: str, limit: int) -> int:

@@ -169,3 +169,11 @@ VALUES = st.one_of(
 @given(st.lists(st.tuples(st.sampled_from(NAMES), VALUES), max_size=8))
 def test_lookup_and_scan_agree(pairs: Pairs) -> None:
     both(pairs)
+
+
+def test_a_cached_window_is_read_again_for_other_defaults() -> None:
+    """Another route's defaults under the same window headers: its own settings, not the cached ones."""
+    pairs = [("memoryId", "c"), ("maxTokens", "5000")]
+    assert settings(pairs).max_chars == DEFAULTS.max_chars
+    other = read_memory_headers(looked_up(pairs), MemorySettings(max_chars=7), LIMITS)
+    assert other is not None and (other.settings.max_chars, other.settings.max_tokens) == (7, 5000)
