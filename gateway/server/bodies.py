@@ -44,12 +44,8 @@ def check_content_encoding(values: Sequence[str]) -> None:
     )
 
 
-async def read_payload(request: web.Request) -> tuple[bytes, dict[str, Any]]:
-    """The body's bytes and the JSON object they hold; a clear 4xx for anything else.
-
-    Fields that would redirect the upstream or carry credentials are dropped (the bytes then
-    re-encoded); a body without them stays the client's bytes.
-    """
+async def read_body(request: web.Request) -> bytes:
+    """The body's bytes, read once within the size and time limits; a clear 4xx for anything else."""
     if "Content-Encoding" in request.headers:
         check_content_encoding(request.headers.getall("Content-Encoding"))
     try:
@@ -60,8 +56,8 @@ async def read_payload(request: web.Request) -> tuple[bytes, dict[str, Any]]:
             raw = request.content.read_nowait()
             if request.client_max_size and len(raw) > request.client_max_size:
                 raise web.HTTPRequestEntityTooLarge(request.client_max_size, len(raw))
-        else:
-            raw = await _read_arriving(request, request.app[CONFIG].server)
+            return raw
+        return await _read_arriving(request, request.app[CONFIG].server)
     except web.HTTPRequestEntityTooLarge:  # over client_max_size, as read (or decompressed)
         raise _too_large(request.app[CONFIG].server) from None
     except web.RequestPayloadError as exc:
@@ -70,6 +66,15 @@ async def read_payload(request: web.Request) -> tuple[bytes, dict[str, Any]]:
         raise InvalidRequestError(
             f"The request body could not be read: {reason}.", code="invalid_body", headers={"Connection": "close"}
         ) from None
+
+
+async def read_payload(request: web.Request) -> tuple[bytes, dict[str, Any]]:
+    """The body's bytes and the JSON object they hold; a clear 4xx for anything else.
+
+    Fields that would redirect the upstream or carry credentials are dropped (the bytes then
+    re-encoded); a body without them stays the client's bytes.
+    """
+    raw = await read_body(request)
     payload = parse_object(raw)
     kept = drop_redirect_fields(payload)
     if kept is None:

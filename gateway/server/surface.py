@@ -8,7 +8,6 @@ transcript as text or srt) are relayed with their content type.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
@@ -16,17 +15,16 @@ from typing import Any, Final
 import orjson
 from aiohttp import hdrs, web
 from aiohttp.helpers import parse_mimetype
-from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.multipart import parse_content_disposition
 from aiohttp.typedefs import Handler
 
 from gateway.config import Route, iter_targets
 from gateway.dispatch import Request
-from gateway.errors import InvalidRequestError, PayloadTooLargeError, RequestTimeoutError
+from gateway.errors import InvalidRequestError
 from gateway.observe import Trace
-from gateway.server.bodies import check_content_encoding, read_payload
+from gateway.server.bodies import read_body, read_payload
 from gateway.server.handlers import forward
-from gateway.server.keys import CONFIG, TRACE
+from gateway.server.keys import TRACE
 from gateway.server.parsing import check_input, check_model, is_redirect_field
 from gateway.server.resolve import route_for
 
@@ -220,28 +218,6 @@ def _disposition(headers: bytes) -> tuple[str, bool]:
             if "name" in params:
                 return params["name"], "filename" in params
     raise _malformed("a part has no Content-Disposition with a name")
-
-
-async def read_body(request: web.Request) -> bytes:
-    """The body's bytes, read once within the size and time limits."""
-    server = request.app[CONFIG].server
-    check_content_encoding(request.headers.getall(hdrs.CONTENT_ENCODING, ()))
-    if request.content_length is not None and request.content_length > server.max_body_bytes:
-        raise PayloadTooLargeError(f"The request body is larger than the limit of {server.max_body_bytes} bytes.")
-    try:
-        async with asyncio.timeout(server.body_read_timeout_seconds):
-            return await request.read()
-    except TimeoutError:
-        raise RequestTimeoutError(
-            f"The request body did not arrive within {server.body_read_timeout_seconds:g} seconds.",
-            headers={"Connection": "close"},
-        ) from None
-    except web.RequestPayloadError as exc:
-        cause = exc.__cause__
-        reason = cause.message if isinstance(cause, HttpProcessingError) else str(exc)
-        raise InvalidRequestError(
-            f"The request body could not be read: {reason}.", code="invalid_body", headers={"Connection": "close"}
-        ) from None
 
 
 def form_handler(path: str) -> Handler:
