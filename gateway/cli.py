@@ -23,7 +23,7 @@ from gateway.config import (
 )
 from gateway.logs import ACCESS_FLUSH_SECONDS, FORMATS, LEVELS, configure_logging, default_log_format
 from gateway.metrics import multiprocess_dir, worker_exited
-from gateway.workers import supervise
+from gateway.workers import end_with_parent, supervise
 
 DEFAULT_CONFIG = "configs/gateway.yaml"
 log = logging.getLogger("gateway")
@@ -102,6 +102,8 @@ def serve(
 
     from gateway.server.app import create_app
 
+    if workers > 1:
+        end_with_parent()
     config = _load_or_exit(path)
     configure_logging(log_format, log_level, flush_seconds=access_log_flush)
     try:

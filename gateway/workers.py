@@ -6,9 +6,13 @@ keep dying at start-up mean a broken config or host, and the parent gives up wit
 
 from __future__ import annotations
 
+import ctypes
 import logging
+import multiprocessing
+import os
 import signal
 import socket
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -23,6 +27,23 @@ RESTART_MAX_DELAY = 30.0
 STABLE_SECONDS = 60.0  # a worker that lived this long resets its slot's backoff
 STARTUP_SECONDS = 10.0  # a worker that died sooner than this failed to start (imports alone take seconds)
 MAX_STARTUP_FAILURES = 4  # that many failed starts in a row in one slot: the config or host is broken
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def end_with_parent() -> None:
+    """In a worker: be sent SIGTERM (a clean stop) when the parent dies, even by SIGKILL.
+
+    Without it a parent killed outright (the OOM killer, `kill -9`) leaves its workers serving
+    the port with nobody to stop or restart them. Linux only; elsewhere a no-op.
+    """
+    parent = multiprocessing.parent_process()
+    if parent is None or not sys.platform.startswith("linux"):
+        return
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    if os.getppid() != parent.pid:  # it died before the request above: nobody will send the signal
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 def restart_delay(deaths: int) -> float:

@@ -158,6 +158,32 @@ async def test_workers_share_the_port_and_stop_on_sigterm(slow_config: Path, pro
         assert not Path(f"/proc/{worker}").exists() or "zombie" in Path(f"/proc/{worker}/status").read_text()
 
 
+async def test_workers_stop_when_their_parent_is_killed(slow_config: Path, processes: list) -> None:
+    """A parent killed outright (kill -9, the OOM killer) must not leave workers serving the port."""
+    port = free_port()
+    process = start_gateway(slow_config, port, "--workers", "2")
+    processes.append(process)
+    await wait_ready(port, process)
+    workers = _workers(process.pid)
+    assert len(workers) == 2
+    process.kill()
+    process.wait()
+
+    def gone(pid: int) -> bool:
+        try:
+            return "zombie" in Path(f"/proc/{pid}/status").read_text()
+        except FileNotFoundError:
+            return True
+
+    def wait_gone(seconds: float) -> list[int]:
+        deadline = time.monotonic() + seconds
+        while (left := [pid for pid in workers if not gone(pid)]) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        return left
+
+    assert await asyncio.to_thread(wait_gone, 20) == []
+
+
 def ss(*query: str) -> str:
     """`ss` lines (no header) for TCP sockets matching `query`, with owning processes."""
     return subprocess.run(["ss", "-tnpH", *query], capture_output=True, text=True, check=True, timeout=10).stdout
