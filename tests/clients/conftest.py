@@ -1,0 +1,59 @@
+"""Clients other than openai-python, driving a real gateway over loopback."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import openai
+import orjson
+import pytest
+
+from tests.conftest import GATEWAY_KEY
+
+NODE_DIR = Path(__file__).parent / "node"
+
+
+def _unavailable(message: str) -> None:
+    """Skip locally; under CI (CI=true) the client must be there."""
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{message}; CI must provide it", pytrace=False)
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="session")
+def node_client() -> Path:
+    """tests/clients/node/client.mjs with openai-node installed beside it (npm ci on first use)."""
+    if shutil.which("node") is None or shutil.which("npm") is None:
+        _unavailable("node and npm are not installed (Debian: apt-get install nodejs npm)")
+    if not (NODE_DIR / "node_modules" / "openai").is_dir():
+        done = subprocess.run(
+            ["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=NODE_DIR, capture_output=True, timeout=300
+        )
+        if done.returncode != 0:
+            _unavailable(f"npm ci failed in {NODE_DIR}: {done.stderr.decode(errors='replace')[-500:]}")
+    return NODE_DIR / "client.mjs"
+
+
+async def run_node(script: Path, client: openai.AsyncOpenAI, scenario: str, model: str, **env: str) -> Any:
+    """Run one scenario of client.mjs against the gateway `client` points at; its JSON outcome.
+
+    A subprocess, awaited without blocking: the gateway and the fake upstreams serve on this loop.
+    """
+    environment = {
+        **os.environ,
+        "GATEWAY_URL": str(client.base_url).rstrip("/"),
+        "GATEWAY_KEY": GATEWAY_KEY,
+        "MODEL": model,
+        **env,
+    }
+    process = await asyncio.create_subprocess_exec(
+        "node", str(script), scenario, env=environment, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    out, err = await asyncio.wait_for(process.communicate(), timeout=60)
+    assert process.returncode == 0, err.decode(errors="replace")
+    return orjson.loads(out)
