@@ -312,7 +312,7 @@ _root = logging.getLogger()
 
 
 def access_fields(trace: observe.Trace) -> dict[str, Any]:
-    """What the access line says about `trace`: names, counts, statuses and timings only."""
+    """What the access line says about `trace` (ended): names, counts, statuses and timings only."""
     ttft = trace.ttft
     return {
         "tenant": trace.tenant,
@@ -324,7 +324,7 @@ def access_fields(trace: observe.Trace) -> dict[str, Any]:
         "status": trace.status,
         "error_code": trace.error_code,
         "stream": trace.stream,
-        "duration_ms": round(trace.duration * 1000, 1),
+        "duration_ms": round(trace.elapsed * 1000, 1),
         "ttft_ms": round(ttft * 1000, 1) if ttft is not None else None,
         "prompt_tokens": trace.prompt_tokens,
         "completion_tokens": trace.completion_tokens,

@@ -489,7 +489,7 @@ class Metrics(Observer):
         if counter is None:
             counter = route.requests[status, stream] = self.requests.labels(route.name, str(status), _flag(stream))
         counter.inc()
-        route.duration[stream].observe(trace.duration)
+        route.duration[stream].observe(trace.elapsed)
 
     def exposition(self) -> bytes:
         """The text a scrape reads: this process's values, or every worker's summed."""

@@ -9,9 +9,9 @@ which consumers exist, and nothing here imports prometheus-client or formats a l
 from __future__ import annotations
 
 import contextvars
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from time import monotonic
 from typing import Any
 
 from gateway.config import Route, Target
@@ -146,6 +146,7 @@ class Trace:
     memory_type: str | None = None
     evicted: int | None = None
     ended: float | None = None
+    elapsed: float = 0.0  # seconds from the start to end(), set there: what observers of the end read
     failed_status: int | None = None  # an answer that started well and ended in an in-band error
 
     def __init__(
@@ -158,11 +159,12 @@ class Trace:
     ) -> None:
         self.observer = observer or _NOBODY
         self.request_id, self.method, self.path, self.tenant = request_id, method, path, tenant
-        self.started = time.monotonic()
+        self.started = monotonic()
 
     @property
     def duration(self) -> float:
-        return (self.ended if self.ended is not None else time.monotonic()) - self.started
+        """Seconds since the start, or from the start to the end once the request has ended."""
+        return self.elapsed if self.ended is not None else monotonic() - self.started
 
     def resolved(self, route: Route, *, stream: bool) -> None:
         self.route, self.stream = route, stream
@@ -180,7 +182,7 @@ class Trace:
         self.observer.fell_back(self, source, reason)
 
     def first_token(self, target: Target) -> None:
-        self.ttft = time.monotonic() - self.started
+        self.ttft = monotonic() - self.started
         self.observer.first_token(self, target, self.ttft)
 
     def usage(self, target: Target, usage: Any) -> None:
@@ -190,8 +192,11 @@ class Trace:
         prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens", 0)
         if not isinstance(prompt, int) or not isinstance(completion, int) or prompt < 0 or completion < 0:
             return
-        self.prompt_tokens = (self.prompt_tokens or 0) + prompt
-        self.completion_tokens = (self.completion_tokens or 0) + completion
+        if self.prompt_tokens is None:  # the first usage of the request: nearly always the only one
+            self.prompt_tokens, self.completion_tokens = prompt, completion
+        else:
+            self.prompt_tokens += prompt
+            self.completion_tokens = (self.completion_tokens or 0) + completion
         self.observer.usage(self, target, prompt, completion)
 
     def memory_planned(self, memory_type: str, evicted: int) -> None:
@@ -212,7 +217,8 @@ class Trace:
         """
         if self.ended is not None:
             return
-        self.ended = time.monotonic()
+        self.ended = ended = monotonic()
+        self.elapsed = ended - self.started
         self.status = self.failed_status or status
         if error_code is not None:
             self.error_code = error_code
