@@ -17,23 +17,23 @@ from types import TracebackType
 
 
 class Deadline:
-    """`with Deadline(loop, seconds):` raises TimeoutError when the block outlasts `seconds`."""
+    """`with Deadline(loop, seconds):` raises TimeoutError when the block outlasts `seconds`.
 
-    __slots__ = ("_cancelling", "_handle", "_loop", "_seconds", "_task", "expired")
+    Armed when built (one frame, not two, on every attempt): build it where the block begins.
+    """
+
+    __slots__ = ("_cancelling", "_handle", "_task", "expired")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, seconds: float) -> None:
-        self._loop = loop
-        self._seconds = seconds
-        self.expired = False
-
-    def __enter__(self) -> Deadline:
-        loop = self._loop
         task = asyncio.current_task(loop)
         if task is None:
-            raise RuntimeError("a Deadline must be entered inside a task")
+            raise RuntimeError("a Deadline must be built inside a task")
         self._task = task
         self._cancelling = task.cancelling()  # cancellations already asked for are not ours to undo
-        self._handle = loop.call_at(loop.time() + self._seconds, self._expire)
+        self.expired = False
+        self._handle = loop.call_at(loop.time() + seconds, self._expire)
+
+    def __enter__(self) -> Deadline:
         return self
 
     def __exit__(
