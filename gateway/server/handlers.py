@@ -34,7 +34,7 @@ from gateway.providers.registry import serves_natively
 from gateway.providers.token_count import estimate
 from gateway.server import pins
 from gateway.server.bodies import read_payload
-from gateway.server.keys import CONFIG, DISPATCHER, LIFECYCLE, MEMORY, REQUEST_ID, TENANT, TRACE
+from gateway.server.keys import CONFIG, DISPATCHER, LIFECYCLE, MEMORY, TRACE, tenant_of
 from gateway.server.parsing import check_input, check_messages, check_model, check_stream
 from gateway.server.relay import relay_body, relay_stream
 from gateway.server.resolve import route_for
@@ -46,10 +46,10 @@ from gateway.translate.reshape import AnthropicReshape, Reshape, ResponsesReshap
 log = logging.getLogger("gateway")
 
 
-def gateway_headers(request: web.Request, route: Route, result: Result) -> dict[str, str]:
+def gateway_headers(trace: Trace, route: Route, result: Result) -> dict[str, str]:
     return {
         **result.headers,
-        "x-request-id": request[REQUEST_ID],
+        "x-request-id": trace.request_id,
         "x-gateway-route": route.name,
         "x-gateway-target": result.target.name,
         "x-gateway-attempts": str(len(result.attempts)),
@@ -101,7 +101,7 @@ async def forward(
         if metrics.enabled and metrics.stream_usage:  # usage is asked for the metrics' sake
             call = with_stream_usage(call)
     result = await app[DISPATCHER].dispatch(route, call)
-    headers = gateway_headers(request, route, result)
+    headers = gateway_headers(call.trace, route, result)
     if turn is not None:
         headers.update(turn.headers)
     reply = result.reply
@@ -142,7 +142,7 @@ async def forward_as_is(
     result = await request.app[DISPATCHER].dispatch(route, call)
     if answered is not None:
         await answered(result)
-    headers = gateway_headers(request, route, result)
+    headers = gateway_headers(trace, route, result)
     reply = result.reply
     if reply is not None:
         trace.usage(result.target, chat_usage(api.name, reply.data.get("usage") if isinstance(reply.data, dict) else None))
@@ -244,7 +244,7 @@ async def _stored_response(request: web.Request, endpoint: str) -> web.StreamRes
     if request.query.get("stream", "").lower() == "true":
         raise InvalidRequestError("Streaming a stored response is not supported by this gateway.", param="stream",
                                   code="unsupported_value")
-    store, tenant = request.app[MEMORY].store, request[TENANT]
+    store, tenant = request.app[MEMORY].store, tenant_of(request)
     with store_errors():
         try:
             found = await pins.find(store, request.app[CONFIG], tenant, response_id)
@@ -254,12 +254,13 @@ async def _stored_response(request: web.Request, endpoint: str) -> web.StreamRes
         raise unknown
     route = pins.pinned(*found)
     payload = {"response_id": response_id, "query": request.query_string}
-    result = await request.app[DISPATCHER].dispatch(route, Request(endpoint, payload, None, trace=request[TRACE]))
+    trace = request[TRACE]
+    result = await request.app[DISPATCHER].dispatch(route, Request(endpoint, payload, None, trace=trace))
     reply = result.reply
     assert reply is not None  # the call was not a stream
     if endpoint == DELETE:
         await pins.forget(store, response_id)
-    headers = {**gateway_headers(request, route, result), "Content-Type": reply.content_type}
+    headers = {**gateway_headers(trace, route, result), "Content-Type": reply.content_type}
     return web.Response(body=reply.body, status=reply.status, headers=headers)
 
 
@@ -279,7 +280,7 @@ async def _pinned_route(request: web.Request, route: Route, response_id: str) ->
         param="previous_response_id",
     )
     try:
-        found = await pins.find(request.app[MEMORY].store, config, request[TENANT], response_id)
+        found = await pins.find(request.app[MEMORY].store, config, tenant_of(request), response_id)
     except pins.NotYours:
         raise unknown from None
     except StoreUnavailable as exc:
@@ -299,7 +300,7 @@ def _recording(request: web.Request, route: Route) -> Answered:
     """Records which target answered the response id the answer carries (passed through or translated)."""
 
     async def answered(result: Result) -> None:
-        await pins.record(request.app[MEMORY].store, request[TENANT], _response_id(result), route, result.target)
+        await pins.record(request.app[MEMORY].store, tenant_of(request), _response_id(result), route, result.target)
 
     return answered
 
@@ -355,7 +356,7 @@ async def _chat_with_memory(
     request: web.Request, route: Route, payload: dict[str, Any], ask: MemoryAsk, trace: Trace, reshape: Reshape | None
 ) -> web.StreamResponse:
     model = route.first_target.model or payload["model"]
-    async with request.app[MEMORY].turn(request[TENANT], ask, payload["messages"], model, trace=trace) as turn:
+    async with request.app[MEMORY].turn(tenant_of(request), ask, payload["messages"], model, trace=trace) as turn:
         payload = {**payload, "messages": turn.plan.forwarded}
         call = Request("chat/completions", payload, None, trace.stream, trace)
         return await forward(request, route, call, turn=turn, reshape=reshape)

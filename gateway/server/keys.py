@@ -9,7 +9,7 @@ from aiohttp import web
 from gateway.config import Config
 from gateway.dispatch import Dispatcher
 from gateway.memory.turns import Memory
-from gateway.observe import Observer
+from gateway.observe import Observer, Trace
 
 
 @dataclass(slots=True)
@@ -24,7 +24,14 @@ LIFECYCLE = web.AppKey("lifecycle", Lifecycle)
 MEMORY = web.AppKey("memory", Memory)
 OBSERVER = web.AppKey("observer", Observer)
 
-REQUEST_ID = "gateway.request_id"
-TENANT = "gateway.tenant"
-TRACE = "gateway.trace"  # the request's observe.Trace
-STREAM_STARTED = "gateway.stream_started"  # the prepared response, once its headers went out
+# Request keys are RequestKeys, not strings: aiohttp's store checks a string key against the
+# keys it warned about, per store. The request id and the tenant live on the Trace alone.
+TRACE = web.RequestKey("trace", Trace)  # the request's observe.Trace
+STREAM_STARTED = web.RequestKey("stream_started", web.StreamResponse)  # the prepared response, once its headers went out
+
+
+def tenant_of(request: web.Request) -> str:
+    """The tenant (the gateway key's name) of a request under /v1/, which the middleware authenticated."""
+    tenant = request[TRACE].tenant
+    assert tenant is not None  # set for every /v1/ path before its handler runs
+    return tenant

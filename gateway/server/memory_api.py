@@ -11,11 +11,11 @@ from gateway.errors import NotFoundError
 from gateway.memory.headers import check_memory_id
 from gateway.memory.store import Conversation, Key
 from gateway.memory.turns import store_errors
-from gateway.server.keys import MEMORY, TENANT
+from gateway.server.keys import MEMORY, tenant_of
 
 
 def _key(request: web.Request) -> Key:
-    return request[TENANT], check_memory_id(request.match_info["memory_id"], "memoryId")
+    return tenant_of(request), check_memory_id(request.match_info["memory_id"], "memoryId")
 
 
 def _not_found(key: Key) -> NotFoundError:
