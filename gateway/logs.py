@@ -46,6 +46,9 @@ class RequestIdFilter(logging.Filter):
         return True
 
 
+_MILLISECONDS = tuple(f".{millisecond:03d}Z" for millisecond in range(1000))  # a time's ending, made once
+
+
 class _UtcClock:
     """ISO-8601 UTC times with milliseconds; the whole-second part is formatted once a second."""
 
@@ -58,7 +61,7 @@ class _UtcClock:
         if cached != second:
             prefix = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
             self._second = (second, prefix)  # one assignment: threads see the old or the new pair
-        return f"{prefix}.{int((created - second) * 1000):03d}Z"
+        return prefix + _MILLISECONDS[int((created - second) * 1000)]
 
 
 class _LineFormatter(logging.Formatter):

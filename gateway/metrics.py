@@ -13,18 +13,18 @@ any worker reports the sum over all of them.
 
 from __future__ import annotations
 
-import bisect
 import contextlib
 import functools
 import itertools
 import os
 import shutil
 import tempfile
+from bisect import bisect_left
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 import prometheus_client
@@ -153,7 +153,7 @@ class _Buckets:
         self.sum = 0.0
 
     def observe(self, amount: float) -> None:
-        self.counts[bisect.bisect_left(self.bounds, amount)] += 1  # `le` buckets: amount <= bound
+        self.counts[bisect_left(self.bounds, amount)] += 1  # `le` buckets: amount <= bound
         self.sum += amount
 
 
@@ -240,11 +240,103 @@ class _Families:
 
 
 @dataclass(slots=True)
+class _Attempt:
+    """The series an upstream attempt with one (target, outcome) adds to: its count, the target's durations."""
+
+    count: Child
+    duration: Child
+
+    def add(self, seconds: float) -> None:
+        self.count.inc()
+        self.duration.observe(seconds)
+
+
+class _LocalAttempt(_Attempt):
+    """`_Attempt` on one process's `_Count` and `_Buckets`, updated in place: no call per series."""
+
+    __slots__ = ()
+
+    def add(self, seconds: float) -> None:
+        self.count.value += 1
+        duration = self.duration
+        duration.counts[bisect_left(duration.bounds, seconds)] += 1  # _Buckets.observe, inline
+        duration.sum += seconds
+
+
+@dataclass(slots=True)
+class _Tokens:
+    """The series a target's reported usage adds to: prompt and completion tokens, and their cost if priced."""
+
+    prompt: Child
+    completion: Child
+    cost: Child  # None when `price` is
+    price: Price | None
+
+    def add(self, prompt: int, completion: int) -> None:
+        self.prompt.inc(prompt)
+        self.completion.inc(completion)
+        if self.price is not None:
+            self.cost.inc(prompt * self.price.prompt + completion * self.price.completion)
+
+
+class _LocalTokens(_Tokens):
+    """`_Tokens` on one process's `_Count`s, updated in place."""
+
+    __slots__ = ()
+
+    def add(self, prompt: int, completion: int) -> None:
+        self.prompt.value += prompt
+        self.completion.value += completion
+        if self.price is not None:
+            self.cost.value += prompt * self.price.prompt + completion * self.price.completion
+
+
+@dataclass(slots=True)
+class _Ending:
+    """The series a request that ends with one (route, status, stream) adds to."""
+
+    requests: Child
+    duration: Child
+    inflight: Child  # the route's: counted up when the request resolved to it
+
+    def add(self, seconds: float, resolved: bool) -> None:
+        self.requests.inc()
+        self.duration.observe(seconds)
+        if resolved:
+            self.inflight.dec()
+
+
+class _LocalEnding(_Ending):
+    """`_Ending` on one process's `_Count`s and `_Buckets`, updated in place."""
+
+    __slots__ = ()
+
+    def add(self, seconds: float, resolved: bool) -> None:
+        self.requests.value += 1
+        duration = self.duration
+        duration.counts[bisect_left(duration.bounds, seconds)] += 1  # _Buckets.observe, inline
+        duration.sum += seconds
+        if resolved:
+            self.inflight.value -= 1
+
+
+class _Kinds(NamedTuple):
+    """The classes of the per-event series bundles: plain numbers in one process, or prometheus-client's."""
+
+    attempt: type[_Attempt]
+    tokens: type[_Tokens]
+    ending: type[_Ending]
+
+
+_LOCAL_KINDS = _Kinds(_LocalAttempt, _LocalTokens, _LocalEnding)
+_SHARED_KINDS = _Kinds(_Attempt, _Tokens, _Ending)
+
+
+@dataclass(slots=True)
 class _RouteChildren:
     name: str
     duration: tuple[Child, Child]  # (non-stream, stream)
     inflight: Child
-    requests: dict[tuple[int, bool], Child] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -254,12 +346,8 @@ class _TargetChildren:
     provider: str
     duration: Child
     first_token: Child
-    prompt_tokens: Child
-    completion_tokens: Child
-    cost: Child
-    price: Price | None
+    tokens: _Tokens
     breaker: Child | None  # the circuit's state: 0 closed, 1 half-open, 2 open
-    outcomes: dict[str, Child] = field(default_factory=dict)
     retries: dict[str, Child] = field(default_factory=dict)
     fallbacks: dict[str, Child] = field(default_factory=dict)
 
@@ -363,6 +451,11 @@ class Metrics(Observer):
         config_routes.set(len(config.routes))
 
         prices = load_prices() if prices is None else prices
+        self._kinds = _SHARED_KINDS if self.multiprocess else _LOCAL_KINDS
+        # What a request adds to, found with one lookup per event; the bundles a request may need
+        # are made here (their series show from the start), the rest on first use.
+        self._endings: dict[tuple[str, int, bool], _Ending] = {}
+        self._attempts: dict[tuple[Target, str], _Attempt] = {}
         self._routes = {name: self._route_children(name) for name in (*config.routes, OTHER_ROUTE)}
         self._targets = {
             target: self._target_children(route, target, triggers, prices)
@@ -380,31 +473,52 @@ class Metrics(Observer):
         )
         for status in ANSWER_STATUSES:
             for stream in (False, True):
-                children.requests[status, stream] = self.requests.labels(name, str(status), _flag(stream))
+                self._endings[name, status, stream] = self._ending(children, status, stream)
         return children
+
+    def _ending(self, route: _RouteChildren, status: int, stream: bool) -> _Ending:
+        requests = self.requests.labels(route.name, str(status), _flag(stream))
+        return self._kinds.ending(requests, route.duration[stream], route.inflight)
+
+    def _new_ending(self, name: str, status: int, stream: bool) -> _Ending:
+        ending = self._endings[name, status, stream] = self._ending(self._routes[name], status, stream)
+        return ending
+
+    def _new_attempt(self, target: Target, outcome: str) -> _Attempt | None:
+        """The bundle for `outcome` of `target`, made on its first use; None for a target outside the config."""
+        t = self._targets.get(target)
+        if t is None:
+            return None
+        count = self.upstream_requests.labels(t.route, t.name, t.provider, outcome)
+        attempt = self._attempts[target, outcome] = self._kinds.attempt(count, t.duration)
+        return attempt
 
     def _target_children(
         self, route: Route, target: Target, triggers: frozenset[str], prices: Mapping[str, Price]
     ) -> _TargetChildren:
         labels = (route.name, target.name, target.provider)
         price = price_of(target.model or route.name, prices)
+        tokens = self._kinds.tokens(
+            self.tokens.labels(*labels, "prompt"),
+            self.tokens.labels(*labels, "completion"),
+            self.cost.labels(route.name, target.name) if price is not None else None,
+            price,
+        )
         children = _TargetChildren(
             route.name,
             target.name,
             target.provider,
             duration=self.upstream_duration.labels(*labels),
             first_token=self.ttft.labels(route.name, target.name),
-            prompt_tokens=self.tokens.labels(*labels, "prompt"),
-            completion_tokens=self.tokens.labels(*labels, "completion"),
-            cost=self.cost.labels(route.name, target.name) if price is not None else None,
-            price=price,
+            tokens=tokens,
             breaker=self.breaker_state.labels(route.name, target.name) if target.breaker.enabled else None,
         )
         if children.breaker is not None:
             children.breaker.set(CLOSED)
         retry_reasons = {str(code) for code in target.retry.on_status_codes} | set(TRANSPORT_OUTCOMES)
         for outcome in {"200", *retry_reasons, *triggers}:
-            children.outcomes[outcome] = self.upstream_requests.labels(*labels, outcome)
+            count = self.upstream_requests.labels(*labels, outcome)
+            self._attempts[target, outcome] = self._kinds.attempt(count, children.duration)
         if target.retry.attempts:
             for reason in retry_reasons:
                 children.retries[reason] = self.retries.labels(route.name, target.name, reason)
@@ -422,14 +536,9 @@ class Metrics(Observer):
         self._routes[trace.route.name].inflight.inc()
 
     def attempt_ended(self, trace: Trace, target: Target, outcome: str, seconds: float) -> None:
-        t = self._targets.get(target)
-        if t is None:
-            return
-        counter = t.outcomes.get(outcome)
-        if counter is None:
-            counter = t.outcomes[outcome] = self.upstream_requests.labels(t.route, t.name, t.provider, outcome)
-        counter.inc()
-        t.duration.observe(seconds)
+        attempt = self._attempts.get((target, outcome)) or self._new_attempt(target, outcome)
+        if attempt is not None:
+            attempt.add(seconds)
 
     def retried(self, trace: Trace, target: Target, reason: str) -> None:
         t = self._targets.get(target)
@@ -453,12 +562,8 @@ class Metrics(Observer):
 
     def usage(self, trace: Trace, target: Target, prompt: int, completion: int) -> None:
         children = self._targets.get(target)
-        if children is None:
-            return
-        children.prompt_tokens.inc(prompt)
-        children.completion_tokens.inc(completion)
-        if children.price is not None:
-            children.cost.inc(prompt * children.price.prompt + completion * children.price.completion)
+        if children is not None:
+            children.tokens.add(prompt, completion)
 
     def memory_planned(self, trace: Trace, memory_type: str, evicted: int) -> None:
         children = self._memory.get(memory_type)
@@ -481,15 +586,10 @@ class Metrics(Observer):
     def request_ended(self, trace: Trace) -> None:
         if trace.endpoint is None:  # not a model request (/v1/models, /v1/memory, ...)
             return
-        resolved, status, stream = trace.route, trace.status, trace.stream
-        route = self._routes[resolved.name if resolved is not None else OTHER_ROUTE]
-        if resolved is not None:
-            route.inflight.dec()
-        counter = route.requests.get((status, stream))
-        if counter is None:
-            counter = route.requests[status, stream] = self.requests.labels(route.name, str(status), _flag(stream))
-        counter.inc()
-        route.duration[stream].observe(trace.elapsed)
+        route = trace.route
+        key = (route.name if route is not None else OTHER_ROUTE, trace.status, trace.stream)
+        ending = self._endings.get(key) or self._new_ending(*key)
+        ending.add(trace.elapsed, route is not None)
 
     def exposition(self) -> bytes:
         """The text a scrape reads: this process's values, or every worker's summed."""
