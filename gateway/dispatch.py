@@ -54,33 +54,28 @@ class Request:
 
 @dataclass(slots=True)
 class Result:
-    """The answer a route settled on: a complete Reply, or a stream committed at `first_event`."""
+    """One attempt, judged: a complete Reply, or a stream committed at `first_event`, or a failure.
+
+    `dispatch` returns the attempt its route settled on when that is a success. `attempts` lists
+    every attempt of the request so far; `detail` is OK or says what went wrong; `kind` names a
+    failure that brought no usable answer (TIMEOUT, CONNECT_ERROR, STREAM_ERROR, ...).
+    """
 
     target: Target
     attempts: list[Attempt]
-    reply: Reply | None = None
-    stream: EventStream | None = None
-    first_event: Event | None = None
-    started: float = 0.0  # when the answering attempt began (time.monotonic)
-
-    @property
-    def headers(self) -> Mapping[str, str]:
-        source = self.reply if self.reply is not None else self.stream
-        return source.headers if source is not None else {}
-
-
-@dataclass(slots=True)
-class _Try:
-    """One call to one target, judged."""
-
     outcome: Outcome
     detail: str = ""
     reply: Reply | None = None
     stream: EventStream | None = None
     first_event: Event | None = None
-    retry_after: float | None = field(default=None)
-    kind: str | None = None  # TIMEOUT, CONNECT_ERROR or STREAM_ERROR when no usable answer came
-    started: float = 0.0
+    retry_after: float | None = None  # what the upstream asked us to wait, in seconds
+    kind: str | None = None
+    started: float = 0.0  # when the attempt began (time.monotonic)
+
+    @property
+    def headers(self) -> Mapping[str, str]:
+        source = self.reply if self.reply is not None else self.stream
+        return source.headers if source is not None else {}
 
     @property
     def label(self) -> str:
@@ -196,40 +191,41 @@ class Dispatcher:
         health = self._breakers.health(route) if self._breakers is not None else None
         root = route.root
         if health is None and isinstance(root, Target):  # one target, its circuit closed: nothing to walk
-            target, tried = root, await self._try_target(root, request, attempts)
+            result = await self._try_target(root, request, attempts)
         else:
             walker = walk(root, self._rng, health)
             step = next(walker)
             while True:
                 if health is None and isinstance(step, Target):  # every breaker closed: nothing to ask
-                    target, tried = step, await self._try_target(step, request, attempts)
+                    result = await self._try_target(step, request, attempts)
                 else:
-                    target, tried = await self._take(step, request, attempts)
+                    result = await self._take(step, request, attempts)
                 try:
-                    step = walker.send(tried.outcome)
+                    step = walker.send(result.outcome)
                 except StopIteration:
                     break
-                request.trace.fell_back(target, tried.label)
-        if tried.outcome.ok:
-            return Result(target, attempts, tried.reply, tried.stream, tried.first_event, tried.started)
-        raise self._failure(route, target, attempts, tried)
+                request.trace.fell_back(result.target, result.label)
+        if result.outcome.ok:
+            return result
+        raise self._failure(route, result)
 
-    async def _take(self, step: Step, request: Request, attempts: list[Attempt]) -> tuple[Target, _Try]:
+    async def _take(self, step: Step, request: Request, attempts: list[Attempt]) -> Result:
         """One step of a walk that knows of open circuits: a call, a probe, or a skip."""
         assert self._breakers is not None
         match step:
             case Skip(target=target):
-                return target, _skip(target, attempts)
+                return _skip(target, attempts)
             case Force(target=target):  # every target is open: this one is tried anyway
-                return target, await self._try_target(target, request, attempts, admitted=FORCED)
+                return await self._try_target(target, request, attempts, admitted=FORCED)
             case Target():
                 admitted = await self._breakers.admit(step)
                 if admitted == REFUSED:  # another request has its trial
-                    return step, _skip(step, attempts)
-                return step, await self._try_target(step, request, attempts, admitted=admitted)
+                    return _skip(step, attempts)
+                return await self._try_target(step, request, attempts, admitted=admitted)
         raise TypeError(f"not a walk step: {step!r}")
 
-    def _failure(self, route: Route, target: Target, attempts: list[Attempt], last: _Try) -> UpstreamError:
+    def _failure(self, route: Route, last: Result) -> UpstreamError:
+        target, attempts = last.target, last.attempts
         fields = _ErrorFields("")
         headers = {"x-gateway-route": route.name, "x-gateway-target": target.name, "x-gateway-attempts": str(len(attempts))}
         if last.reply is not None:
@@ -246,7 +242,7 @@ class Dispatcher:
 
     def _try_target(
         self, target: Target, request: Request, attempts: list[Attempt], *, admitted: int = ORDINARY
-    ) -> Coroutine[Any, Any, _Try]:
+    ) -> Coroutine[Any, Any, Result]:
         """Call `target`, retrying as its policy says.
 
         `admitted` PROBE (the half-open trial) or FORCED (every target was open): the first call
@@ -258,7 +254,7 @@ class Dispatcher:
             return self._attempt(call, request, attempts, admitted)
         return self._retrying(call, request, attempts, admitted)
 
-    async def _retrying(self, call: Call, request: Request, attempts: list[Attempt], admitted: int) -> _Try:
+    async def _retrying(self, call: Call, request: Request, attempts: list[Attempt], admitted: int) -> Result:
         """The first attempt, then more while the retry policy and the target's breaker allow."""
         tried = await self._attempt(call, request, attempts, admitted)
         target = call.target
@@ -273,21 +269,21 @@ class Dispatcher:
             tried = await self._attempt(call, request, attempts, ORDINARY)
         return tried
 
-    async def _attempt(self, call: Call, request: Request, attempts: list[Attempt], admitted: int) -> _Try:
+    async def _attempt(self, call: Call, request: Request, attempts: list[Attempt], admitted: int) -> Result:
         """One call: told to the trace, listed among the attempts, reported to the target's breaker."""
         target, trace, breakers = call.target, request.trace, self._breakers
         started = time.monotonic()
         try:
             if request.stream:
-                tried = await self._open_stream(call)  # judges its own failures: it closes what it opened
+                tried = await self._open_stream(call, attempts)  # judges its own failures: it closes what it opened
             else:  # here, not in a coroutine of its own: the common call costs a frame less
                 with Deadline(self._loop or asyncio.get_running_loop(), target.timeout):
                     reply = await self._providers[target.provider].complete(call)
-                tried = _judge_reply(reply, call.endpoint)
+                tried = _judge_reply(call, reply, attempts)
         except TransportError as exc:
-            tried = _Try(Outcome(exc.status, transport=True), exc.detail, kind=exc.kind)
+            tried = Result(target, attempts, Outcome(exc.status, transport=True), exc.detail, kind=exc.kind)
         except TimeoutError:
-            tried = _Try(Outcome(504, transport=True), f"timed out after {target.timeout:g}s", kind=TIMEOUT)
+            tried = Result(target, attempts, TIMED_OUT, f"timed out after {target.timeout:g}s", kind=TIMEOUT)
         except BaseException as exc:
             if admitted == PROBE and breakers is not None:  # no verdict: the next request may take the trial
                 breakers.release(target)
@@ -314,51 +310,59 @@ class Dispatcher:
         call.client_headers = request.client_headers
         return call
 
-    async def _open_stream(self, call: Call) -> _Try:
+    async def _open_stream(self, call: Call, attempts: list[Attempt]) -> Result:
+        target = call.target
         opened: Reply | EventStream | None = None
         try:
-            with Deadline(self._loop or asyncio.get_running_loop(), call.target.timeout):
-                opened = await self._providers[call.target.provider].stream(call)
+            with Deadline(self._loop or asyncio.get_running_loop(), target.timeout):
+                opened = await self._providers[target.provider].stream(call)
                 if isinstance(opened, Reply):
-                    return _replay_reply(call, opened)
+                    return _replay_reply(call, opened, attempts)
                 first = await _first_event(opened)
         except TransportError as exc:
             await _close(opened)
-            return _Try(Outcome(exc.status, transport=True), exc.detail, kind=exc.kind)
+            return Result(target, attempts, Outcome(exc.status, transport=True), exc.detail, kind=exc.kind)
         except TimeoutError:
             await _close(opened)
-            detail = f"no stream event within {call.target.timeout:g}s"
-            return _Try(Outcome(504, transport=True), detail, kind=TIMEOUT)
+            return Result(target, attempts, TIMED_OUT, f"no stream event within {target.timeout:g}s", kind=TIMEOUT)
         except BaseException:
             await _close(opened)
             raise
         if first is None:
             await opened.close()
-            detail = "upstream stream ended before its first event"
-            return _Try(Outcome(502, transport=True), detail, kind=STREAM_ERROR)
+            return _broken(target, attempts, "upstream stream ended before its first event", STREAM_ERROR)
         try:
             _, error = read_chunk(first)
         except MalformedEvent as exc:
             await opened.close()
-            return _Try(Outcome(502, transport=True), str(exc), kind=STREAM_ERROR)
+            return _broken(target, attempts, str(exc), STREAM_ERROR)
         if error is not None:
             await opened.close()
             status = error.get("status") or error.get("code")
             status = status if isinstance(status, int) and 400 <= status <= 599 else 502
             detail = f"error event: {error.get('message', '')}"[:300]
-            return _Try(Outcome(status, transport=True), detail, kind=STREAM_ERROR)
-        return _Try(Outcome(opened.status), OK, stream=opened, first_event=first)
+            return Result(target, attempts, Outcome(status, transport=True), detail, kind=STREAM_ERROR)
+        return Result(target, attempts, Outcome(opened.status), OK, stream=opened, first_event=first)
 
 
-def _skip(target: Target, attempts: list[Attempt]) -> _Try:
+TIMED_OUT: Final = Outcome(504, transport=True)
+BROKEN: Final = Outcome(502, transport=True)  # no usable answer: unreachable, cut off or malformed
+
+
+def _broken(target: Target, attempts: list[Attempt], detail: str, kind: str) -> Result:
+    """An attempt whose answer could not be used (a 502), `kind` saying how."""
+    return Result(target, attempts, BROKEN, detail, kind=kind)
+
+
+def _skip(target: Target, attempts: list[Attempt]) -> Result:
     """A target passed over for its open circuit: listed among the attempts, never called."""
     attempts.append(Attempt(target.name, CIRCUIT_OPEN.status, "skipped: its circuit is open"))
-    return _Try(CIRCUIT_OPEN, "circuit open", kind=SKIPPED)
+    return Result(target, attempts, CIRCUIT_OPEN, "circuit open", kind=SKIPPED)
 
 
-def _replay_reply(call: Call, reply: Reply) -> _Try:
+def _replay_reply(call: Call, reply: Reply, attempts: list[Attempt]) -> Result:
     """A stream request answered with one JSON body: judged, then replayed as a stream."""
-    tried = _judge_reply(reply, call.endpoint)
+    tried = _judge_reply(call, reply, attempts)
     if not tried.outcome.ok:
         return tried
     options = call.payload.get("stream_options")
@@ -366,8 +370,8 @@ def _replay_reply(call: Call, reply: Reply) -> _Try:
     events = replay(reply.data, endpoint=call.endpoint, include_usage=include_usage)
     if events is None:
         detail = "malformed upstream response (a stream was asked for; the JSON is not a completion)"
-        return _Try(Outcome(502, transport=True), detail, kind=INVALID_RESPONSE)
-    return _Try(Outcome(200), OK, stream=ReplayedStream(events[1:], reply.headers), first_event=events[0])
+        return _broken(call.target, attempts, detail, INVALID_RESPONSE)
+    return Result(call.target, attempts, Outcome(200), OK, stream=ReplayedStream(events[1:], reply.headers), first_event=events[0])
 
 
 async def _first_event(stream: EventStream) -> Event | None:
@@ -387,31 +391,32 @@ async def _close(opened: Reply | EventStream | None) -> None:
 OPAQUE_ANSWERS: Final = frozenset({"audio/speech", "audio/transcriptions", "audio/translations"})
 
 
-def _judge_reply(reply: Reply, endpoint: str) -> _Try:
-    status = reply.status
+def _judge_reply(call: Call, reply: Reply, attempts: list[Attempt]) -> Result:
+    """`call`'s answer as the route judges it: a 2xx that is what it should be, or a failure."""
+    target, status = call.target, reply.status
     if not 200 <= status < 300:
         if 300 <= status < 400:  # redirects are never followed: the upstream is misconfigured or hostile
             detail = f"upstream answered {status} (a redirect, which the gateway does not follow)"
-            return _Try(Outcome(502, transport=True), detail, kind=INVALID_RESPONSE)
-        return _Try(Outcome(status), _error_fields(reply.body).message, reply=reply, retry_after=retry_after_seconds(reply.headers))
-    if endpoint in OPAQUE_ANSWERS:
-        return _Try(Outcome(status), OK, reply=reply)
+            return _broken(target, attempts, detail, INVALID_RESPONSE)
+        detail = _error_fields(reply.body).message
+        return Result(target, attempts, Outcome(status), detail, reply, retry_after=retry_after_seconds(reply.headers))
+    if call.endpoint in OPAQUE_ANSWERS:
+        return Result(target, attempts, Outcome(status), OK, reply)
     try:
         data = reply.data = orjson.loads(reply.body)
     except orjson.JSONDecodeError:
-        detail = f"malformed upstream response (status {status}, not JSON)"
-        return _Try(Outcome(502, transport=True), detail, kind=INVALID_RESPONSE)
+        return _broken(target, attempts, f"malformed upstream response (status {status}, not JSON)", INVALID_RESPONSE)
     if isinstance(data, dict) and (error := data.get("error")) and "object" not in data and "choices" not in data:
         # an error where the answer should be: the SDK would hand the caller an answer without choices
         fields = _error_fields(reply.body)
         code = error.get("status") or error.get("code") if isinstance(error, dict) else None
         failure = code if isinstance(code, int) and 400 <= code <= 599 else 502
         detail = f"error in a {status} answer: {fields.message}"[:300]
-        return _Try(Outcome(failure, transport=True), detail, kind=INVALID_RESPONSE)
-    return _Try(Outcome(status), OK, reply=reply)
+        return Result(target, attempts, Outcome(failure, transport=True), detail, kind=INVALID_RESPONSE)
+    return Result(target, attempts, Outcome(status), OK, reply)
 
 
-def _retryable(policy: RetryPolicy, tried: _Try) -> bool:
+def _retryable(policy: RetryPolicy, tried: Result) -> bool:
     """Whether the policy calls the target again after `tried` (not when asked to wait too long)."""
     outcome = tried.outcome
     if outcome.ok or not (outcome.transport or outcome.status in policy.on_status_codes):
@@ -419,7 +424,7 @@ def _retryable(policy: RetryPolicy, tried: _Try) -> bool:
     return tried.retry_after is None or tried.retry_after <= policy.max_retry_after_seconds
 
 
-def _backoff(policy: RetryPolicy, number: int, tried: _Try, rng: Random) -> float:
+def _backoff(policy: RetryPolicy, number: int, tried: Result, rng: Random) -> float:
     """Seconds to wait after failed attempt `number` (the first is 1): the upstream's Retry-After, else full jitter."""
     if tried.retry_after is not None:
         return float(tried.retry_after)

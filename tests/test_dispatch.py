@@ -10,13 +10,17 @@ import orjson
 import pytest
 
 from gateway.config import RetryPolicy, Target
-from gateway.dispatch import Dispatcher, Request, _backoff, _judge_reply, _Try, retry_after_seconds
-from gateway.providers.base import Reply
+from gateway.dispatch import Dispatcher, Request, Result, _backoff, _judge_reply, retry_after_seconds
+from gateway.providers.base import Call, Reply
 from gateway.routing import Outcome
 
 
 def target(**override: object) -> Target:
     return Target(name="t", provider="mock", base_url="", api_key="", override_params=MappingProxyType(dict(override)))
+
+
+def chat() -> Call:
+    return Call(target(), "chat/completions", {})
 
 
 def test_unchanged_body_passes_the_clients_bytes_through() -> None:
@@ -66,7 +70,7 @@ def test_retry_after_http_date() -> None:
 def test_backoff_is_full_jitter_under_an_exponential_cap() -> None:
     policy = RetryPolicy(attempts=5, backoff_seconds=0.5, max_backoff_seconds=3)
     rng = random.Random(0)
-    failed = _Try(Outcome(503))
+    failed = Result(target(), [], Outcome(503))
     for attempt, cap in [(1, 0.5), (2, 1.0), (3, 2.0), (4, 3.0), (5, 3.0)]:
         waits = [_backoff(policy, attempt, failed, rng) for _ in range(200)]
         assert min(waits) >= 0 and max(waits) <= cap
@@ -83,7 +87,7 @@ def test_backoff_is_full_jitter_under_an_exponential_cap() -> None:
     ],
 )
 def test_an_error_where_a_2xx_answer_should_be_is_a_failure(body: dict[str, object], status: int) -> None:
-    tried = _judge_reply(Reply(200, orjson.dumps(body)), "chat/completions")
+    tried = _judge_reply(chat(), Reply(200, orjson.dumps(body)), [])
     assert tried.outcome == Outcome(status, transport=True) and tried.kind == "invalid_response"
 
 
@@ -96,4 +100,4 @@ def test_an_error_where_a_2xx_answer_should_be_is_a_failure(body: dict[str, obje
     ],
 )
 def test_answers_with_an_error_field_are_still_answers(body: dict[str, object]) -> None:
-    assert _judge_reply(Reply(200, orjson.dumps(body)), "chat/completions").outcome == Outcome(200)
+    assert _judge_reply(chat(), Reply(200, orjson.dumps(body)), []).outcome == Outcome(200)
