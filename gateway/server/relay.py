@@ -273,7 +273,7 @@ async def relay_stream(
             outcome = STREAM_ERROR
         trace.failed(failure.status, failure.code)
         out.append(chunks.error(failure))
-        await response.write(b"".join(out))
+        await response.write_eof(b"".join(out))
         return response
 
     async def broken() -> web.StreamResponse:
@@ -300,7 +300,7 @@ async def relay_stream(
                 if chunks.failed is not None:
                     outcome = STREAM_ERROR
                     trace.failed(*chunks.failed)
-                await response.write(b"".join(out))
+                await response.write_eof(b"".join(out))  # the stream's last bytes and its end in one send
                 return response
             if out:
                 await response.write(out[0] if len(out) == 1 else b"".join(out))
