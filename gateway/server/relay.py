@@ -42,6 +42,19 @@ class StreamSink(Protocol):
 Translator = StreamReshape  # turns the upstream's chat chunks into another API's stream
 
 
+_SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+
+
+class _EventStreamResponse(web.StreamResponse):
+    """A stream response whose headers go out with its first event: one send to the client, not two.
+
+    The relay writes right after prepare() (the first event is in hand), so holding the headers
+    back delays nothing; aiohttp's own Response buffers its headers the same way.
+    """
+
+    _send_headers_immediately = False
+
+
 class _Failure(Exception):
     """The stream cannot go on: the client gets this in-band error after what was relayed."""
 
@@ -257,10 +270,8 @@ async def relay_stream(
     """
     assert result.stream is not None and result.first_event is not None
     stream, target = result.stream, result.target
-    response = web.StreamResponse(status=200, headers=headers)
-    # Set as headers: aiohttp's content_type setter parses the header it replaces first.
-    response.headers["Content-Type"] = "text/event-stream"
-    response.headers["Cache-Control"] = "no-cache"
+    # As headers, not through aiohttp's content_type setter, which parses the header it replaces.
+    response = _EventStreamResponse(status=200, headers={**headers, **_SSE_HEADERS})
     chunks: _Reader = _Chunks(target, sink, translator, hide_usage) if api is None else _Events(target, api)
     outcome = str(stream.status)
     out: list[bytes] = []  # the current read's bytes for the client, written once it is looked at
