@@ -42,24 +42,27 @@ class AnthropicMessages(OpenAIProvider):
     """The Messages API of an anthropic target, bytes in and out like an OpenAI-compatible one."""
 
     def _url(self, target: Target, endpoint: str) -> URL:
-        url = self._urls.get((target, endpoint))
-        if url is None:
-            base = target.base_url or KINDS["anthropic"].native_base_url
-            url = self._urls[target, endpoint] = URL(f"{base}/v1/{endpoint}")
-        return url
+        return URL(f"{target.base_url or KINDS['anthropic'].native_base_url}/v1/{endpoint}")
 
-    def _request_headers(self, call: Call) -> CIMultiDict[str]:
-        target = call.target
-        base = self._headers.get(target)
-        if base is None:
-            base = CIMultiDict({"Content-Type": JSON, "Accept": JSON})
-            if target.api_key:
-                base["x-api-key"] = target.api_key
-            base.update(target.headers)
-            self._headers[target] = base
-        headers = base.copy()
+    def _target_headers(self, target: Target) -> CIMultiDict[str]:
+        headers = CIMultiDict({"Content-Type": JSON, "Accept": JSON})
+        if target.api_key:
+            headers["x-api-key"] = target.api_key
+        headers.update(target.headers)
+        headers[VERSION] = headers.get(VERSION) or DEFAULT_VERSION
+        if betas := joined_betas(headers.get(BETA)):
+            headers[BETA] = betas
+        return headers
+
+    def _call_headers(self, call: Call, headers: CIMultiDict[str]) -> CIMultiDict[str]:
+        """The client's `anthropic-version` wins over the target's; its `anthropic-beta` joins the target's."""
+        headers = super()._call_headers(call, headers)
         client = call.client_headers
-        headers[VERSION] = client.get(VERSION) or base.get(VERSION) or DEFAULT_VERSION
-        if betas := joined_betas(base.get(BETA), client.get(BETA)):
+        if not client:
+            return headers
+        headers = headers.copy()
+        if version := client.get(VERSION):
+            headers[VERSION] = version
+        if betas := joined_betas(headers.get(BETA), client.get(BETA)):
             headers[BETA] = betas
         return headers

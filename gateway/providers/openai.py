@@ -65,35 +65,39 @@ def transport_error(exc: aiohttp.ClientError | ConnectionError) -> TransportErro
 class OpenAIProvider:
     """Sends the body as bytes and relays the answer's bytes unchanged.
 
-    `_url` and `_request_headers` say where a call goes and with which headers: an upstream of
-    another API that is passed through the same way (Anthropic's) overrides just those.
+    `_url` and `_target_headers` say where a target's calls go and with which headers (built once
+    per target and endpoint), `_call_headers` what one call adds: an upstream of another API that
+    is passed through the same way (Anthropic's) overrides just those.
     """
 
     def __init__(self, session: aiohttp.ClientSession, *, max_response_bytes: int = 32 * 1024 * 1024) -> None:
         self._session = session
         self._max_response_bytes = max_response_bytes
-        self._urls: dict[tuple[Target, str], URL] = {}
-        self._headers: dict[Target, CIMultiDict[str]] = {}
+        self._destinations: dict[tuple[Target, str], tuple[URL, CIMultiDict[str]]] = {}
 
     def _url(self, target: Target, endpoint: str) -> URL:
-        url = self._urls.get((target, endpoint))
-        if url is None:
-            url = self._urls[target, endpoint] = URL(f"{target.base_url}/{endpoint}")
-        return url
+        return URL(f"{target.base_url}/{endpoint}")
 
-    def _request_headers(self, call: Call) -> CIMultiDict[str]:
-        target = call.target
-        headers = self._headers.get(target)
-        if headers is None:
-            headers = CIMultiDict({"Content-Type": JSON, "Accept": JSON})
-            if target.api_key:
-                headers["Authorization"] = f"Bearer {target.api_key}"
-            headers.update(target.headers)
-            self._headers[target] = headers
-        if call.content_type != JSON:  # a multipart form keeps its own type and boundary
-            headers = headers.copy()
-            headers["Content-Type"] = call.content_type
+    def _target_headers(self, target: Target) -> CIMultiDict[str]:
+        headers = CIMultiDict({"Content-Type": JSON, "Accept": JSON})
+        if target.api_key:
+            headers["Authorization"] = f"Bearer {target.api_key}"
+        headers.update(target.headers)
         return headers
+
+    def _call_headers(self, call: Call, headers: CIMultiDict[str]) -> CIMultiDict[str]:
+        """The target's headers as this call needs them: a multipart form keeps its own type and boundary."""
+        if call.content_type == JSON:
+            return headers
+        headers = headers.copy()
+        headers["Content-Type"] = call.content_type
+        return headers
+
+    def _destination(self, call: Call) -> tuple[URL, CIMultiDict[str]]:
+        """The URL of the call's endpoint and the headers of its target, built at the target's first call."""
+        key = (call.target, call.endpoint)
+        found = self._destinations[key] = (self._url(*key), self._target_headers(call.target))
+        return found
 
     def complete(self, call: Call) -> Coroutine[Any, Any, Reply]:
         if call.endpoint in STREAMED_ANSWERS:
@@ -104,7 +108,8 @@ class OpenAIProvider:
     def send(self, method: str, url: URL, call: Call) -> Coroutine[Any, Any, Reply]:
         """`call` sent to `url` by `method` (its body only with POST), the whole answer read."""
         data = call.body if method == "POST" else None
-        return self._exchange(self._session.request(method, url, data=data, headers=self._request_headers(call), allow_redirects=False))
+        headers = self._call_headers(call, self._target_headers(call.target))
+        return self._exchange(self._session.request(method, url, data=data, headers=headers, allow_redirects=False))
 
     async def _open(self, call: Call) -> Reply:
         """A 2xx answer with its body left unread, for the client to get as it arrives."""
@@ -128,8 +133,10 @@ class OpenAIProvider:
 
     def _post(self, call: Call) -> Awaitable[aiohttp.ClientResponse]:
         # awaited, not entered with `async with`: the context manager's __aenter__ would be one more frame
-        url = self._url(call.target, call.endpoint)
-        return self._session.request("POST", url, data=call.body, headers=self._request_headers(call), allow_redirects=False)
+        url, headers = self._destinations.get((call.target, call.endpoint)) or self._destination(call)
+        if call.content_type != JSON or call.client_headers:
+            headers = self._call_headers(call, headers)
+        return self._session.request("POST", url, data=call.body, headers=headers, allow_redirects=False)
 
     async def _exchange(self, answer: aiohttp.ClientResponse | Awaitable[aiohttp.ClientResponse]) -> Reply:
         """The answer (or the request whose answer is awaited) read whole, up to the limit; then released.
