@@ -27,7 +27,7 @@ from gateway.deadline import Deadline
 from gateway.errors import Attempt, UpstreamError
 from gateway.observe import CLIENT_CLOSED, INVALID_RESPONSE, STREAM_ERROR, TIMEOUT, Trace
 from gateway.providers.base import JSON, Call, EventStream, Provider, Reply, TransportError
-from gateway.routing import CIRCUIT_OPEN, Force, Outcome, Random, Skip, Step, walk
+from gateway.routing import CIRCUIT_OPEN, Force, Health, Outcome, Random, Skip, Step, walk
 from gateway.sse import Event
 
 
@@ -185,26 +185,33 @@ class Dispatcher:
     def breakers(self) -> Breakers | None:
         return self._breakers
 
-    async def dispatch(self, route: Route, request: Request) -> Result:
-        """Try targets until the tree settles; raise UpstreamError when it settles on a failure."""
-        attempts: list[Attempt] = []
+    def dispatch(self, route: Route, request: Request) -> Coroutine[Any, Any, Result]:
+        """Try targets until the tree settles; raise UpstreamError when it settles on a failure.
+
+        A route of one target whose circuit is closed gets that target's coroutine back: its
+        attempt decides the route, and the request awaits it through no coroutine more.
+        """
         health = self._breakers.health(route) if self._breakers is not None else None
         root = route.root
-        if health is None and isinstance(root, Target):  # one target, its circuit closed: nothing to walk
-            result = await self._try_target(root, request, attempts)
-        else:
-            walker = walk(root, self._rng, health)
-            step = next(walker)
-            while True:
-                if health is None and isinstance(step, Target):  # every breaker closed: nothing to ask
-                    result = await self._try_target(step, request, attempts)
-                else:
-                    result = await self._take(step, request, attempts)
-                try:
-                    step = walker.send(result.outcome)
-                except StopIteration:
-                    break
-                request.trace.fell_back(result.target, result.label)
+        if health is None and isinstance(root, Target):  # nothing to walk
+            return self._try_target(root, request, [], settles=route)
+        return self._walk(route, request, health)
+
+    async def _walk(self, route: Route, request: Request, health: Health | None) -> Result:
+        """The route's strategy tree, walked one step at a time until it settles."""
+        attempts: list[Attempt] = []
+        walker = walk(route.root, self._rng, health)
+        step = next(walker)
+        while True:
+            if health is None and isinstance(step, Target):  # every breaker closed: nothing to ask
+                result = await self._try_target(step, request, attempts)
+            else:
+                result = await self._take(step, request, attempts)
+            try:
+                step = walker.send(result.outcome)
+            except StopIteration:
+                break
+            request.trace.fell_back(result.target, result.label)
         if result.outcome.ok:
             return result
         raise self._failure(route, result)
@@ -241,20 +248,24 @@ class Dispatcher:
         return UpstreamError(attempts, type=fields.type, code=code, param=param, headers=headers)
 
     def _try_target(
-        self, target: Target, request: Request, attempts: list[Attempt], *, admitted: int = ORDINARY
-    ) -> Coroutine[Any, Any, Result]:
+        self, target: Target, request: Request, attempts: list[Attempt], *, admitted: int = ORDINARY,
+        settles: Route | None = None,
+    ) -> Coroutine[Any, Any, Result]:  # fmt: skip
         """Call `target`, retrying as its policy says.
 
         `admitted` PROBE (the half-open trial) or FORCED (every target was open): the first call
-        decides the target's open breaker. A target without retries gets its one attempt's own
+        decides the target's open breaker. `settles`: the route this target alone decides, whose
+        failure the last attempt raises. A target without retries gets its one attempt's own
         coroutine back: no frame more on the common path.
         """
         call = self._call_for(target, request)
         if not target.retry.attempts:
-            return self._attempt(call, request, attempts, admitted)
-        return self._retrying(call, request, attempts, admitted)
+            return self._attempt(call, request, attempts, admitted, settles)
+        return self._retrying(call, request, attempts, admitted, settles)
 
-    async def _retrying(self, call: Call, request: Request, attempts: list[Attempt], admitted: int) -> Result:
+    async def _retrying(
+        self, call: Call, request: Request, attempts: list[Attempt], admitted: int, settles: Route | None
+    ) -> Result:
         """The first attempt, then more while the retry policy and the target's breaker allow."""
         tried = await self._attempt(call, request, attempts, admitted)
         target = call.target
@@ -267,10 +278,17 @@ class Dispatcher:
             await self._sleep(_backoff(policy, number, tried, self._rng))
             request.trace.retried(target, tried.label)
             tried = await self._attempt(call, request, attempts, ORDINARY)
+        if settles is not None and not tried.outcome.ok:
+            raise self._failure(settles, tried)
         return tried
 
-    async def _attempt(self, call: Call, request: Request, attempts: list[Attempt], admitted: int) -> Result:
-        """One call: told to the trace, listed among the attempts, reported to the target's breaker."""
+    async def _attempt(
+        self, call: Call, request: Request, attempts: list[Attempt], admitted: int, settles: Route | None = None
+    ) -> Result:
+        """One call: told to the trace, listed among the attempts, reported to the target's breaker.
+
+        `settles`: the route this one attempt decides; its failure is raised as the route's.
+        """
         target, trace, breakers = call.target, request.trace, self._breakers
         started = time.monotonic()
         try:
@@ -298,6 +316,8 @@ class Dispatcher:
         # a stream is judged at its first event, like the route judges it
         if breakers is not None and (told := breakers.record(target, tried.outcome, admitted != ORDINARY, tried.retry_after)):
             await told
+        if settles is not None and not tried.outcome.ok:
+            raise self._failure(settles, tried)
         return tried
 
     @staticmethod
