@@ -117,12 +117,8 @@ class JsonFormatter(_LineFormatter):
         return orjson.dumps(line, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
 
     def access_line(self, created: float, level: str, logger: str, trace: observe.Trace) -> str:
-        # What `line` makes of it, built in one step: every request pays for this line.
-        line = {
-            "time": self._clock.iso(created), "level": level.lower(), "logger": logger, "message": "request",
-            "request_id": trace.request_id, **access_fields(trace),
-        }  # fmt: skip
-        return orjson.dumps(line).decode()
+        # What `line` makes of it, without the fields' own dict: every request pays for this line.
+        return orjson.dumps(access_object(trace, self._clock.iso(created), level.lower(), logger)).decode()
 
 
 class TextFormatter(_LineFormatter):
@@ -314,10 +310,20 @@ _LOUD = (logging.INFO, "INFO")
 _root = logging.getLogger()
 
 
-def access_fields(trace: observe.Trace) -> dict[str, Any]:
-    """What the access line says about `trace` (ended): names, counts, statuses and timings only."""
-    ttft = trace.ttft
-    return {
+_HEAD = ("time", "level", "logger", "message", "request_id")  # the keys every JSON line starts with
+
+
+def access_object(trace: observe.Trace, time: str = "", level: str = "", logger: str = "") -> dict[str, Any]:
+    """The access line of `trace` (ended) as a JSON line's object: the head, then `access_fields`.
+
+    Built in one step, not as the head updated with the fields: every request pays for it.
+    """
+    line = {  # fifteen keys at most: a larger dict display is built one key at a time (MAP_ADD)
+        "time": time,
+        "level": level,
+        "logger": logger,
+        "message": "request",
+        "request_id": trace.request_id,
         "tenant": trace.tenant,
         "method": trace.method,
         "path": trace.path,
@@ -327,10 +333,18 @@ def access_fields(trace: observe.Trace) -> dict[str, Any]:
         "status": trace.status,
         "error_code": trace.error_code,
         "stream": trace.stream,
-        "duration_ms": round(trace.elapsed * 1000, 1),
-        "ttft_ms": round(ttft * 1000, 1) if ttft is not None else None,
-        "prompt_tokens": trace.prompt_tokens,
-        "completion_tokens": trace.completion_tokens,
-        "memory_type": trace.memory_type,
-        "evicted": trace.evicted,
+        # Milliseconds to a tenth: round() to an integer and a division cost a third of round(ms, 1)
+        "duration_ms": round(trace.elapsed * 10_000) / 10,
     }
+    ttft = trace.ttft
+    line["ttft_ms"] = round(ttft * 10_000) / 10 if ttft is not None else None
+    line["prompt_tokens"] = trace.prompt_tokens
+    line["completion_tokens"] = trace.completion_tokens
+    line["memory_type"] = trace.memory_type
+    line["evicted"] = trace.evicted
+    return line
+
+
+def access_fields(trace: observe.Trace) -> dict[str, Any]:
+    """What the access line says about `trace` (ended): names, counts, statuses and timings only."""
+    return dict(itertools.islice(access_object(trace).items(), len(_HEAD), None))
