@@ -64,6 +64,8 @@ class IdleDeadline:
     # to `idle` has lasted it.
     _SLACK = 0.001
 
+    __slots__ = ("_cancelling", "_fired", "_idle", "_loop", "_task", "_timer", "since")
+
     def __init__(self, loop: asyncio.AbstractEventLoop, idle: float) -> None:
         task = asyncio.current_task(loop)
         assert task is not None

@@ -338,7 +338,10 @@ class Dispatcher:
                 opened = await self._providers[target.provider].stream(call)
                 if isinstance(opened, Reply):
                     return _replay_reply(call, opened, attempts)
-                first = await _first_event(opened)
+                # the first event that carries data (comments and keep-alives before it are dropped),
+                # read here: a coroutine of its own would be one more frame per stream
+                while (first := await opened.next_event()) is not None and first.data is None:
+                    pass
         except TransportError as exc:
             await _close(opened)
             return Result(target, attempts, Outcome(exc.status, transport=True), exc.detail, kind=exc.kind)
@@ -392,14 +395,6 @@ def _replay_reply(call: Call, reply: Reply, attempts: list[Attempt]) -> Result:
         detail = "malformed upstream response (a stream was asked for; the JSON is not a completion)"
         return _broken(call.target, attempts, detail, INVALID_RESPONSE)
     return Result(call.target, attempts, Outcome(200), OK, stream=ReplayedStream(events[1:], reply.headers), first_event=events[0])
-
-
-async def _first_event(stream: EventStream) -> Event | None:
-    """The first event that carries data (comments and keep-alives before it are dropped)."""
-    while (event := await stream.next_event()) is not None:
-        if event.data is not None:
-            return event
-    return None
 
 
 async def _close(opened: Reply | EventStream | None) -> None:
