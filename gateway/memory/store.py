@@ -182,10 +182,17 @@ class _Held:
         self._key = key
 
     async def __aenter__(self) -> None:
-        if not self._locks._take(self._key):
-            await self._locks._acquire(self._key)
+        held = self._locks._held
+        if self._key not in held:  # free, the common case: taken here (as `_take` does), no call
+            held[self._key] = []
+            return
+        await self._locks._acquire(self._key)
 
     async def __aexit__(self, *exc: object) -> None:
+        held = self._locks._held
+        if not held[self._key]:  # nobody waits, the common case: let go here (as `_release` does)
+            del held[self._key]
+            return
         self._locks._release(self._key)
 
 

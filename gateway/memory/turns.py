@@ -48,22 +48,103 @@ class UnstorableReplyError(GatewayError):
     code = "unstorable_reply"
 
 
-class Turn:
-    """The forwarded messages of one request, and the write that follows its success."""
+class _Hold:
+    """`Memory.hold`: a plain class, cheaper per request than a generator-based context manager."""
 
-    def __init__(self, memory: Memory, key: Key, plan: Plan, encoding: str, counts: _Counts, trace: Trace) -> None:
-        self._memory = memory
-        self._trace = trace
+    __slots__ = ("_key", "_lock", "_observer", "_store_kind")
+
+    def __init__(self, memory: Memory, key: Key, observer: Observer | None) -> None:
         self._key = key
-        self.plan = plan
-        self._encoding = encoding
-        self._counts = counts
+        self._lock = memory.store.lock(key)
+        self._observer = observer
+        self._store_kind = memory.store_kind
+
+    async def __aenter__(self) -> None:
+        started = time.monotonic()
+        try:
+            await self._lock.__aenter__()
+        except StoreUnavailable as exc:
+            raise _unavailable(exc) from None
+        except LockTimeout as exc:
+            raise _busy(self._key, exc) from None
+        finally:  # a wait that ends in LockTimeout is reported too
+            if self._observer is not None:
+                waited = time.monotonic() - started
+                self._observer.lock_waited(waited)
+                self._observer.store_timed(self._store_kind, "lock", waited)
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
+    ) -> bool:
+        try:
+            await self._lock.__aexit__(kind, exc, traceback)
+        except StoreUnavailable as failure:
+            if kind is not None:
+                raise _unavailable(failure) from None
+            log.warning("memory %s: releasing the conversation's lock failed (%s); its lease will end it", self._key[1], failure)
+        if isinstance(exc, StoreUnavailable):
+            raise _unavailable(exc) from None
+        if isinstance(exc, LockTimeout):
+            raise _busy(self._key, exc) from None
+        return False
+
+
+class Turn(_Hold):
+    """One memory-backed request: `async with` holds the conversation and plans what to forward
+    (`plan`, `headers`); the write that follows its success; leaving waits for it, then lets go.
+
+    One object for the request's whole turn (the lock it holds included): each object and frame
+    fewer is paid on every memory request.
+    """
+
+    __slots__ = ("_assembler", "_counts", "_encoding", "_memory", "_messages", "_model", "_settings", "_trace", "headers", "plan")
+
+    plan: Plan  # set on entering
+    headers: dict[str, str]
+
+    def __init__(
+        self,
+        memory: Memory,
+        key: Key,
+        settings: MemorySettings,
+        messages: Sequence[Mapping[str, Any]],
+        model: str | None,
+        trace: Trace,
+    ) -> None:
+        _Hold.__init__(self, memory, key, trace.observer)
+        self._memory = memory
+        self._settings = settings
+        self._messages = messages
+        self._model = model
+        self._trace = trace
         self._assembler: ReplyAssembler | None = None  # only a stream needs one
+
+    async def __aenter__(self) -> Turn:  # type: ignore[override]  # _Hold's gives nothing; a turn gives itself
+        memory, trace = self._memory, self._trace
+        self._encoding = encoding = encoding_name(self._model)
+        self._counts = counts = memory._counts_by_encoding.get(encoding) or await memory._counts(encoding)
+        await _Hold.__aenter__(self)
+        try:
+            plan = await memory.plan(
+                self._key,
+                self._settings,
+                self._messages,
+                count=counts.count,
+                encoding=encoding,
+                trace=trace,
+                count_on_loop=counts.count_on_loop,
+            )
+        except BaseException as exc:
+            await self.__aexit__(type(exc), exc, exc.__traceback__)
+            raise
+        trace.memory_planned(self._settings.memory_type, plan.evicted)
+        self.plan = plan
         self.headers = {
-            "x-memory-id": key[1],
+            "x-memory-id": self._key[1],
             "x-memory-history": str(plan.history_kept),
             "x-memory-evicted": str(plan.evicted),
         }
+        return self
 
     @property
     def assembler(self) -> ReplyAssembler:
@@ -174,16 +255,18 @@ class _Counts:
 
         def count(message: Message) -> int:
             if len(message) == 2:  # {role, content}: a short one is remembered (and needs no size check)
+                try:  # a hit is one lookup; only (str, str) keys are stored, and nothing else equals one
+                    known = short.get((message["role"], message["content"]))
+                except (KeyError, TypeError):  # not {role, content}, or content parts (a list: unhashable)
+                    known = None
+                if known is not None:
+                    return known
                 role, content = message.get("role"), message.get("content")
-                if type(role) is str and type(content) is str:
-                    known = short.get((role, content))
-                    if known is not None:
-                        return known
-                    if len(role) + len(content) <= 4096:
-                        if len(short) >= SHORT_COUNTS:
-                            short.clear()
-                        known = short[(role, content)] = count_message(message, codec, cap)
-                        return known
+                if type(role) is str and type(content) is str and len(role) + len(content) <= 4096:
+                    if len(short) >= SHORT_COUNTS:
+                        short.clear()
+                    known = short[(role, content)] = count_message(message, codec, cap)
+                    return known
             if limit is not None and text_size(message) > limit:
                 raise _CountOffLoop
             return count_message(message, codec, cap)
@@ -237,7 +320,7 @@ class Memory:
         trace: Trace | None = None,
     ) -> AbstractAsyncContextManager[Turn]:
         """Hold the conversation and plan the turn; on leaving, wait for its write, then let go."""
-        return _TurnScope(self, (tenant, ask.memory_id), ask.settings, messages, model, trace or Trace())
+        return Turn(self, (tenant, ask.memory_id), ask.settings, messages, model, trace or Trace())
 
     async def plan(
         self,
@@ -290,96 +373,6 @@ class Memory:
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
         await self.store.close()
-
-
-class _Hold:
-    """`Memory.hold`: a plain class, cheaper per request than a generator-based context manager."""
-
-    __slots__ = ("_key", "_lock", "_observer", "_store_kind")
-
-    def __init__(self, memory: Memory, key: Key, observer: Observer | None) -> None:
-        self._key = key
-        self._lock = memory.store.lock(key)
-        self._observer = observer
-        self._store_kind = memory.store_kind
-
-    async def __aenter__(self) -> None:
-        started = time.monotonic()
-        try:
-            await self._lock.__aenter__()
-        except StoreUnavailable as exc:
-            raise _unavailable(exc) from None
-        except LockTimeout as exc:
-            raise _busy(self._key, exc) from None
-        finally:  # a wait that ends in LockTimeout is reported too
-            if self._observer is not None:
-                waited = time.monotonic() - started
-                self._observer.lock_waited(waited)
-                self._observer.store_timed(self._store_kind, "lock", waited)
-
-    async def __aexit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
-    ) -> bool:
-        try:
-            await self._lock.__aexit__(kind, exc, traceback)
-        except StoreUnavailable as failure:
-            if kind is not None:
-                raise _unavailable(failure) from None
-            log.warning("memory %s: releasing the conversation's lock failed (%s); its lease will end it", self._key[1], failure)
-        if isinstance(exc, StoreUnavailable):
-            raise _unavailable(exc) from None
-        if isinstance(exc, LockTimeout):
-            raise _busy(self._key, exc) from None
-        return False
-
-
-class _TurnScope:
-    """`Memory.turn`: the lock held around planning, forwarding and the turn's write."""
-
-    __slots__ = ("_hold", "_key", "_memory", "_messages", "_model", "_settings", "_trace")
-
-    def __init__(
-        self,
-        memory: Memory,
-        key: Key,
-        settings: MemorySettings,
-        messages: Sequence[Mapping[str, Any]],
-        model: str | None,
-        trace: Trace,
-    ) -> None:
-        self._memory = memory
-        self._key = key
-        self._settings = settings
-        self._messages = messages
-        self._model = model
-        self._trace = trace
-        self._hold = _Hold(memory, key, trace.observer)
-
-    async def __aenter__(self) -> Turn:
-        memory, trace = self._memory, self._trace
-        encoding = encoding_name(self._model)
-        counts = memory._counts_by_encoding.get(encoding) or await memory._counts(encoding)
-        await self._hold.__aenter__()
-        try:
-            plan = await memory.plan(
-                self._key,
-                self._settings,
-                self._messages,
-                count=counts.count,
-                encoding=encoding,
-                trace=trace,
-                count_on_loop=counts.count_on_loop,
-            )
-        except BaseException as exc:
-            await self._hold.__aexit__(type(exc), exc, exc.__traceback__)
-            raise
-        trace.memory_planned(self._settings.memory_type, plan.evicted)
-        return Turn(memory, self._key, plan, encoding, counts, trace)
-
-    async def __aexit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
-    ) -> bool:
-        return await self._hold.__aexit__(kind, exc, traceback)
 
 
 def _busy(key: Key, exc: LockTimeout) -> ConflictError:
