@@ -37,7 +37,7 @@ import orjson
 from gateway.memory.plain import PlainHistory
 from gateway.memory.policies import Entry, Message
 from gateway.memory.reach import Reach, Tally, stored_count
-from gateway.memory.sqlite_file import message_row, open_file, read_entry, transaction
+from gateway.memory.sqlite_file import DAY, message_row, open_file, read_entry, transaction
 from gateway.memory.store import Conversation, Key, KeyLocks, LockLost, LockTimeout, StoreUnavailable
 from gateway.memory.worker import Worker
 
@@ -47,22 +47,25 @@ log = logging.getLogger("gateway.memory")
 _PURGE_EVERY = 600.0
 LEASE_SECONDS = 15.0
 
-# ?1 tenant, ?2 memory_id, ?3 system JSON ('': keep), ?4 now, ?5 messages added, ?6 expiry cutoff, ?7 cap.
-# An expired conversation starts afresh: its messages fall below first_seq and are deleted below.
+# ?1 tenant, ?2 memory_id, ?3 system JSON ('': keep), ?4 now, ?5 messages added, ?6 expiry cutoff, ?7 cap,
+# ?8 today (see DAY). An expired conversation starts afresh: its messages fall below first_seq.
 # "Keep" is '' rather than NULL: the sqlite3 module binds str, int and float directly, but looks
 # up an adapter (costly) for None and bytes, which is also why bodies are bound as text.
+# touched_day is set by _TOUCH, when what this returns is not today: once a day, not every write.
 _UPSERT: Final = """
-INSERT INTO conversations (tenant, memory_id, system, updated_at, first_seq, last_seq)
-VALUES (?1, ?2, COALESCE(NULLIF(?3, ''), '[]'), ?4, MAX(?5 - ?7 + 1, 1), ?5)
+INSERT INTO conversations (tenant, memory_id, system, updated_at, first_seq, last_seq, touched_day)
+VALUES (?1, ?2, COALESCE(NULLIF(?3, ''), '[]'), ?4, MAX(?5 - ?7 + 1, 1), ?5, ?8)
 ON CONFLICT (tenant, memory_id) DO UPDATE SET
     system = COALESCE(NULLIF(?3, ''), CASE WHEN updated_at < ?6 THEN '[]' ELSE system END),
     first_seq = MAX(CASE WHEN updated_at < ?6 THEN last_seq + 1 ELSE first_seq END, last_seq + ?5 - ?7 + 1),
     last_seq = last_seq + ?5,
     updated_at = ?4
-RETURNING first_seq, last_seq
+RETURNING first_seq, last_seq, touched_day
 """
+_TOUCH: Final = "UPDATE conversations SET touched_day = ? WHERE tenant = ? AND memory_id = ?"
 _INSERT: Final = "INSERT INTO messages (tenant, memory_id, seq, role, body, encoding, tokens) VALUES "
 _MANY_AT_ONCE: Final = 16  # turns of up to this many messages are inserted by one statement
+_TRIM_EVERY: Final = 32  # messages below first_seq are deleted in bunches of about this many (see _write)
 _TRIM: Final = "DELETE FROM messages WHERE tenant = ? AND memory_id = ? AND seq < ?"
 _CONVERSATION: Final = "SELECT system, updated_at, first_seq, last_seq FROM conversations WHERE tenant = ? AND memory_id = ?"
 _NEWEST_FIRST: Final = (
@@ -218,6 +221,7 @@ class SQLiteStore:
     def _write(self, db: sqlite3.Connection, *, writes: Sequence[_Write]) -> None:
         now = self._clock()
         cutoff = now - self._ttl
+        today = int(now // DAY)
         cursor = self._cursor(db)
         with transaction(db, cursor):
             for write in writes:
@@ -226,13 +230,19 @@ class SQLiteStore:
                     continue
                 rows = write.rows
                 added = len(rows)
-                first, last = cursor.execute(_UPSERT, (*write.key, write.system, now, added, cutoff, self._cap)).fetchone()
+                first, last, day = cursor.execute(
+                    _UPSERT, (*write.key, write.system, now, added, cutoff, self._cap, today)
+                ).fetchone()
+                if day != today:
+                    cursor.execute(_TOUCH, (today, *write.key))
                 start = last - added + 1
                 if 0 < added <= _MANY_AT_ONCE:  # the common case: the turn's rows in one statement
                     cursor.execute(_insert_rows(added), (*write.key, start, *itertools.chain.from_iterable(rows)))
                 elif added:
                     cursor.executemany(_insert_rows(1), [(*write.key, start + i, *row) for i, row in enumerate(rows)])
-                if first > 1 and (first == start or last - first + 1 >= self._cap):  # trimmed, or started afresh
+                # Rows below first_seq are never read: they are deleted when the conversation started
+                # afresh, else once every _TRIM_EVERY messages (a statement and a page write saved on most turns).
+                if first > 1 and (first == start or first % _TRIM_EVERY < added):
                     cursor.execute(_TRIM, (*write.key, first))
                 write.updated_at = now
 
@@ -244,13 +254,16 @@ class SQLiteStore:
 
     def _purge(self, db: sqlite3.Connection, now: float) -> None:
         cutoff = now - self._ttl
+        # touched_day is at most the day of updated_at: its index finds every expired conversation,
+        # and the few untouched for a day but not expired are told apart by updated_at.
+        expired = (int(cutoff // DAY), cutoff)
         with transaction(db):
             db.execute(
                 "DELETE FROM messages WHERE (tenant, memory_id) IN "
-                "(SELECT tenant, memory_id FROM conversations WHERE updated_at < ?)",
-                (cutoff,),
+                "(SELECT tenant, memory_id FROM conversations WHERE touched_day <= ? AND updated_at < ?)",
+                expired,
             )
-            db.execute("DELETE FROM conversations WHERE updated_at < ?", (cutoff,))
+            db.execute("DELETE FROM conversations WHERE touched_day <= ? AND updated_at < ?", expired)
             db.execute('DELETE FROM "values" WHERE written_at < ?', (cutoff,))
             db.execute("DELETE FROM locks WHERE expires_at < ?", (now,))
 

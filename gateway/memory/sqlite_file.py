@@ -3,7 +3,8 @@
 A message row carries its token count (`encoding`, `tokens`) beside its JSON, so a read can size
 a token window from the counts as it goes. A conversation row carries the range of its message
 numbers (`first_seq`..`last_seq`, contiguous), so a turn is written by one upsert that returns
-where its messages go, and a read knows how many older messages it left unread.
+where its messages go, and a read knows how many older messages it left unread. Message rows
+below `first_seq` are never read (a store deletes them in bunches).
 
 Files made before these columns are upgraded when opened: the columns are added (no rewrite of
 the rows), the ranges are filled in from the messages, and message rows of the older shape
@@ -28,9 +29,9 @@ CREATE TABLE IF NOT EXISTS conversations (
     updated_at REAL NOT NULL,
     first_seq INTEGER NOT NULL DEFAULT 1,
     last_seq INTEGER NOT NULL DEFAULT 0,
+    touched_day INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (tenant, memory_id)
 ) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS conversations_updated ON conversations (updated_at);
 CREATE TABLE IF NOT EXISTS locks (
     tenant TEXT NOT NULL,
     memory_id TEXT NOT NULL,
@@ -61,8 +62,20 @@ CREATE TABLE IF NOT EXISTS messages (
 ADDED_COLUMNS: Final = {
     "locks": {"pid": "INTEGER", "boot": "TEXT"},
     "messages": {"encoding": "TEXT", "tokens": "INTEGER"},
-    "conversations": {"first_seq": "INTEGER NOT NULL DEFAULT 1", "last_seq": "INTEGER NOT NULL DEFAULT 0"},
+    "conversations": {
+        "first_seq": "INTEGER NOT NULL DEFAULT 1",
+        "last_seq": "INTEGER NOT NULL DEFAULT 0",
+        "touched_day": "INTEGER NOT NULL DEFAULT 0",
+    },
 }
+# The purge finds expired conversations by `touched_day` (at most the day of `updated_at`), which a
+# write changes once a day, not by `updated_at`, which every write would move in an index. Files
+# made before then lose that index.
+_INDEXES: Final = (
+    "CREATE INDEX IF NOT EXISTS conversations_touched ON conversations (touched_day)",
+    "DROP INDEX IF EXISTS conversations_updated",
+)
+DAY: Final = 86_400.0  # seconds in the unit of `touched_day`
 _FILL_RANGES: Final = """
 UPDATE conversations SET
     first_seq = COALESCE((SELECT MIN(seq) FROM messages m
@@ -84,15 +97,17 @@ def open_file(path: str, *, busy_timeout_ms: int) -> sqlite3.Connection:
 
 
 def upgrade(db: sqlite3.Connection) -> None:
-    """Give tables an older gateway made the columns this one uses; fill in the message ranges."""
+    """Give tables an older gateway made the columns and indexes this one uses; fill in the message ranges."""
     with transaction(db):  # serializes processes opening one old file together: one of them alters it
         for table, columns in ADDED_COLUMNS.items():
             present = {row[1] for row in db.execute(f'PRAGMA table_info("{table}")')}
             missing = {name: kind for name, kind in columns.items() if name not in present}
             for name, kind in missing.items():
                 db.execute(f'ALTER TABLE "{table}" ADD COLUMN {name} {kind}')
-            if table == "conversations" and missing:
+            if table == "conversations" and missing.keys() & {"first_seq", "last_seq"}:
                 db.execute(_FILL_RANGES)
+        for statement in _INDEXES:
+            db.execute(statement)
 
 
 def message_row(entry: Entry) -> tuple[str, str, str, int | None]:

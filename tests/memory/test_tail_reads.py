@@ -223,4 +223,5 @@ async def test_a_file_with_messages_of_the_old_shape_is_upgraded_and_read(tmp_pa
     await store.close()
     with sqlite3.connect(path) as db:
         assert db.execute("SELECT first_seq, last_seq FROM conversations").fetchone() == (6, 8)
-        assert [row[0] for row in db.execute("SELECT seq FROM messages ORDER BY seq")] == [6, 7, 8]
+        # row 5, below first_seq, is never read again; it goes with a later bunch (see _TRIM_EVERY)
+        assert [row[0] for row in db.execute("SELECT seq FROM messages WHERE seq >= 6 ORDER BY seq")] == [6, 7, 8]

@@ -1,0 +1,90 @@
+"""The SQLite store's file: expired conversations purged through the day index, trimmed rows bounded."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from gateway.memory.policies import Entry
+from gateway.memory.sqlite import _TRIM_EVERY, SQLiteStore
+from gateway.memory.sqlite_file import DAY
+from gateway.memory.store import Key
+from tests.memory.test_sqlite_leases import _OLD_SCHEMA
+from tests.memory.test_stores import Clock
+
+_PURGE = "DELETE FROM conversations WHERE touched_day <= ? AND updated_at < ?"
+
+
+def turn(text: str) -> list[Entry]:
+    return [Entry({"role": "user", "content": text}, {"o200k_base": 3}), Entry({"role": "assistant", "content": "ok"}, {"o200k_base": 2})]
+
+
+async def write(store: SQLiteStore, key: Key, text: str) -> None:
+    async with store.lock(key):
+        await store.append(key, turn(text), system=None)
+
+
+async def test_the_purge_deletes_expired_conversations_and_keeps_one_touched_on_an_earlier_day(tmp_path: Path) -> None:
+    clock = Clock()
+    clock.now = 100 * DAY + 0.9 * DAY  # late in a day: the next write is on another day
+    store = SQLiteStore(str(tmp_path / "m.db"), ttl_seconds=DAY, max_messages=100, lock_timeout=5, clock=clock)
+    gone, kept, fresh = ("t", "gone"), ("t", "kept"), ("t", "fresh")
+    await write(store, gone, "a")
+    await write(store, kept, "b")
+    clock.now += 0.3 * DAY  # the next day: kept is written again, its day moves on
+    await write(store, kept, "c")
+    clock.now += 0.9 * DAY  # gone is past the TTL; kept, written 0.9 days ago, is not
+    await write(store, fresh, "d")  # the purge (due after 10 minutes) runs before this write
+    assert await store.load(kept) is not None
+    await store.close()
+    with sqlite3.connect(tmp_path / "m.db") as db:
+        assert {row[0] for row in db.execute("SELECT memory_id FROM conversations")} == {"kept", "fresh"}
+        assert {row[0] for row in db.execute("SELECT DISTINCT memory_id FROM messages")} == {"kept", "fresh"}
+        assert db.execute("SELECT touched_day FROM conversations WHERE memory_id = 'kept'").fetchone() == (101,)
+
+
+async def test_an_old_file_loses_the_index_every_write_moved_and_its_purge_uses_the_day_index(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    with sqlite3.connect(path) as db:
+        db.executescript(_OLD_SCHEMA)
+        db.execute("INSERT INTO conversations VALUES ('t', 'old', '[]', strftime('%s', 'now'))")
+    store = SQLiteStore(str(path), ttl_seconds=3600, max_messages=100, lock_timeout=5)
+    await write(store, ("t", "old"), "a")
+    await store.close()
+    with sqlite3.connect(path) as db:
+        indexes = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'conversations'")}
+        assert "conversations_updated" not in indexes and "conversations_touched" in indexes
+        plan = " ".join(row[3] for row in db.execute("EXPLAIN QUERY PLAN " + _PURGE, (1, 2.0)))
+        assert "USING INDEX conversations_touched" in plan
+
+
+async def test_rows_past_the_cap_are_never_read_and_are_deleted_in_bunches(tmp_path: Path) -> None:
+    cap = 10
+    store = SQLiteStore(str(tmp_path / "m.db"), ttl_seconds=3600, max_messages=cap, lock_timeout=5, cache_entries=0)
+    key = ("t", "c")
+    most = 0
+    for index in range(100):
+        await write(store, key, f"q{index}")
+        conversation = await store.load(key)
+        assert conversation is not None
+        assert [m["content"] for m in conversation.messages[::2]] == [f"q{i}" for i in range(max(index - 4, 0), index + 1)]
+        with sqlite3.connect(tmp_path / "m.db") as db:
+            (rows,) = db.execute("SELECT COUNT(*) FROM messages").fetchone()
+        most = max(most, rows)
+    await store.close()
+    assert cap < most <= cap + _TRIM_EVERY + 2  # trimmed rows wait for a bunch, never more than one
+
+
+async def test_a_conversation_started_afresh_after_expiry_keeps_none_of_its_old_rows(tmp_path: Path) -> None:
+    clock = Clock()
+    store = SQLiteStore(str(tmp_path / "m.db"), ttl_seconds=60, max_messages=100, lock_timeout=5, clock=clock)
+    key = ("t", "c")
+    for index in range(3):
+        await write(store, key, f"old{index}")
+    clock.now += 61
+    await write(store, key, "new")
+    conversation = await store.load(key)
+    assert conversation is not None and [m["content"] for m in conversation.messages] == ["new", "ok"]
+    await store.close()
+    with sqlite3.connect(tmp_path / "m.db") as db:
+        assert db.execute("SELECT COUNT(*) FROM messages").fetchone() == (2,)
