@@ -11,6 +11,8 @@ from typing import Any, Protocol
 
 import orjson
 from aiohttp import web
+from orjson import JSONDecodeError
+from orjson import loads as _loads
 
 from gateway.chunks import MalformedEvent, read_chunk
 from gateway.config import Target
@@ -63,18 +65,28 @@ class _Failure(Exception):
         self.message, self.code, self.kind, self.status = message, code, kind, status
 
 
-_NULL_USAGE_LAST = b',"usage":null}\n\n'
-_CUT_NULL_USAGE = -len(_NULL_USAGE_LAST)
+_NULL_USAGE = b',"usage":null}'  # how OpenAI ends every chunk once include_usage is on
+_NULL_USAGE_SPELLINGS = (b',"usage":null', b', "usage": null', b'"usage":null,', b'"usage": null, ')
 
 
-def _without_null_usage(raw: bytes) -> bytes:
-    """The event without the `"usage": null` include_usage adds to every chunk, cut from its bytes.
+def _without_usage(data: bytes, chunk: dict[str, Any]) -> bytes:
+    """The event for `data` (parsed as `chunk`) without its top-level `usage`, as one `data:` line.
 
-    A quote inside a JSON string is always escaped, so an unescaped `,"usage":null` is the key.
+    A null usage spelled otherwise than OpenAI's is cut from the bytes where that is exact: when
+    `"usage"` occurs once in them (a quote inside a JSON string is always escaped, so that is a
+    key, if maybe a nested object's) and the cut parses as the chunk without its usage. Else
+    the chunk is encoded again.
     """
-    if b'"usage"' not in raw:
-        return raw
-    return raw.replace(b',"usage":null', b"").replace(b', "usage": null', b"")
+    rest = {key: value for key, value in chunk.items() if key != "usage"}
+    if data.count(b'"usage"') == 1 and b"\n" not in data:
+        for spelling in _NULL_USAGE_SPELLINGS:
+            if spelling in data:
+                cut = data.replace(spelling, b"", 1)
+                with contextlib.suppress(JSONDecodeError):
+                    if _loads(cut) == rest:
+                        return b"data: " + cut + b"\n\n"
+                break
+    return encode(rest)
 
 
 class _Reader(Protocol):
@@ -100,14 +112,16 @@ class _Reader(Protocol):
 class _Chunks:
     """What the relay does with each upstream chat event: parsed, checked, relayed as its bytes."""
 
+    usage: Any = None
+    failed: tuple[int, str] | None = None
+    cut_off = "[DONE]"
+
     def __init__(self, target: Target, sink: StreamSink | None, translator: Translator | None, hide_usage: bool) -> None:
         self.target = target
         self.sink = sink
         self.translator = translator
         self.hide_usage = hide_usage
-        self.usage: Any = None
-        self.failed: tuple[int, str] | None = None
-        self.cut_off = "[DONE]"
+        self.plain = sink is None and translator is None  # the chunk's bytes are all the client gets
 
     def relay(self, batch: list[Event], out: list[bytes]) -> Event | None:
         for event in batch:
@@ -146,31 +160,42 @@ class _Chunks:
     def relayed(self, event: Event) -> bytes:
         """The client's bytes for one upstream data event (maybe none); raises _Failure.
 
-        Every event is parsed (orjson: about a microsecond for a chunk): a corrupted one ends
-        the stream with an in-band error instead of reaching the client's JSON parser.
+        Every event is parsed (orjson): a corrupted one ends the stream with an in-band error
+        instead of reaching the client's JSON parser. An object's keys are taken to be unique
+        (RFC 8259), as the parse takes them.
         """
+        data: bytes = event.data  # type: ignore[assignment]  # relay() passes data events only
         try:
-            chunk = orjson.loads(event.data)  # type: ignore[arg-type]  # relay() passes data events only
-        except orjson.JSONDecodeError:
+            chunk = _loads(data)
+        except JSONDecodeError:
             chunk = None
-        if not (isinstance(chunk, dict) and "error" not in chunk and event.name is None):
+        if type(chunk) is not dict or "error" in chunk or event.name is not None:
             # Not the common chunk: read_chunk, which owns what an event means, reads it again in full
             # (the common chunk read here saves its call and tuple, ~1k instructions an event).
             chunk = self._read(event)
+            if type(chunk) is not dict:  # JSON, if not an object: passed on as it came
+                return self._fed(chunk, event.raw)
         raw = event.raw
-        if isinstance(chunk, dict) and "usage" in chunk:
-            if usage := chunk["usage"]:
+        if "usage" in chunk:
+            usage = chunk["usage"]
+            if usage:
                 self.usage = usage
             if self.hide_usage:
-                if raw.endswith(_NULL_USAGE_LAST):  # OpenAI's spelling, on every chunk: one check, one copy
-                    raw = raw[:_CUT_NULL_USAGE] + b"}\n\n"
+                # OpenAI's spelling, on every chunk: the object's last member (its closing brace is
+                # the data's last byte), so its bytes are cut; a line break would be whitespace
+                # between the JSON's tokens, which one `data:` line cannot carry.
+                if data.endswith(_NULL_USAGE) and b"\n" not in data:
+                    raw = b"data: " + data[:-14] + b"}\n\n"
                 elif chunk.get("choices") == [] and isinstance(usage, dict):
                     return b""  # the usage-only chunk the gateway asked for, not the client
                 else:
-                    raw = _without_null_usage(raw)
-                    if b'"usage"' in raw:  # another spelling (or the word in the text): re-encoded without it
-                        chunk = {key: value for key, value in chunk.items() if key != "usage"}
-                        raw = encode(chunk)
+                    raw = _without_usage(data, chunk)
+        if self.plain:
+            return raw
+        return self._fed(chunk, raw)
+
+    def _fed(self, chunk: Any, raw: bytes) -> bytes:
+        """`raw` once the sink has `chunk`; the translator's bytes for it instead, if there is one."""
         if self.sink is not None:
             self.sink.feed(chunk)
         if self.translator is not None:
@@ -273,30 +298,8 @@ async def relay_stream(
     # As headers, not through aiohttp's content_type setter, which parses the header it replaces.
     response = _EventStreamResponse(status=200, headers={**headers, **_SSE_HEADERS})
     chunks: _Reader = _Chunks(target, sink, translator, hide_usage) if api is None else _Events(target, api)
-    outcome = str(stream.status)
     out: list[bytes] = []  # the current read's bytes for the client, written once it is looked at
-
-    async def fail(failure: _Failure) -> web.StreamResponse:
-        nonlocal outcome
-        if failure.code == "upstream_timeout":
-            outcome, failure.status = TIMEOUT, 504
-        elif failure.code == "upstream_stream_error":
-            outcome = STREAM_ERROR
-        trace.failed(failure.status, failure.code)
-        out.append(chunks.error(failure))
-        await response.write_eof(b"".join(out))
-        return response
-
-    async def broken() -> web.StreamResponse:
-        """The gateway itself failed: once headers are out, the only honest end is an in-band error."""
-        log.exception("relaying the stream of %s failed", target.name)
-        if not response.prepared:
-            raise
-        out.clear()
-        with contextlib.suppress(ConnectionResetError):
-            await fail(_Failure("the gateway failed while relaying the stream", "internal_error", "server_error", 500))
-        return response
-
+    outcome: str | None = None  # how the attempt ended, when not as the upstream's status
     loop = asyncio.get_running_loop()
     idle = target.stream_idle_timeout
     deadline = IdleDeadline(loop, idle)
@@ -321,22 +324,47 @@ async def relay_stream(
             deadline.since = None
         raise _Failure(f"{target.name}: upstream stream ended without {chunks.cut_off}", "upstream_stream_error")
     except _Failure as failure:
-        return await fail(failure)
+        outcome = await _end_with(response, failure, chunks, out, trace)
     except asyncio.CancelledError:
         if not deadline.expired():
             raise
-        return await fail(_Failure(f"{target.name}: no stream event for {idle:g}s", "upstream_timeout"))
+        silence = _Failure(f"{target.name}: no stream event for {idle:g}s", "upstream_timeout")
+        outcome = await _end_with(response, silence, chunks, out, trace)
     except TransportError as exc:
-        return await fail(_Failure(f"{target.name}: {exc.detail}", "upstream_stream_error"))
+        cut = _Failure(f"{target.name}: {exc.detail}", "upstream_stream_error")
+        outcome = await _end_with(response, cut, chunks, out, trace)
     except ConnectionResetError:  # the client left; closing the upstream below is all there is to do
-        return response
+        pass
     except Exception:
-        return await broken()
+        # The gateway itself failed: once headers are out, the only honest end is an in-band error.
+        log.exception("relaying the stream of %s failed", target.name)
+        if not response.prepared:
+            raise
+        out.clear()
+        broken = _Failure("the gateway failed while relaying the stream", "internal_error", "server_error", 500)
+        with contextlib.suppress(ConnectionResetError):
+            await _end_with(response, broken, chunks, out, trace)
     finally:
         deadline.close()
         await stream.close()
         trace.usage(target, chunks.usage)
-        trace.attempt_ended(target, outcome, time.monotonic() - result.started)
+        trace.attempt_ended(target, outcome or str(stream.status), time.monotonic() - result.started)
+    return response
+
+
+async def _end_with(
+    response: web.StreamResponse, failure: _Failure, chunks: _Reader, out: list[bytes], trace: Trace
+) -> str | None:
+    """End the client's stream with `failure`, in-band after `out`; the attempt's outcome, when the failure names one."""
+    outcome = None
+    if failure.code == "upstream_timeout":
+        outcome, failure.status = TIMEOUT, 504
+    elif failure.code == "upstream_stream_error":
+        outcome = STREAM_ERROR
+    trace.failed(failure.status, failure.code)
+    out.append(chunks.error(failure))
+    await response.write_eof(b"".join(out))
+    return outcome
 
 
 def _upstream_failure(target: Target, message: str) -> _Failure:
