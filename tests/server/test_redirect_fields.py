@@ -7,7 +7,7 @@ from typing import Any
 import aiohttp
 import orjson
 
-from gateway.server.parsing import drop_redirect_fields
+from gateway.server.parsing import ORDINARY_FIELDS, drop_redirect_fields, is_redirect_field
 from tests.conftest import GATEWAY_KEY, Gateway
 from tests.fakes import FakeUpstream
 
@@ -74,3 +74,14 @@ async def test_any_other_body_passes_as_the_clients_bytes(gateway: Gateway, upst
     assert await post(client, raw) == 200
     assert upstream.requests[0].raw == raw
     assert orjson.loads(raw)["x_api_key_note"] == 1
+
+
+def test_the_ordinary_fields_hold_none_of_them() -> None:
+    """The fast path skips the look for any body of ordinary fields alone: none may be one."""
+    assert not [key for key in ORDINARY_FIELDS if is_redirect_field(key) or key == "extra_body"]
+
+
+def test_one_of_them_among_ordinary_fields_is_dropped() -> None:
+    for key, value in SMUGGLED.items():
+        payload = {"model": "m", "messages": MESSAGES, "stream": True, key: value}
+        assert drop_redirect_fields(payload) == {"model": "m", "messages": MESSAGES, "stream": True}

@@ -60,8 +60,9 @@ async def test_a_message_off_the_plain_shape_gets_the_full_checks_400(gateway: G
         [{"role": "user", "content": [{"type": "text", "text": "hi"}]}],
         [{"role": "user", "content": "hi", "x-provider-extra": {"a": 1}}],
         [{"role": "assistant", "tool_calls": [{"id": "c", "function": {"name": "f", "arguments": "{}"}}]}],
+        [PLAIN, {"content": "hi", "role": "user"}],
     ],
-    ids=["null-content", "empty-content", "name", "parts", "extra-key", "no-content"],
+    ids=["null-content", "empty-content", "name", "parts", "extra-key", "no-content", "content-first"],
 )
 async def test_messages_off_the_plain_shape_that_the_full_checks_accept_pass(gateway: Gateway, messages: list[object]) -> None:
     client = await gateway(CONFIG)
