@@ -94,3 +94,21 @@ async def test_a_stream_is_known_by_its_content_type_however_spelled(
     client = await gateway(single(upstream))
     stream = await client.chat.completions.create(model="chat", messages=QUESTION, stream=True)
     assert "".join([part.choices[0].delta.content or "" async for part in stream if part.choices]) == "Paris"
+
+
+async def test_the_upstream_gets_json_typed_bytes_with_the_targets_key_and_accept(gateway: Gateway, upstream: FakeUpstream) -> None:
+    """The body's Content-Type travels with the body: the upstream still sees it, once, beside Accept and the key."""
+    upstream.then(Step(body=ANSWER))
+    client = await gateway(single(upstream))
+    await client.chat.completions.create(model="chat", messages=QUESTION)
+    headers = {k.lower(): v for k, v in upstream.requests[-1].headers.items()}
+    assert headers["content-type"] == "application/json" and headers["accept"] == "application/json"
+    assert headers["authorization"] == "Bearer k"
+
+
+async def test_a_content_type_among_the_targets_headers_wins_over_a_json_body(gateway: Gateway, upstream: FakeUpstream) -> None:
+    upstream.then(Step(body=ANSWER))
+    target = f'{{provider: openai, baseUrl: "{upstream.url}", apiKey: k, headers: {{Content-Type: "application/json; charset=utf-8"}}}}'
+    client = await gateway(f"routes: {{chat: {target}}}")
+    await client.chat.completions.create(model="chat", messages=QUESTION)
+    assert upstream.requests[-1].headers["Content-Type"] == "application/json; charset=utf-8"

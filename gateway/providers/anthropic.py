@@ -45,7 +45,7 @@ class AnthropicMessages(OpenAIProvider):
         return URL(f"{target.base_url or KINDS['anthropic'].native_base_url}/v1/{endpoint}")
 
     def _target_headers(self, target: Target) -> CIMultiDict[str]:
-        headers = CIMultiDict({"Content-Type": JSON, "Accept": JSON})
+        headers = CIMultiDict({"Accept": JSON})  # the body carries its Content-Type (see OpenAIProvider)
         if target.api_key:
             headers["x-api-key"] = target.api_key
         headers.update(target.headers)
