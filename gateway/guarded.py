@@ -158,7 +158,11 @@ async def guarded_session(
     """
     connector = aiohttp.TCPConnector(resolver=resolver, use_dns_cache=False, limit=0, keepalive_timeout=60)
     async with aiohttp.ClientSession(
-        connector=connector, timeout=client_timeout, middlewares=(refuse_unlisted(policy),), trust_env=False
+        connector=connector,
+        timeout=client_timeout,
+        middlewares=(refuse_unlisted(policy),),
+        trust_env=False,
+        cookie_jar=aiohttp.DummyCookieJar(),  # an upstream's Set-Cookie is never replayed to it for another client
     ) as session:
         yield session
 

@@ -112,3 +112,15 @@ async def test_a_content_type_among_the_targets_headers_wins_over_a_json_body(ga
     client = await gateway(f"routes: {{chat: {target}}}")
     await client.chat.completions.create(model="chat", messages=QUESTION)
     assert upstream.requests[-1].headers["Content-Type"] == "application/json; charset=utf-8"
+
+
+async def test_an_upstream_cookie_is_never_sent_back(gateway: Gateway, upstream: FakeUpstream) -> None:
+    """One client's answer sets a cookie: no later request, any client's, carries it upstream."""
+    # by name, not by address: aiohttp's default jar keeps no cookies from an IP address
+    named = upstream.url.replace("127.0.0.1", "localhost")
+    upstream.then(Step(body=chat_completion(), headers={"Set-Cookie": "__cf_bm=session-of-client-a; Path=/"}))
+    client = await gateway(f'routes: {{chat: {{provider: openai, baseUrl: "{named}", apiKey: k}}}}')
+    for _ in range(2):
+        await client.chat.completions.create(model="chat", messages=[{"role": "user", "content": "hi"}])
+    assert upstream.calls == 2
+    assert "Cookie" not in upstream.requests[1].headers

@@ -99,7 +99,9 @@ def create_app(config: Config, *, rng: Random | None = None, processes: int = 1)
         connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=60, ttl_dns_cache=300)
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=30)
         breakers = open_breakers(config, listener=metrics)
-        async with aiohttp.ClientSession(connector=connector, timeout=timeout, auto_decompress=True) as session:
+        # No cookie jar: an upstream's Set-Cookie must never be replayed on other clients' requests.
+        jar = aiohttp.DummyCookieJar()
+        async with aiohttp.ClientSession(connector=connector, timeout=timeout, auto_decompress=True, cookie_jar=jar) as session:
             resources = Resources(session, max_response_bytes=config.server.max_response_bytes)
             async with guarded_providers(config, build_providers(config, resources), client_timeout=timeout) as providers:
                 app[DISPATCHER] = Dispatcher(providers, rng=rng or random.Random(), breakers=breakers)
