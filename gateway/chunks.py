@@ -91,6 +91,9 @@ class ReplayedStream:
         return self._events.pop() if self._events else None
 
     async def next_batch(self) -> list[Event]:
+        return self.ready()
+
+    def ready(self) -> list[Event]:
         batch, self._events = self._events[::-1], []
         return batch
 

@@ -92,6 +92,10 @@ class EventStream(Protocol):
         """The events already read, or those of the next read; empty at the end of the stream."""
         ...
 
+    def ready(self) -> list[Event]:
+        """The events already read and not yet handed out (taken), without reading: maybe none."""
+        ...
+
     async def close(self) -> None: ...
 
 
@@ -104,6 +108,9 @@ class OneByOne:
     async def next_batch(self) -> list[Event]:
         event = await self.next_event()
         return [] if event is None else [event]
+
+    def ready(self) -> list[Event]:
+        return []
 
 
 class Provider(Protocol):

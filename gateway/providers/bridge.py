@@ -144,6 +144,10 @@ class TranslatedEvents:
             self._pending = await self.next_batch()
         return self._pending.pop(0) if self._pending else None
 
+    def ready(self) -> list[Event]:
+        batch, self._pending = self._pending, []
+        return batch
+
     async def next_batch(self) -> list[Event]:
         if self._pending:
             batch, self._pending = self._pending, []

@@ -43,6 +43,14 @@ class CommitPoint:
             return batch
         return await self._stream.next_batch()
 
+    def ready(self) -> list[Event]:
+        if self._held is None:  # not looked ahead yet: nothing is ready without a read
+            return []
+        if self._held:
+            batch, self._held = self._held, []
+            return batch
+        return self._stream.ready()
+
     async def _look_ahead(self) -> list[Event]:
         """The events up to and with the first output; none when the stream ended before it."""
         api = self._api

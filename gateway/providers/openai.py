@@ -232,6 +232,10 @@ class _UpstreamEvents:
             return batch
         return await self._read()
 
+    def ready(self) -> list[Event]:
+        batch, self._pending = self._pending, []
+        return batch
+
     async def _read(self) -> list[Event]:
         """The events of the next network read that completes one; empty at the end."""
         while True:

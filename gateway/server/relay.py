@@ -307,7 +307,8 @@ async def relay_stream(
         await response.prepare(request)
         request[STREAM_STARTED] = response
         trace.first_token(target)
-        batch: list[Event] = [result.first_event]
+        # the first event, and those that came in the same network read: one write for them all
+        batch: list[Event] = [result.first_event, *stream.ready()]
         while batch:
             if (end := chunks.relay(batch, out)) is not None:
                 out.append(await chunks.finish(end))

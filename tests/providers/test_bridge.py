@@ -42,6 +42,9 @@ class Batches:
     async def next_batch(self) -> list[Event]:
         return self._reads.pop(0) if self._reads else []
 
+    def ready(self) -> list[Event]:
+        return []
+
     async def close(self) -> None:
         self.closed = True
 

@@ -4,6 +4,8 @@ event and no `[DONE]`, whatever the upstream sends after it."""
 
 from __future__ import annotations
 
+import asyncio
+
 import aiohttp
 import orjson
 import pytest
@@ -58,3 +60,28 @@ async def test_chunks_that_only_mention_an_error_are_relayed_as_they_came(gatewa
     ]
     events = await raw_stream(gateway, upstream, [FIRST, *mentions, *AFTER])  # type: ignore[list-item]
     assert events == [FIRST, *mentions, *AFTER]
+
+
+async def test_the_first_event_goes_out_with_the_rest_of_its_read(
+    gateway: Gateway, upstream: FakeUpstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Events that arrived in one network read with the first one are written to the client with it."""
+    from gateway.server import relay
+
+    writes: list[bytes] = []
+    write = relay._EventStreamResponse.write
+
+    async def counted(self: relay._EventStreamResponse, data: bytes) -> None:
+        writes.append(bytes(data))
+        await write(self, data)
+
+    monkeypatch.setattr(relay._EventStreamResponse, "write", counted)
+    gate = asyncio.Event()
+    upstream.then(Step(events=[FIRST + AFTER[0], gate, *AFTER[1:]]))  # two events in one upstream write
+    client = await gateway(f'routes: {{chat: {{provider: openai, baseUrl: "{upstream.url}", apiKey: k}}}}')
+    stream = await client.chat.completions.create(model="chat", stream=True, messages=[{"role": "user", "content": "hi"}])
+    first = await stream.__anext__()
+    assert first.choices[0].delta.content == "Hi"
+    gate.set()
+    assert [part async for part in stream]
+    assert writes[0] == FIRST + AFTER[0]
