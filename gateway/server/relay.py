@@ -89,6 +89,11 @@ def _without_usage(data: bytes, chunk: dict[str, Any]) -> bytes:
     return encode(rest)
 
 
+def _other_lines(raw: bytes) -> bytes:
+    """The id:, event: and retry: lines of the event `raw`, each with its end (not its data, not comments)."""
+    return b"".join(line + b"\n" for line in raw.split(b"\n") if line.startswith((b"id", b"event", b"retry")))
+
+
 class _Reader(Protocol):
     """What the relay does with each upstream data event of one kind of stream."""
 
@@ -185,11 +190,13 @@ class _Chunks:
                 # the data's last byte), so its bytes are cut; a line break would be whitespace
                 # between the JSON's tokens, which one `data:` line cannot carry.
                 if data.endswith(_NULL_USAGE) and b"\n" not in data:
-                    raw = b"data: " + data[:-14] + b"}\n\n"
+                    cut = b"data: " + data[:-14] + b"}\n\n"
                 elif chunk.get("choices") == [] and isinstance(usage, dict):
                     return b""  # the usage-only chunk the gateway asked for, not the client
                 else:
-                    raw = _without_usage(data, chunk)
+                    cut = _without_usage(data, chunk)
+                # the usual event is its one `data: ` line; any other (id:, event:) keeps its lines
+                raw = cut if len(raw) == len(data) + 8 else _other_lines(raw) + cut
         if self.plain:
             return raw
         return self._fed(chunk, raw)

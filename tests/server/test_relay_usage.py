@@ -70,3 +70,13 @@ async def test_a_line_after_the_data_that_ends_alike_is_not_what_is_cut(gateway:
     events = await wire(gateway, upstream, [FIRST, commented, DONE])
     assert b"usage" not in b"".join(events)
     assert payload(events[1]) == {"id": "x", "choices": [{"index": 0, "delta": {"content": "a"}}]}
+
+
+async def test_an_event_s_other_lines_stay_when_its_usage_is_cut(gateway: Gateway, upstream: FakeUpstream) -> None:
+    """An upstream that names its events or gives them ids keeps them: only the usage goes."""
+    named = b'id: 7\nevent: chunk\ndata: {"id":"x","choices":[{"index":0,"delta":{"content":"a"}}],"usage":null}\n\n'
+    spaced = b'id: 8\ndata: {"id": "x", "choices": [], "usage": null}\n\n'
+    events = await wire(gateway, upstream, [FIRST, named, spaced, DONE])
+    assert events[1] == b'id: 7\nevent: chunk\ndata: {"id":"x","choices":[{"index":0,"delta":{"content":"a"}}]}\n\n'
+    assert events[2].startswith(b"id: 8\ndata: ") and orjson.loads(events[2].split(b"data: ")[1]) == {"id": "x", "choices": []}
+    assert events[3] == DONE
