@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import aiohttp
 import orjson
 
-from tests.conftest import GATEWAY_KEY, Gateway
-from tests.fakes import FakeUpstream, Step, chunk
+from tests.conftest import Gateway
+from tests.fakes import FakeUpstream, chunk
+from tests.server.test_relay_events import raw_stream
 
 FIRST = chunk({"role": "assistant", "content": "Hi"})
 DONE = b"data: [DONE]\n\n"
@@ -18,16 +18,9 @@ DONE = b"data: [DONE]\n\n"
 
 async def wire(gateway: Gateway, upstream: FakeUpstream, events: list[bytes]) -> list[bytes]:
     """The gateway's answer to a chat stream the client asked no usage for, as its SSE events' bytes."""
-    upstream.then(Step(events=[*events]))  # type: ignore[list-item]
-    client = await gateway(f'routes: {{chat: {{provider: openai, baseUrl: "{upstream.url}", apiKey: k}}}}')
-    base = str(client.base_url).rstrip("/")
-    body = {"model": "chat", "stream": True, "messages": [{"role": "user", "content": "hi"}]}
-    headers = {"Authorization": f"Bearer {GATEWAY_KEY}"}
-    async with aiohttp.ClientSession() as session, session.post(f"{base}/chat/completions", json=body, headers=headers) as response:
-        assert response.status == 200
-        answer = await response.read()
+    answer = await raw_stream(gateway, upstream, events)
     assert upstream.requests[0].body["stream_options"] == {"include_usage": True}  # the gateway's own ask
-    return [event + b"\n\n" for event in answer.split(b"\n\n") if event]
+    return answer
 
 
 def payload(event: bytes) -> Any:
