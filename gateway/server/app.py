@@ -29,6 +29,7 @@ from gateway.providers.registry import Resources, kind_of
 from gateway.routing import Random
 from gateway.server import handlers, health, memory_api, surface
 from gateway.server.cors import cors_middlewares, cors_response_hook
+from gateway.server.frontdoor import open_front_door
 from gateway.server.inline import INLINE_CONFIGS, InlineConfigs
 from gateway.server.keys import CONFIG, DISPATCHER, LIFECYCLE, MEMORY, OBSERVER, Lifecycle
 from gateway.server.middlewares import Authenticator, gateway_middleware
@@ -153,4 +154,5 @@ def create_app(config: Config, *, rng: Random | None = None, processes: int = 1)
             "use sqlite or redis to share them",
             processes,
         )
+    open_front_door(app)  # last: it takes the routes and middlewares as they are now
     return app
