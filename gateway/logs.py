@@ -7,7 +7,8 @@ serving a request carries that request's id without being passed it. Structured 
 
 `RequestLog` is the observer that writes the access line when a request ends. It reads only the
 Trace's summary: names, counts, timings and statuses, never bodies, headers or keys. Access lines
-skip the logging module's per-record work and are written in batches, within half a second.
+skip the logging module's per-record work and are written in batches, within half a second: a
+request leaves its line's values (an entry) in the buffer, and they are formatted when written.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import select
 import sys
 import time
 from collections.abc import Collection, Iterator, Mapping
+from math import floor
 from typing import Any, TextIO
 
 import orjson
@@ -79,7 +81,16 @@ class _LineFormatter(logging.Formatter):
 
     def access_line(self, created: float, level: str, logger: str, trace: observe.Trace) -> str:
         """The access line for `trace`: the record `RequestLog` stands for, formatted."""
-        return self.line(created, level, logger, "request", trace.request_id, access_fields(trace))
+        return self.access_lines([access_entry(trace, created, level.lower(), logger)])[0][:-1].decode()
+
+    def access_lines(self, entries: list[dict[str, Any]]) -> list[bytes]:
+        """The lines (UTF-8, each ending in a newline) for `access_entry`s; may change the entries."""
+        lines = []
+        for entry in entries:
+            created, level, logger, message, request_id = (entry[key] for key in _HEAD)
+            fields = dict(itertools.islice(entry.items(), len(_HEAD), None))
+            lines.append((self.line(created, level.upper(), logger, message, request_id, fields) + "\n").encode())
+        return lines
 
 
 class JsonFormatter(_LineFormatter):
@@ -116,9 +127,14 @@ class JsonFormatter(_LineFormatter):
             line.update(more)
         return orjson.dumps(line, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
 
-    def access_line(self, created: float, level: str, logger: str, trace: observe.Trace) -> str:
-        # What `line` makes of it, without the fields' own dict: every request pays for this line.
-        return orjson.dumps(access_object(trace, self._clock.iso(created), level.lower(), logger)).decode()
+    def access_lines(self, entries: list[dict[str, Any]]) -> list[bytes]:
+        # What `line` makes of each, without the fields' own dict: every request pays for a line.
+        iso, dumps = self._clock.iso, orjson.dumps
+        lines = []
+        for entry in entries:
+            entry["time"] = iso(entry["time"])
+            lines.append(dumps(entry, None, orjson.OPT_APPEND_NEWLINE))
+        return lines
 
 
 class TextFormatter(_LineFormatter):
@@ -161,7 +177,7 @@ def _text_value(value: Any) -> str:
 class _GatewayHandler(logging.StreamHandler[TextIO]):
     """The handler `configure_logging` installs: log records as lines, access lines in batches.
 
-    Access lines come formatted from `RequestLog` (no LogRecord) and wait in a buffer, as with
+    Access lines come from `RequestLog` as entries (no LogRecord) and wait in a buffer, as with
     nginx's `access_log ... buffer= flush=`: they are written `flush_seconds` after the first of
     them, when ACCESS_BUFFER_LINES wait, before any other record (so the order holds), and when
     the handler is flushed (logging.shutdown() at exit does that). `flush_seconds` 0 writes each
@@ -175,13 +191,13 @@ class _GatewayHandler(logging.StreamHandler[TextIO]):
         self.line_formatter = formatter
         self.flush_seconds = flush_seconds
         self._batch = ACCESS_BUFFER_LINES if flush_seconds else 1  # lines written at once
-        self._pending: list[str] = []
+        self._pending: list[dict[str, Any]] = []
         self._timer: asyncio.TimerHandle | None = None
 
-    def write_access(self, line: str) -> None:
-        """Write one access line within `flush_seconds` (at once if there is no event loop to wait on)."""
+    def write_access(self, entry: dict[str, Any]) -> None:
+        """Write the line of one `access_entry` within `flush_seconds` (at once if there is no event loop to wait on)."""
         pending = self._pending
-        pending.append(line + "\n")
+        pending.append(entry)
         if len(pending) >= self._batch:
             self.flush_access()
         elif self._timer is None:
@@ -205,9 +221,9 @@ class _GatewayHandler(logging.StreamHandler[TextIO]):
             if not count:
                 return
             # Two steps, each atomic: a line another thread appends in between stays queued.
-            lines = pending[:count]
+            entries = pending[:count]
             del pending[:count]
-            for piece in _pieces(lines):
+            for piece in _pieces(self.line_formatter.access_lines(entries)):
                 self.stream.write(piece)
             self.stream.flush()
         except Exception:  # as emit(): a broken stream is reported on stderr, never raised
@@ -225,13 +241,13 @@ class _GatewayHandler(logging.StreamHandler[TextIO]):
         super().flush()
 
 
-def _pieces(lines: list[str], limit: int = select.PIPE_BUF) -> Iterator[str]:
-    """`lines` (each ending in a newline) joined into pieces of at most `limit` bytes; a longer line is one."""
-    ends = list(itertools.accumulate(map(len, map(str.encode, lines))))  # in C: no Python step per line
+def _pieces(lines: list[bytes], limit: int = select.PIPE_BUF) -> Iterator[str]:
+    """`lines` (UTF-8, each ending in a newline) joined into pieces of at most `limit` bytes; a longer line is one."""
+    ends = list(itertools.accumulate(map(len, lines)))  # in C: no Python step per line
     start, written = 0, 0
     while start < len(lines):
         stop = max(bisect.bisect_right(ends, written + limit, start), start + 1)
-        yield "".join(lines[start:stop])
+        yield b"".join(lines[start:stop]).decode()
         start, written = stop, ends[stop - 1]
 
 
@@ -297,7 +313,7 @@ class RequestLog(observe.Observer):
             return
         handler = _installed
         if handler is not None and handler in _root.handlers:
-            handler.write_access(handler.line_formatter.access_line(time.time(), level_name, logger.name, trace))
+            handler.write_access(access_entry(trace, time.time(), level_name, logger.name))
             return
         record = logging.LogRecord(logger.name, level, __file__, 0, "request", None, None)
         record.request_id = trace.request_id
@@ -305,21 +321,22 @@ class RequestLog(observe.Observer):
         logger.handle(record)
 
 
-_QUIET = (logging.DEBUG, "DEBUG")
-_LOUD = (logging.INFO, "INFO")
+_QUIET = (logging.DEBUG, "debug")
+_LOUD = (logging.INFO, "info")
 _root = logging.getLogger()
 
 
 _HEAD = ("time", "level", "logger", "message", "request_id")  # the keys every JSON line starts with
 
 
-def access_object(trace: observe.Trace, time: str = "", level: str = "", logger: str = "") -> dict[str, Any]:
-    """The access line of `trace` (ended) as a JSON line's object: the head, then `access_fields`.
+def access_entry(trace: observe.Trace, created: float = 0.0, level: str = "", logger: str = "") -> dict[str, Any]:
+    """The access line of `trace` (ended) as a JSON line's object, but for its time: `created`, unformatted.
 
-    Built in one step, not as the head updated with the fields: every request pays for it.
+    The head (`level` in lower case), then `access_fields`. Built in one step, not as the head
+    updated with the fields: every request pays for it.
     """
     line = {  # fifteen keys at most: a larger dict display is built one key at a time (MAP_ADD)
-        "time": time,
+        "time": created,
         "level": level,
         "logger": logger,
         "message": "request",
@@ -333,11 +350,11 @@ def access_object(trace: observe.Trace, time: str = "", level: str = "", logger:
         "status": trace.status,
         "error_code": trace.error_code,
         "stream": trace.stream,
-        # Milliseconds to a tenth: round() to an integer and a division cost a third of round(ms, 1)
-        "duration_ms": round(trace.elapsed * 10_000) / 10,
+        # Milliseconds to a tenth, half up: floor() is a third of round()'s cost, a tenth of round(ms, 1)'s
+        "duration_ms": floor(trace.elapsed * 10_000 + 0.5) / 10,
     }
     ttft = trace.ttft
-    line["ttft_ms"] = round(ttft * 10_000) / 10 if ttft is not None else None
+    line["ttft_ms"] = floor(ttft * 10_000 + 0.5) / 10 if ttft is not None else None
     line["prompt_tokens"] = trace.prompt_tokens
     line["completion_tokens"] = trace.completion_tokens
     line["memory_type"] = trace.memory_type
@@ -347,4 +364,4 @@ def access_object(trace: observe.Trace, time: str = "", level: str = "", logger:
 
 def access_fields(trace: observe.Trace) -> dict[str, Any]:
     """What the access line says about `trace` (ended): names, counts, statuses and timings only."""
-    return dict(itertools.islice(access_object(trace).items(), len(_HEAD), None))
+    return dict(itertools.islice(access_entry(trace).items(), len(_HEAD), None))

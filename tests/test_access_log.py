@@ -18,7 +18,7 @@ from typing import Any
 import openai
 import pytest
 
-from gateway import cli, observe
+from gateway import cli, logs, observe
 from gateway.logs import (
     ACCESS_BUFFER_LINES,
     JsonFormatter,
@@ -97,6 +97,19 @@ async def test_lines_still_waiting_are_written_at_exit(install: Install) -> None
     assert sink.getvalue() == ""
     logging.shutdown([weakref.ref(handler)])  # what the interpreter runs at exit
     assert sink.request_ids() == ["req_1"]
+
+
+@pytest.mark.parametrize("fmt", ["json", "text"])
+async def test_a_waiting_line_keeps_the_time_its_request_ended(
+    install: Install, monkeypatch: pytest.MonkeyPatch, fmt: str
+) -> None:
+    """Lines are formatted when written, from values taken when the request ended."""
+    sink, handler = install(flush_seconds=3600, fmt=fmt)
+    monkeypatch.setattr(logs.time, "time", lambda: 1_700_000_000.25)  # 2023-11-14T22:13:20.250Z
+    serve(RequestLog(), "req_1")
+    monkeypatch.setattr(logs.time, "time", lambda: 1_700_000_007.5)
+    handler.flush()
+    assert sink.getvalue().startswith("2023-11-14T22:13:20.250Z" if fmt == "text" else '{"time":"2023-11-14T22:13:20.250Z"')
 
 
 async def test_configuring_again_writes_what_the_old_handler_held(install: Install) -> None:
