@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import orjson
 import prometheus_client
@@ -247,20 +247,9 @@ class _Attempt:
     duration: Child
 
     def add(self, seconds: float) -> None:
+        """Count it through prometheus-client's children (with workers); `Metrics` adds to `_Count`s in place."""
         self.count.inc()
         self.duration.observe(seconds)
-
-
-class _LocalAttempt(_Attempt):
-    """`_Attempt` on one process's `_Count` and `_Buckets`, updated in place: no call per series."""
-
-    __slots__ = ()
-
-    def add(self, seconds: float) -> None:
-        self.count.value += 1
-        duration = self.duration
-        duration.counts[bisect_left(duration.bounds, seconds)] += 1  # _Buckets.observe, inline
-        duration.sum += seconds
 
 
 @dataclass(slots=True)
@@ -273,22 +262,11 @@ class _Tokens:
     price: Price | None
 
     def add(self, prompt: int, completion: int) -> None:
+        """Count it through prometheus-client's children (with workers); `Metrics` adds to `_Count`s in place."""
         self.prompt.inc(prompt)
         self.completion.inc(completion)
         if self.price is not None:
             self.cost.inc(prompt * self.price.prompt + completion * self.price.completion)
-
-
-class _LocalTokens(_Tokens):
-    """`_Tokens` on one process's `_Count`s, updated in place."""
-
-    __slots__ = ()
-
-    def add(self, prompt: int, completion: int) -> None:
-        self.prompt.value += prompt
-        self.completion.value += completion
-        if self.price is not None:
-            self.cost.value += prompt * self.price.prompt + completion * self.price.completion
 
 
 @dataclass(slots=True)
@@ -300,36 +278,11 @@ class _Ending:
     inflight: Child  # the route's: counted up when the request resolved to it
 
     def add(self, seconds: float, resolved: bool) -> None:
+        """Count it through prometheus-client's children (with workers); `Metrics` adds to `_Count`s in place."""
         self.requests.inc()
         self.duration.observe(seconds)
         if resolved:
             self.inflight.dec()
-
-
-class _LocalEnding(_Ending):
-    """`_Ending` on one process's `_Count`s and `_Buckets`, updated in place."""
-
-    __slots__ = ()
-
-    def add(self, seconds: float, resolved: bool) -> None:
-        self.requests.value += 1
-        duration = self.duration
-        duration.counts[bisect_left(duration.bounds, seconds)] += 1  # _Buckets.observe, inline
-        duration.sum += seconds
-        if resolved:
-            self.inflight.value -= 1
-
-
-class _Kinds(NamedTuple):
-    """The classes of the per-event series bundles: plain numbers in one process, or prometheus-client's."""
-
-    attempt: type[_Attempt]
-    tokens: type[_Tokens]
-    ending: type[_Ending]
-
-
-_LOCAL_KINDS = _Kinds(_LocalAttempt, _LocalTokens, _LocalEnding)
-_SHARED_KINDS = _Kinds(_Attempt, _Tokens, _Ending)
 
 
 @dataclass(slots=True)
@@ -451,7 +404,6 @@ class Metrics(Observer):
         config_routes.set(len(config.routes))
 
         prices = load_prices() if prices is None else prices
-        self._kinds = _SHARED_KINDS if self.multiprocess else _LOCAL_KINDS
         # What a request adds to, found with one lookup per event; the bundles a request may need
         # are made here (their series show from the start), the rest on first use.
         self._endings: dict[tuple[str, int, bool], _Ending] = {}
@@ -478,7 +430,7 @@ class Metrics(Observer):
 
     def _ending(self, route: _RouteChildren, status: int, stream: bool) -> _Ending:
         requests = self.requests.labels(route.name, str(status), _flag(stream))
-        return self._kinds.ending(requests, route.duration[stream], route.inflight)
+        return _Ending(requests, route.duration[stream], route.inflight)
 
     def _new_ending(self, name: str, status: int, stream: bool) -> _Ending:
         ending = self._endings[name, status, stream] = self._ending(self._routes[name], status, stream)
@@ -490,7 +442,7 @@ class Metrics(Observer):
         if t is None:
             return None
         count = self.upstream_requests.labels(t.route, t.name, t.provider, outcome)
-        attempt = self._attempts[target, outcome] = self._kinds.attempt(count, t.duration)
+        attempt = self._attempts[target, outcome] = _Attempt(count, t.duration)
         return attempt
 
     def _target_children(
@@ -498,7 +450,7 @@ class Metrics(Observer):
     ) -> _TargetChildren:
         labels = (route.name, target.name, target.provider)
         price = price_of(target.model or route.name, prices)
-        tokens = self._kinds.tokens(
+        tokens = _Tokens(
             self.tokens.labels(*labels, "prompt"),
             self.tokens.labels(*labels, "completion"),
             self.cost.labels(route.name, target.name) if price is not None else None,
@@ -518,7 +470,7 @@ class Metrics(Observer):
         retry_reasons = {str(code) for code in target.retry.on_status_codes} | set(TRANSPORT_OUTCOMES)
         for outcome in {"200", *retry_reasons, *triggers}:
             count = self.upstream_requests.labels(*labels, outcome)
-            self._attempts[target, outcome] = self._kinds.attempt(count, children.duration)
+            self._attempts[target, outcome] = _Attempt(count, children.duration)
         if target.retry.attempts:
             for reason in retry_reasons:
                 children.retries[reason] = self.retries.labels(route.name, target.name, reason)
@@ -531,14 +483,29 @@ class Metrics(Observer):
     def _memory_children(self, memory_type: str) -> tuple[Child, Child]:
         return self.memory_requests.labels(memory_type), self.memory_evicted.labels(memory_type)
 
+    # The events. Alone, a process adds to its `_Count`s and `_Buckets` in place, not through a
+    # bundle's add() and each child's method: a call less per event and none per series. With
+    # workers, the bundles' add() updates prometheus-client's children.
+
     def route_resolved(self, trace: Trace) -> None:
         assert trace.route is not None
-        self._routes[trace.route.name].inflight.inc()
+        inflight = self._routes[trace.route.name].inflight
+        if self.multiprocess:
+            inflight.inc()
+        else:
+            inflight.value += 1
 
     def attempt_ended(self, trace: Trace, target: Target, outcome: str, seconds: float) -> None:
         attempt = self._attempts.get((target, outcome)) or self._new_attempt(target, outcome)
-        if attempt is not None:
+        if attempt is None:
+            return
+        if self.multiprocess:
             attempt.add(seconds)
+            return
+        attempt.count.value += 1
+        duration = attempt.duration
+        duration.counts[bisect_left(duration.bounds, seconds)] += 1  # _Buckets.observe, inline
+        duration.sum += seconds
 
     def retried(self, trace: Trace, target: Target, reason: str) -> None:
         t = self._targets.get(target)
@@ -557,13 +524,27 @@ class Metrics(Observer):
 
     def first_token(self, trace: Trace, target: Target, seconds: float) -> None:
         children = self._targets.get(target)
-        if children is not None:
+        if children is None:
+            return
+        if self.multiprocess:
             children.first_token.observe(seconds)
+            return
+        first_token = children.first_token
+        first_token.counts[bisect_left(first_token.bounds, seconds)] += 1  # _Buckets.observe, inline
+        first_token.sum += seconds
 
     def usage(self, trace: Trace, target: Target, prompt: int, completion: int) -> None:
         children = self._targets.get(target)
-        if children is not None:
-            children.tokens.add(prompt, completion)
+        if children is None:
+            return
+        tokens = children.tokens
+        if self.multiprocess:
+            tokens.add(prompt, completion)
+            return
+        tokens.prompt.value += prompt
+        tokens.completion.value += completion
+        if tokens.price is not None:
+            tokens.cost.value += prompt * tokens.price.prompt + completion * tokens.price.completion
 
     def memory_planned(self, trace: Trace, memory_type: str, evicted: int) -> None:
         children = self._memory.get(memory_type)
@@ -589,7 +570,15 @@ class Metrics(Observer):
         route = trace.route
         key = (route.name if route is not None else OTHER_ROUTE, trace.status, trace.stream)
         ending = self._endings.get(key) or self._new_ending(*key)
-        ending.add(trace.elapsed, route is not None)
+        if self.multiprocess:
+            ending.add(trace.elapsed, route is not None)
+            return
+        ending.requests.value += 1
+        duration, seconds = ending.duration, trace.elapsed
+        duration.counts[bisect_left(duration.bounds, seconds)] += 1  # _Buckets.observe, inline
+        duration.sum += seconds
+        if route is not None:
+            ending.inflight.value -= 1
 
     def exposition(self) -> bytes:
         """The text a scrape reads: this process's values, or every worker's summed."""
