@@ -112,6 +112,25 @@ async def test_a_waiting_line_keeps_the_time_its_request_ended(
     assert sink.getvalue().startswith("2023-11-14T22:13:20.250Z" if fmt == "text" else '{"time":"2023-11-14T22:13:20.250Z"')
 
 
+@pytest.mark.parametrize("encoding", ["utf-8", "latin-1"])
+def test_lines_follow_text_written_before_them_in_the_streams_encoding(encoding: str) -> None:
+    """A UTF-8 stream's lines go to its byte layer (no decode and encode), after the text that waits above it."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    raw = io.BytesIO()
+    stream = io.TextIOWrapper(raw, encoding=encoding)  # not line-buffered: text waits in it
+    try:
+        configure_logging("json", "info", stream=stream, flush_seconds=0)
+        stream.write("before\n")
+        serve(RequestLog(), "req_1", path="/v1/é")
+        first, second = raw.getvalue().decode(encoding).splitlines()
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(level)
+        logging.captureWarnings(False)
+    assert first == "before" and json.loads(second)["path"] == "/v1/é"
+
+
 async def test_configuring_again_writes_what_the_old_handler_held(install: Install) -> None:
     first, _ = install(flush_seconds=3600)
     serve(RequestLog(), "req_1")
