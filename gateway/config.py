@@ -608,7 +608,10 @@ def _read_cors(section: _Section | None) -> CorsConfig:
         max_age_seconds=section.integer("maxAgeSeconds", defaults.max_age_seconds),
     )
     for i, origin in enumerate(cors.allow_origins):
-        url = URL(origin)
+        try:
+            url = URL(origin)
+        except ValueError:  # yarl refuses a port out of range, an unclosed IPv6 bracket, ...
+            url = URL()
         if origin != "*" and (url.scheme not in ("http", "https") or not url.host or url.path not in ("", "/")):
             section.errors.append(
                 f"{section.at('allowOrigins')}[{i}]: must be '*' or an origin like https://app.example.com, got {origin!r}"

@@ -279,6 +279,10 @@ def test_single_mode_uses_first_target_node() -> None:
             "cors: {allowOrigins: ['ftp://x']}\nroutes: {r: {provider: mock}}",
             "cors.allowOrigins[0]: must be '*' or an origin like https://app.example.com, got 'ftp://x'",
         ),
+        (
+            "cors: {allowOrigins: ['http://h:99999']}\nroutes: {r: {provider: mock}}",
+            "cors.allowOrigins[0]: must be '*' or an origin like https://app.example.com, got 'http://h:99999'",
+        ),
         ("routes: {}", "routes: must be a mapping with at least one route"),
         (
             "auth: {keys: [{name: 'a:b', key: k}]}\nroutes: {r: {provider: mock}}",
