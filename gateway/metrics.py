@@ -551,18 +551,31 @@ class Metrics(Observer):
         if children is None:
             children = self._memory[memory_type] = self._memory_children(memory_type)
         requests, evictions = children
-        requests.inc()
-        if evicted:
-            evictions.inc(evicted)
+        if self.multiprocess:
+            requests.inc()
+            if evicted:
+                evictions.inc(evicted)
+            return
+        requests.value += 1
+        evictions.value += evicted
 
     def store_timed(self, store: str, operation: str, seconds: float) -> None:
         histogram = self._store.get((store, operation))
         if histogram is None:
             histogram = self._store[store, operation] = self.store_duration.labels(store, operation)
-        histogram.observe(seconds)
+        if self.multiprocess:
+            histogram.observe(seconds)
+            return
+        histogram.counts[bisect_left(histogram.bounds, seconds)] += 1  # _Buckets.observe, inline
+        histogram.sum += seconds
 
     def lock_waited(self, seconds: float) -> None:
-        self.lock_wait.observe(seconds)
+        histogram = self.lock_wait
+        if self.multiprocess:
+            histogram.observe(seconds)
+            return
+        histogram.counts[bisect_left(histogram.bounds, seconds)] += 1  # _Buckets.observe, inline
+        histogram.sum += seconds
 
     def request_ended(self, trace: Trace) -> None:
         if trace.endpoint is None:  # not a model request (/v1/models, /v1/memory, ...)
