@@ -68,6 +68,7 @@ class Result:
     reply: Reply | None = None
     stream: EventStream | None = None
     first_event: Event | None = None
+    first_chunk: Any = None  # the first event's payload, as the commit read it (None: not read)
     retry_after: float | None = None  # what the upstream asked us to wait, in seconds
     kind: str | None = None
     started: float = 0.0  # when the attempt began (time.monotonic)
@@ -355,7 +356,7 @@ class Dispatcher:
             await opened.close()
             return _broken(target, attempts, "upstream stream ended before its first event", STREAM_ERROR)
         try:
-            _, error = read_chunk(first)
+            chunk, error = read_chunk(first)
         except MalformedEvent as exc:
             await opened.close()
             return _broken(target, attempts, str(exc), STREAM_ERROR)
@@ -365,7 +366,7 @@ class Dispatcher:
             status = status if isinstance(status, int) and 400 <= status <= 599 else 502
             detail = f"error event: {error.get('message', '')}"[:300]
             return Result(target, attempts, Outcome(status, transport=True), detail, kind=STREAM_ERROR)
-        return Result(target, attempts, Outcome(opened.status), OK, stream=opened, first_event=first)
+        return Result(target, attempts, Outcome(opened.status), OK, stream=opened, first_event=first, first_chunk=chunk)
 
 
 TIMED_OUT: Final = Outcome(504, transport=True)

@@ -78,7 +78,7 @@ def _without_usage(data: bytes, chunk: dict[str, Any]) -> bytes:
     the chunk is encoded again.
     """
     rest = {key: value for key, value in chunk.items() if key != "usage"}
-    if data.count(b'"usage"') == 1 and b"\n" not in data:
+    if data.count(b'"usage"') == 1 and data.find(b"\n") < 0:
         for spelling in _NULL_USAGE_SPELLINGS:
             if spelling in data:
                 cut = data.replace(spelling, b"", 1)
@@ -103,6 +103,10 @@ class _Reader(Protocol):
 
     def relay(self, batch: list[Event], out: list[bytes]) -> Event | None:
         """Add the client's bytes for `batch` to `out` up to the event that ends the answer, returned; raises _Failure."""
+        ...
+
+    def opening(self, first: Event, chunk: Any, rest: list[Event], out: list[bytes]) -> Event | None:
+        """relay() for `[first, *rest]`, `first` the committed event, which the commit parsed as `chunk` (None: not)."""
         ...
 
     async def finish(self, event: Event) -> bytes:
@@ -139,6 +143,12 @@ class _Chunks:
                 out.append(self.relayed(event))
         return None
 
+    def opening(self, first: Event, chunk: Any, rest: list[Event], out: list[bytes]) -> Event | None:
+        if chunk is None:  # not parsed (a replayed answer), or [DONE], or JSON's null: read as any event
+            return self.relay([first, *rest], out)
+        out.append(self._parsed(first, chunk))  # not parsed twice
+        return self.relay(rest, out)
+
     async def finish(self, event: Event) -> bytes:
         if self.sink is not None:
             try:
@@ -174,12 +184,27 @@ class _Chunks:
             chunk = _loads(data)
         except JSONDecodeError:
             chunk = None
+        if type(chunk) is dict and "error" not in chunk and event.name is None:
+            # The common chunk, in this frame: no usage, or OpenAI's null one to cut (see _parsed).
+            raw = event.raw
+            if "usage" in chunk:
+                if chunk["usage"] is not None:
+                    return self._parsed(event, chunk)
+                if self.hide_usage:
+                    if len(raw) != len(data) + 8 or not data.endswith(_NULL_USAGE):
+                        return self._parsed(event, chunk)
+                    raw = raw[:-16] + b"}\n\n"
+            return raw if self.plain else self._fed(chunk, raw)
+        return self._parsed(event, chunk)
+
+    def _parsed(self, event: Event, chunk: Any) -> bytes:
+        """relayed() for any data event, `chunk` its payload as orjson read it (None: not JSON)."""
         if type(chunk) is not dict or "error" in chunk or event.name is not None:
-            # Not the common chunk: read_chunk, which owns what an event means, reads it again in full
-            # (the common chunk read here saves its call and tuple, ~1k instructions an event).
+            # Not the common chunk: read_chunk, which owns what an event means, reads it again in full.
             chunk = self._read(event)
             if type(chunk) is not dict:  # JSON, if not an object: passed on as it came
                 return self._fed(chunk, event.raw)
+        data: bytes = event.data  # type: ignore[assignment]  # data events only
         raw = event.raw
         if "usage" in chunk:
             usage = chunk["usage"]
@@ -188,8 +213,9 @@ class _Chunks:
             if self.hide_usage:
                 # OpenAI's spelling, on every chunk: the object's last member (its closing brace is
                 # the data's last byte), so its bytes are cut; a line break would be whitespace
-                # between the JSON's tokens, which one `data:` line cannot carry.
-                if data.endswith(_NULL_USAGE) and b"\n" not in data:
+                # between the JSON's tokens, which one `data:` line cannot carry. (`find`, not `in`:
+                # on 3.11 `in` on bytes first fails to read its operand as an int, an exception.)
+                if data.endswith(_NULL_USAGE) and data.find(b"\n") < 0:
                     cut = b"data: " + data[:-14] + b"}\n\n"
                 elif chunk.get("choices") == [] and isinstance(usage, dict):
                     return b""  # the usage-only chunk the gateway asked for, not the client
@@ -239,6 +265,9 @@ class _Events:
                 return event
             out.append(self.relayed(event, kind))
         return None
+
+    def opening(self, first: Event, chunk: Any, rest: list[Event], out: list[bytes]) -> Event | None:
+        return self.relay([first, *rest], out)
 
     async def finish(self, event: Event) -> bytes:
         data = data_of(event)
@@ -307,34 +336,37 @@ async def relay_stream(
     chunks: _Reader = _Chunks(target, sink, translator, hide_usage) if api is None else _Events(target, api)
     out: list[bytes] = []  # the current read's bytes for the client, written once it is looked at
     outcome: str | None = None  # how the attempt ended, when not as the upstream's status
-    loop = asyncio.get_running_loop()
     idle = target.stream_idle_timeout
-    deadline = IdleDeadline(loop, idle)
+    deadline: IdleDeadline | None = None  # set at the first wait: a stream that came in one read has none
     try:
         await response.prepare(request)
         request[STREAM_STARTED] = response
         trace.first_token(target)
         # the first event, and those that came in the same network read: one write for them all
-        batch: list[Event] = [result.first_event, *stream.ready()]
-        while batch:
-            if (end := chunks.relay(batch, out)) is not None:
-                out.append(await chunks.finish(end))
-                if chunks.failed is not None:
-                    outcome = STREAM_ERROR
-                    trace.failed(*chunks.failed)
-                await response.write_eof(b"".join(out))  # the stream's last bytes and its end in one send
-                return response
+        end = chunks.opening(result.first_event, result.first_chunk, stream.ready(), out)
+        while end is None:
             if out:
                 await response.write(out[0] if len(out) == 1 else b"".join(out))
                 out.clear()
+            if deadline is None:
+                loop = asyncio.get_running_loop()
+                deadline = IdleDeadline(loop, idle)
             deadline.since = loop.time()
             batch = await stream.next_batch()
             deadline.since = None
-        raise _Failure(f"{target.name}: upstream stream ended without {chunks.cut_off}", "upstream_stream_error")
+            if not batch:
+                raise _Failure(f"{target.name}: upstream stream ended without {chunks.cut_off}", "upstream_stream_error")
+            end = chunks.relay(batch, out)
+        out.append(await chunks.finish(end))
+        if chunks.failed is not None:
+            outcome = STREAM_ERROR
+            trace.failed(*chunks.failed)
+        await response.write_eof(b"".join(out))  # the stream's last bytes and its end in one send
+        return response
     except _Failure as failure:
         outcome = await _end_with(response, failure, chunks, out, trace)
     except asyncio.CancelledError:
-        if not deadline.expired():
+        if deadline is None or not deadline.expired():
             raise
         silence = _Failure(f"{target.name}: no stream event for {idle:g}s", "upstream_timeout")
         outcome = await _end_with(response, silence, chunks, out, trace)
@@ -353,7 +385,8 @@ async def relay_stream(
         with contextlib.suppress(ConnectionResetError):
             await _end_with(response, broken, chunks, out, trace)
     finally:
-        deadline.close()
+        if deadline is not None:
+            deadline.close()
         await stream.close()
         trace.usage(target, chunks.usage)
         trace.attempt_ended(target, outcome or str(stream.status), time.monotonic() - result.started)
