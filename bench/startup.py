@@ -2,9 +2,10 @@
 
     python bench/startup.py [CONFIG ...]        default: configs/gateway.yaml bench/memory.yaml
 
-For each config, a first start that is not counted, then ROUNDS (5): the seconds from the process's launch until its port accepts
-a connection, the CPU seconds it had spent by then (the steadier figure on a shared host), and its resident memory (VmRSS) one second after, idle; the medians are printed, with
-the modules of `tests/test_startup.py`'s heavy list that start-up imported (none is the aim).
+For each config, a first start that is not counted, then ROUNDS (5): the seconds from the
+process's launch until its port accepts a connection, the CPU seconds it had spent by then (the
+steadier figure on a shared host), and its resident memory (VmRSS) one second after, idle; the
+medians are printed. (tests/test_startup.py checks that nothing heavy is imported at start.)
 Wall-clock time on a shared host: compare runs taken together, on a quiet machine.
 
 Modules start from their compiled bytecode, as in an installed package or the image (pip
