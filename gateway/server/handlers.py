@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import orjson
@@ -46,9 +46,10 @@ from gateway.translate.reshape import AnthropicReshape, Reshape, ResponsesReshap
 log = logging.getLogger("gateway")
 
 
-def gateway_headers(trace: Trace, route: Route, result: Result) -> dict[str, str]:
+def gateway_headers(trace: Trace, route: Route, result: Result, upstream: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The answer's headers: the upstream's relayed ones (`upstream`, else the result's), then the gateway's."""
     return {
-        **result.headers,
+        **(result.headers if upstream is None else upstream),
         "x-request-id": trace.request_id,
         "x-gateway-route": route.name,
         "x-gateway-target": result.target.name,
@@ -101,10 +102,10 @@ async def forward(
         if metrics.enabled and metrics.stream_usage:  # usage is asked for the metrics' sake
             call = with_stream_usage(call)
     result = await app[DISPATCHER].dispatch(route, call)
-    headers = gateway_headers(call.trace, route, result)
+    reply = result.reply
+    headers = gateway_headers(call.trace, route, result, result.headers if reply is None else reply.headers)
     if turn is not None:
         headers.update(turn.headers)
-    reply = result.reply
     if reply is None:
         translator = reshape.translator() if reshape is not None else None
         return await relay_stream(
@@ -168,7 +169,8 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     route = route_for(request, check_model(payload))
     trace.resolved(route, stream=check_stream(payload))
     check_messages(payload)
-    ask = _memory_ask(request, route)
+    # _memory_ask's first look, made here: the usual request (no memoryId) takes no frame for it
+    ask = _memory_ask(request, route) if asks_for_memory(request.headers) else None
     if ask is None:
         return await forward(request, route, Request("chat/completions", payload, raw, trace.stream, trace))
     return await _chat_with_memory(request, route, payload, ask, trace, None)
