@@ -7,6 +7,7 @@ from typing import Any
 
 import aiohttp
 from aiohttp import hdrs
+from aiohttp.streams import StreamReader
 from multidict import CIMultiDict, CIMultiDictProxy
 from yarl import URL
 
@@ -213,6 +214,52 @@ class _UnreadBody:
         _let_go(self._response)
 
 
+# StreamReader's internals that _next_bytes relies on (aiohttp 3.12 to 3.14); without them, readany().
+_DRAINABLE = all(
+    hasattr(StreamReader, name)
+    for name in ("_buffer", "_buffer_offset", "_size", "_cursor", "_http_chunk_splits", "_protocol", "_eof", "_exception", "_timer", "_wait")
+)
+
+
+async def _next_bytes(content: StreamReader) -> bytes:
+    """The body's next bytes, all those that have arrived at once (waiting for some); b"" at its end.
+
+    readany() returns the same bytes, but takes them out of aiohttp's buffer an HTTP chunk at a
+    time, asking the connection to resume reading after each (~190 opcodes a chunk), and an
+    upstream that streams writes every event as a chunk of its own. Here the buffer is emptied
+    with one join, and reading resumed only when flow control paused it (as readany() would
+    after its last chunk; a decompression in progress waits only while paused, too).
+    """
+    if type(content) is not StreamReader or not _DRAINABLE:  # (EMPTY_PAYLOAD has no buffer)
+        return await content.readany()
+    buffer = content._buffer
+    while not buffer:
+        if content._exception is not None:
+            raise content._exception
+        if content._eof:
+            return b""
+        await content._wait("readany")
+    if content._exception is not None:
+        raise content._exception
+    if len(buffer) == 1 or content._buffer_offset:  # one chunk costs readany() no more; an offset is its to handle
+        return content.read_nowait()
+    content._timer.assert_timeout()
+    data = b"".join(buffer)
+    buffer.clear()
+    content._size = 0
+    cursor = content._cursor = content._cursor + len(data)
+    splits = content._http_chunk_splits
+    if splits:  # as readany(): the splits behind the cursor go, one at the cursor stays
+        last = splits[-1]
+        splits.clear()
+        if last == cursor:
+            splits.append(last)
+    protocol = content._protocol
+    if protocol._reading_paused:
+        protocol.resume_reading()
+    return data
+
+
 class _UpstreamEvents:
     def __init__(self, response: aiohttp.ClientResponse) -> None:
         self._response = response
@@ -240,7 +287,7 @@ class _UpstreamEvents:
         """The events of the next network read that completes one; empty at the end."""
         while True:
             try:
-                chunk = await self._response.content.readany()
+                chunk = await _next_bytes(self._response.content)
             except _FAILURES as exc:
                 raise transport_error(exc) from None
             if not chunk:
