@@ -133,14 +133,43 @@ class _Chunks:
         self.plain = sink is None and translator is None  # the chunk's bytes are all the client gets
 
     def relay(self, batch: list[Event], out: list[bytes]) -> Event | None:
+        """Every event is parsed (orjson): a corrupted one ends the stream with an in-band error
+        instead of reaching the client's JSON parser. An object's keys are taken to be unique
+        (RFC 8259), as the parse takes them.
+
+        The common chunk is relayed in this loop, not in a call of its own per event: a JSON
+        object, no error, no `event:` name, its usage absent or OpenAI's null one to cut (see
+        _parsed); with `hide_usage`, the usage-only chunk the gateway asked for is noted and
+        dropped here too. Any other event goes to _parsed.
+        """
+        hide, plain = self.hide_usage, self.plain
         for event in batch:
-            data = event.data
+            raw, data, name = event
             if data is None:  # a comment (keep-alive): passed on
-                out.append(event.raw)
-            elif data == DONE:
+                out.append(raw)
+                continue
+            if data == DONE:
                 return event
-            else:
-                out.append(self.relayed(event))
+            try:
+                chunk = _loads(data)
+            except JSONDecodeError:
+                chunk = None
+            if type(chunk) is not dict or "error" in chunk or name is not None:
+                out.append(self._parsed(event, chunk))
+                continue
+            usage = chunk.get("usage")
+            if usage is not None:
+                if hide and usage and type(usage) is dict and chunk.get("choices") == []:
+                    self.usage = usage  # the usage-only chunk the gateway asked for, not the client
+                    continue
+                out.append(self._parsed(event, chunk))
+                continue
+            if hide and "usage" in chunk:  # OpenAI's null usage: its bytes cut when spelled as OpenAI does
+                if len(raw) != len(data) + 8 or not data.endswith(_NULL_USAGE):
+                    out.append(self._parsed(event, chunk))
+                    continue
+                raw = raw[:-16] + b"}\n\n"
+            out.append(raw if plain else self._fed(chunk, raw))
         return None
 
     def opening(self, first: Event, chunk: Any, rest: list[Event], out: list[bytes]) -> Event | None:
@@ -172,33 +201,8 @@ class _Chunks:
             return self.translator.error(failure.message, failure.code, failure.status)
         return _error_event(failure.message, failure.code, failure.kind)
 
-    def relayed(self, event: Event) -> bytes:
-        """The client's bytes for one upstream data event (maybe none); raises _Failure.
-
-        Every event is parsed (orjson): a corrupted one ends the stream with an in-band error
-        instead of reaching the client's JSON parser. An object's keys are taken to be unique
-        (RFC 8259), as the parse takes them.
-        """
-        data: bytes = event.data  # type: ignore[assignment]  # relay() passes data events only
-        try:
-            chunk = _loads(data)
-        except JSONDecodeError:
-            chunk = None
-        if type(chunk) is dict and "error" not in chunk and event.name is None:
-            # The common chunk, in this frame: no usage, or OpenAI's null one to cut (see _parsed).
-            raw = event.raw
-            if "usage" in chunk:
-                if chunk["usage"] is not None:
-                    return self._parsed(event, chunk)
-                if self.hide_usage:
-                    if len(raw) != len(data) + 8 or not data.endswith(_NULL_USAGE):
-                        return self._parsed(event, chunk)
-                    raw = raw[:-16] + b"}\n\n"
-            return raw if self.plain else self._fed(chunk, raw)
-        return self._parsed(event, chunk)
-
     def _parsed(self, event: Event, chunk: Any) -> bytes:
-        """relayed() for any data event, `chunk` its payload as orjson read it (None: not JSON)."""
+        """The client's bytes for any data event (maybe none), `chunk` its payload as orjson read it (None: not JSON); raises _Failure."""
         if type(chunk) is not dict or "error" in chunk or event.name is not None:
             # Not the common chunk: read_chunk, which owns what an event means, reads it again in full.
             chunk = self._read(event)

@@ -206,16 +206,16 @@ async def test_an_internal_failure_mid_stream_ends_with_an_error_event(
     upstream.then(Step(events=stream_of("a", "b")))
     client = await gateway(single(upstream))
     calls = 0
-    original = relay._Chunks.relayed
+    original = relay._loads
 
-    def failing(self: Any, event: Any) -> Any:
+    def failing(data: bytes) -> Any:  # the relay's parse of each event after the first
         nonlocal calls
         calls += 1
         if calls == 2:
             raise RuntimeError("bug")
-        return original(self, event)
+        return original(data)
 
-    monkeypatch.setattr(relay._Chunks, "relayed", failing)
+    monkeypatch.setattr(relay, "_loads", failing)
     stream = await client.chat.completions.create(model="chat", messages=MESSAGES, stream=True)
     with pytest.raises(openai.APIError, match="failed while relaying"):
         await collect(stream)
@@ -270,17 +270,17 @@ async def test_a_timeout_that_is_not_the_upstream_s_silence_is_not_reported_as_o
 
     upstream.then(Step(events=stream_of("a", "b")))
     client = await gateway(single(upstream))
-    original = relay._Chunks.relayed
+    original = relay._loads
     calls = 0
 
-    def timing_out(self: Any, event: Any) -> Any:
+    def timing_out(data: bytes) -> Any:  # the relay's parse of each event after the first
         nonlocal calls
         calls += 1
         if calls == 2:
             raise TimeoutError
-        return original(self, event)
+        return original(data)
 
-    monkeypatch.setattr(relay._Chunks, "relayed", timing_out)
+    monkeypatch.setattr(relay, "_loads", timing_out)
     stream = await client.chat.completions.create(model="chat", messages=MESSAGES, stream=True)
     with pytest.raises(openai.APIError, match="failed while relaying"):
         await collect(stream)
