@@ -63,6 +63,15 @@ ON CONFLICT (tenant, memory_id) DO UPDATE SET
 RETURNING first_seq, last_seq, touched_day
 """
 _TOUCH: Final = "UPDATE conversations SET touched_day = ? WHERE tenant = ? AND memory_id = ?"
+# A write to a conversation whose row this thread knows (`_Range`): the new range is worked out
+# here, and the row is updated only if it still holds what this thread last wrote (?6..?8).
+# About a third of _UPSERT's cost: no insert attempt, no RETURNING (whose ephemeral table is
+# most of it). ?1 system ('': keep), ?2 first_seq, ?3 last_seq, ?4 now, ?5 tenant, ?6 memory_id.
+_UPDATE_KNOWN: Final = """
+UPDATE conversations SET system = COALESCE(NULLIF(?1, ''), system), first_seq = ?2, last_seq = ?3, updated_at = ?4
+WHERE tenant = ?5 AND memory_id = ?6 AND first_seq = ?7 AND last_seq = ?8 AND updated_at = ?9
+"""
+_KNOWN_RANGES: Final = 65_536  # rows the thread remembers (`_Range`), forgotten all at once beyond
 _INSERT: Final = "INSERT INTO messages (tenant, memory_id, seq, role, body, encoding, tokens) VALUES "
 _MANY_AT_ONCE: Final = 16  # turns of up to this many messages are inserted by one statement
 _TRIM_EVERY: Final = 32  # messages below first_seq are deleted in bunches of about this many (see _write)
@@ -113,6 +122,16 @@ class _Write:
     error: BaseException | None = None
 
 
+@dataclass(slots=True)
+class _Range:
+    """A conversation row as this thread last wrote it: (first_seq, last_seq, updated_at, touched_day)."""
+
+    first: int
+    last: int
+    updated_at: float
+    day: int
+
+
 @functools.cache
 def _insert_rows(count: int) -> str:
     """An insert of `count` messages numbered from ?3 on: (tenant, memory_id, first seq, then role, body, encoding, tokens each)."""
@@ -156,6 +175,7 @@ class SQLiteStore:
         self._worker: Worker[_Call | _Write] = Worker(self._serve, name="gateway-sqlite")
         self._db: sqlite3.Connection | None = None
         self._writer: sqlite3.Cursor | None = None
+        self._ranges: dict[Key, _Range] = {}  # the thread's own: see _UPDATE_KNOWN
         self._purged_at = 0.0
 
     # ---- the thread's side: every statement runs here
@@ -217,12 +237,14 @@ class SQLiteStore:
             error = self._unavailable(exc)
             for write in writes:
                 write.error = error
+                self._ranges.pop(write.key, None)  # rolled back: the row is not as remembered
 
     def _write(self, db: sqlite3.Connection, *, writes: Sequence[_Write]) -> None:
         now = self._clock()
         cutoff = now - self._ttl
         today = int(now // DAY)
         cursor = self._cursor(db)
+        ranges = self._ranges
         with transaction(db, cursor):
             for write in writes:
                 if write.token is not None and not self._owns(db, write.key, write.token):
@@ -230,11 +252,20 @@ class SQLiteStore:
                     continue
                 rows = write.rows
                 added = len(rows)
-                first, last, day = cursor.execute(
-                    _UPSERT, (*write.key, write.system, now, added, cutoff, self._cap, today)
-                ).fetchone()
-                if day != today:
+                known = ranges.get(write.key)
+                # The common case: the row is as this thread last wrote it, and moves on by `added`
+                # without an upsert (unless another process, an undo or a delete changed it since).
+                if known is None or known.updated_at < cutoff or not added or not self._advance(cursor, write, known, now):
+                    first, last, day = cursor.execute(
+                        _UPSERT, (*write.key, write.system, now, added, cutoff, self._cap, today)
+                    ).fetchone()
+                    if len(ranges) >= _KNOWN_RANGES:
+                        ranges.clear()
+                    known = ranges[write.key] = _Range(first, last, now, day)
+                first, last = known.first, known.last
+                if known.day != today:
                     cursor.execute(_TOUCH, (today, *write.key))
+                    known.day = today
                 start = last - added + 1
                 if 0 < added <= _MANY_AT_ONCE:  # the common case: the turn's rows in one statement
                     cursor.execute(_insert_rows(added), (*write.key, start, *itertools.chain.from_iterable(rows)))
@@ -245,6 +276,16 @@ class SQLiteStore:
                 if first > 1 and (first == start or first % _TRIM_EVERY < added):
                     cursor.execute(_TRIM, (*write.key, first))
                 write.updated_at = now
+
+    def _advance(self, cursor: sqlite3.Cursor, write: _Write, known: _Range, now: float) -> bool:
+        """Append `write`'s range to a row as `known` says it is; False (nothing changed) when it is not."""
+        last = known.last + len(write.rows)
+        first = max(known.first, last - self._cap + 1)
+        cursor.execute(_UPDATE_KNOWN, (write.system, first, last, now, *write.key, known.first, known.last, known.updated_at))
+        if cursor.rowcount != 1:
+            return False
+        known.first, known.last, known.updated_at = first, last, now
+        return True
 
     def _cursor(self, db: sqlite3.Connection) -> sqlite3.Cursor:
         """The thread's cursor for writes: one cursor object for them all rather than one per statement."""

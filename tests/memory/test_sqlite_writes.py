@@ -1,0 +1,62 @@
+"""The SQLite store's writes: a row this process last wrote moves on without an upsert, unless it changed since."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from gateway.memory.policies import Entry
+from gateway.memory.sqlite import SQLiteStore
+from gateway.memory.store import Key
+
+KEY: Key = ("team-a", "conv-1")
+
+
+def said(text: str) -> list[Entry]:
+    return [Entry({"role": "user", "content": text}, {"o200k_base": 3})]
+
+
+async def contents(store: SQLiteStore) -> list[str]:
+    conversation = await store.load(KEY)
+    assert conversation is not None
+    return [m["content"] for m in conversation.messages]
+
+
+async def test_processes_taking_turns_on_one_conversation_each_find_the_others_rows(tmp_path: Path) -> None:
+    """Each store's remembered row is out of date once the other wrote: its next write must see that."""
+    path = str(tmp_path / "shared.db")
+    one, two = (SQLiteStore(path, ttl_seconds=60, max_messages=100, lock_timeout=1, shared=True) for _ in range(2))
+    for index in range(6):
+        await (one, two)[index % 2].append(KEY, said(f"turn {index}"), system=None)
+    assert await contents(one) == [f"turn {index}" for index in range(6)]
+    for store in (one, two):
+        await store.close()
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT first_seq, last_seq FROM conversations").fetchone() == (1, 6)
+
+
+async def test_writes_after_an_undo_or_a_delete_continue_from_the_file(tmp_path: Path) -> None:
+    store = SQLiteStore(str(tmp_path / "m.db"), ttl_seconds=60, max_messages=100, lock_timeout=1)
+    for text in ("a", "b"):
+        await store.append(KEY, said(text), system=None)
+    assert await store.undo(KEY)
+    await store.append(KEY, said("c"), system=None)
+    assert await contents(store) == ["a", "c"]
+    assert await store.delete(KEY)
+    await store.append(KEY, said("d"), system=None)
+    await store.append(KEY, said("e"), system=None)
+    assert await contents(store) == ["d", "e"]
+    await store.close()
+
+
+async def test_a_remembered_row_keeps_the_cap_and_a_new_system(tmp_path: Path) -> None:
+    path = tmp_path / "m.db"
+    store = SQLiteStore(str(path), ttl_seconds=60, max_messages=3, lock_timeout=1, cache_entries=0)
+    for index in range(5):
+        system = [{"role": "system", "content": "be brief"}] if index == 3 else None
+        await store.append(KEY, said(f"q{index}"), system=system)
+    conversation = await store.load(KEY)
+    assert conversation is not None
+    assert [m["content"] for m in conversation.messages] == ["q2", "q3", "q4"]
+    assert conversation.system == [{"role": "system", "content": "be brief"}]
+    await store.close()
