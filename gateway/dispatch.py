@@ -27,7 +27,7 @@ from gateway.deadline import Deadline
 from gateway.errors import Attempt, UpstreamError
 from gateway.observe import CLIENT_CLOSED, INVALID_RESPONSE, STREAM_ERROR, TIMEOUT, Trace
 from gateway.providers.base import JSON, Call, EventStream, Provider, Reply, TransportError
-from gateway.routing import CIRCUIT_OPEN, Force, Health, Outcome, Random, Skip, Step, walk
+from gateway.routing import CIRCUIT_OPEN, Force, Health, Outcome, Random, Skip, Step, answered, walk
 from gateway.sse import Event
 
 
@@ -310,14 +310,16 @@ class Dispatcher:
                 trace.attempt_ended(target, str(CLIENT_CLOSED), time.monotonic() - started)
             raise
         tried.started = started
+        outcome = tried.outcome
         detail = tried.detail if tried.detail == OK else redact(tried.detail, target)  # OK is ours, no upstream text
-        attempts.append(Attempt(target.name, tried.outcome.status, detail))
+        # _make: a NamedTuple's own constructor is a Python lambda called from C, at twice the cost
+        attempts.append(Attempt._make((target.name, outcome.status, detail)))
         if tried.stream is None:  # a committed stream's attempt ends when the relay ends it
-            trace.attempt_ended(target, tried.label, time.monotonic() - started)
+            trace.attempt_ended(target, tried.kind or str(outcome.status), time.monotonic() - started)  # tried.label, inline
         # a stream is judged at its first event, like the route judges it
-        if breakers is not None and (told := breakers.record(target, tried.outcome, admitted != ORDINARY, tried.retry_after)):
+        if breakers is not None and (told := breakers.record(target, outcome, admitted != ORDINARY, tried.retry_after)):
             await told
-        if settles is not None and not tried.outcome.ok:
+        if settles is not None and not outcome.ok:
             raise self._failure(settles, tried)
         return tried
 
@@ -366,7 +368,7 @@ class Dispatcher:
             status = status if isinstance(status, int) and 400 <= status <= 599 else 502
             detail = f"error event: {error.get('message', '')}"[:300]
             return Result(target, attempts, Outcome(status, transport=True), detail, kind=STREAM_ERROR)
-        return Result(target, attempts, Outcome(opened.status), OK, stream=opened, first_event=first, first_chunk=chunk)
+        return Result(target, attempts, answered(opened.status), OK, stream=opened, first_event=first, first_chunk=chunk)
 
 
 TIMED_OUT: Final = Outcome(504, transport=True)
@@ -395,7 +397,7 @@ def _replay_reply(call: Call, reply: Reply, attempts: list[Attempt]) -> Result:
     if events is None:
         detail = "malformed upstream response (a stream was asked for; the JSON is not a completion)"
         return _broken(call.target, attempts, detail, INVALID_RESPONSE)
-    return Result(call.target, attempts, Outcome(200), OK, stream=ReplayedStream(events[1:], reply.headers), first_event=events[0])
+    return Result(call.target, attempts, answered(200), OK, stream=ReplayedStream(events[1:], reply.headers), first_event=events[0])
 
 
 async def _close(opened: Reply | EventStream | None) -> None:
@@ -415,9 +417,9 @@ def _judge_reply(call: Call, reply: Reply, attempts: list[Attempt]) -> Result:
             detail = f"upstream answered {status} (a redirect, which the gateway does not follow)"
             return _broken(target, attempts, detail, INVALID_RESPONSE)
         detail = _error_fields(reply.body).message
-        return Result(target, attempts, Outcome(status), detail, reply, retry_after=retry_after_seconds(reply.headers))
+        return Result(target, attempts, answered(status), detail, reply, retry_after=retry_after_seconds(reply.headers))
     if call.endpoint in OPAQUE_ANSWERS:
-        return Result(target, attempts, Outcome(status), OK, reply)
+        return Result(target, attempts, answered(status), OK, reply)
     try:
         data = reply.data = orjson.loads(reply.body)
     except orjson.JSONDecodeError:
@@ -429,7 +431,7 @@ def _judge_reply(call: Call, reply: Reply, attempts: list[Attempt]) -> Result:
         failure = code if isinstance(code, int) and 400 <= code <= 599 else 502
         detail = f"error in a {status} answer: {fields.message}"[:300]
         return Result(target, attempts, Outcome(failure, transport=True), detail, kind=INVALID_RESPONSE)
-    return Result(target, attempts, Outcome(status), OK, reply)
+    return Result(target, attempts, answered(status), OK, reply)
 
 
 def _retryable(policy: RetryPolicy, tried: Result) -> bool:

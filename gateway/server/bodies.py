@@ -44,28 +44,46 @@ def check_content_encoding(values: Sequence[str]) -> None:
     )
 
 
+def received_body(request: web.Request) -> bytes | None:
+    """The body's bytes when all of it came with the headers, as a small request's does; else None.
+
+    Taken from the buffer as it is (read() would loop on awaits meant for a body still arriving),
+    bounded as read() bounds it, by aiohttp's client_max_size (maxBodyBytes).
+    """
+    content = request.content
+    try:
+        if not content.is_eof():
+            return None
+        raw = content.read_nowait()
+    except web.RequestPayloadError as exc:
+        raise _unreadable(exc) from None
+    limit = request.client_max_size
+    if limit and len(raw) > limit:
+        raise _too_large(request.app[CONFIG].server)
+    return raw
+
+
 async def read_body(request: web.Request) -> bytes:
     """The body's bytes, read once within the size and time limits; a clear 4xx for anything else."""
     if "Content-Encoding" in request.headers:
         check_content_encoding(request.headers.getall("Content-Encoding"))
+    raw = received_body(request)
+    if raw is not None:
+        return raw
     try:
-        if request.content.is_eof():
-            # The whole body came with the headers, as a small request's does: it is taken from
-            # the buffer as it is (read() would loop on awaits meant for a body still arriving),
-            # bounded as read() bounds it, by aiohttp's client_max_size (maxBodyBytes).
-            raw = request.content.read_nowait()
-            if request.client_max_size and len(raw) > request.client_max_size:
-                raise web.HTTPRequestEntityTooLarge(request.client_max_size, len(raw))
-            return raw
         return await _read_arriving(request, request.app[CONFIG].server)
     except web.HTTPRequestEntityTooLarge:  # over client_max_size, as read (or decompressed)
         raise _too_large(request.app[CONFIG].server) from None
     except web.RequestPayloadError as exc:
-        cause = exc.__cause__
-        reason = cause.message if isinstance(cause, HttpProcessingError) else str(exc)
-        raise InvalidRequestError(
-            f"The request body could not be read: {reason}.", code="invalid_body", headers={"Connection": "close"}
-        ) from None
+        raise _unreadable(exc) from None
+
+
+def _unreadable(exc: web.RequestPayloadError) -> InvalidRequestError:
+    cause = exc.__cause__
+    reason = cause.message if isinstance(cause, HttpProcessingError) else str(exc)
+    return InvalidRequestError(
+        f"The request body could not be read: {reason}.", code="invalid_body", headers={"Connection": "close"}
+    )
 
 
 async def read_payload(request: web.Request) -> tuple[bytes, dict[str, Any]]:
@@ -74,7 +92,10 @@ async def read_payload(request: web.Request) -> tuple[bytes, dict[str, Any]]:
     Fields that would redirect the upstream or carry credentials are dropped (the bytes then
     re-encoded); a body without them stays the client's bytes.
     """
-    raw = await read_body(request)
+    # The usual body, whole and not encoded, is taken here: read_body's coroutine is not needed
+    raw = None if "Content-Encoding" in request.headers else received_body(request)
+    if raw is None:
+        raw = await read_body(request)
     payload = parse_object(raw)
     kept = drop_redirect_fields(payload)
     if kept is None:
