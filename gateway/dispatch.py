@@ -327,7 +327,8 @@ class Dispatcher:
     def _call_for(target: Target, request: Request) -> Call:
         overrides, kind = target.override_params, request.content_type
         if not overrides:
-            return Call(target, request.endpoint, request.payload, request.raw, content_type=kind, client_headers=request.client_headers)
+            # by position: keywords to a class cost ~1.4k instructions more (a dict for its __init__)
+            return Call(target, request.endpoint, request.payload, request.raw, kind, request.client_headers)
         raw = request.encode(overrides) if request.encode is not None else None
         call = Call(target, request.endpoint, {**request.payload, **overrides}, raw, content_type=kind)
         call.client_headers = request.client_headers

@@ -38,10 +38,10 @@ class Call:
     endpoint: str  # "chat/completions", "embeddings", "audio/speech", ...
     payload: dict[str, Any]
     raw: bytes | None = None  # the client's bytes, valid while nothing changed the payload
-    _body: bytes | None = field(default=None, repr=False)
     content_type: str = JSON  # of `raw`; a body the gateway serializes is always JSON
     # Client headers a provider passes on (Anthropic's anthropic-version and anthropic-beta)
     client_headers: Mapping[str, str] = field(default_factory=dict)
+    _body: bytes | None = field(default=None, repr=False)  # last: every field before it can be passed by position
 
     @property
     def body(self) -> bytes:

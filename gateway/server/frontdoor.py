@@ -57,7 +57,8 @@ class FrontDoor:
         """The (method, path) pairs answered from the table."""
         return set(self._entries)
 
-    def __call__(self, request: web.Request) -> Awaitable[web.StreamResponse]:
+    def handle(self, request: web.Request) -> Awaitable[web.StreamResponse]:
+        """Start serving `request`: the handler's coroutine (through the middlewares), from the table or the router."""
         # Not a coroutine itself: it hands aiohttp the handler's coroutine, so that the door is
         # not one more frame to pass through on each of the request's wake-ups.
         entry = self._entries.get((request.method, request.raw_path))
@@ -66,9 +67,13 @@ class FrontDoor:
         handler, request._match_info = entry  # what Application._handle sets
         return handler(request)
 
+    __call__ = handle
+
 
 def open_front_door(app: web.Application) -> FrontDoor:
     """Serve `app`'s plain paths through a FrontDoor; returns it."""
     door = FrontDoor(app)
-    app._handle = door  # type: ignore[method-assign,assignment]  # what aiohttp's runners serve (AppRunner, TestServer)
+    # What aiohttp's runners serve (AppRunner, TestServer). The bound method, not the door: an
+    # instance's __call__ is reached through C, at ~1k instructions a request more.
+    app._handle = door.handle  # type: ignore[method-assign,assignment]
     return door

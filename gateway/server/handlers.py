@@ -93,10 +93,20 @@ Answered = Callable[[Result], Awaitable[None]]
 
 
 async def forward(
-    request: web.Request, route: Route, call: Request, *, turn: Turn | None = None, reshape: Reshape | None = None
+    request: web.Request,
+    route: Route,
+    call: Request,
+    *,
+    turn: Turn | None = None,
+    reshape: Reshape | None = None,
+    app: web.Application | None = None,
 ) -> web.StreamResponse:
-    """Dispatch and relay the answer; with memory, the answer reaches the client only once stored."""
-    app = request.app
+    """Dispatch and relay the answer; with memory, the answer reaches the client only once stored.
+
+    `app`: the request's, when the caller holds it already (each request.app is two property calls).
+    """
+    if app is None:
+        app = request.app
     if call.stream:
         metrics = app[CONFIG].metrics
         if metrics.enabled and metrics.stream_usage:  # usage is asked for the metrics' sake
@@ -166,13 +176,14 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     # _resolve and _chat written out: the most common request takes two frames less.
     raw, payload = await read_payload(request)
     trace = request[TRACE]
-    route = route_for(request, check_model(payload))
+    app = request.app  # read once, for route_for and forward both: each read is two property calls
+    route = route_for(request, check_model(payload), app[CONFIG])
     trace.resolved(route, stream=check_stream(payload))
     check_messages(payload)
     # _memory_ask's first look, made here: the usual request (no memoryId) takes no frame for it
     ask = _memory_ask(request, route) if asks_for_memory(request.headers) else None
     if ask is None:
-        return await forward(request, route, Request("chat/completions", payload, raw, trace.stream, trace))
+        return await forward(request, route, Request("chat/completions", payload, raw, trace.stream, trace), app=app)
     return await _chat_with_memory(request, route, payload, ask, trace, None)
 
 

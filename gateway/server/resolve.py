@@ -4,19 +4,21 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from gateway.config import Route
+from gateway.config import Config, Route
 from gateway.errors import NotFoundError
 from gateway.server.inline import HEADER, INLINE_CONFIGS, route_from_header
 from gateway.server.keys import CONFIG
 
 
-def route_for(request: web.Request, model: str) -> Route:
+def route_for(request: web.Request, model: str, config: Config | None = None) -> Route:
     """The route `request` takes for `model`; a NotFoundError (404) when there is none.
 
     With an `x-gateway-config` header, the route it names or the tree it carries (a 400 when
-    requestConfig is off or the value is refused).
+    requestConfig is off or the value is refused). `config`: the app's, when the caller holds it
+    already (request.app[CONFIG] is three Python calls through C).
     """
-    config = request.app[CONFIG]
+    if config is None:
+        config = request.app[CONFIG]
     if HEADER in request.headers:
         return route_from_header(request.headers.getall(HEADER), config, request.app.get(INLINE_CONFIGS), model)
     route = config.routes.get(model)

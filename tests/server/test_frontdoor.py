@@ -47,7 +47,7 @@ async def test_a_chat_request_is_served_without_the_router(gateway: Gateway, res
 
 async def test_the_model_endpoints_are_in_the_table(gateway: Gateway) -> None:
     client = await gateway(CONFIG)
-    door = client._gateway_app._handle  # type: ignore[attr-defined]
+    door = client._gateway_app._handle.__self__  # type: ignore[attr-defined]  # the door's bound handle()
     assert isinstance(door, FrontDoor)
     assert {
         ("POST", "/v1/chat/completions"),
