@@ -42,8 +42,11 @@ class PlainHistory:
         plain = cls()
         return plain if plain.extend(entries) else None
 
-    def extend(self, entries: Sequence[Entry]) -> bool:
-        """Add newer entries; False when one is a tool call or result (this history is then of no use)."""
+    def extend(self, entries: Sequence[Entry], drop: int = 0) -> bool:
+        """Add newer entries, then forget the `drop` oldest messages (a store's cap dropped them).
+
+        False when an entry is a tool call or result (this history is then of no use).
+        """
         messages, running = self.messages, self.running
         if running is not None and not self.encoding and entries:  # the oldest entry's count names the encoding
             self.encoding = next(iter(entries[0].tokens), "")
@@ -60,6 +63,10 @@ class PlainHistory:
                 running.append(running[-1] + count)
             else:  # a message stored uncounted, or counted in another encoding: no token sums
                 running = self.running = None
+        if drop > 0:  # here rather than by a call to drop_oldest: a store at its cap drops on every write
+            del messages[:drop]
+            if running is not None:
+                del running[:drop]
         return True
 
     def drop_oldest(self, count: int) -> None:

@@ -457,16 +457,16 @@ class SQLiteStore:
             cached = write.cached
             if cached is None:
                 return
-        cached.entries.extend(write.entries)
-        if cached.plain is not None and not cached.plain.extend(write.entries):
-            cached.plain = None
-        over = cached.older + len(cached.entries) - self._cap
-        if over > 0:
+        entries = cached.entries
+        entries.extend(write.entries)
+        over = cached.older + len(entries) - self._cap
+        if over > 0:  # the cap dropped the oldest messages: those not read first
             dropped = min(over, cached.older)
             cached.older -= dropped
-            del cached.entries[: over - dropped]
-            if cached.plain is not None:
-                cached.plain.drop_oldest(over - dropped)
+            over -= dropped
+            del entries[:over]
+        if cached.plain is not None and not cached.plain.extend(write.entries, over):
+            cached.plain = None
         if write.new_system is not None:
             cached.system = list(write.new_system)
         cached.updated_at = write.updated_at

@@ -249,12 +249,10 @@ class InProcessStore:
         if system is not None:
             record.system = list(system)
         record.entries.extend(entries)
-        if record.plain is not None and not record.plain.extend(entries):
-            record.plain = None
         over = max(len(record.entries) - self._cap, 0)
         del record.entries[:over]
-        if record.plain is not None:
-            record.plain.drop_oldest(over)
+        if record.plain is not None and not record.plain.extend(entries, over):
+            record.plain = None
         record.updated_at = self._clock()
 
     async def delete(self, key: Key) -> bool:

@@ -99,3 +99,17 @@ def test_sums_are_only_in_the_encoding_every_message_was_counted_in() -> None:
     plain.extend([Entry({"role": "assistant", "content": "a"}, {"cl100k_base": 4})])
     assert plain.sums_in("o200k_base") is None
     assert plain.newest(1) == ([{"role": "assistant", "content": "a"}], False)  # a message window still serves
+
+
+@given(history=stored_entries(), split=st.integers(0, 40), dropped=st.integers(0, 45), budget=st.integers(-5, 900))
+def test_a_write_that_drops_the_oldest_as_it_extends_keeps_the_sums_of_the_rest(
+    history: list[Entry], split: int, dropped: int, budget: int
+) -> None:
+    """What a store at its cap does on each write: the new entries in, the oldest out, in one call."""
+    plain = PlainHistory.of(history[:split])
+    assert plain is not None and plain.extend(history[split:], dropped)
+    rest = PlainHistory.of(history[dropped:])
+    assert rest is not None and plain.messages == rest.messages
+    sums, rest_sums = plain.sums_in("o200k_base"), rest.sums_in("o200k_base")
+    if sums is not None and rest_sums is not None:
+        assert plain.newest_within(sums, budget) == rest.newest_within(rest_sums, budget)
