@@ -125,7 +125,10 @@ def plan_turn(
     else:
         recent = [entry.message for entry in history[max(len(history) - len(turn), 0) :]]
     resent_beyond = len(turn) > len(history)  # a resent copy could start before what was read
-    turn = turn[resent_length(recent, turn) :]
+    # A resent copy holds the last stored message, so a turn with no message of its role has none:
+    # the common case (a question after a reply) is told here, without resent_length's call.
+    if recent and recent[-1].get("role") in map(_ROLE, turn):
+        turn = turn[resent_length(recent, turn) :]
     turn_tokens = None
 
     if settings.memory_type == "token_window":

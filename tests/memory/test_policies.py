@@ -455,3 +455,17 @@ def test_normalize_drops_extras_and_keeps_tool_fields() -> None:
     message = {"role": "assistant", "content": None, "refusal": None, "annotations": [],
                "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}, "index": 0}]}
     assert normalize(message) == {"role": "assistant", "tool_calls": [call("c", "f", "{}")]}
+
+
+@settings(deadline=None)
+@given(st.lists(spelled, max_size=8), st.lists(spelled, min_size=1, max_size=8))
+def test_the_planned_turn_leaves_out_exactly_the_resent_copy(stored: list[tuple[int, int]], turn: list[tuple[int, int]]) -> None:
+    """Whatever roles the turn holds (planning skips the comparison for a turn without the last stored role)."""
+
+    def message(group: int, spelling: int) -> dict[str, Any]:
+        spellings = LOOK_ALIKES[group]
+        return spellings[spelling % len(spellings)]
+
+    history, sent = [message(*m) for m in stored], [message(*m) for m in turn]
+    repeat = resent_length(history[len(history) - len(sent) :] if sent else [], sent)
+    assert plan(history, sent, max_messages=50).new_turn == sent[repeat:]
