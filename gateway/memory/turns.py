@@ -178,7 +178,7 @@ class Turn(_Hold):
         await self._commit(message)
 
     async def _commit(self, reply: Message) -> None:
-        problem = malformed_reply(reply)
+        problem = malformed_reply(reply) if "tool_calls" in reply else None  # only tool calls can be malformed
         if problem is not None:
             raise UnstorableReplyError(f"The upstream's reply is malformed ({problem}); the turn was not stored.")
         plan, count = self.plan, self._counts.count
