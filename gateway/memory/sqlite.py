@@ -66,11 +66,13 @@ _TOUCH: Final = "UPDATE conversations SET touched_day = ? WHERE tenant = ? AND m
 # A write to a conversation whose row this thread knows (`_Range`): the new range is worked out
 # here, and the row is updated only if it still holds what this thread last wrote (?6..?8).
 # About a third of _UPSERT's cost: no insert attempt, no RETURNING (whose ephemeral table is
-# most of it). ?1 system ('': keep), ?2 first_seq, ?3 last_seq, ?4 now, ?5 tenant, ?6 memory_id.
+# most of it). ?1 first_seq, ?2 last_seq, ?3 now, ?4 tenant, ?5 memory_id. A new system prompt
+# (rare) is set by _SET_SYSTEM after it: a text bound on every write costs ~1k instructions.
 _UPDATE_KNOWN: Final = """
-UPDATE conversations SET system = COALESCE(NULLIF(?1, ''), system), first_seq = ?2, last_seq = ?3, updated_at = ?4
-WHERE tenant = ?5 AND memory_id = ?6 AND first_seq = ?7 AND last_seq = ?8 AND updated_at = ?9
+UPDATE conversations SET first_seq = ?1, last_seq = ?2, updated_at = ?3
+WHERE tenant = ?4 AND memory_id = ?5 AND first_seq = ?6 AND last_seq = ?7 AND updated_at = ?8
 """
+_SET_SYSTEM: Final = "UPDATE conversations SET system = ? WHERE tenant = ? AND memory_id = ?"
 _KNOWN_RANGES: Final = 65_536  # rows the thread remembers (`_Range`), forgotten all at once beyond
 _INSERT: Final = "INSERT INTO messages (tenant, memory_id, seq, role, body, encoding, tokens) VALUES "
 _MANY_AT_ONCE: Final = 16  # turns of up to this many messages are inserted by one statement
@@ -281,9 +283,11 @@ class SQLiteStore:
         """Append `write`'s range to a row as `known` says it is; False (nothing changed) when it is not."""
         last = known.last + len(write.rows)
         first = max(known.first, last - self._cap + 1)
-        cursor.execute(_UPDATE_KNOWN, (write.system, first, last, now, *write.key, known.first, known.last, known.updated_at))
+        cursor.execute(_UPDATE_KNOWN, (first, last, now, *write.key, known.first, known.last, known.updated_at))
         if cursor.rowcount != 1:
             return False
+        if write.system:
+            cursor.execute(_SET_SYSTEM, (write.system, *write.key))
         known.first, known.last, known.updated_at = first, last, now
         return True
 
