@@ -57,8 +57,9 @@ class EventParser:
         if self._after_cr or chunk.find(b"\r") >= 0:  # (`in` on bytes costs twice a find in 3.11)
             chunk = self._normalise(chunk)
         events: list[Event] = []
-        start = self._complete_pending(chunk, events) if self._parts else 0
-        new = chunk[start:] if start else chunk
+        new = chunk
+        if self._parts and (start := self._complete_pending(chunk, events)):
+            new = chunk[start:]
         blocks = new.split(b"\n\n")
         rest = blocks.pop()
         limit = self._max_event_bytes
@@ -66,7 +67,13 @@ class EventParser:
             raise self._too_large()
         if new.count(b"\n") == 2 * len(blocks):
             # No line end but the events' own: each event is one line, most often one `data: ` field.
-            events += [_new_event(Event, (line + b"\n\n", line[6:], None)) if line[:6] == b"data: " else parse_event(line) for line in blocks if line]
+            # Every event is one when as many events (the unterminated one too) start with the field
+            # as there are: counted by C, each event's start being the chunk's or a blank line's end.
+            starts = new.startswith(b"data: ") + new.count(b"\n\ndata: ") - rest.startswith(b"data: ")
+            if starts == len(blocks):
+                events += [_new_event(Event, (line + b"\n\n", line[6:], None)) for line in blocks]
+            else:
+                events += [_new_event(Event, (line + b"\n\n", line[6:], None)) if line[:6] == b"data: " else parse_event(line) for line in blocks if line]
         else:
             events += [parse_event(block) for block in blocks if block]
         if rest:

@@ -214,11 +214,10 @@ class _UnreadBody:
         _let_go(self._response)
 
 
-# StreamReader's internals that _next_bytes relies on (aiohttp 3.12 to 3.14); without them, readany().
-_DRAINABLE = all(
-    hasattr(StreamReader, name)
-    for name in ("_buffer", "_buffer_offset", "_size", "_cursor", "_http_chunk_splits", "_protocol", "_eof", "_exception", "_timer", "_wait")
-)
+# The reader whose internals _next_bytes relies on (aiohttp 3.12 to 3.14): StreamReader itself, not a
+# subclass (EMPTY_PAYLOAD is one), and none at all in an aiohttp without them (readany() then).
+_INTERNALS = ("_buffer", "_buffer_offset", "_size", "_cursor", "_http_chunk_splits", "_protocol", "_eof", "_exception", "_timer", "_wait")
+_DRAINABLE: type | None = StreamReader if all(hasattr(StreamReader, name) for name in _INTERNALS) else None
 
 
 async def _next_bytes(content: StreamReader) -> bytes:
@@ -230,7 +229,7 @@ async def _next_bytes(content: StreamReader) -> bytes:
     with one join, and reading resumed only when flow control paused it (as readany() would
     after its last chunk; a decompression in progress waits only while paused, too).
     """
-    if type(content) is not StreamReader or not _DRAINABLE:  # (EMPTY_PAYLOAD has no buffer)
+    if type(content) is not _DRAINABLE:  # (EMPTY_PAYLOAD has no buffer)
         return await content.readany()
     buffer = content._buffer
     while not buffer:
@@ -249,8 +248,8 @@ async def _next_bytes(content: StreamReader) -> bytes:
     content._size = 0
     cursor = content._cursor = content._cursor + len(data)
     splits = content._http_chunk_splits
-    if splits:  # as readany(): the splits behind the cursor go, one at the cursor stays
-        last = splits[-1]
+    if splits:  # as readany(): the chunk ends behind the cursor go, one at it stays (a chunk end that
+        last = splits[-1]  # brings no bytes must not wake the reader up for nothing)
         splits.clear()
         if last == cursor:
             splits.append(last)
@@ -270,24 +269,22 @@ class _UpstreamEvents:
 
     async def next_event(self) -> Event | None:
         if not self._pending:
-            self._pending = await self._read()
+            self._pending = await self.next_batch()
         return self._pending.pop(0) if self._pending else None
-
-    async def next_batch(self) -> list[Event]:
-        if self._pending:
-            batch, self._pending = self._pending, []
-            return batch
-        return await self._read()
 
     def ready(self) -> list[Event]:
         batch, self._pending = self._pending, []
         return batch
 
-    async def _read(self) -> list[Event]:
-        """The events of the next network read that completes one; empty at the end."""
+    async def next_batch(self) -> list[Event]:
+        """The events already read, else those of the next network read that completes one; empty at the end."""
+        if self._pending:
+            return self.ready()
+        # the read loop here, not in a coroutine of its own: a frame less on every read of a stream
+        content = self._response.content
         while True:
             try:
-                chunk = await _next_bytes(self._response.content)
+                chunk = await _next_bytes(content)
             except _FAILURES as exc:
                 raise transport_error(exc) from None
             if not chunk:
