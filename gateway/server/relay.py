@@ -66,6 +66,7 @@ class _Failure(Exception):
 
 
 _NULL_USAGE = b',"usage":null}'  # how OpenAI ends every chunk once include_usage is on
+_ABSENT: Any = object()  # a chunk without a usage member, told from one whose usage is null
 _NULL_USAGE_SPELLINGS = (b',"usage":null', b', "usage": null', b'"usage":null,', b'"usage": null, ')
 
 
@@ -142,11 +143,11 @@ class _Chunks:
         _parsed); with `hide_usage`, the usage-only chunk the gateway asked for is noted and
         dropped here too. Any other event goes to _parsed.
         """
-        hide, plain = self.hide_usage, self.plain
+        hide, plain, add = self.hide_usage, self.plain, out.append
         for event in batch:
             raw, data, name = event
             if data is None:  # a comment (keep-alive): passed on
-                out.append(raw)
+                add(raw)
                 continue
             if data == DONE:
                 return event
@@ -155,21 +156,22 @@ class _Chunks:
             except JSONDecodeError:
                 chunk = None
             if type(chunk) is not dict or "error" in chunk or name is not None:
-                out.append(self._parsed(event, chunk))
+                add(self._parsed(event, chunk))
                 continue
-            usage = chunk.get("usage")
-            if usage is not None:
+            usage = chunk.get("usage", _ABSENT)
+            if usage is None:  # OpenAI's null usage: with hide_usage, its bytes cut when spelled as OpenAI does
+                if hide:
+                    if len(raw) != len(data) + 8 or not data.endswith(_NULL_USAGE):
+                        add(self._parsed(event, chunk))
+                        continue
+                    raw = raw[:-16] + b"}\n\n"
+            elif usage is not _ABSENT:
                 if hide and usage and type(usage) is dict and chunk.get("choices") == []:
                     self.usage = usage  # the usage-only chunk the gateway asked for, not the client
                     continue
-                out.append(self._parsed(event, chunk))
+                add(self._parsed(event, chunk))
                 continue
-            if hide and "usage" in chunk:  # OpenAI's null usage: its bytes cut when spelled as OpenAI does
-                if len(raw) != len(data) + 8 or not data.endswith(_NULL_USAGE):
-                    out.append(self._parsed(event, chunk))
-                    continue
-                raw = raw[:-16] + b"}\n\n"
-            out.append(raw if plain else self._fed(chunk, raw))
+            add(raw if plain else self._fed(chunk, raw))
         return None
 
     def opening(self, first: Event, chunk: Any, rest: list[Event], out: list[bytes]) -> Event | None:
