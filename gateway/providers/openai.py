@@ -7,6 +7,7 @@ from typing import Any
 
 import aiohttp
 from aiohttp import hdrs
+from aiohttp.base_protocol import BaseProtocol
 from aiohttp.streams import StreamReader
 from multidict import CIMultiDict, CIMultiDictProxy
 from yarl import URL
@@ -214,10 +215,14 @@ class _UnreadBody:
         _let_go(self._response)
 
 
-# The reader whose internals _next_bytes relies on (aiohttp 3.12 to 3.14): StreamReader itself, not a
+# The reader whose internals _next_bytes relies on (as aiohttp 3.14 has them): StreamReader itself, not a
 # subclass (EMPTY_PAYLOAD is one), and none at all in an aiohttp without them (readany() then).
 _INTERNALS = ("_buffer", "_buffer_offset", "_size", "_cursor", "_http_chunk_splits", "_protocol", "_eof", "_exception", "_timer", "_wait")
-_DRAINABLE: type | None = StreamReader if all(hasattr(StreamReader, name) for name in _INTERNALS) else None
+_DRAINABLE: type | None = (
+    StreamReader
+    if all(hasattr(StreamReader, name) for name in _INTERNALS) and hasattr(BaseProtocol, "_reading_paused")
+    else None
+)
 
 
 async def _next_bytes(content: StreamReader) -> bytes:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from aiohttp.client_proto import ResponseHandler
 from aiohttp.streams import StreamReader
 
@@ -80,4 +81,13 @@ async def test_a_connection_paused_by_flow_control_is_resumed_once_its_bytes_are
     more = body.read_nowait()  # what the parser went on to read once resumed: never, unless it is
     assert more
     reads = [first, more, *await _read_all(body, protocol, len(first) + len(more))]
+    assert b"".join(reads) == b"".join(EVENTS) and reads[-1] == b""
+
+
+async def test_without_the_internals_it_knows_it_reads_as_readany_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    from gateway.providers import openai
+
+    monkeypatch.setattr(openai, "_DRAINABLE", None)  # an aiohttp whose StreamReader is built otherwise
+    protocol, _, body = await _answer(read_bufsize=1024)
+    reads = await _read_all(body, protocol)
     assert b"".join(reads) == b"".join(EVENTS) and reads[-1] == b""
