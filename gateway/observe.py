@@ -76,7 +76,7 @@ class Observers(Observer):
         self.observers = tuple(observers)
         for event in _EVENTS:
             takers = [getattr(observer, event) for observer in self.observers if _takes(observer, event)]
-            setattr(self, event, _fan_out(takers))  # an instance attribute, found before the class's no-op
+            setattr(self, event, _fan_out(takers, _arity(event)))  # an instance attribute, found before the class's no-op
 
 
 def _takes(observer: Observer, event: str) -> bool:
@@ -88,13 +88,28 @@ def _ignore(*args: Any) -> None:
     """An event nobody takes."""
 
 
-def _fan_out(calls: Sequence[Callable[..., None]]) -> Callable[..., None]:
-    """One callable that makes each of `calls` in turn with the same arguments."""
+def _arity(event: str) -> int:
+    """How many arguments `event` takes (its self aside)."""
+    code = getattr(Observer, event).__code__
+    return int(code.co_argcount) - 1
+
+
+def _fan_out(calls: Sequence[Callable[..., None]], arity: int = -1) -> Callable[..., None]:
+    """One callable that makes each of `calls` in turn with the same arguments (`arity` of them, if known)."""
     if not calls:
         return _ignore
     if len(calls) == 1:
         return calls[0]
-    if len(calls) == 2:  # metrics and the access log: what every request ends with
+    if len(calls) == 2 and arity == 1:  # request_ended, to metrics and the access log: every request's end
+        first, second = calls
+
+        # The one argument by name: a call with *args is made through C, ~650 instructions more
+        def both_of_one(arg: Any) -> None:
+            first(arg)
+            second(arg)
+
+        return both_of_one
+    if len(calls) == 2:
         first, second = calls
 
         def both(*args: Any) -> None:
