@@ -141,7 +141,8 @@ class OpenAIProvider:
         url, headers = self._destinations.get((call.target, call.endpoint)) or self._destination(call)
         if call.content_type != JSON or call.client_headers:
             headers = self._call_headers(call, headers)
-        body = aiohttp.BytesPayload(call.body, content_type=call.content_type)
+        raw = call.raw  # the client's bytes, as they usually go; `body` (a property, called from C) otherwise
+        body = aiohttp.BytesPayload(raw if raw is not None else call.body, content_type=call.content_type)
         return self._session.request("POST", url, data=body, headers=headers, allow_redirects=False)
 
     async def _exchange(self, answer: aiohttp.ClientResponse | Awaitable[aiohttp.ClientResponse]) -> Reply:
