@@ -93,8 +93,8 @@ for name, label, floor, instr in rows:
     print(f"| {label} | {ms + ' ms' if ms else ''} | {cpu(name):,.0f} µs | {against} | {shown} | {ratio} |")
 print()
 firsts = {line.split()[0]: float(line.split()[1].split("=")[1]) for line in open(ttft)}
-print(f"added at 1 connection: median latency +{float(p50('gateway')) - float(p50('floor')):.3f} ms (non-stream), "
-      f"time to first token +{firsts['gateway-stream'] - firsts['floor-stream']:.3f} ms "
+print(f"added at 1 connection: median latency {float(p50('gateway')) - float(p50('floor')):+.3f} ms (non-stream), "
+      f"time to first token {firsts['gateway-stream'] - firsts['floor-stream']:+.3f} ms "
       f"(bench/ttft.py: floor {firsts['floor-stream']:.3f} ms, gateway {firsts['gateway-stream']:.3f} ms)")
 print(f"memory on / off: CPU {cpu('gateway-nomemory') / cpu('gateway-memory'):.2f}, "
       f"instructions {counts['gateway'] / counts['gateway-memory']:.2f}")
