@@ -467,5 +467,5 @@ def test_the_planned_turn_leaves_out_exactly_the_resent_copy(stored: list[tuple[
         return spellings[spelling % len(spellings)]
 
     history, sent = [message(*m) for m in stored], [message(*m) for m in turn]
-    repeat = resent_length(history[len(history) - len(sent) :] if sent else [], sent)
+    repeat = resent_length(history[-len(sent) :], sent)  # the newest len(sent) stored, or all of them
     assert plan(history, sent, max_messages=50).new_turn == sent[repeat:]
