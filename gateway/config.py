@@ -157,6 +157,13 @@ class Route:
     name: str
     root: Node
     memory: MemorySettings
+    # The model a memory turn counts tokens for, when the route names one: its first target's
+    # (depth first) overrideParams model. Found once, here, not by a walk per turn.
+    memory_model: str | None = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        first = next(iter_targets(self.root), None)  # none only in a tree being refused
+        object.__setattr__(self, "memory_model", first.model if first is not None else None)
 
     @property
     def first_target(self) -> Target:

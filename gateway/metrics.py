@@ -569,7 +569,8 @@ class Metrics(Observer):
         histogram.counts[bisect_left(histogram.bounds, seconds)] += 1  # _Buckets.observe, inline
         histogram.sum += seconds
 
-    def lock_waited(self, seconds: float) -> None:
+    def lock_waited(self, store: str, seconds: float) -> None:
+        self.store_timed(store, "lock", seconds)
         histogram = self.lock_wait
         if self.multiprocess:
             histogram.observe(seconds)

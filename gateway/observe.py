@@ -52,9 +52,10 @@ class Observer:
         """The turn (`messages` of it, the reply included) is stored."""
 
     def store_timed(self, store: str, operation: str, seconds: float) -> None:
-        """One memory store operation (`load`, `append`, `lock`) took `seconds`."""
+        """One memory store operation (`load`, `append`) took `seconds`."""
 
-    def lock_waited(self, seconds: float) -> None: ...
+    def lock_waited(self, store: str, seconds: float) -> None:
+        """A turn waited `seconds` for its conversation's lock in `store` (the store's `lock` operation)."""
 
     def request_ended(self, trace: Trace) -> None: ...
 

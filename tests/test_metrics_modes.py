@@ -46,7 +46,7 @@ unresolved.endpoint = "chat/completions"
 unresolved.end(401)
 Trace(metrics, "req", "GET", "/v1/models").end(200)
 metrics.store_timed("sqlite", "load", 0.002)
-metrics.lock_waited(0.001)
+metrics.lock_waited("sqlite", 0.001)
 print(metrics.exposition().decode())
 """
 

@@ -69,9 +69,7 @@ class _Hold:
             raise _busy(self._key, exc) from None
         finally:  # a wait that ends in LockTimeout is reported too
             if self._observer is not None:
-                waited = time.monotonic() - started
-                self._observer.lock_waited(waited)
-                self._observer.store_timed(self._store_kind, "lock", waited)
+                self._observer.lock_waited(self._store_kind, time.monotonic() - started)
 
     async def __aexit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None

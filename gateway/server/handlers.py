@@ -180,11 +180,12 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     route = route_for(request, check_model(payload), app[CONFIG])
     trace.resolved(route, stream=check_stream(payload))
     check_messages(payload)
-    # _memory_ask's first look, made here: the usual request (no memoryId) takes no frame for it
-    ask = _memory_ask(request, route) if asks_for_memory(request.headers) else None
+    # _memory_ask written out: the usual request (no memoryId) takes no frame for it
+    headers = request.headers
+    ask = read_memory_headers(headers, route.memory, app[CONFIG].memory.limits) if asks_for_memory(headers) else None
     if ask is None:
         return await forward(request, route, Request("chat/completions", payload, raw, trace.stream, trace), app=app)
-    return await _chat_with_memory(request, route, payload, ask, trace, None)
+    return await _chat_with_memory(request, route, payload, ask, trace, None, app)
 
 
 async def messages(request: web.Request) -> web.StreamResponse:
@@ -372,13 +373,24 @@ def _chat(
 
 
 async def _chat_with_memory(
-    request: web.Request, route: Route, payload: dict[str, Any], ask: MemoryAsk, trace: Trace, reshape: Reshape | None
+    request: web.Request,
+    route: Route,
+    payload: dict[str, Any],
+    ask: MemoryAsk,
+    trace: Trace,
+    reshape: Reshape | None,
+    app: web.Application | None = None,
 ) -> web.StreamResponse:
-    model = route.first_target.model or payload["model"]
-    async with request.app[MEMORY].turn(tenant_of(request), ask, payload["messages"], model, trace=trace) as turn:
+    """A chat turn of a conversation the gateway keeps; `app`: the request's, when the caller holds it."""
+    if app is None:
+        app = request.app
+    tenant = trace.tenant
+    assert tenant is not None  # set for every /v1/ path before its handler runs
+    model = route.memory_model or payload["model"]
+    async with app[MEMORY].turn(tenant, ask, payload["messages"], model, trace=trace) as turn:
         payload = {**payload, "messages": turn.plan.forwarded}
         call = Request("chat/completions", payload, None, trace.stream, trace)
-        return await forward(request, route, call, turn=turn, reshape=reshape)
+        return await forward(request, route, call, turn=turn, reshape=reshape, app=app)
 
 
 async def completions(request: web.Request) -> web.StreamResponse:
