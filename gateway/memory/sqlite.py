@@ -2,8 +2,9 @@
 
 A turn reads only the newest part of a conversation: its rows newest first, until the reach is
 covered (`reach`), so a read costs the same for 20 stored messages or 1,000. A turn is written
-by one upsert of its conversation row (which returns where its messages go) and one insert of
-its messages; appends queued together share one transaction and one hop to the thread.
+by one statement on its conversation row and one insert of its messages: a guarded UPDATE when
+the thread remembers the row as it last wrote it (`_Range`), else the upsert, which returns
+where the messages go. Appends queued together share one transaction and one hop to the thread.
 
 A hop to that thread costs more than the query itself, so conversations this process wrote or
 read are also kept in a bounded write-through cache (the newest part read, updated by each write)
@@ -73,7 +74,9 @@ UPDATE conversations SET first_seq = ?1, last_seq = ?2, updated_at = ?3
 WHERE tenant = ?4 AND memory_id = ?5 AND first_seq = ?6 AND last_seq = ?7 AND updated_at = ?8
 """
 _SET_SYSTEM: Final = "UPDATE conversations SET system = ? WHERE tenant = ? AND memory_id = ?"
-_KNOWN_RANGES: Final = 65_536  # rows the thread remembers (`_Range`), forgotten all at once beyond
+# Rows the thread remembers (`_Range`), the oldest remembered forgotten first beyond: ~330 bytes
+# each (its key's strings), ~1.4 MB in all. A forgotten row costs its next turn the upsert.
+_KNOWN_RANGES: Final = 4_096
 _INSERT: Final = "INSERT INTO messages (tenant, memory_id, seq, role, body, encoding, tokens) VALUES "
 _MANY_AT_ONCE: Final = 16  # turns of up to this many messages are inserted by one statement
 _TRIM_EVERY: Final = 32  # messages below first_seq are deleted in bunches of about this many (see _write)
@@ -261,8 +264,8 @@ class SQLiteStore:
                     first, last, day = cursor.execute(
                         _UPSERT, (*write.key, write.system, now, added, cutoff, self._cap, today)
                     ).fetchone()
-                    if len(ranges) >= _KNOWN_RANGES:
-                        ranges.clear()
+                    if len(ranges) >= _KNOWN_RANGES and write.key not in ranges:
+                        del ranges[next(iter(ranges))]  # the longest remembered
                     known = ranges[write.key] = _Range(first, last, now, day)
                 first, last = known.first, known.last
                 if known.day != today:

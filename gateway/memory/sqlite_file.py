@@ -2,8 +2,9 @@
 
 A message row carries its token count (`encoding`, `tokens`) beside its JSON, so a read can size
 a token window from the counts as it goes. A conversation row carries the range of its message
-numbers (`first_seq`..`last_seq`, contiguous), so a turn is written by one upsert that returns
-where its messages go, and a read knows how many older messages it left unread. Message rows
+numbers (`first_seq`..`last_seq`, contiguous), so a turn's messages are numbered by the one
+statement that moves the range on (the store's upsert, or its guarded update), and a read knows
+how many older messages it left unread. Message rows
 below `first_seq` are never read (a store deletes them in bunches).
 
 Files made before these columns are upgraded when opened: the columns are added (no rewrite of

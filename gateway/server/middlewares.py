@@ -92,7 +92,10 @@ class Authenticator:
 
     With no keys configured every caller shares one tenant. Keys are kept as SHA-256 digests and
     a token is looked up by its digest: what the lookup's timing could tell is about digests,
-    which a caller cannot steer toward a key's without knowing the key.
+    which a caller cannot steer toward a key's without knowing the key. An `Authorization` value
+    once found to hold a valid key is remembered as it came (so valid keys stay in the process's
+    memory as text, as a config's `key:` does) and looked up first, by a string hash the caller
+    cannot steer either; a wrong key is never remembered.
     """
 
     def __init__(self, keys: Sequence[ApiKey]) -> None:

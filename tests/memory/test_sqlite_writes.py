@@ -5,6 +5,9 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+import pytest
+
+from gateway.memory import sqlite
 from gateway.memory.policies import Entry
 from gateway.memory.sqlite import SQLiteStore
 from gateway.memory.store import Key
@@ -59,4 +62,32 @@ async def test_a_remembered_row_keeps_the_cap_and_a_new_system(tmp_path: Path) -
     assert conversation is not None
     assert [m["content"] for m in conversation.messages] == ["q2", "q3", "q4"]
     assert conversation.system == [{"role": "system", "content": "be brief"}]
+    await store.close()
+
+
+async def test_a_row_this_store_wrote_moves_on_by_the_guarded_update_not_the_upsert(tmp_path: Path) -> None:
+    store = SQLiteStore(str(tmp_path / "m.db"), ttl_seconds=60, max_messages=100, lock_timeout=1)
+    await store.append(KEY, said("a"), system=None)  # a first write: the upsert
+    statements: list[str] = []
+    assert store._db is not None
+    store._db.set_trace_callback(statements.append)  # called on the store's thread, for each statement
+    await store.append(KEY, said("b"), system=None)
+    rows = [s.strip() for s in statements if "conversations" in s and s.lstrip().startswith(("INSERT", "UPDATE"))]
+    assert rows and rows[0].startswith("UPDATE conversations SET") and not any("ON CONFLICT" in s for s in rows)
+    assert await contents(store) == ["a", "b"]
+    await store.close()
+
+
+async def test_remembered_rows_are_bounded_and_a_forgotten_one_is_written_by_the_upsert(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sqlite, "_KNOWN_RANGES", 3)
+    store = SQLiteStore(str(tmp_path / "m.db"), ttl_seconds=60, max_messages=100, lock_timeout=1)
+    keys = [("team-a", f"conv-{n}") for n in range(4)]
+    for key in keys:
+        await store.append(key, said("first"), system=None)
+    assert list(store._ranges) == keys[1:]  # the oldest went, alone
+    await store.append(keys[0], said("again"), system=None)  # forgotten: through the upsert, still right
+    conversation = await store.load(keys[0])
+    assert conversation is not None and [m["content"] for m in conversation.messages] == ["first", "again"]
     await store.close()
