@@ -70,8 +70,25 @@ class FrontDoor:
     __call__ = handle
 
 
-def open_front_door(app: web.Application) -> FrontDoor:
-    """Serve `app`'s plain paths through a FrontDoor; returns it."""
+def can_open(app: web.Application) -> bool:
+    """Whether `app` is built as the door assumes and this aiohttp has the parts it takes over.
+
+    The door stacks middlewares as new-style ones (`handler` by keyword) and sets a match info's
+    current application to `app`: old-style middlewares or sub-applications leave the door shut.
+    """
+    return (
+        all(getattr(middleware, "__middleware_version__", None) == 1 for middleware in app.middlewares)
+        and not any(isinstance(resource, web.PrefixedSubAppResource) for resource in app.router.resources())
+        and callable(getattr(app, "_handle", None))
+        and all(hasattr(web.UrlMappingMatchInfo, name) for name in ("add_app", "freeze", "current_app"))
+        and "_match_info" in getattr(web.Request, "ATTRS", ())  # what Application._handle sets on a request
+    )
+
+
+def open_front_door(app: web.Application) -> FrontDoor | None:
+    """Serve `app`'s plain paths through a FrontDoor, when `can_open(app)`; returns it, or None."""
+    if not can_open(app):
+        return None
     door = FrontDoor(app)
     # What aiohttp's runners serve (AppRunner, TestServer). The bound method, not the door: an
     # instance's __call__ is reached through C, at ~1k instructions a request more.

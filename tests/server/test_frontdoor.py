@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from gateway.server.frontdoor import FrontDoor
+from gateway.server.frontdoor import FrontDoor, open_front_door
 from tests.conftest import Gateway
 from tests.server.test_bad_input import AUTH, CONFIG, assert_error, call
 
@@ -120,6 +120,24 @@ async def test_placeholders_and_any_method_routes_stay_with_the_router() -> None
     app.router.add_post("/items/{id}", handler)
     door = FrontDoor(app)
     assert door.paths() == {("POST", "/a")}
+
+
+async def test_an_old_style_middleware_or_a_sub_application_keeps_the_door_shut() -> None:
+    async def handler(request: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    async def old_style(app: web.Application, handler: Any) -> Any:  # aiohttp's pre-3.0 factory
+        return handler
+
+    plain = web.Application()
+    plain.router.add_post("/a", handler)
+    assert open_front_door(plain) is not None
+    for app in (web.Application(middlewares=[old_style]), web.Application()):
+        app.router.add_post("/a", handler)
+        if not app.middlewares:
+            app.add_subapp("/sub/", web.Application())
+        own = app._handle
+        assert open_front_door(app) is None and app._handle == own  # aiohttp's own way in, untouched
 
 
 async def test_middlewares_run_in_aiohttps_order(aiohttp_client: Any) -> None:
