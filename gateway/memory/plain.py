@@ -63,17 +63,11 @@ class PlainHistory:
                 running.append(running[-1] + count)
             else:  # a message stored uncounted, or counted in another encoding: no token sums
                 running = self.running = None
-        if drop > 0:  # here rather than by a call to drop_oldest: a store at its cap drops on every write
+        if drop > 0:  # in the same call: a store at its cap drops on every write
             del messages[:drop]
             if running is not None:
                 del running[:drop]
         return True
-
-    def drop_oldest(self, count: int) -> None:
-        """Forget the `count` oldest messages (a store's cap dropped them)."""
-        del self.messages[:count]
-        if self.running is not None:
-            del self.running[:count]
 
     def newest(self, count: int) -> tuple[list[Message], bool]:
         """The newest `count` messages (none when count <= 0), and whether that is all of them."""

@@ -62,7 +62,7 @@ def test_a_plain_history_plans_as_the_walk_does(
 def test_dropping_the_oldest_keeps_the_sums_of_the_rest(history: list[Entry], dropped: int, budget: int) -> None:
     plain = PlainHistory.of(history)
     assert plain is not None
-    plain.drop_oldest(dropped)
+    assert plain.extend([], drop=dropped)
     rest = PlainHistory.of(history[dropped:])
     assert rest is not None and plain.messages == rest.messages
     sums, rest_sums = plain.sums_in("o200k_base"), rest.sums_in("o200k_base")
