@@ -109,11 +109,7 @@ class Turn(_Hold):
         model: str | None,
         trace: Trace,
     ) -> None:
-        # _Hold.__init__'s work, without a call to it
-        self._key = key
-        self._lock = memory.store.lock(key)
-        self._observer = trace.observer
-        self._store_kind = memory.store_kind
+        _Hold.__init__(self, memory, key, trace.observer)
         self._memory = memory
         self._settings = settings
         self._messages = messages

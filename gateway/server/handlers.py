@@ -113,7 +113,7 @@ async def forward(
             call = with_stream_usage(call)
     result = await app[DISPATCHER].dispatch(route, call)
     reply = result.reply
-    headers = gateway_headers(call.trace, route, result, result.headers if reply is None else reply.headers)
+    headers = gateway_headers(call.trace, route, result, None if reply is None else reply.headers)
     if turn is not None:
         headers.update(turn.headers)
     if reply is None:

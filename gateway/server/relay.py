@@ -340,7 +340,7 @@ async def relay_stream(
     # As headers, not through aiohttp's content_type setter, which parses the header it replaces.
     response = _EventStreamResponse(status=200, headers={**headers, **_SSE_HEADERS})
     chunks: _Reader = _Chunks(target, sink, translator, hide_usage) if api is None else _Events(target, api)
-    plain = api is None and sink is None and translator is None
+    plain = isinstance(chunks, _Chunks) and chunks.plain  # its finish() would give `[DONE]` as it came
     out: list[bytes] = []  # the current read's bytes for the client, written once it is looked at
     outcome: str | None = None  # how the attempt ended, when not as the upstream's status
     idle = target.stream_idle_timeout
@@ -364,7 +364,7 @@ async def relay_stream(
             if not batch:
                 raise _Failure(f"{target.name}: upstream stream ended without {chunks.cut_off}", "upstream_stream_error")
             end = chunks.relay(batch, out)
-        # a plain chat stream ends with the upstream's own `[DONE]`: no coroutine to await for it
+        # a plain chat stream ends with the upstream's own `[DONE]`, as _Chunks.finish gives it: no coroutine to await
         out.append(end.raw if plain else await chunks.finish(end))
         if chunks.failed is not None:
             outcome = STREAM_ERROR
