@@ -305,6 +305,15 @@ class _TargetChildren:
     fallbacks: dict[str, Child] = field(default_factory=dict)
 
 
+@dataclass(slots=True)
+class _StoreChildren:
+    """A store's series a memory turn adds to: its lock, load and append durations."""
+
+    lock: Child
+    load: Child
+    append: Child
+
+
 def _leaves_with_triggers(node: Node, triggers: frozenset[str] = frozenset()) -> Iterator[tuple[Target, frozenset[str]]]:
     """Every target with the outcomes that would move the walk on from it (fallback reasons).
 
@@ -416,6 +425,7 @@ class Metrics(Observer):
         }
         self._memory = {kind: self._memory_children(kind) for kind in MEMORY_TYPES}
         self._store: dict[tuple[str, str], Child] = {}
+        self._stores: dict[str, _StoreChildren] = {}
 
     def _route_children(self, name: str) -> _RouteChildren:
         children = _RouteChildren(
@@ -577,6 +587,45 @@ class Metrics(Observer):
             return
         histogram.counts[bisect_left(histogram.bounds, seconds)] += 1  # _Buckets.observe, inline
         histogram.sum += seconds
+
+    def memory_turn(
+        self, trace: Trace, store: str, waited: float, loaded: float, appended: float | None, stored: int
+    ) -> None:
+        """The series of lock_waited, store_timed (load, append) and memory_planned, in one call."""
+        children = self._stores.get(store) or self._store_children(store)
+        memory_type, evicted = trace.memory_type or "", trace.evicted or 0
+        memory = self._memory.get(memory_type)
+        if memory is None:
+            memory = self._memory[memory_type] = self._memory_children(memory_type)
+        if self.multiprocess:
+            children.lock.observe(waited)
+            self.lock_wait.observe(waited)
+            children.load.observe(loaded)
+            memory[0].inc()
+            if evicted:
+                memory[1].inc(evicted)
+            if appended is not None:
+                children.append.observe(appended)
+            return
+        # _Buckets.observe and _Count.inc, inline
+        lock, wait, load = children.lock, self.lock_wait, children.load
+        lock.counts[bisect_left(lock.bounds, waited)] += 1
+        lock.sum += waited
+        wait.counts[bisect_left(wait.bounds, waited)] += 1
+        wait.sum += waited
+        load.counts[bisect_left(load.bounds, loaded)] += 1
+        load.sum += loaded
+        memory[0].value += 1
+        memory[1].value += evicted
+        if appended is not None:
+            append = children.append
+            append.counts[bisect_left(append.bounds, appended)] += 1
+            append.sum += appended
+
+    def _store_children(self, store: str) -> _StoreChildren:
+        # labels() gives a series' one child however often asked: store_timed adds to these same ones
+        children = self._stores[store] = _StoreChildren(*(self.store_duration.labels(store, op) for op in ("lock", "load", "append")))
+        return children
 
     def request_ended(self, trace: Trace) -> None:
         if trace.endpoint is None:  # not a model request (/v1/models, /v1/memory, ...)

@@ -57,6 +57,26 @@ class Observer:
     def lock_waited(self, store: str, seconds: float) -> None:
         """A turn waited `seconds` for its conversation's lock in `store` (the store's `lock` operation)."""
 
+    def memory_turn(
+        self, trace: Trace, store: str, waited: float, loaded: float, appended: float | None, stored: int
+    ) -> None:
+        """A planned memory turn lets its conversation go: what it did, told once.
+
+        It waited `waited` seconds for the conversation's lock in `store` and read the
+        conversation in `loaded` (its first read; a wider one is a `store_timed` of its own),
+        planned what `trace.memory_type` and `trace.evicted` say, tried to write its turn in
+        `appended` seconds (None: it did not try) and stored `stored` messages (0: none). By
+        default, the events it stands for: `lock_waited`, `store_timed`, `memory_planned`,
+        `store_timed` and `memory_stored`. A turn that never planned tells `lock_waited` alone.
+        """
+        self.lock_waited(store, waited)
+        self.store_timed(store, "load", loaded)
+        self.memory_planned(trace, trace.memory_type or "", trace.evicted or 0)
+        if appended is not None:
+            self.store_timed(store, "append", appended)
+        if stored:
+            self.memory_stored(trace, stored)
+
     def request_ended(self, trace: Trace) -> None: ...
 
 
@@ -80,9 +100,16 @@ class Observers(Observer):
             setattr(self, event, _fan_out(takers, _arity(event)))  # an instance attribute, found before the class's no-op
 
 
+# An event that stands for others (by default it tells them): an observer takes it when it takes any of them.
+_FOLDED = {"memory_turn": ("lock_waited", "store_timed", "memory_planned", "memory_stored")}
+
+
 def _takes(observer: Observer, event: str) -> bool:
     """Whether `observer` does something on `event` (it does not just inherit Observer's no-op)."""
-    return getattr(getattr(observer, event), "__func__", None) is not getattr(Observer, event)
+    return any(
+        getattr(getattr(observer, name), "__func__", None) is not getattr(Observer, name)
+        for name in (event, *_FOLDED.get(event, ()))
+    )
 
 
 def _ignore(*args: Any) -> None:

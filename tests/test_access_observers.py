@@ -54,3 +54,35 @@ def test_a_trace_starts_from_the_defaults_and_keeps_its_own_values() -> None:
     assert (first.attempts, first.tenant, first.route, first.status) == (1, "team-a", None, 0)
     assert (second.attempts, second.tenant, second.request_id, second.target) == (0, None, "", None)
     assert second.observer is not None and second.duration >= 0
+
+
+class MemoryRecorder(observe.Observer):
+    """Takes the finer memory events (not memory_turn), writing down what it was told."""
+
+    def __init__(self, told: list[str]) -> None:
+        self.told = told
+
+    def lock_waited(self, store: str, seconds: float) -> None:
+        self.told.append(f"lock {store} {seconds}")
+
+    def store_timed(self, store: str, operation: str, seconds: float) -> None:
+        self.told.append(f"{operation} {store} {seconds}")
+
+    def memory_planned(self, trace: observe.Trace, memory_type: str, evicted: int) -> None:
+        self.told.append(f"planned {memory_type} {evicted}")
+
+    def memory_stored(self, trace: observe.Trace, messages: int) -> None:
+        self.told.append(f"stored {messages}")
+
+
+@pytest.mark.parametrize("alone", [True, False])
+def test_a_memory_turn_reaches_an_observer_of_the_finer_events_as_those(alone: bool) -> None:
+    told: list[str] = []
+    recorder = MemoryRecorder(told)
+    observer = recorder if alone else observe.combine([recorder, Recorder("r", [])])
+    trace = observe.Trace(observer)
+    trace.memory_type, trace.evicted = "token_window", 4
+    observer.memory_turn(trace, "sqlite", 0.5, 0.25, 0.125, 2)
+    observer.memory_turn(trace, "sqlite", 0.5, 0.25, None, 0)  # a turn whose upstream failed: no write
+    turn = ["lock sqlite 0.5", "load sqlite 0.25", "planned token_window 4"]
+    assert told == [*turn, "append sqlite 0.125", "stored 2", *turn]

@@ -51,7 +51,7 @@ class UnstorableReplyError(GatewayError):
 class _Hold:
     """`Memory.hold`: a plain class, cheaper per request than a generator-based context manager."""
 
-    __slots__ = ("_key", "_lock", "_observer", "_store_kind")
+    __slots__ = ("_key", "_lock", "_observer", "_store_kind", "_waited")
 
     def __init__(self, memory: Memory, key: Key, observer: Observer | None) -> None:
         self._key = key
@@ -61,19 +61,28 @@ class _Hold:
 
     async def __aenter__(self) -> None:
         started = time.monotonic()
+        taken = False
         try:
             await self._lock.__aenter__()
+            taken = True
         except StoreUnavailable as exc:
             raise _unavailable(exc) from None
         except LockTimeout as exc:
             raise _busy(self._key, exc) from None
-        finally:  # a wait that ends in LockTimeout is reported too
-            if self._observer is not None:
-                self._observer.lock_waited(self._store_kind, time.monotonic() - started)
+        finally:
+            self._waited = time.monotonic() - started
+            if not taken:  # a wait that ends in LockTimeout (or a failure) is reported now, a held lock's when let go
+                self._report()
+
+    def _report(self) -> None:
+        """Tell the observer what the hold did: how long it waited for the lock."""
+        if self._observer is not None:
+            self._observer.lock_waited(self._store_kind, self._waited)
 
     async def __aexit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
     ) -> bool:
+        self._report()
         try:
             await self._lock.__aexit__(kind, exc, traceback)
         except StoreUnavailable as failure:
@@ -95,7 +104,10 @@ class Turn(_Hold):
     fewer is paid on every memory request.
     """
 
-    __slots__ = ("_assembler", "_counts", "_encoding", "_memory", "_messages", "_model", "_settings", "_trace", "headers", "plan")
+    __slots__ = (
+        "_appended", "_assembler", "_counts", "_encoding", "_loaded", "_memory", "_messages", "_model", "_settings",
+        "_stored", "_trace", "headers", "plan",
+    )  # fmt: skip
 
     plan: Plan  # set on entering
     headers: dict[str, str]
@@ -116,6 +128,10 @@ class Turn(_Hold):
         self._model = model
         self._trace = trace
         self._assembler: ReplyAssembler | None = None  # only a stream needs one
+        # What the turn did, told to the observer once, when it lets the conversation go (_report)
+        self._loaded: float | None = None  # None until planned
+        self._appended: float | None = None  # None unless a write was tried
+        self._stored = 0
 
     async def __aenter__(self) -> Turn:  # type: ignore[override]  # _Hold's gives nothing; a turn gives itself
         memory, trace = self._memory, self._trace
@@ -123,19 +139,14 @@ class Turn(_Hold):
         self._counts = counts = memory._counts_by_encoding.get(encoding) or await memory._counts(encoding)
         await _Hold.__aenter__(self)
         try:
-            plan = await memory.plan(
-                self._key,
-                self._settings,
-                self._messages,
-                count=counts.count,
-                encoding=encoding,
-                trace=trace,
-                count_on_loop=counts.count_on_loop,
+            plan, self._loaded = await memory._plan(
+                self._key, self._settings, self._messages, counts.count, counts.count_on_loop, encoding, trace
             )
         except BaseException as exc:
             await self.__aexit__(type(exc), exc, exc.__traceback__)
             raise
-        trace.memory_planned(self._settings.memory_type, plan.evicted)
+        # what Trace.memory_planned sets: the observer is told with the rest when the turn ends (_report)
+        trace.memory_type, trace.evicted = self._settings.memory_type, plan.evicted
         self.plan = plan
         self.headers = {
             "x-memory-id": self._key[1],
@@ -143,6 +154,14 @@ class Turn(_Hold):
             "x-memory-evicted": str(plan.evicted),
         }
         return self
+
+    def _report(self) -> None:
+        """Tell the observer what the turn did, in one event (a turn that did not plan: its lock's wait)."""
+        if self._loaded is None:
+            _Hold._report(self)
+            return
+        trace = self._trace
+        trace.observer.memory_turn(trace, self._store_kind, self._waited, self._loaded, self._appended, self._stored)
 
     @property
     def assembler(self) -> ReplyAssembler:
@@ -187,7 +206,6 @@ class Turn(_Hold):
             counts = await self._memory.offload(lambda: [count(m) for m in messages], messages)
         encoding = self._encoding
         entries = [Entry(m, {encoding: n}) for m, n in zip(messages, counts, strict=True)]
-        trace = self._trace
         started = time.monotonic()
         try:
             # A client that leaves now cannot cut the write in half: stores finish it on their own,
@@ -196,8 +214,8 @@ class Turn(_Hold):
         except StoreUnavailable as exc:
             raise _unavailable(exc) from None
         finally:
-            trace.observer.store_timed(self._memory.store_kind, "append", time.monotonic() - started)
-        trace.memory_stored(len(entries))
+            self._appended = time.monotonic() - started
+        self._stored = len(entries)
 
 
 def malformed_reply(message: Message) -> str | None:
@@ -336,15 +354,33 @@ class Memory:
         Planned on the loop unless a text is too large to count there (`count_on_loop` refuses it;
         by default `count` guarded by the text's size), then on a thread.
         """
-        on_loop = count_on_loop or _counted_on_loop(count)
+        plan, loaded = await self._plan(key, settings, messages, count, count_on_loop or _counted_on_loop(count), encoding, trace)
+        trace.observer.store_timed(self.store_kind, "load", loaded)
+        return plan
+
+    async def _plan(
+        self,
+        key: Key,
+        settings: MemorySettings,
+        messages: Sequence[Mapping[str, Any]],
+        count: TokenCounter,
+        on_loop: TokenCounter,
+        encoding: str,
+        trace: Trace,
+    ) -> tuple[Plan, float]:
+        """`plan`, and the seconds its first read took, for the caller to report: a wider read is reported here."""
         reach = first_reach(settings, messages)
+        loaded: float | None = None
         while True:
             started = time.monotonic()
             try:
                 conversation = await self.store.load_tail(key, reach)
             except StoreUnavailable as exc:
                 raise _unavailable(exc) from None
-            trace.observer.store_timed(self.store_kind, "load", time.monotonic() - started)
+            if loaded is None:
+                loaded = time.monotonic() - started
+            else:
+                trace.observer.store_timed(self.store_kind, "load", time.monotonic() - started)
             if conversation is None:
                 conversation = _NO_CONVERSATION
             system, entries, older, plain = conversation.system, conversation.entries, conversation.older, conversation.plain
@@ -356,7 +392,7 @@ class Memory:
                 )
                 plan = await self._on_thread(work)
             if not plan.wants_older:
-                return plan
+                return plan, loaded
             reach = wider_reach(len(entries))
 
     def hold(self, key: Key, observer: Observer | None = None) -> AbstractAsyncContextManager[None]:
