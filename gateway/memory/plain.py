@@ -76,15 +76,14 @@ class PlainHistory:
             return self.messages[:], True
         return self.messages[size - count :] if count > 0 else [], False
 
-    def sums_in(self, encoding: str) -> list[int] | None:
-        """The running sums of the counts, when every message has one in `encoding`; else None."""
-        return self.running if self.encoding == encoding else None
+    def newest_within(self, encoding: str, budget: int) -> tuple[list[Message], bool] | None:
+        """The newest messages whose counts in `encoding` add up to at most `budget`, and whether that is all of them.
 
-    def newest_within(self, sums: list[int], budget: int) -> tuple[list[Message], bool]:
-        """The newest messages whose counts add up to at most `budget`, and whether that is all of them.
-
-        `sums` is what `sums_in` gave for the encoding of the budget.
+        None when a message has no count in `encoding` (the window must count them).
         """
+        sums = self.running
+        if sums is None or self.encoding != encoding:
+            return None
         size = len(self.messages)
         start = min(bisect_left(sums, sums[-1] - budget), size)  # the oldest message that still fits
         return self.messages[start:], start == 0

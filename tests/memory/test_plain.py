@@ -62,24 +62,23 @@ def test_a_plain_history_plans_as_the_walk_does(
 def test_dropping_the_oldest_keeps_the_sums_of_the_rest(history: list[Entry], dropped: int, budget: int) -> None:
     plain = PlainHistory.of(history)
     assert plain is not None
+    dropped = min(dropped, len(history))  # a store drops no more than it holds
     assert plain.extend([], drop=dropped)
     rest = PlainHistory.of(history[dropped:])
     assert rest is not None and plain.messages == rest.messages
-    sums, rest_sums = plain.sums_in("o200k_base"), rest.sums_in("o200k_base")
-    if sums is not None and rest_sums is not None:  # a history counted in the encoding
-        assert plain.newest_within(sums, budget) == rest.newest_within(rest_sums, budget)
+    window, rest_window = plain.newest_within("o200k_base", budget), rest.newest_within("o200k_base", budget)
+    if window is not None and rest_window is not None:  # a history counted in the encoding
+        assert window == rest_window
 
 
 def test_a_message_that_fits_the_budget_exactly_is_kept() -> None:
     history = [Entry({"role": "user", "content": str(n)}, {"o200k_base": n}) for n in (5, 7, 11)]
     plain = PlainHistory.of(history)
     assert plain is not None
-    sums = plain.sums_in("o200k_base")
-    assert sums is not None
-    assert plain.newest_within(sums, 18) == ([history[1].message, history[2].message], False)
-    assert plain.newest_within(sums, 17) == ([history[2].message], False)
-    assert plain.newest_within(sums, 23) == ([entry.message for entry in history], True)
-    assert plain.newest_within(sums, -1) == ([], False)
+    assert plain.newest_within("o200k_base", 18) == ([history[1].message, history[2].message], False)
+    assert plain.newest_within("o200k_base", 17) == ([history[2].message], False)
+    assert plain.newest_within("o200k_base", 23) == ([entry.message for entry in history], True)
+    assert plain.newest_within("o200k_base", -1) == ([], False)
     assert PlainHistory().newest(-1) == ([], True)  # as the walk: nothing was there to stop it
     assert plain.newest(0) == ([], False) and plain.newest(3) == ([entry.message for entry in history], True)
 
@@ -95,9 +94,10 @@ def test_a_tool_call_or_result_makes_a_history_not_plain() -> None:
 
 def test_sums_are_only_in_the_encoding_every_message_was_counted_in() -> None:
     plain = PlainHistory.of([Entry({"role": "user", "content": "q"}, {"o200k_base": 4})])
-    assert plain is not None and plain.sums_in("o200k_base") == [0, 4] and plain.sums_in("cl100k_base") is None
+    assert plain is not None and plain.newest_within("o200k_base", 4) == ([{"role": "user", "content": "q"}], True)
+    assert plain.newest_within("cl100k_base", 4) is None
     plain.extend([Entry({"role": "assistant", "content": "a"}, {"cl100k_base": 4})])
-    assert plain.sums_in("o200k_base") is None
+    assert plain.newest_within("o200k_base", 4) is None
     assert plain.newest(1) == ([{"role": "assistant", "content": "a"}], False)  # a message window still serves
 
 
@@ -107,9 +107,10 @@ def test_a_write_that_drops_the_oldest_as_it_extends_keeps_the_sums_of_the_rest(
 ) -> None:
     """What a store at its cap does on each write: the new entries in, the oldest out, in one call."""
     plain = PlainHistory.of(history[:split])
+    dropped = min(dropped, len(history))  # a store drops no more than it holds
     assert plain is not None and plain.extend(history[split:], dropped)
     rest = PlainHistory.of(history[dropped:])
     assert rest is not None and plain.messages == rest.messages
-    sums, rest_sums = plain.sums_in("o200k_base"), rest.sums_in("o200k_base")
-    if sums is not None and rest_sums is not None:
-        assert plain.newest_within(sums, budget) == rest.newest_within(rest_sums, budget)
+    window, rest_window = plain.newest_within("o200k_base", budget), rest.newest_within("o200k_base", budget)
+    if window is not None and rest_window is not None:  # a history counted in the encoding
+        assert window == rest_window
