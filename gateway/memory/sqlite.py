@@ -2,9 +2,10 @@
 
 A turn reads only the newest part of a conversation: its rows newest first, until the reach is
 covered (`reach`), so a read costs the same for 20 stored messages or 1,000. A turn is written
-by one statement on its conversation row and one insert of its messages: a guarded UPDATE when
-the thread remembers the row as it last wrote it (`_Range`), else the upsert, which returns
-where the messages go. Appends queued together share one transaction and one hop to the thread.
+by one statement on its conversation row and one insert of its messages (one row for most turns:
+see sqlite_file): a guarded UPDATE when the thread remembers the row as it last wrote it
+(`_Range`), else the upsert, which returns where the messages go. Appends queued together share
+one transaction and one hop to the thread.
 
 A hop to that thread costs more than the query itself, so conversations this process wrote or
 read are also kept in a bounded write-through cache (the newest part read, updated by each write)
@@ -31,14 +32,23 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, TypeVar
+from typing import Any, Final, NamedTuple, TypeVar
 
 import orjson
 
 from gateway.memory.plain import PlainHistory
 from gateway.memory.policies import Entry, Message
 from gateway.memory.reach import Reach, Tally, stored_count
-from gateway.memory.sqlite_file import DAY, message_row, open_file, read_entry, transaction
+from gateway.memory.sqlite_file import (
+    DAY,
+    MOST_IN_A_ROW,
+    message_rows,
+    newest_first,
+    open_file,
+    read_row,
+    row_floor,
+    transaction,
+)
 from gateway.memory.store import Conversation, Key, KeyLocks, LockLost, LockTimeout, StoreUnavailable
 from gateway.memory.worker import Worker
 
@@ -65,28 +75,30 @@ RETURNING first_seq, last_seq, touched_day
 """
 _TOUCH: Final = "UPDATE conversations SET touched_day = ? WHERE tenant = ? AND memory_id = ?"
 # A write to a conversation whose row this thread knows (`_Range`): the new range is worked out
-# here, and the row is updated only if it still holds what this thread last wrote (?6..?8).
-# About a third of _UPSERT's cost: no insert attempt, no RETURNING (whose ephemeral table is
-# most of it). ?1 first_seq, ?2 last_seq, ?3 now, ?4 tenant, ?5 memory_id. A new system prompt
-# (rare) is set by _SET_SYSTEM after it: a text bound on every write costs ~1k instructions.
+# here, and the row is updated only if it still holds what this thread last wrote (?6..?9, the
+# `_Range` as it is). About a third of _UPSERT's cost: no insert attempt, no RETURNING (whose
+# ephemeral table is most of it). ?1 tenant, ?2 memory_id, ?3 first_seq, ?4 last_seq, ?5 now.
+# A new system prompt (rare) is set by _SET_SYSTEM after it: a text bound on every write costs
+# ~1k instructions.
 _UPDATE_KNOWN: Final = """
-UPDATE conversations SET first_seq = ?1, last_seq = ?2, updated_at = ?3
-WHERE tenant = ?4 AND memory_id = ?5 AND first_seq = ?6 AND last_seq = ?7 AND updated_at = ?8
+UPDATE conversations SET first_seq = ?3, last_seq = ?4, updated_at = ?5
+WHERE tenant = ?1 AND memory_id = ?2 AND first_seq = ?6 AND last_seq = ?7 AND updated_at = ?8 AND touched_day = ?9
 """
 _SET_SYSTEM: Final = "UPDATE conversations SET system = ? WHERE tenant = ? AND memory_id = ?"
 # Rows the thread remembers (`_Range`), the oldest remembered forgotten first beyond: ~330 bytes
 # each (its key's strings), ~1.4 MB in all. A forgotten row costs its next turn the upsert.
 _KNOWN_RANGES: Final = 4_096
 _INSERT: Final = "INSERT INTO messages (tenant, memory_id, seq, role, body, encoding, tokens) VALUES "
-_MANY_AT_ONCE: Final = 16  # turns of up to this many messages are inserted by one statement
 _TRIM_EVERY: Final = 32  # messages below first_seq are deleted in bunches of about this many (see _write)
 _TRIM: Final = "DELETE FROM messages WHERE tenant = ? AND memory_id = ? AND seq < ?"
+# The row before ?3: it may hold messages numbered ?3 on too (a turn's row).
+_HOLDING: Final = (
+    "SELECT seq, body, encoding, tokens FROM messages WHERE tenant = ? AND memory_id = ? AND seq < ? ORDER BY seq DESC LIMIT 1"
+)
 _CONVERSATION: Final = "SELECT system, updated_at, first_seq, last_seq FROM conversations WHERE tenant = ? AND memory_id = ?"
 _NEWEST_FIRST: Final = (
-    "SELECT seq, role, body, encoding, tokens FROM messages WHERE tenant = ? AND memory_id = ? AND seq >= ? "
-    "ORDER BY seq DESC"
+    "SELECT seq, body, encoding, tokens FROM messages WHERE tenant = ? AND memory_id = ? AND seq >= ? ORDER BY seq DESC"
 )
-_ALL: Final = "SELECT body, encoding, tokens FROM messages WHERE tenant = ? AND memory_id = ? AND seq >= ? ORDER BY seq"
 
 
 @dataclass(slots=True)
@@ -116,7 +128,8 @@ class _Write:
     """One turn to append; `cached` is its conversation as cached before, out of the cache until written."""
 
     key: Key
-    rows: list[tuple[str, str, str, int | None]]
+    rows: int  # message rows: one for most turns (see sqlite_file)
+    insert: list[Any]  # _insert_rows' parameters: the key, the first seq (set by the thread), then the rows'
     system: str  # '': keep the stored one
     done: asyncio.Future[Any]
     token: str | None  # the lease this write must still hold (shared mode)
@@ -127,9 +140,12 @@ class _Write:
     error: BaseException | None = None
 
 
-@dataclass(slots=True)
-class _Range:
-    """A conversation row as this thread last wrote it: (first_seq, last_seq, updated_at, touched_day)."""
+class _Range(NamedTuple):
+    """A conversation row as this thread last wrote it: the last parameters of _UPDATE_KNOWN as they are.
+
+    Made by `_new_range(_Range, (first, last, updated_at, day))`, tuple.__new__: a NamedTuple's
+    own constructor is Python code called from C (~1k instructions more).
+    """
 
     first: int
     last: int
@@ -137,9 +153,15 @@ class _Range:
     day: int
 
 
+_new_range = tuple.__new__
+
+
 @functools.cache
 def _insert_rows(count: int) -> str:
-    """An insert of `count` messages numbered from ?3 on: (tenant, memory_id, first seq, then role, body, encoding, tokens each)."""
+    """An insert of `count` rows numbered from ?3 on: (tenant, memory_id, first seq, then role, body, encoding, tokens each).
+
+    Rows of a message each are numbered one apart; a turn's row is one row (`count` 1).
+    """
     rows = (f"(?1, ?2, ?3 + {i}, ?{4 + 4 * i}, ?{5 + 4 * i}, ?{6 + 4 * i}, ?{7 + 4 * i})" for i in range(count))
     return _INSERT + ", ".join(rows)
 
@@ -199,23 +221,24 @@ class SQLiteStore:
 
     def _serve(self, jobs: list[_Call | _Write]) -> None:
         """On the thread: run the jobs in order, each run of appends in one transaction; then one hop to the loop."""
-        index = 0
-        while index < len(jobs):
-            job = jobs[index]
-            if isinstance(job, _Call):
-                try:
-                    job.result = job.work()
-                except Exception as exc:
-                    job.error = self._unavailable(exc)
-                index += 1
+        writes: list[_Write] = []
+        for job in jobs:
+            if isinstance(job, _Write):
+                writes.append(job)
                 continue
-            end = index + 1
-            while end < len(jobs) and isinstance(jobs[end], _Write):
-                end += 1
-            self._write_all([write for write in jobs[index:end] if isinstance(write, _Write)])
-            index = end
-        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody awaits these any more
+            if writes:
+                self._write_all(writes)
+                writes = []
+            try:
+                job.result = job.work()
+            except Exception as exc:
+                job.error = self._unavailable(exc)
+        if writes:
+            self._write_all(writes)
+        try:
             jobs[0].done.get_loop().call_soon_threadsafe(self._settle, jobs)
+        except RuntimeError:  # the loop is closed: nobody awaits these any more
+            return
 
     def _unavailable(self, exc: Exception) -> Exception:
         if isinstance(exc, (sqlite3.Error, OSError)):
@@ -224,7 +247,8 @@ class SQLiteStore:
             return error
         return exc
 
-    def _with_db(self, work: Callable[[sqlite3.Connection], T]) -> T:
+    def _ready(self) -> sqlite3.Connection:
+        """The open file, purged of expired rows when that is due."""
         if self._db is None:  # opened lazily, so a gateway that never uses memory creates no file
             Path(self._path).parent.mkdir(parents=True, exist_ok=True)
             self._db = open_file(self._path, busy_timeout_ms=self._busy_timeout_ms)
@@ -232,67 +256,83 @@ class SQLiteStore:
         if now - self._purged_at > _PURGE_EVERY:
             self._purged_at = now
             self._purge(self._db, now)
-        return work(self._db)
+        return self._db
+
+    def _with_db(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        return work(self._ready())
 
     def _write_all(self, writes: list[_Write]) -> None:
         """Group commit: the writes in one transaction; a write whose holder lost its lease is refused."""
         try:
-            self._with_db(functools.partial(self._write, writes=writes))
+            self._write(self._ready(), writes)
         except Exception as exc:
             error = self._unavailable(exc)
             for write in writes:
                 write.error = error
                 self._ranges.pop(write.key, None)  # rolled back: the row is not as remembered
 
-    def _write(self, db: sqlite3.Connection, *, writes: Sequence[_Write]) -> None:
+    def _write(self, db: sqlite3.Connection, writes: Sequence[_Write]) -> None:
         now = self._clock()
         cutoff = now - self._ttl
         today = int(now // DAY)
+        cap = self._cap
         cursor = self._cursor(db)
         ranges = self._ranges
         with transaction(db, cursor):
             for write in writes:
-                if write.token is not None and not self._owns(db, write.key, write.token):
+                key = write.key
+                if write.token is not None and not self._owns(db, key, write.token):
                     write.error = LockLost("sqlite store: the conversation's lease passed to another holder")
                     continue
-                rows = write.rows
-                added = len(rows)
-                known = ranges.get(write.key)
-                # The common case: the row is as this thread last wrote it, and moves on by `added`
-                # without an upsert (unless another process, an undo or a delete changed it since).
-                if known is None or known.updated_at < cutoff or not added or not self._advance(cursor, write, known, now):
-                    first, last, day = cursor.execute(
-                        _UPSERT, (*write.key, write.system, now, added, cutoff, self._cap, today)
-                    ).fetchone()
-                    if len(ranges) >= _KNOWN_RANGES and write.key not in ranges:
-                        del ranges[next(iter(ranges))]  # the longest remembered
-                    known = ranges[write.key] = _Range(first, last, now, day)
-                first, last = known.first, known.last
+                added = len(write.entries)
+                known = ranges.get(key)
+                if known is not None and (known.updated_at < cutoff or not added):
+                    known = None  # expired, or no messages: the upsert says what becomes of the row
+                # The common case: the row is as this thread last wrote it (`known`), and moves on by
+                # `added` without an upsert (unless another process, an undo or a delete changed it since).
+                if known is not None:
+                    last = known.last + added
+                    first = max(known.first, last - cap + 1)
+                    cursor.execute(_UPDATE_KNOWN, (*key, first, last, now, *known))
+                    if cursor.rowcount == 1:
+                        ranges[key] = known = _new_range(_Range, (first, last, now, known.day))
+                        if write.system:
+                            cursor.execute(_SET_SYSTEM, (write.system, *key))
+                    else:
+                        known = None
+                if known is None:
+                    known = self._upsert(cursor, write, now, cutoff, today)
+                    first, last = known.first, known.last
                 if known.day != today:
-                    cursor.execute(_TOUCH, (today, *write.key))
-                    known.day = today
+                    cursor.execute(_TOUCH, (today, *key))
+                    ranges[key] = _new_range(_Range, (first, last, now, today))
                 start = last - added + 1
-                if 0 < added <= _MANY_AT_ONCE:  # the common case: the turn's rows in one statement
-                    cursor.execute(_insert_rows(added), (*write.key, start, *itertools.chain.from_iterable(rows)))
-                elif added:
-                    cursor.executemany(_insert_rows(1), [(*write.key, start + i, *row) for i, row in enumerate(rows)])
-                # Rows below first_seq are never read: they are deleted when the conversation started
-                # afresh, else once every _TRIM_EVERY messages (a statement and a page write saved on most turns).
+                rows = write.rows
+                if 0 < rows <= MOST_IN_A_ROW:  # the common case: the turn's rows in one statement
+                    insert = write.insert
+                    insert[2] = start
+                    cursor.execute(_insert_rows(rows), insert)
+                elif rows:
+                    params = write.insert[3:]
+                    cursor.executemany(_insert_rows(1), [(*key, start + i, *params[4 * i : 4 * i + 4]) for i in range(rows)])
+                # Messages below first_seq are never read: their rows are deleted when the conversation
+                # started afresh, else once every _TRIM_EVERY messages (a statement and a page write
+                # saved on most turns). A row that holds a message from first_seq on stays.
                 if first > 1 and (first == start or first % _TRIM_EVERY < added):
-                    cursor.execute(_TRIM, (*write.key, first))
+                    cursor.execute(_TRIM, (*key, first if first == start else row_floor(first)))
                 write.updated_at = now
 
-    def _advance(self, cursor: sqlite3.Cursor, write: _Write, known: _Range, now: float) -> bool:
-        """Append `write`'s range to a row as `known` says it is; False (nothing changed) when it is not."""
-        last = known.last + len(write.rows)
-        first = max(known.first, last - self._cap + 1)
-        cursor.execute(_UPDATE_KNOWN, (first, last, now, *write.key, known.first, known.last, known.updated_at))
-        if cursor.rowcount != 1:
-            return False
-        if write.system:
-            cursor.execute(_SET_SYSTEM, (write.system, *write.key))
-        known.first, known.last, known.updated_at = first, last, now
-        return True
+    def _upsert(self, cursor: sqlite3.Cursor, write: _Write, now: float, cutoff: float, today: int) -> _Range:
+        """Write `write`'s conversation row by the upsert, which says where its messages go; remembered after."""
+        key = write.key
+        first, last, day = cursor.execute(
+            _UPSERT, (*key, write.system, now, len(write.entries), cutoff, self._cap, today)
+        ).fetchone()
+        ranges = self._ranges
+        if len(ranges) >= _KNOWN_RANGES and key not in ranges:
+            del ranges[next(iter(ranges))]  # the longest remembered
+        known = ranges[key] = _new_range(_Range, (first, last, now, day))
+        return known
 
     def _cursor(self, db: sqlite3.Connection) -> sqlite3.Cursor:
         """The thread's cursor for writes: one cursor object for them all rather than one per statement."""
@@ -331,20 +371,18 @@ class SQLiteStore:
         if found is None:
             return None
         system, updated_at, first, _ = found
-        entries: list[Entry]
-        if reach is None:
-            entries = [read_entry(*row) for row in db.execute(_ALL, (*key, first)).fetchall()]
-            return Conversation(orjson.loads(system), entries, updated_at, 0, self._plain(entries))
-        entries = []
-        tally = Tally(reach)
-        cursor = db.execute(_NEWEST_FIRST, (*key, first))
+        entries: list[Entry] = []
         older = 0
-        for seq, role, body, encoding, tokens in cursor:
-            entry = read_entry(body, encoding, tokens)
-            entries.append(entry)
-            if tally.add(role, tokens if encoding else stored_count(entry.tokens)):
-                older = seq - first
-                break
+        cursor = db.execute(_NEWEST_FIRST, (*key, row_floor(first)))
+        if reach is None:
+            entries.extend(entry for _, entry in newest_first(cursor, first))
+        else:
+            tally = Tally(reach)
+            for number, entry in newest_first(cursor, first):
+                entries.append(entry)
+                if tally.add(entry.message.get("role"), stored_count(entry.tokens)):
+                    older = number - first
+                    break
         cursor.close()  # ends the read before its last row: an open statement would pin the WAL
         entries.reverse()
         return Conversation(orjson.loads(system), entries, updated_at, older, self._plain(entries))
@@ -415,11 +453,13 @@ class SQLiteStore:
             self._cached_entries -= len(cached.entries)
             if self._clock() - cached.updated_at > self._ttl:
                 cached = None
+        rows, params = message_rows(entries)
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._submit(
             _Write(
                 key,
-                [message_row(entry) for entry in entries],
+                rows,
+                [*key, 0, *params],
                 orjson.dumps(list(system)).decode() if system is not None else "",
                 done,
                 self._held.get(key),
@@ -490,6 +530,8 @@ class SQLiteStore:
         return await self._run(work, functools.partial(self._forget, key))
 
     async def undo(self, key: Key) -> bool:
+        """Forget the newest user message and what came after it (the whole conversation when it has none)."""
+
         def work(db: sqlite3.Connection) -> bool:
             with transaction(db):
                 found = self._live(db, key)
@@ -498,12 +540,14 @@ class SQLiteStore:
                 _, _, first, last = found
                 if last < first:
                     return False
-                (last_user,) = db.execute(
-                    "SELECT MAX(seq) FROM messages WHERE tenant = ? AND memory_id = ? AND seq >= ? AND role = 'user'",
-                    (*key, first),
-                ).fetchone()
-                start = last_user if last_user is not None else first
-                db.execute("DELETE FROM messages WHERE tenant = ? AND memory_id = ? AND seq >= ?", (*key, start))
+                start = first
+                cursor = db.execute(_NEWEST_FIRST, (*key, row_floor(first)))
+                for number, entry in newest_first(cursor, first):
+                    if entry.message.get("role") == "user":
+                        start = number
+                        break
+                cursor.close()
+                self._cut(db, key, start)
                 db.execute(
                     "UPDATE conversations SET updated_at = ?, last_seq = ? WHERE tenant = ? AND memory_id = ?",
                     (self._clock(), start - 1, *key),
@@ -512,6 +556,21 @@ class SQLiteStore:
 
         self._remember(key, None)
         return await self._run(work, functools.partial(self._forget, key))
+
+    @staticmethod
+    def _cut(db: sqlite3.Connection, key: Key, start: int) -> None:
+        """Delete messages numbered `start` on; a turn's row that holds older ones too keeps those."""
+        held = db.execute(_HOLDING, (*key, start)).fetchone()
+        db.execute("DELETE FROM messages WHERE tenant = ? AND memory_id = ? AND seq >= ?", (*key, start))
+        if held is None:
+            return
+        seq, body, encoding, tokens = held
+        row = read_row(body, encoding, tokens)
+        if seq + len(row) <= start:  # it ends before `start`
+            return
+        rows, params = message_rows(row[: start - seq])
+        db.execute("DELETE FROM messages WHERE tenant = ? AND memory_id = ? AND seq = ?", (*key, seq))
+        db.execute(_insert_rows(rows), (*key, seq, *params))
 
     def _forget(self, key: Key, _: object) -> None:
         """After a delete or an undo: a read served before it may have been cached meanwhile."""

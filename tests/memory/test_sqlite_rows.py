@@ -1,0 +1,157 @@
+"""The SQLite store's message rows: a turn is one row, read, capped and undone message by message as before."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import orjson
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gateway.memory.policies import Entry
+from gateway.memory.reach import Reach, Tally, stored_count
+from gateway.memory.sqlite import SQLiteStore
+from gateway.memory.sqlite_file import MOST_IN_A_ROW
+from gateway.memory.store import Key
+
+KEY: Key = ("team-a", "conv-1")
+
+
+def entry(role: str, text: str, tokens: int | None = 3) -> Entry:
+    return Entry({"role": role, "content": text}, {} if tokens is None else {"o200k_base": tokens})
+
+
+async def contents(store: SQLiteStore) -> list[str]:
+    conversation = await store.load(KEY)
+    assert conversation is not None
+    return [m["content"] for m in conversation.messages]
+
+
+def rows(path: Path) -> list[tuple[int, str]]:
+    with sqlite3.connect(path) as db:
+        return list(db.execute("SELECT seq, role FROM messages ORDER BY seq"))
+
+
+async def test_a_turn_is_one_row_and_a_message_alone_is_a_row_of_its_own(tmp_path: Path) -> None:
+    path = tmp_path / "m.db"
+    store = SQLiteStore(str(path), ttl_seconds=60, max_messages=100, lock_timeout=1, cache_entries=0)
+    await store.append(KEY, [entry("user", "q1"), entry("assistant", "a1", 7), entry("user", "q2", None)], system=None)
+    await store.append(KEY, [entry("user", "q3", 5)], system=None)
+    conversation = await store.load(KEY)
+    assert conversation is not None
+    assert [m["content"] for m in conversation.messages] == ["q1", "a1", "q2", "q3"]
+    assert [e.tokens for e in conversation.entries] == [{"o200k_base": 3}, {"o200k_base": 7}, {}, {"o200k_base": 5}]
+    await store.close()
+    assert rows(path) == [(1, "user"), (4, "user")]
+
+
+async def test_a_turn_longer_than_a_row_holds_is_a_row_a_message(tmp_path: Path) -> None:
+    path = tmp_path / "m.db"
+    store = SQLiteStore(str(path), ttl_seconds=60, max_messages=100, lock_timeout=1, cache_entries=0)
+    turn = [entry("user", f"m{index}") for index in range(MOST_IN_A_ROW + 1)]
+    await store.append(KEY, turn, system=None)
+    assert await contents(store) == [f"m{index}" for index in range(MOST_IN_A_ROW + 1)]
+    await store.close()
+    assert len(rows(path)) == MOST_IN_A_ROW + 1
+
+
+async def test_rows_of_a_message_each_from_an_earlier_version_are_read_and_written_on(tmp_path: Path) -> None:
+    """Before turns were one row, each message was a row: (seq, role, the message's JSON, encoding, tokens)."""
+    path = tmp_path / "m.db"
+    store = SQLiteStore(str(path), ttl_seconds=60, max_messages=5, lock_timeout=1, cache_entries=0)
+    await store.append(KEY, [entry("user", "made the file")], system=None)
+    await store.close()
+    earlier = [("user", "q1", 4), ("assistant", "a1", 6), ("user", "q2", 4), ("assistant", "a2", 9)]
+    with sqlite3.connect(path) as db:
+        db.execute("DELETE FROM messages")
+        for seq, (role, text, tokens) in enumerate(earlier, start=2):
+            body = orjson.dumps({"role": role, "content": text}).decode()
+            db.execute("INSERT INTO messages VALUES (?, ?, ?, ?, ?, 'o200k_base', ?)", (*KEY, seq, role, body, tokens))
+        db.execute("UPDATE conversations SET first_seq = 2, last_seq = 5")
+    store = SQLiteStore(str(path), ttl_seconds=60, max_messages=5, lock_timeout=1, cache_entries=0)
+    tail = await store.load_tail(KEY, Reach(messages=0, tokens=10, users=0))
+    assert tail is not None and [m["content"] for m in tail.messages] == ["q2", "a2"] and tail.older == 2
+    await store.append(KEY, [entry("user", "q3"), entry("assistant", "a3")], system=None)
+    conversation = await store.load(KEY)
+    assert conversation is not None
+    assert [m["content"] for m in conversation.messages] == ["a1", "q2", "a2", "q3", "a3"]  # the cap, 5
+    assert [e.tokens for e in conversation.entries[:3]] == [{"o200k_base": 6}, {"o200k_base": 4}, {"o200k_base": 9}]
+    await store.close()
+
+
+async def test_an_undo_inside_a_turn_row_keeps_the_turn_messages_before_it(tmp_path: Path) -> None:
+    path = tmp_path / "m.db"
+    store = SQLiteStore(str(path), ttl_seconds=60, max_messages=100, lock_timeout=1, cache_entries=0)
+    await store.append(KEY, [entry("user", "q1"), entry("tool", "t1"), entry("user", "q2"), entry("assistant", "a")], system=None)
+    assert await store.undo(KEY)
+    assert await contents(store) == ["q1", "t1"]
+    await store.append(KEY, [entry("user", "q3"), entry("assistant", "a3")], system=None)
+    assert await contents(store) == ["q1", "t1", "q3", "a3"]
+    assert await store.undo(KEY)
+    assert await store.undo(KEY)  # q1 is the newest user message now: all of the row goes
+    assert not await store.undo(KEY)
+    await store.close()
+    assert rows(path) == []
+
+
+class Model:
+    """What a store holds, message by message: the visible messages of a conversation under a cap."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.messages: list[Entry] = []
+
+    def append(self, turn: list[Entry]) -> None:
+        self.messages = [*self.messages, *turn][-self.cap :]
+
+    def undo(self) -> bool:
+        if not self.messages:
+            return False
+        users = [index for index, stored in enumerate(self.messages) if stored.message["role"] == "user"]
+        del self.messages[users[-1] if users else 0 :]
+        return True
+
+    def tail(self, reach: Reach) -> tuple[list[Entry], int]:
+        tally = Tally(reach)
+        for index in range(len(self.messages) - 1, -1, -1):
+            stored = self.messages[index]
+            if tally.add(stored.message["role"], stored_count(stored.tokens)):
+                return self.messages[index:], index
+        return self.messages, 0
+
+
+messages = st.builds(
+    entry, st.sampled_from(["user", "assistant", "tool"]), st.text("ab", max_size=3), st.one_of(st.none(), st.integers(0, 50))
+)
+steps = st.lists(
+    st.one_of(st.lists(messages, min_size=1, max_size=MOST_IN_A_ROW + 2), st.just("undo")), min_size=1, max_size=12
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(steps=steps, cap=st.integers(1, 40), reach=st.tuples(st.integers(0, 8), st.integers(0, 60), st.integers(0, 3)))
+def test_turn_rows_hold_what_a_row_a_message_would(steps: list[Any], cap: int, reach: tuple[int, int, int]) -> None:
+    """Any turns and undos, under any cap: the file reads back message by message as the model says."""
+
+    async def run(path: str) -> None:
+        store = SQLiteStore(path, ttl_seconds=60, max_messages=cap, lock_timeout=1, cache_entries=0)
+        model = Model(cap)
+        for step in steps:
+            if step == "undo":
+                assert await store.undo(KEY) == model.undo()
+            else:
+                await store.append(KEY, step, system=None)
+                model.append(step)
+            conversation = await store.load(KEY)
+            assert (conversation.entries if conversation else []) == model.messages
+            tail = await store.load_tail(KEY, Reach(*reach))
+            entries, older = model.tail(Reach(*reach))
+            assert ((tail.entries, tail.older) if tail else ([], 0)) == (entries, older)
+        await store.close()
+
+    with tempfile.TemporaryDirectory() as directory:
+        asyncio.run(run(str(Path(directory) / "m.db")))
