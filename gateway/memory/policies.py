@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from itertools import repeat
 from operator import contains, methodcaller
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -45,8 +45,7 @@ class Entry:
     tokens: Mapping[str, int] = field(default_factory=dict)
 
 
-@dataclass(slots=True)
-class Plan:
+class Plan(NamedTuple):
     """The forwarded messages, and the turn to store if the request succeeds."""
 
     forwarded: list[Message]
@@ -162,7 +161,9 @@ def plan_turn(
         kept, exhausted = _newest_that_fit(history, settings.max_messages - len(turn), None)
     if plain is None:  # a plain history has no tool calls to leave unanswered
         kept = _without_unanswered_calls(kept, turn)
-    return Plan(  # by position: keywords to a class cost more
+    # tuple.__new__, as Plan._make does inside: a NamedTuple's own constructor is a Python
+    # function called from C (~3k instructions a call)
+    return tuple.__new__(Plan, (
         [*system, *kept, *turn],
         system,
         bool(given_system) and given_system != list(stored_system),
@@ -171,7 +172,7 @@ def plan_turn(
         older + len(history) - len(kept),
         older > 0 and (exhausted or resent_beyond),
         turn_tokens,
-    )
+    ))  # fmt: skip
 
 
 def _without_unanswered_calls(kept: list[Message], turn: Sequence[Message]) -> list[Message]:

@@ -24,7 +24,7 @@ WIDER_AT_LEAST: Final = 64  # a second read fetches at least this many messages,
 FIRST_CHUNK: Final = 32  # a first chunk for a token or round window, where a store reads in chunks
 
 
-@dataclass(slots=True)  # not frozen: made on every turn, and a frozen __init__ costs twice as much
+@dataclass(frozen=True, slots=True)  # frozen: a first reach is made once and shared (first_reach)
 class Reach:
     """Read newest first until every bound is met (or the history ends).
 
@@ -89,11 +89,26 @@ def first_reach(settings: MemorySettings, messages: Sequence[Mapping[str, Any]])
     A client that resends its history (whole, or its tail) sends at most `len(messages)` of it,
     and telling that copy from a new turn needs as many stored messages.
     """
+    key = (settings.memory_type, settings.max_tokens, settings.max_rounds, settings.max_messages, len(messages))
+    reach = _FIRST_REACHES.get(key)
+    if reach is not None:  # the common case: a window asked for before, of as many messages
+        return reach
     if settings.memory_type == "token_window":
-        return Reach(messages=len(messages), tokens=settings.max_tokens)
-    if settings.memory_type == "round_window":
-        return Reach(messages=len(messages), users=settings.max_rounds)
-    return Reach(messages=max(settings.max_messages + 1, len(messages)))
+        reach = Reach(messages=len(messages), tokens=settings.max_tokens)
+    elif settings.memory_type == "round_window":
+        reach = Reach(messages=len(messages), users=settings.max_rounds)
+    else:
+        reach = Reach(messages=max(settings.max_messages + 1, len(messages)))
+    if len(_FIRST_REACHES) >= _REMEMBERED_REACHES:
+        _FIRST_REACHES.clear()
+    _FIRST_REACHES[key] = reach
+    return reach
+
+
+# First reaches made before, by their window and request size: a Reach is never changed once
+# made, and building one (a dataclass's __init__, called from C) costs ~1.5k instructions.
+_FIRST_REACHES: dict[tuple[str, int, int, int, int], Reach] = {}
+_REMEMBERED_REACHES: Final = 4096
 
 
 def wider_reach(read: int) -> Reach:

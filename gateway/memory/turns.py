@@ -11,14 +11,13 @@ import asyncio
 import functools
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractAsyncContextManager
 from types import TracebackType
 from typing import Any, TypeVar
 
 from gateway.errors import ConflictError, GatewayError
-from gateway.memory.headers import MemoryAsk
 from gateway.memory.policies import Entry, Message, Plan, TokenCounter, plan_turn
 from gateway.memory.reach import first_reach, wider_reach
 from gateway.memory.replies import ReplyAssembler, ReplyTooLarge, reply_message
@@ -81,7 +80,7 @@ class _Hold:
 
     async def __aexit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
-    ) -> bool:
+    ) -> None:  # never swallows the exception
         self._report()
         try:
             await self._lock.__aexit__(kind, exc, traceback)
@@ -93,12 +92,12 @@ class _Hold:
             raise _unavailable(exc) from None
         if isinstance(exc, LockTimeout):
             raise _busy(self._key, exc) from None
-        return False
 
 
 class Turn(_Hold):
-    """One memory-backed request: `async with` holds the conversation and plans what to forward
-    (`plan`, `headers`); the write that follows its success; leaving waits for it, then lets go.
+    """One memory-backed request: `async with Turn(...)` holds the conversation and plans what to
+    forward (`plan`, `headers`); the write that follows its success; leaving waits for it, then
+    lets go.
 
     One object for the request's whole turn (the lock it holds included): each object and frame
     fewer is paid on every memory request.
@@ -183,12 +182,15 @@ class Turn(_Hold):
             raise UnstorableReplyError(f"{exc}; the turn was not stored.", code="response_too_large") from None
         await self._commit(message)
 
-    async def commit_answer(self, answer: Any) -> None:
-        """Store a complete JSON answer's reply, or raise what the client should see instead."""
+    def commit_answer(self, answer: Any) -> Awaitable[None]:
+        """Store a complete JSON answer's reply, or raise what the client should see instead.
+
+        Not a coroutine: it hands back the write's own, one awaited layer less.
+        """
         message = reply_message(answer)
         if message is None:
             raise UnstorableReplyError("The upstream's answer has no choices[0].message; the turn was not stored.")
-        await self._commit(message)
+        return self._commit(message)
 
     async def _commit(self, reply: Message) -> None:
         problem = malformed_reply(reply) if "tool_calls" in reply else None  # only tool calls can be malformed
@@ -325,18 +327,6 @@ class Memory:
             codec = await self._on_thread(functools.partial(get_encoding, encoding))
             counts = self._counts_by_encoding[encoding] = _Counts(codec, self.token_cap)
         return counts
-
-    def turn(
-        self,
-        tenant: str,
-        ask: MemoryAsk,
-        messages: Sequence[Mapping[str, Any]],
-        model: str | None,
-        *,
-        trace: Trace | None = None,
-    ) -> AbstractAsyncContextManager[Turn]:
-        """Hold the conversation and plan the turn; on leaving, wait for its write, then let go."""
-        return Turn(self, (tenant, ask.memory_id), ask.settings, messages, model, trace or Trace())
 
     async def plan(
         self,

@@ -177,12 +177,13 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     raw, payload = await read_payload(request)
     trace = request[TRACE]
     app = request.app  # read once, for route_for and forward both: each read is two property calls
-    route = route_for(request, check_model(payload), app[CONFIG])
+    config = app[CONFIG]  # read once too: app[...] is a Python __getitem__ called from C
+    route = route_for(request, check_model(payload), config)
     trace.resolved(route, stream=check_stream(payload))
     check_messages(payload)
     # _memory_ask written out: the usual request (no memoryId) takes no frame for it
     headers = request.headers
-    ask = read_memory_headers(headers, route.memory, app[CONFIG].memory.limits) if asks_for_memory(headers) else None
+    ask = read_memory_headers(headers, route.memory, config.memory.limits) if asks_for_memory(headers) else None
     if ask is None:
         return await forward(request, route, Request("chat/completions", payload, raw, trace.stream, trace), app=app)
     return await _chat_with_memory(request, route, payload, ask, trace, None, app)
@@ -387,7 +388,7 @@ async def _chat_with_memory(
     tenant = trace.tenant
     assert tenant is not None  # set for every /v1/ path before its handler runs
     model = route.memory_model or payload["model"]
-    async with app[MEMORY].turn(tenant, ask, payload["messages"], model, trace=trace) as turn:
+    async with Turn(app[MEMORY], (tenant, ask.memory_id), ask.settings, payload["messages"], model, trace) as turn:
         payload = {**payload, "messages": turn.plan.forwarded}
         call = Request("chat/completions", payload, None, trace.stream, trace)
         return await forward(request, route, call, turn=turn, reshape=reshape, app=app)
