@@ -15,11 +15,10 @@ methods a path does not take, and `Expect: 100-continue`, which aiohttp's route 
 from __future__ import annotations
 
 from collections.abc import Awaitable
-from functools import partial
 from typing import Final
 
 from aiohttp import hdrs, web
-from aiohttp.typedefs import Handler
+from aiohttp.typedefs import Handler, Middleware
 
 _Entry = tuple[Handler, web.UrlMappingMatchInfo]
 
@@ -47,7 +46,7 @@ class FrontDoor:
                     continue
                 handler = route.handler
                 for middleware in middlewares:  # the last middleware innermost, as aiohttp stacks them
-                    handler = partial(middleware, handler=handler)
+                    handler = _wrapped(middleware, handler)
                 match_info = web.UrlMappingMatchInfo({}, route)
                 match_info.add_app(app)
                 match_info.freeze()
@@ -68,6 +67,19 @@ class FrontDoor:
         return handler(request)
 
     __call__ = handle
+
+
+def _wrapped(middleware: Middleware, handler: Handler) -> Handler:
+    """`handler` behind `middleware`, as aiohttp's `partial(middleware, handler=handler)` stacks it.
+
+    A closure, not a partial: a partial given a keyword is called through C with a dict of its
+    keywords, ~1.1k instructions a request more.
+    """
+
+    def call(request: web.Request) -> Awaitable[web.StreamResponse]:
+        return middleware(request, handler=handler)
+
+    return call
 
 
 def can_open(app: web.Application) -> bool:
