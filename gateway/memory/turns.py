@@ -60,18 +60,21 @@ class _Hold:
 
     async def __aenter__(self) -> None:
         started = time.monotonic()
-        taken = False
         try:
             await self._lock.__aenter__()
-            taken = True
-        except StoreUnavailable as exc:
-            raise _unavailable(exc) from None
-        except LockTimeout as exc:
-            raise _busy(self._key, exc) from None
-        finally:
-            self._waited = time.monotonic() - started
-            if not taken:  # a wait that ends in LockTimeout (or a failure) is reported now, a held lock's when let go
-                self._report()
+        except BaseException as exc:
+            raise self._not_held(exc, started) from None
+        self._waited = time.monotonic() - started  # reported when the lock is let go
+
+    def _not_held(self, exc: BaseException, started: float) -> BaseException:
+        """What a wait for the lock that failed raises (LockTimeout: a 409); its wait is reported now."""
+        self._waited = time.monotonic() - started
+        self._report()
+        if isinstance(exc, StoreUnavailable):
+            return _unavailable(exc)
+        if isinstance(exc, LockTimeout):
+            return _busy(self._key, exc)
+        return exc
 
     def _report(self) -> None:
         """Tell the observer what the hold did: how long it waited for the lock."""
@@ -136,7 +139,12 @@ class Turn(_Hold):
         memory, trace = self._memory, self._trace
         self._encoding = encoding = encoding_name(self._model)
         self._counts = counts = memory._counts_by_encoding.get(encoding) or await memory._counts(encoding)
-        await _Hold.__aenter__(self)
+        started = time.monotonic()  # _Hold.__aenter__, without its coroutine (each awaited one costs ~1k instructions)
+        try:
+            await self._lock.__aenter__()
+        except BaseException as exc:
+            raise self._not_held(exc, started) from None
+        self._waited = time.monotonic() - started
         try:
             plan, self._loaded = await memory._plan(
                 self._key, self._settings, self._messages, counts.count, counts.count_on_loop, encoding, trace
@@ -349,15 +357,9 @@ class Memory:
         return plan
 
     async def _plan(
-        self,
-        key: Key,
-        settings: MemorySettings,
-        messages: Sequence[Mapping[str, Any]],
-        count: TokenCounter,
-        on_loop: TokenCounter,
-        encoding: str,
-        trace: Trace,
-    ) -> tuple[Plan, float]:
+        self, key: Key, settings: MemorySettings, messages: Sequence[Mapping[str, Any]],
+        count: TokenCounter, on_loop: TokenCounter, encoding: str, trace: Trace,
+    ) -> tuple[Plan, float]:  # fmt: skip
         """`plan`, and the seconds its first read took, for the caller to report: a wider read is reported here."""
         reach = first_reach(settings, messages)
         loaded: float | None = None
