@@ -102,17 +102,6 @@ _NEWEST_FIRST: Final = (
 
 
 @dataclass(slots=True)
-class _Cached:
-    """A conversation's newest part as this process last read or wrote it; `older` entries come before."""
-
-    system: list[Message]
-    entries: list[Entry]
-    older: int
-    updated_at: float
-    plain: PlainHistory | None = None
-
-
-@dataclass(slots=True)
 class _Call:
     """Work for the thread; `then` runs on the loop with its result before its caller sees it (see `_settle`)."""
 
@@ -135,7 +124,7 @@ class _Write:
     token: str | None  # the lease this write must still hold (shared mode)
     entries: Sequence[Entry]
     new_system: Sequence[Message] | None
-    cached: _Cached | None
+    cached: Conversation | None
     updated_at: float = 0.0  # set by the thread once written
     error: BaseException | None = None
 
@@ -191,7 +180,9 @@ class SQLiteStore:
         self._tokens = itertools.count(1)
         if shared:
             cache_entries = 0
-        self._cache: OrderedDict[Key, _Cached] = OrderedDict()
+        # A conversation's newest part as this process last read or wrote it (`older` entries before
+        # it were not read), kept up to date by each write: served as it is by load_tail.
+        self._cache: OrderedDict[Key, Conversation] = OrderedDict()
         self._cache_limit = cache_entries
         self._cached_entries = 0
         self._ttl = ttl_seconds
@@ -199,7 +190,7 @@ class SQLiteStore:
         self._clock = clock
         self._locks = KeyLocks(lock_timeout)
         self._held: dict[Key, str] = {}  # lease tokens this process holds (shared mode)
-        self._worker: Worker[_Call | _Write] = Worker(self._serve, name="gateway-sqlite")
+        self._worker: Worker[_Call | _Write] = Worker(self._serve, name="gateway-sqlite", closed=self._closed)
         self._db: sqlite3.Connection | None = None
         self._writer: sqlite3.Cursor | None = None
         self._ranges: dict[Key, _Range] = {}  # the thread's own: see _UPDATE_KNOWN
@@ -207,16 +198,13 @@ class SQLiteStore:
 
     # ---- the thread's side: every statement runs here
 
-    def _submit(self, job: _Call | _Write) -> None:
-        try:
-            self._worker.submit(job)
-        except RuntimeError:
-            raise StoreUnavailable(f"sqlite store at {self._path}: the store is closed") from None
+    def _closed(self) -> StoreUnavailable:
+        return StoreUnavailable(f"sqlite store at {self._path}: the store is closed")
 
     async def _run(self, work: Callable[[sqlite3.Connection], T], then: Callable[[T], None] | None = None) -> T:
         """Run `work` on the store's thread with the open file; its sqlite errors are StoreUnavailable."""
         done: asyncio.Future[T] = asyncio.get_running_loop().create_future()
-        self._submit(_Call(functools.partial(self._with_db, work), done, then))
+        self._worker.submit(_Call(functools.partial(self._with_db, work), done, then))
         return await done
 
     def _serve(self, jobs: list[_Call | _Write]) -> None:
@@ -404,7 +392,7 @@ class SQLiteStore:
 
     # ---- the loop's side
 
-    def _fresh(self, key: Key) -> _Cached | None:
+    def _fresh(self, key: Key) -> Conversation | None:
         """The cached conversation unless it expired (then it is dropped)."""
         cached = self._cache.get(key)
         if cached is not None and self._clock() - cached.updated_at > self._ttl:
@@ -419,8 +407,8 @@ class SQLiteStore:
         if conversation is None or self._cache_limit <= 0:
             return
         entries = list(conversation.entries)
-        self._cache[key] = _Cached(
-            list(conversation.system), entries, conversation.older, conversation.updated_at, conversation.plain
+        self._cache[key] = Conversation(
+            list(conversation.system), entries, conversation.updated_at, conversation.older, conversation.plain
         )
         self._cached_entries += len(entries)
         self._evict()
@@ -438,12 +426,13 @@ class SQLiteStore:
         return await self._run(functools.partial(self._read, key=key, reach=None), functools.partial(self._remember, key))
 
     async def load_tail(self, key: Key, reach: Reach) -> Conversation | None:
+        """The cached conversation itself when it serves (to read, not to change), else a read of the file."""
         cached = self._fresh(key)
         # What is cached serves unless it is a part too short for the reach's count of messages:
         # when its other bounds are not met, the planner says so and a wider read comes here.
         if cached is not None and (cached.older == 0 or len(cached.entries) >= reach.messages):
             self._cache.move_to_end(key)
-            return Conversation(cached.system, cached.entries, cached.updated_at, cached.older, cached.plain)
+            return cached
         return await self._run(functools.partial(self._read, key=key, reach=reach), functools.partial(self._remember, key))
 
     def append(self, key: Key, entries: Sequence[Entry], *, system: Sequence[Message] | None) -> asyncio.Future[None]:
@@ -455,7 +444,7 @@ class SQLiteStore:
                 cached = None
         rows, params = message_rows(entries)
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._submit(
+        self._worker.submit(
             _Write(
                 key,
                 rows,
@@ -494,31 +483,35 @@ class SQLiteStore:
 
     def _cache_written(self, write: _Write) -> None:
         """Bring the cached conversation up to date with a write, or forget it when the write failed."""
+        key = write.key
         if write.error is not None:
-            self._remember(write.key, None)  # the file is the truth: the next turn reads it
+            self._remember(key, None)  # the file is the truth: the next turn reads it
             return
-        cached = self._cache.pop(write.key, None)  # read while the write was queued: before it
+        cached = self._cache.pop(key, None)  # read while the write was queued: before it
         if cached is not None:
             self._cached_entries -= len(cached.entries)
         else:
             cached = write.cached
             if cached is None:
                 return
+        added = write.entries
         entries = cached.entries
-        entries.extend(write.entries)
+        entries += added
         over = cached.older + len(entries) - self._cap
         if over > 0:  # the cap dropped the oldest messages: those not read first
-            dropped = min(over, cached.older)
-            cached.older -= dropped
-            over -= dropped
+            older = cached.older
+            if older:
+                dropped = min(over, older)
+                cached.older = older - dropped
+                over -= dropped
             del entries[:over]
-        if cached.plain is not None and not cached.plain.extend(write.entries, over):
+        if cached.plain is not None and not cached.plain.extend(added, over):
             cached.plain = None
         if write.new_system is not None:
             cached.system = list(write.new_system)
         cached.updated_at = write.updated_at
-        self._cache[write.key] = cached
-        self._cached_entries += len(cached.entries)
+        self._cache[key] = cached
+        self._cached_entries += len(entries)
         if self._cached_entries > self._cache_limit:
             self._evict()
 
@@ -694,7 +687,7 @@ class SQLiteStore:
                 self._db = None
 
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._submit(_Call(work, done))
+        self._worker.submit(_Call(work, done))
         try:
             await done
         finally:

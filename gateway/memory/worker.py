@@ -19,11 +19,15 @@ J = TypeVar("J")
 
 
 class Worker(Generic[J]):
-    """Runs `serve(jobs)` on one daemon thread for every batch of jobs queued; started at the first job."""
+    """Runs `serve(jobs)` on one daemon thread for every batch of jobs queued; started at the first job.
 
-    def __init__(self, serve: Callable[[list[J]], None], *, name: str) -> None:
+    `closed` makes the error `submit` raises once the worker is stopped.
+    """
+
+    def __init__(self, serve: Callable[[list[J]], None], *, name: str, closed: Callable[[], Exception]) -> None:
         self._serve = serve
         self._name = name
+        self._closed = closed
         self._jobs: queue.SimpleQueue[J | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self.stopped = False
@@ -33,12 +37,16 @@ class Worker(Generic[J]):
         return self._thread is not None
 
     def submit(self, job: J) -> None:
+        if self._thread is None or self.stopped:
+            self._start()
+        self._jobs.put(job)
+
+    def _start(self) -> None:
         if self.stopped:
-            raise RuntimeError("the worker thread is stopped")
+            raise self._closed()
         if self._thread is None:
             self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
             self._thread.start()
-        self._jobs.put(job)
 
     def stop(self) -> None:
         """End the thread once the jobs queued so far are served; waits for it."""

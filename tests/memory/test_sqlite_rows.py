@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -16,7 +17,7 @@ from gateway.memory.policies import Entry
 from gateway.memory.reach import Reach, Tally, stored_count
 from gateway.memory.sqlite import SQLiteStore
 from gateway.memory.sqlite_file import MOST_IN_A_ROW
-from gateway.memory.store import Key
+from gateway.memory.store import Key, StoreUnavailable
 
 KEY: Key = ("team-a", "conv-1")
 
@@ -155,3 +156,15 @@ def test_turn_rows_hold_what_a_row_a_message_would(steps: list[Any], cap: int, r
 
     with tempfile.TemporaryDirectory() as directory:
         asyncio.run(run(str(Path(directory) / "m.db")))
+
+
+async def test_a_closed_store_says_it_is_unavailable(tmp_path: Path) -> None:
+    for used in (False, True):
+        store = SQLiteStore(str(tmp_path / f"m{used}.db"), ttl_seconds=60, max_messages=10, lock_timeout=1)
+        if used:
+            await store.append(KEY, [entry("user", "q")], system=None)
+        await store.close()
+        with pytest.raises(StoreUnavailable, match="closed"):
+            await store.append(KEY, [entry("user", "q")], system=None)
+        with pytest.raises(StoreUnavailable, match="closed"):
+            await store.load_tail(("team-a", "other"), Reach(messages=1))
