@@ -69,8 +69,13 @@ def read_memory_headers(
     headers: Mapping[str, str], defaults: MemorySettings, limits: MemorySettings
 ) -> MemoryAsk | None:
     """The memory the request asks for, or None without a memoryId; a 400 names any bad header."""
-    sent = _sent_by_lookup(headers) if isinstance(headers, CIMultiDictProxy) else _sent_by_scan(headers)
-    plain_id, kebab_id, *window = sent
+    if isinstance(headers, CIMultiDictProxy):
+        # aiohttp's request headers, the fast path: one lookup per spelling, all in C (its
+        # lookups ignore case, by `str.lower` as the scan does), nothing per header sent
+        sent = tuple(map(headers.get, _SPELLINGS))
+    else:
+        sent = _sent_by_scan(headers)
+    plain_id, kebab_id = sent[0], sent[1]
     if plain_id is not None:
         memory_id = check_memory_id(plain_id.strip())
     elif kebab_id is not None:
@@ -79,16 +84,7 @@ def read_memory_headers(
         return None
     # tuple.__new__, as MemoryAsk._make does inside: a NamedTuple's own constructor is a Python
     # function called from C (~3k instructions a call)
-    return tuple.__new__(MemoryAsk, (memory_id, _window_settings(defaults, limits, tuple(window))))
-
-
-def _sent_by_lookup(headers: CIMultiDictProxy[str]) -> tuple[str | None, ...]:
-    """Each spelling's value (the first sent) or None, from aiohttp's request headers.
-
-    The fast path: one lookup per spelling, all in C (aiohttp's lookups ignore case, by
-    `str.lower` as the scan does), nothing per header sent.
-    """
-    return tuple(map(headers.get, _SPELLINGS))
+    return tuple.__new__(MemoryAsk, (memory_id, _window_settings(defaults, limits, sent[2:])))
 
 
 def _sent_by_scan(headers: Mapping[str, str]) -> tuple[str | None, ...]:

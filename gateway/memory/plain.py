@@ -56,13 +56,12 @@ class PlainHistory:
             if message.get("role") == "tool" or "tool_calls" in message:
                 return False
             messages.append(message)
-            if running is None:
-                continue
-            count = entry.tokens.get(encoding)
-            if count:
-                running.append(running[-1] + count)
-            else:  # a message stored uncounted, or counted in another encoding: no token sums
-                running = self.running = None
+            if running is not None:
+                count = entry.tokens.get(encoding)
+                if count:
+                    running.append(running[-1] + count)
+                else:  # a message stored uncounted, or counted in another encoding: no token sums
+                    running = self.running = None
         if drop > 0:  # in the same call: a store at its cap drops on every write
             del messages[:drop]
             if running is not None:

@@ -9,11 +9,14 @@ from gateway.memory.policies import Message, normalize
 
 def reply_message(answer: Any) -> Message | None:
     """Choice 0's message of a chat completion, or None when it has none."""
-    choices = answer.get("choices") if isinstance(answer, dict) else None
-    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+    if type(answer) is not dict:
         return None
-    message = choices[0].get("message")
-    if not isinstance(message, dict):
+    choices = answer.get("choices")
+    if type(choices) is not list or not choices:
+        return None
+    choice = choices[0]
+    message = choice.get("message") if type(choice) is dict else None
+    if type(message) is not dict:
         return None
     return normalize(message if message.get("role") else {**message, "role": "assistant"})
 

@@ -201,21 +201,25 @@ class Turn(_Hold):
         return self._commit(message)
 
     async def _commit(self, reply: Message) -> None:
-        problem = malformed_reply(reply) if "tool_calls" in reply else None  # only tool calls can be malformed
-        if problem is not None:
-            raise UnstorableReplyError(f"The upstream's reply is malformed ({problem}); the turn was not stored.")
-        plan, count = self.plan, self._counts.count
+        if "tool_calls" in reply:  # only tool calls can be malformed
+            problem = malformed_reply(reply)
+            if problem is not None:
+                raise UnstorableReplyError(f"The upstream's reply is malformed ({problem}); the turn was not stored.")
+        plan = self.plan
         messages = [*plan.new_turn, reply]
-        counts: list[int] | None = None
-        if plan.turn_tokens is not None:  # the window counted the turn: the reply is left, counted here when small
+        counts = plan.turn_tokens
+        if counts is not None:  # the window counted the turn: the reply is left, counted here when small
             try:
-                counts = [*plan.turn_tokens, self._counts.count_on_loop(reply)]
+                counts = [*counts, self._counts.count_on_loop(reply)]
             except _CountOffLoop:
                 counts = None  # a large reply: counted below with the turn, on a thread
         if counts is None:
+            count = self._counts.count
             counts = await self._memory.offload(lambda: [count(m) for m in messages], messages)
         encoding = self._encoding
-        entries = [Entry(m, {encoding: n}) for m, n in zip(messages, counts, strict=True)]
+        entries = []
+        for message, tokens in zip(messages, counts, strict=True):  # not a comprehension: one frame less
+            entries.append(Entry(message, {encoding: tokens}))
         started = time.monotonic()
         try:
             # A client that leaves now cannot cut the write in half: stores finish it on their own,
