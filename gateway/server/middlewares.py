@@ -188,7 +188,9 @@ def gateway_middleware(
             request_id = new_request_id()
         elif not _REQUEST_ID.fullmatch(request_id):
             request_id, invalid_id = new_request_id(), True
-        trace = request[TRACE] = Trace(observer, request_id, request.method, path)
+        # Into the request's store itself: its __setitem__ is a Python call through C (~700
+        # instructions) that checks for string keys; TRACE is a RequestKey.
+        trace = request._state[TRACE] = Trace(observer, request_id, request.method, path)
         trace.endpoint = endpoint
         observe.current.set(trace)  # this task serves only this request: no reset needed
         status, code = observe.CLIENT_CLOSED, None  # unless an answer is settled below

@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 import orjson
@@ -102,11 +102,11 @@ class _Reader(Protocol):
     failed: tuple[int, str] | None  # an answer that ended as the upstream's own failure: (status, code)
     cut_off: str  # the event a stream that stopped early lacks
 
-    def relay(self, batch: list[Event], out: list[bytes]) -> Event | None:
+    def relay(self, batch: Sequence[Event], out: list[bytes]) -> Event | None:
         """Add the client's bytes for `batch` to `out` up to the event that ends the answer, returned; raises _Failure."""
         ...
 
-    def opening(self, first: Event, chunk: Any, rest: list[Event], out: list[bytes]) -> Event | None:
+    def opening(self, first: Event, chunk: Any, rest: Sequence[Event], out: list[bytes]) -> Event | None:
         """relay() for `[first, *rest]`, `first` the committed event, which the commit parsed as `chunk` (None: not)."""
         ...
 
@@ -133,7 +133,7 @@ class _Chunks:
         self.hide_usage = hide_usage
         self.plain = sink is None and translator is None  # the chunk's bytes are all the client gets
 
-    def relay(self, batch: list[Event], out: list[bytes]) -> Event | None:
+    def relay(self, batch: Sequence[Event], out: list[bytes]) -> Event | None:
         """Every event is parsed (orjson): a corrupted one ends the stream with an in-band error
         instead of reaching the client's JSON parser. An object's keys are taken to be unique
         (RFC 8259), as the parse takes them.
@@ -174,7 +174,7 @@ class _Chunks:
             add(raw if plain else self._fed(chunk, raw))
         return None
 
-    def opening(self, first: Event, chunk: Any, rest: list[Event], out: list[bytes]) -> Event | None:
+    def opening(self, first: Event, chunk: Any, rest: Sequence[Event], out: list[bytes]) -> Event | None:
         if chunk is None:  # not parsed (a replayed answer), or [DONE], or JSON's null: read as any event
             return self.relay([first, *rest], out)
         out.append(self._parsed(first, chunk))  # not parsed twice
@@ -261,7 +261,7 @@ class _Events:
         self._counts: dict[str, Any] = {}  # Anthropic's usage: message_start's, updated by message_delta's
         self._last: Event | None = None
 
-    def relay(self, batch: list[Event], out: list[bytes]) -> Event | None:
+    def relay(self, batch: Sequence[Event], out: list[bytes]) -> Event | None:
         for event in batch:
             if event.data is None:
                 out.append(event.raw)
@@ -272,7 +272,7 @@ class _Events:
             out.append(self.relayed(event, kind))
         return None
 
-    def opening(self, first: Event, chunk: Any, rest: list[Event], out: list[bytes]) -> Event | None:
+    def opening(self, first: Event, chunk: Any, rest: Sequence[Event], out: list[bytes]) -> Event | None:
         return self.relay([first, *rest], out)
 
     async def finish(self, event: Event) -> bytes:
@@ -347,10 +347,10 @@ async def relay_stream(
     deadline: IdleDeadline | None = None  # set at the first wait: a stream that came in one read has none
     try:
         await response.prepare(request)
-        request[STREAM_STARTED] = response
+        request._state[STREAM_STARTED] = response  # as request[...] = stores it, without its Python __setitem__
         trace.first_token(target)
         # the first event, and those that came in the same network read: one write for them all
-        end = chunks.opening(result.first_event, result.first_chunk, stream.ready(), out)
+        end = chunks.opening(result.first_event, result.first_chunk, result.rest, out)
         while end is None:
             if out:
                 await response.write(out[0] if len(out) == 1 else b"".join(out))
