@@ -14,7 +14,6 @@ oldest entry it was given (or a resent copy may reach further back) and a wider 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from itertools import repeat
 from operator import contains, methodcaller
 from types import MappingProxyType
@@ -37,12 +36,16 @@ _NO_COUNTS: Mapping[str, int] = MappingProxyType({})
 _ROLE = methodcaller("get", "role")
 
 
-@dataclass(slots=True)  # not frozen: made on every turn, and a frozen __init__ costs twice as much
-class Entry:
-    """A stored message with its token counts, computed once when it was stored."""
+class Entry(NamedTuple):
+    """A stored message with its token counts, computed once when it was stored.
+
+    A named tuple: made on every turn, where `tuple.__new__(Entry, (message, tokens))` builds
+    one without a Python constructor called from C (a dataclass's __init__: ~1.5k instructions).
+    Neither it nor its counts are changed once made.
+    """
 
     message: Message
-    tokens: Mapping[str, int] = field(default_factory=dict)
+    tokens: Mapping[str, int] = _NO_COUNTS
 
 
 class Plan(NamedTuple):

@@ -115,7 +115,7 @@ def last_turn_start(entries: Sequence[Entry]) -> int:
 
 
 def dump_entry(entry: Entry) -> bytes:
-    return orjson.dumps({"m": entry.message, "t": entry.tokens})
+    return orjson.dumps({"m": entry.message, "t": entry.tokens}, default=dict)  # an Entry's default counts: a mapping proxy
 
 
 def load_entry(raw: bytes | str) -> Entry:

@@ -219,7 +219,7 @@ class Turn(_Hold):
         encoding = self._encoding
         entries = []
         for message, tokens in zip(messages, counts, strict=True):  # not a comprehension: one frame less
-            entries.append(Entry(message, {encoding: tokens}))
+            entries.append(tuple.__new__(Entry, (message, {encoding: tokens})))  # Entry(...) without its __new__
         started = time.monotonic()
         try:
             # A client that leaves now cannot cut the write in half: stores finish it on their own,
