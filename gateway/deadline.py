@@ -1,13 +1,14 @@
-"""Deadlines for the running task, each for the cost of one timer handle.
+"""Deadlines for the running task, many under one timer.
 
 `Deadline` bounds a block (an attempt); `IdleDeadline` bounds each wait of a stream for its
 upstream's next bytes, one timer for the whole stream.
 
 On Python 3.11 `asyncio.timeout()` builds its object through enum-state checks and asks for the
-running loop three times per use (each a getpid() syscall there). A caller that already holds its
-loop gets the same behaviour from `Deadline(loop, seconds)`: when the time is up the task is
-cancelled, and on leaving the block that cancellation becomes TimeoutError; a cancellation from
-outside (the client left) stays a CancelledError, even when it arrives together with the expiry.
+running loop three times per use (each a getpid() syscall there), and a timer of the loop's own
+(uvloop's) costs ~10k instructions to set and cancel. A Deadline is kept in a queue of its
+`Deadlines` instead: when the time is up the task is cancelled, and on leaving the block that
+cancellation becomes TimeoutError; a cancellation from outside (the client left) stays a
+CancelledError, even when it arrives together with the expiry.
 """
 
 from __future__ import annotations
@@ -15,23 +16,87 @@ from __future__ import annotations
 import asyncio
 from types import TracebackType
 
+# Timers fire on a millisecond clock (uvloop's), possibly a rounding early: a deadline this close
+# to its time has reached it.
+_SLACK = 0.001
 
-class Deadline:
-    """`with Deadline(loop, seconds):` raises TimeoutError when the block outlasts `seconds`.
 
-    Armed when built (one frame, not two, on every attempt): build it where the block begins.
+class Deadlines:
+    """The deadlines of one event loop, those of each length under one timer.
+
+    Deadlines of one length end in the order they began. So one timer, set for the oldest, serves
+    a whole queue of them: when it fires, those that are due expire, and it is set again for the
+    oldest left. A block that ends in time only takes its deadline out of its queue; the timer set
+    for it fires anyway, finds a younger one first, and is set again (one wake-up per length of
+    time at most, not one timer per block).
     """
 
-    __slots__ = ("_cancelling", "_handle", "_task", "expired")
+    __slots__ = ("loop", "queues")
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, seconds: float) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.queues: dict[float, _Queue] = {}
+
+    def queue(self, seconds: float) -> _Queue:
+        """The queue of the deadlines `seconds` long."""
+        queue = self.queues.get(seconds)
+        if queue is None:
+            queue = self.queues[seconds] = _Queue(self.loop)
+        return queue
+
+
+class _Queue:
+    """Deadlines of one length, oldest first (a dict keeps their order), and whether a timer is set."""
+
+    __slots__ = ("_loop", "live", "timed")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self.live: dict[Deadline, None] = {}
+        self.timed = False
+
+    def time(self, deadline: Deadline) -> None:
+        """Set the timer for `deadline` (the queue has none)."""
+        self.timed = True
+        self._loop.call_at(deadline.when, self._fire)
+
+    def _fire(self) -> None:
+        due = self._loop.time() + _SLACK
+        expired = []
+        for deadline in self.live:
+            if deadline.when > due:
+                self._loop.call_at(deadline.when, self._fire)
+                break
+            expired.append(deadline)
+        else:
+            self.timed = False
+        for deadline in expired:
+            del self.live[deadline]
+            deadline.expire()
+
+
+class Deadline:
+    """`with Deadline(deadlines, seconds):` raises TimeoutError when the block outlasts `seconds`.
+
+    Running when built (one frame, not two, on every attempt): build it where the block begins.
+    """
+
+    __slots__ = ("_cancelling", "_queue", "_task", "expired", "when")
+
+    def __init__(self, deadlines: Deadlines, seconds: float) -> None:
+        loop = deadlines.loop
         task = asyncio.current_task(loop)
         if task is None:
             raise RuntimeError("a Deadline must be built inside a task")
         self._task = task
         self._cancelling = task.cancelling()  # cancellations already asked for are not ours to undo
         self.expired = False
-        self._handle = loop.call_at(loop.time() + seconds, self._expire)
+        self.when = loop.time() + seconds
+        # _Queue.add and Deadlines.queue written out: two calls less on every attempt
+        queue = self._queue = deadlines.queues.get(seconds) or deadlines.queue(seconds)
+        queue.live[self] = None
+        if not queue.timed:
+            queue.time(self)
 
     def __enter__(self) -> Deadline:
         return self
@@ -39,13 +104,14 @@ class Deadline:
     def __exit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
     ) -> None:
-        self._handle.cancel()
+        self._queue.live.pop(self, None)
         # As asyncio.Timeout: our cancel is taken back whatever happened; only when nobody else
         # asked for one does the CancelledError it caused become the TimeoutError.
         if self.expired and self._task.uncancel() <= self._cancelling and kind is asyncio.CancelledError:
             raise TimeoutError from exc
 
-    def _expire(self) -> None:
+    def expire(self) -> None:
+        """The time is up: the task is cancelled (its queue's timer calls this)."""
         self.expired = True
         self._task.cancel()
 
@@ -59,10 +125,6 @@ class IdleDeadline:
     relaying task, and `expired()` tells that cancellation from any other; a younger wait, or
     none, sets the timer again for when the wait could turn `idle`.
     """
-
-    # Timers fire on a millisecond clock (uvloop's), possibly a rounding early: a wait this close
-    # to `idle` has lasted it.
-    _SLACK = 0.001
 
     __slots__ = ("_cancelling", "_fired", "_idle", "_loop", "_task", "_timer", "since")
 
@@ -78,7 +140,7 @@ class IdleDeadline:
     def _check(self) -> None:
         now, since = self._loop.time(), self.since
         due = (now if since is None else since) + self._idle
-        if since is not None and now >= due - self._SLACK:
+        if since is not None and now >= due - _SLACK:
             self._fired = True
             self._task.cancel()
         else:

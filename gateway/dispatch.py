@@ -23,7 +23,7 @@ import orjson
 from gateway.breakers import FORCED, ORDINARY, PROBE, REFUSED, SKIPPED, Breakers
 from gateway.chunks import MalformedEvent, ReplayedStream, read_chunk, replay
 from gateway.config import RetryPolicy, Route, Target
-from gateway.deadline import Deadline
+from gateway.deadline import Deadline, Deadlines
 from gateway.errors import Attempt, UpstreamError
 from gateway.observe import CLIENT_CLOSED, INVALID_RESPONSE, STREAM_ERROR, TIMEOUT, Trace
 from gateway.providers.base import JSON, Call, EventStream, Provider, Reply, TransportError
@@ -177,12 +177,13 @@ class Dispatcher:
         self._rng = rng
         self._sleep = sleep
         self._breakers = breakers
-        # The loop its providers' session runs on, looked up once: on 3.11 each lookup is a getpid()
-        # syscall. Built outside a loop (in tests), it looks the loop up per attempt.
+        # The deadlines of the loop its providers' session runs on, the loop looked up once: on 3.11
+        # each lookup is a getpid() syscall. Built outside a loop (in tests), it looks the loop up
+        # per attempt.
         try:
-            self._loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+            self._deadlines: Deadlines | None = Deadlines(asyncio.get_running_loop())
         except RuntimeError:
-            self._loop = None
+            self._deadlines = None
 
     @property
     def breakers(self) -> Breakers | None:
@@ -298,7 +299,7 @@ class Dispatcher:
             if request.stream:
                 tried = await self._open_stream(call, attempts)  # judges its own failures: it closes what it opened
             else:  # here, not in a coroutine of its own: the common call costs a frame less
-                with Deadline(self._loop or asyncio.get_running_loop(), target.timeout):
+                with Deadline(self._deadlines or Deadlines(asyncio.get_running_loop()), target.timeout):
                     reply = await self._providers[target.provider].complete(call)
                 tried = _judge_reply(call, reply, attempts)
         except TransportError as exc:
@@ -341,7 +342,7 @@ class Dispatcher:
         target = call.target
         opened: Reply | EventStream | None = None
         try:
-            with Deadline(self._loop or asyncio.get_running_loop(), target.timeout):
+            with Deadline(self._deadlines or Deadlines(asyncio.get_running_loop()), target.timeout):
                 opened = await self._providers[target.provider].stream(call)
                 if isinstance(opened, Reply):
                     return _replay_reply(call, opened, attempts)
