@@ -427,10 +427,15 @@ class SQLiteStore:
 
     async def load_tail(self, key: Key, reach: Reach) -> Conversation | None:
         """The cached conversation itself when it serves (to read, not to change), else a read of the file."""
-        cached = self._fresh(key)
-        # What is cached serves unless it is a part too short for the reach's count of messages:
-        # when its other bounds are not met, the planner says so and a wider read comes here.
-        if cached is not None and (cached.older == 0 or len(cached.entries) >= reach.messages):
+        cached = self._cache.get(key)
+        # What is cached serves unless it expired (the read replaces it) or it is a part too short
+        # for the reach's count of messages: when its other bounds are not met, the planner says so
+        # and a wider read comes here.
+        if (
+            cached is not None
+            and self._clock() - cached.updated_at <= self._ttl
+            and (cached.older == 0 or len(cached.entries) >= reach.messages)
+        ):
             self._cache.move_to_end(key)
             return cached
         return await self._run(functools.partial(self._read, key=key, reach=reach), functools.partial(self._remember, key))

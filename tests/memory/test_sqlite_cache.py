@@ -18,6 +18,7 @@ from gateway.memory.sqlite import SQLiteStore
 from gateway.memory.store import Key
 from gateway.memory.turns import Memory
 from gateway.observe import Trace
+from tests.memory.test_stores import Clock
 from tests.memory.test_tail_reads import count, stored, tool_unit, window_settings
 
 KEY: Key = ("team-a", "conv-1")
@@ -110,3 +111,14 @@ async def test_a_write_whose_caller_left_is_seen_by_the_next_read(tmp_path: Path
     competitor.close()
     await store.close()
 
+
+
+async def test_a_cached_conversation_past_its_ttl_is_not_served(tmp_path: Path) -> None:
+    clock = Clock()
+    store = SQLiteStore(str(tmp_path / "m.db"), ttl_seconds=60, max_messages=10, lock_timeout=1, clock=clock)
+    await store.append(KEY, [e("user", "q"), e("assistant", "a")], system=None)
+    assert await store.load_tail(KEY, Reach(messages=1)) is not None  # served from the cache
+    clock.now += 61
+    assert await store.load_tail(KEY, Reach(messages=1)) is None
+    assert await store.load(KEY) is None
+    await store.close()
