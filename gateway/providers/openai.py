@@ -156,8 +156,11 @@ class OpenAIProvider:
             content = response.content
             if content.is_eof():
                 # The usual small answer came whole with its headers, and aiohttp gave its connection
-                # back at its end: taken as it is, without readany()'s coroutine (~3k instructions).
+                # back at its end (closed the response): taken as it is, without readany()'s
+                # coroutine (~3k instructions).
                 body = content.read_nowait()
+                if not response._closed:  # (an upgraded connection is not given back by itself)
+                    response.release()
             else:
                 body = await _read_arriving(response, limit)
             if len(body) > limit:
