@@ -408,6 +408,25 @@ async def test_memory_requests_evictions_and_store_timings(gateway: Gateway, ups
     assert value(samples, "gateway_memory_lock_wait_seconds_count") == 3
 
 
+async def test_a_memory_turn_whose_upstream_fails_is_counted_without_a_write(
+    gateway: Gateway, upstream: FakeUpstream, tmp_path: Any
+) -> None:
+    """A turn reports once, when it lets go: planned and read, but nothing written when the upstream failed."""
+    upstream.then(Step(status=400, body=error_body(400)))
+    client = await gateway(
+        f'routes: {{chat: {{provider: openai, baseUrl: "{upstream.url}", apiKey: k}}}}\n'
+        f'memory: {{store: sqlite, path: "{tmp_path / "memory.db"}"}}'
+    )
+    with pytest.raises(openai.BadRequestError):
+        await client.chat.completions.create(model="chat", messages=MESSAGES, extra_headers={"memoryId": "m1"})
+    await client.chat.completions.create(model="chat", messages=MESSAGES, extra_headers={"memoryId": "m1"})
+    samples = await scrape(client)
+    assert value(samples, "gateway_memory_requests_total", memory_type="message_window") == 2
+    for operation, count in (("lock", 2), ("load", 2), ("append", 1)):
+        assert value(samples, "gateway_memory_store_duration_seconds_count", store="sqlite", operation=operation) == count
+    assert value(samples, "gateway_memory_lock_wait_seconds_count") == 2
+
+
 async def test_inflight_counts_a_request_while_it_runs(gateway: Gateway, upstream: FakeUpstream) -> None:
     release = asyncio.Event()
     upstream.then(Step(body=chat_completion(), gate=release))
