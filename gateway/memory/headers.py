@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any, Final, NamedTuple
 
-from multidict import CIMultiDictProxy
+from multidict import CIMultiDictProxy, istr
 
 from gateway.errors import InvalidRequestError
 from gateway.memory.settings import MEMORY_TYPES, MemorySettings
@@ -28,7 +28,9 @@ _HEADERS: Final = {
 }
 # Every accepted spelling, lower-cased, in pairs (plain, kebab) in _HEADERS' order: a request's
 # memory headers are read as one value (or None) per spelling, in this order.
-_SPELLINGS: Final = tuple(spelling for name, (kebab, _) in _HEADERS.items() for spelling in (name.lower(), kebab))
+# As istr: aiohttp's case-insensitive lookups lower-case a plain str key on every lookup, an istr's once.
+_SPELLINGS: Final = tuple(istr(spelling) for name, (kebab, _) in _HEADERS.items() for spelling in (name.lower(), kebab))
+_MEMORY_ID, _KEBAB_ID = _SPELLINGS[0], _SPELLINGS[1]
 _WINDOW_FIELDS: Final = tuple((name, kebab, field) for name, (kebab, field) in _HEADERS.items() if field is not None)
 _NO_WINDOW: Final = (None,) * (2 * len(_WINDOW_FIELDS))
 # A window header longer than this (zero-padded, say) is read each time, not cached: each of the
@@ -61,7 +63,7 @@ def asks_for_memory(headers: Mapping[str, str]) -> bool:
     Two case-insensitive lookups in aiohttp's headers; one pass in C over the names of any other mapping.
     """
     if isinstance(headers, CIMultiDictProxy):
-        return "memoryId" in headers or "x-memory-id" in headers
+        return _MEMORY_ID in headers or _KEBAB_ID in headers
     return not {"memoryid", "x-memory-id"}.isdisjoint(map(str.lower, headers))
 
 
