@@ -46,6 +46,7 @@ from gateway.memory.sqlite_file import (
     newest_first,
     open_file,
     read_row,
+    read_system,
     row_floor,
     transaction,
 )
@@ -373,7 +374,7 @@ class SQLiteStore:
                     break
         cursor.close()  # ends the read before its last row: an open statement would pin the WAL
         entries.reverse()
-        return Conversation(orjson.loads(system), entries, updated_at, older, self._plain(entries))
+        return Conversation(read_system(system), entries, updated_at, older, self._plain(entries))
 
     def _plain(self, entries: list[Entry]) -> PlainHistory | None:
         """What the cache keeps beside `entries` for planning without a walk; nothing when it is off."""

@@ -143,14 +143,45 @@ def message_rows(entries: Sequence[Entry]) -> tuple[int, list[Any]]:
     return len(entries), params
 
 
+class MalformedRow(sqlite3.DatabaseError):
+    """A row no version of the store writes (the file was changed by hand or damaged): the store is unavailable."""
+
+
 def read_row(body: bytes | str, encoding: str | None, tokens: int | None) -> list[Entry]:
-    """The entries of a message row, oldest first: of this version's shapes or the older one."""
-    if encoding is None:  # written before the token columns
-        return [load_entry(body)]
-    data: Any = orjson.loads(body)
-    if type(data) is list:  # a turn's [message, counts] pairs
-        return [Entry(message, counts) for message, counts in data]
-    return [Entry(data, {encoding: tokens} if encoding and tokens is not None else {})]
+    """The entries of a message row, oldest first: of this version's shapes or the older one; MalformedRow otherwise.
+
+    Only the shapes are checked, which a read costs a little: planning takes any message object,
+    but not a message that is no object or counts that are not numbers.
+    """
+    try:
+        if encoding is None:  # written before the token columns
+            entries = [load_entry(body)]
+        else:
+            data: Any = orjson.loads(body)
+            if type(data) is list:  # a turn's [message, counts] pairs
+                entries = [Entry(message, counts) for message, counts in data]
+            else:
+                entries = [Entry(data, {encoding: tokens} if encoding and tokens is not None else {})]
+        for message, counts in entries:
+            if type(message) is not dict or type(counts) is not dict:
+                raise TypeError("not a message and its counts")
+            for count in counts.values():
+                if type(count) is not int:
+                    raise TypeError("a count that is not an integer")
+    except (ValueError, TypeError, KeyError) as exc:  # orjson.JSONDecodeError is a ValueError
+        raise MalformedRow(f"a message row that cannot be read ({exc})") from None
+    return entries
+
+
+def read_system(text: str) -> list[Any]:
+    """A conversation row's system messages; MalformedRow when they are not a list of objects."""
+    try:
+        system: Any = orjson.loads(text)
+    except ValueError:
+        system = None
+    if type(system) is not list or any(type(message) is not dict for message in system):
+        raise MalformedRow("a conversation row whose system messages cannot be read")
+    return system
 
 
 def row_floor(first: int) -> int:

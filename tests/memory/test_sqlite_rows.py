@@ -168,3 +168,44 @@ async def test_a_closed_store_says_it_is_unavailable(tmp_path: Path) -> None:
             await store.append(KEY, [entry("user", "q")], system=None)
         with pytest.raises(StoreUnavailable, match="closed"):
             await store.load_tail(("team-a", "other"), Reach(messages=1))
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "{not json",
+        '"a string"',
+        "[1, 2]",
+        '[[{"role": "user", "content": "q"}]]',
+        '[[{"role": "user", "content": "q"}, null], [{"role": "assistant", "content": "a"}, {}]]',
+        '[["a string", {}], [{"role": "assistant", "content": "a"}, {}]]',
+        '[[{"role": "user", "content": "q"}, {"o200k_base": "3"}], [{"role": "assistant", "content": "a"}, {}]]',
+    ],
+)
+async def test_a_row_no_version_writes_makes_the_store_unavailable(tmp_path: Path, body: str) -> None:
+    """A damaged file is the store failing (a 503 for the client), never an error of the gateway's own (a 500)."""
+    path = tmp_path / "m.db"
+    store = SQLiteStore(str(path), ttl_seconds=60, max_messages=100, lock_timeout=1, cache_entries=0)
+    await store.append(KEY, [entry("user", "q1"), entry("assistant", "a1")], system=None)
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE messages SET body = ?", (body,))
+    with pytest.raises(StoreUnavailable, match="cannot be read"):
+        await store.load_tail(KEY, Reach(messages=4))
+    with pytest.raises(StoreUnavailable, match="cannot be read"):
+        await store.load(KEY)
+    with pytest.raises(StoreUnavailable, match="cannot be read"):
+        await store.undo(KEY)
+    assert await store.delete(KEY)  # what the client can still do about it
+    await store.close()
+
+
+@pytest.mark.parametrize("system", ["{not json", '{"role": "system"}', '["a string"]'])
+async def test_system_messages_no_version_writes_make_the_store_unavailable(tmp_path: Path, system: str) -> None:
+    path = tmp_path / "m.db"
+    store = SQLiteStore(str(path), ttl_seconds=60, max_messages=100, lock_timeout=1, cache_entries=0)
+    await store.append(KEY, [entry("user", "q1"), entry("assistant", "a1")], system=[{"role": "system", "content": "s"}])
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE conversations SET system = ?", (system,))
+    with pytest.raises(StoreUnavailable, match="cannot be read"):
+        await store.load_tail(KEY, Reach(messages=4))
+    await store.close()
