@@ -23,6 +23,7 @@ the rows), the ranges are filled in from the messages, and message rows of the o
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Final
 
@@ -98,12 +99,32 @@ UPDATE conversations SET
 def open_file(path: str, *, busy_timeout_ms: int) -> sqlite3.Connection:
     """Open (or create) the store's file in WAL mode, upgraded to this version's tables."""
     db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-    db.execute("PRAGMA journal_mode=WAL")
-    db.execute("PRAGMA synchronous=NORMAL")
     db.execute(f"PRAGMA busy_timeout={busy_timeout_ms}")
+    use_wal(db, wait=busy_timeout_ms / 1000)
+    db.execute("PRAGMA synchronous=NORMAL")
     db.executescript(SCHEMA)
     upgrade(db)
     return db
+
+
+def use_wal(db: sqlite3.Connection, *, wait: float) -> None:
+    """Put the file in WAL mode, retrying for up to `wait` seconds while another connection has it locked.
+
+    The busy timeout does not cover this: when connections open a new file at once (the workers of
+    `serve --workers N` on their first memory request), SQLite answers some of them SQLITE_BUSY at
+    once rather than wait into a deadlock.
+    """
+    deadline = time.monotonic() + wait
+    pause = 0.001
+    while True:
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if exc.sqlite_errorcode != sqlite3.SQLITE_BUSY or time.monotonic() >= deadline:
+                raise
+        time.sleep(pause)  # on the store's thread, never the event loop's
+        pause = min(pause * 2, 0.05)
 
 
 def upgrade(db: sqlite3.Connection) -> None:

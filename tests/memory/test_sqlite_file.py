@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import sqlite3
+import threading
 from pathlib import Path
 
 from gateway.memory.policies import Entry
 from gateway.memory.sqlite import _TRIM_EVERY, SQLiteStore
-from gateway.memory.sqlite_file import DAY, MOST_IN_A_ROW, read_row
+from gateway.memory.sqlite_file import DAY, MOST_IN_A_ROW, open_file, read_row
 from gateway.memory.store import Key
 from tests.memory.test_sqlite_leases import _OLD_SCHEMA
 from tests.memory.test_stores import Clock
@@ -93,3 +94,25 @@ async def test_a_conversation_started_afresh_after_expiry_keeps_none_of_its_old_
     assert conversation is not None and [m["content"] for m in conversation.messages] == ["new", "ok"]
     await store.close()
     assert stored_messages(tmp_path / "m.db") == 2
+
+
+def test_connections_opening_a_new_file_at_once_all_open_it(tmp_path: Path) -> None:
+    """As the workers of `serve --workers N` do on their first memory request: none fails with 'database is locked'."""
+    failures: list[str] = []
+    for trial in range(40):  # each opening races; without the retry about one trial in five fails
+        path = str(tmp_path / f"new-{trial}.db")
+        start = threading.Barrier(3)
+
+        def open_it(path: str = path, start: threading.Barrier = start) -> None:
+            start.wait()
+            try:
+                open_file(path, busy_timeout_ms=10_000).close()
+            except sqlite3.Error as exc:
+                failures.append(str(exc))
+
+        openers = [threading.Thread(target=open_it) for _ in range(3)]
+        for opener in openers:
+            opener.start()
+        for opener in openers:
+            opener.join()
+    assert failures == []
