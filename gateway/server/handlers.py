@@ -112,8 +112,10 @@ async def forward(
         if metrics.enabled and metrics.stream_usage:  # usage is asked for the metrics' sake
             call = with_stream_usage(call)
     result = await app[DISPATCHER].dispatch(route, call)
-    reply = result.reply
-    headers = gateway_headers(call.trace, route, result, None if reply is None else reply.headers)
+    reply, stream = result.reply, result.stream
+    # the relayed headers from whichever answered: Result.headers would find it again, as a property
+    upstream = reply.headers if reply is not None else stream.headers if stream is not None else None
+    headers = gateway_headers(call.trace, route, result, upstream)
     if turn is not None:
         headers.update(turn.headers)
     if reply is None:
@@ -175,7 +177,7 @@ MODEL_PATHS = {
 async def chat_completions(request: web.Request) -> web.StreamResponse:
     # _resolve and _chat written out: the most common request takes two frames less.
     raw, payload = await read_payload(request)
-    trace = request[TRACE]
+    trace = request._state[TRACE]  # as request[TRACE] finds it, without its Python __getitem__ called from C
     app = request.app  # read once, for route_for and forward both: each read is two property calls
     config = app[CONFIG]  # read once too: app[...] is a Python __getitem__ called from C
     route = route_for(request, check_model(payload), config)
