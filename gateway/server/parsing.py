@@ -19,7 +19,20 @@ def parse_object(raw: bytes) -> dict[str, Any]:
         raise InvalidRequestError(f"The request body is not valid JSON: {exc}", code="invalid_json") from None
     if not isinstance(payload, dict):
         raise InvalidRequestError("The request body must be a JSON object.", code="invalid_json")
+    # orjson reads JSON nested up to 1,024 levels but writes at most 254: a body the gateway
+    # changes (memory, overrideParams, a translation) is written again. Only a body of more
+    # brackets than that can nest so deep, so the usual one costs a length test.
+    if len(raw) > 2 * _WRITABLE_DEPTH and raw.count(b"[") + raw.count(b"{") > _WRITABLE_DEPTH:
+        try:
+            orjson.dumps(payload)
+        except orjson.JSONEncodeError:
+            raise InvalidRequestError(
+                f"The request body nests JSON deeper than {_WRITABLE_DEPTH} levels.", code="invalid_json"
+            ) from None
     return payload
+
+
+_WRITABLE_DEPTH: Final = 254  # the deepest nesting orjson.dumps writes
 
 
 # Body fields that would point an upstream elsewhere or carry credentials: litellm-style

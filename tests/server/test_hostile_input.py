@@ -156,6 +156,19 @@ async def test_memory_poisoned_by_a_list_tool_call_id_is_refused(gateway: Gatewa
     assert status == 200, body
 
 
+@pytest.mark.parametrize("headers", [b"", b"memoryId: deep\r\n"])
+async def test_json_nested_deeper_than_it_can_be_written_again_is_a_400(gateway: Gateway, headers: bytes) -> None:
+    """orjson reads 1,024 levels but writes 254: a memory turn (which writes the body again) was a 500."""
+    where = await address(gateway)
+    deep = b'{"model": "m", "messages": [{"role": "user", "content": "hi", "x": ' + b"[" * 300 + b"]" * 300 + b"}]}"
+    status, _, body = await exchange(where, request(AUTH + headers, deep))
+    assert status == 400, body
+    assert_error(body, code="invalid_json")
+    shallow = b'{"model": "m", "messages": [{"role": "user", "content": "hi", "x": ' + b"[" * 250 + b"]" * 250 + b"}]}"
+    status, _, body = await exchange(where, request(AUTH + headers, shallow))
+    assert status != 500, body
+
+
 async def test_trickled_body_gets_a_408_and_the_connection_closed(gateway: Gateway) -> None:
     """A client sending one byte every 0.2 s is cut off at bodyReadTimeoutSeconds (0.5 s)."""
     where = await address(gateway, CONFIG + "server: {bodyReadTimeoutSeconds: 0.5}\n")
