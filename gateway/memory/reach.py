@@ -7,7 +7,7 @@ falls short (tool results whose call lies further back, counts of another encodi
 by the planner, which then asks for a wider read (`Plan.wants_older`).
 
 Stores that hold a conversation in memory need no reach: they give the planner the whole list
-(a copy costs little), and the planner walks only as far as the window goes. Stores that pay for
+(their own, not a copy), and the planner walks only as far as the window goes. Stores that pay for
 every message read count them as they read (`Tally`), row by row or chunk by chunk.
 """
 

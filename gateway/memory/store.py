@@ -67,8 +67,9 @@ class MemoryStore(Protocol):
         """The conversation with at least its newest entries that cover `reach` (all, when they do not).
 
         A store that holds the history in memory may give all of it: planning reads only the
-        newest entries it needs. Its lists may be the store's own, good until the next write to
-        the conversation: a caller reads them and keeps no reference.
+        newest entries it needs. The Conversation, its lists and their message dicts may be the
+        store's own (its cache), good until the next write to the conversation: a caller reads
+        them, never changes them, and keeps no reference.
         """
         ...
 
