@@ -5,7 +5,9 @@
 Writes the current schema (`gateway.memory.sqlite_file`) directly, in one transaction: N
 conversations `bench-0` .. `bench-{N-1}` of the tenant (bench/send.py's conversations are
 `bench-0` .. `bench-{C-1}`), each of M messages alternating user and assistant, with token
-counts in o200k_base and updated now, so none expires. 100,000 conversations of 10 take ~5 s.
+counts in o200k_base and updated now, so none expires. Rows are written as the gateway writes a
+turn: a question and its answer in one row (`sqlite_file.message_rows`). 100,000 conversations
+of 10 take ~5 s.
 """
 
 from __future__ import annotations
@@ -15,8 +17,8 @@ import itertools
 import time
 from collections.abc import Iterator
 
-import orjson
-
+from gateway.memory import sqlite_file
+from gateway.memory.policies import Entry
 from gateway.memory.sqlite_file import open_file
 from gateway.memory.tokens import count_message, get_encoding
 
@@ -29,13 +31,19 @@ MESSAGES = [
 
 
 def message_rows(tenant: str, conversations: int, messages: int) -> Iterator[tuple[object, ...]]:
-    """(tenant, memory_id, seq, role, body, encoding, tokens) of every message, seq from 1."""
+    """(tenant, memory_id, seq, role, body, encoding, tokens) of every row, seq from 1: a row a turn of two."""
     codec = get_encoding("o200k_base")
-    rows = [(m["role"], orjson.dumps(m).decode(), "o200k_base", count_message(m, codec)) for m in MESSAGES]
+    entries = [Entry(m, {"o200k_base": count_message(m, codec)}) for m in MESSAGES]
+    turns = itertools.cycle([entries[0:2], entries[2:4]])
+    rows = []  # (seq, role, body, encoding, tokens) of one conversation: the same for each
+    for seq in range(1, messages + 1, 2):
+        turn = next(turns)[: messages - seq + 1]  # an odd count ends with a row of one message
+        _, params = sqlite_file.message_rows(turn)
+        rows += [(seq + i, *params[4 * i : 4 * i + 4]) for i in range(len(params) // 4)]
     for index in range(conversations):
         memory_id = f"bench-{index}"
-        for seq, row in zip(range(1, messages + 1), itertools.cycle(rows)):
-            yield (tenant, memory_id, seq, *row)
+        for row in rows:
+            yield (tenant, memory_id, *row)
 
 
 def fill(path: str, *, conversations: int, messages: int, tenant: str) -> None:
