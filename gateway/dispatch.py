@@ -427,6 +427,8 @@ def _judge_reply(call: Call, reply: Reply, attempts: list[Attempt]) -> Result:
         if 300 <= status < 400:  # redirects are never followed: the upstream is misconfigured or hostile
             detail = f"upstream answered {status} (a redirect, which the gateway does not follow)"
             return _broken(target, attempts, detail, INVALID_RESPONSE)
+        if status < 200:  # no final answer (101 switches protocols): relayed, it would break the client's connection
+            return _broken(target, attempts, f"upstream answered {status} (not a final answer)", INVALID_RESPONSE)
         detail = _error_fields(reply.body).message
         return Result(target, attempts, answered(status), detail, reply, retry_after=retry_after_seconds(reply.headers))
     if call.endpoint in OPAQUE_ANSWERS:

@@ -13,6 +13,7 @@ from tests.fakes import FakeUpstream, Step, chat_completion, stream_of
 
 QUESTION = [{"role": "user", "content": "q"}]
 ANSWER = orjson.dumps(chat_completion("Paris"))
+UPGRADE = {"Connection": "Upgrade", "Upgrade": "websocket"}
 
 
 def single(upstream: FakeUpstream, server: str = "") -> str:
@@ -124,3 +125,13 @@ async def test_an_upstream_cookie_is_never_sent_back(gateway: Gateway, upstream:
         await client.chat.completions.create(model="chat", messages=[{"role": "user", "content": "hi"}])
     assert upstream.calls == 2
     assert "Cookie" not in upstream.requests[1].headers
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
+async def test_an_informational_answer_is_a_502(gateway: Gateway, upstream: FakeUpstream, stream: bool) -> None:
+    """A 1xx is no final answer: relayed, a 101 would switch the client's connection to nothing."""
+    client = await gateway(single(upstream))
+    upstream.then(Step(status=101, body=b"", headers=UPGRADE))
+    with pytest.raises(openai.APIStatusError) as caught:
+        await client.chat.completions.create(model="chat", messages=QUESTION, stream=stream)
+    assert caught.value.status_code == 502 and "upstream answered 101" in caught.value.message
