@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import gc
 import gzip
+import warnings
 
 import openai
 import orjson
@@ -135,3 +138,21 @@ async def test_an_informational_answer_is_a_502(gateway: Gateway, upstream: Fake
     with pytest.raises(openai.APIStatusError) as caught:
         await client.chat.completions.create(model="chat", messages=QUESTION, stream=stream)
     assert caught.value.status_code == 502 and "upstream answered 101" in caught.value.message
+
+
+async def test_an_answer_taken_whole_lets_an_upgraded_connection_go_at_once(gateway: Gateway, upstream: FakeUpstream) -> None:
+    """aiohttp keeps an upgraded connection (a 101 with Upgrade: websocket) for its new protocol: the
+    fast read lets it go itself, not leaving it to the response's garbage collection."""
+    client = await gateway(single(upstream))
+    loop = asyncio.get_running_loop()
+    loop.set_debug(True)  # a response collected before it was let go then warns ("Unclosed response")
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", ResourceWarning)
+            upstream.then(Step(status=101, body=b"", headers=UPGRADE))
+            with pytest.raises(openai.APIStatusError):
+                await client.chat.completions.create(model="chat", messages=QUESTION)
+            gc.collect()
+    finally:
+        loop.set_debug(False)
+    assert [str(w.message) for w in caught if "Unclosed" in str(w.message)] == []
