@@ -79,7 +79,7 @@ class Reply:
 
 
 class EventStream(Protocol):
-    """A 2xx upstream SSE stream: its first event alone, then the rest as they arrive."""
+    """A 2xx upstream SSE stream: its events a read at a time (`next_batch`; dispatch takes the first from them too)."""
 
     status: int
     headers: Mapping[str, str]
