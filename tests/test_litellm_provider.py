@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import logging
 import os
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -288,6 +290,38 @@ async def test_a_529_overload_falls_back_on_529(
         'gateway_upstream_requests_total{outcome="529",provider="anthropic",route="chat",target="claude"} 2.0'
         in text
     )
+
+
+# A conversation with every kind of message memory keeps: content parts, a name, a tool call and its result
+KEPT = [
+    {"role": "system", "content": "Be terse."},
+    {"role": "user", "content": [{"type": "text", "text": "q1"}, {"type": "text", "text": "more"}], "name": "bob"},
+    {"role": "assistant", "content": "calling", "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+    {"role": "tool", "tool_call_id": "c1", "content": "42"},
+    {"role": "user", "content": "q2"},
+]
+
+
+@pytest.mark.parametrize("claude_answers", [True, False])
+async def test_memory_through_litellm_and_a_fallback_keeps_messages_as_sent(
+    gateway: Gateway, claude: FakeAnthropic, upstream: FakeUpstream, tmp_path: Path, claude_answers: bool
+) -> None:
+    """Memory stores and resends the client's own message objects (no copies): no provider may change them in place."""
+    if not claude_answers:
+        claude.then(overloaded(), overloaded(), overloaded(), overloaded())
+    routes = textwrap.dedent(fallback(claude_target(claude), upstream, codes="529"))
+    client = await gateway(f'memory: {{store: sqlite, path: "{tmp_path / "m.db"}"}}\n' + routes)
+    headers = {"Authorization": f"Bearer {GATEWAY_KEY}", "memoryId": "conv"}
+    async with aiohttp.ClientSession() as session:
+        for turn in (copy.deepcopy(KEPT), [{"role": "user", "content": "q3"}]):
+            async with session.post(root(client) + "/chat/completions", json={"model": "chat", "messages": turn}, headers=headers) as r:
+                assert r.status == 200, await r.text()
+        async with session.get(f"{root(client)}/memory/conv", headers=headers) as r:
+            stored = (await r.json())["messages"]  # from the store's cache: what later turns resend
+    assert stored[:4] == KEPT[1:5]
+    if not claude_answers:  # the second target got the messages exactly as the client sent them
+        assert upstream.requests[0].body["messages"] == KEPT
+        assert upstream.requests[1].body["messages"][:5] == KEPT
 
 
 async def test_a_529_does_not_fall_back_on_429_only(
