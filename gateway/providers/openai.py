@@ -242,15 +242,6 @@ _DRAINABLE: type | None = (
 )
 
 
-async def _next_bytes(content: StreamReader) -> bytes:
-    """The body's next bytes, all those that have arrived at once (waiting for some); b"" at its end."""
-    if type(content) is not _DRAINABLE:  # (EMPTY_PAYLOAD has no buffer)
-        return await content.readany()
-    while (data := _taken(content)) is None:
-        await content._wait("readany")
-    return data
-
-
 def _taken(content: StreamReader) -> bytes | None:
     """All the body's bytes that have arrived, at once; b"" at its end; None when none are there (wait for some).
 
@@ -306,17 +297,17 @@ class _UpstreamEvents:
         """The events already read, else those of the next network read that completes one; empty at the end."""
         if self._pending:
             return self.ready()
-        # The read loop here, and the bytes taken here too (not through _next_bytes): each coroutine
-        # is one more frame to create and to pass through on every wake-up, for every read of a stream.
+        # The bytes taken here, not in a coroutine of their own: each coroutine is one more frame to
+        # create and to pass through on every wake-up, for every read of a stream.
         content = self._response.content
-        drainable = type(content) is _DRAINABLE
+        drainable = type(content) is _DRAINABLE  # else readany() (EMPTY_PAYLOAD has no buffer)
         while True:
             try:
-                if drainable:
+                if drainable:  # all the bytes that have arrived at once, waiting for some
                     while (chunk := _taken(content)) is None:
                         await content._wait("readany")
                 else:
-                    chunk = await _next_bytes(content)
+                    chunk = await content.readany()
             except _FAILURES as exc:
                 raise transport_error(exc) from None
             if not chunk:

@@ -1,4 +1,4 @@
-"""_next_bytes: an upstream body's bytes taken all at once, as readany() would hand them over piece by piece.
+"""_taken: an upstream body's bytes taken all at once, as readany() would hand them over piece by piece.
 
 aiohttp's own response parser and reader are fed a chunked answer by hand (a transport that records
 what flow control asks of it), so that the reader's buffer holds many HTTP chunks, and flow control
@@ -13,7 +13,8 @@ import pytest
 from aiohttp.client_proto import ResponseHandler
 from aiohttp.streams import StreamReader
 
-from gateway.providers.openai import _next_bytes
+from gateway.providers import openai
+from gateway.providers.openai import _taken
 
 EVENTS = [b"data: %d %s\n\n" % (i, b"x" * 200) for i in range(40)]
 HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
@@ -54,6 +55,15 @@ async def _answer(read_bufsize: int) -> tuple[ResponseHandler, _Transport, Strea
     return protocol, transport, body
 
 
+async def _next_bytes(body: StreamReader) -> bytes:
+    """A read's bytes, as _UpstreamEvents.next_batch takes them (readany() without the internals _taken knows)."""
+    if type(body) is not openai._DRAINABLE:
+        return await body.readany()
+    while (data := _taken(body)) is None:
+        await body._wait("readany")
+    return data
+
+
 async def _read_all(body: StreamReader, protocol: ResponseHandler, done: int = 0) -> list[bytes]:
     """Every read of `body` up to its end (`done` bytes read before), the end fed once the events are all read."""
     reads: list[bytes] = []
@@ -85,8 +95,6 @@ async def test_a_connection_paused_by_flow_control_is_resumed_once_its_bytes_are
 
 
 async def test_without_the_internals_it_knows_it_reads_as_readany_does(monkeypatch: pytest.MonkeyPatch) -> None:
-    from gateway.providers import openai
-
     monkeypatch.setattr(openai, "_DRAINABLE", None)  # an aiohttp whose StreamReader is built otherwise
     protocol, _, body = await _answer(read_bufsize=1024)
     reads = await _read_all(body, protocol)
