@@ -120,9 +120,7 @@ def plan_turn(
     given_system: list[Message] = []
     turn: list[Message] = []
     for message in messages:  # one pass, each message to its list
-        if not (message.keys() <= _PLAIN_KEYS and None not in message.values()):  # normalize's own test, without its call
-            message = normalize(message)
-        (given_system if message.get("role") in SYSTEM_ROLES else turn).append(message)  # type: ignore[arg-type]
+        (given_system if message.get("role") in SYSTEM_ROLES else turn).append(normalize(message))
     system = given_system or list(stored_system)
     # Only the newest messages are looked at: as many as the new turn for a resent copy, and as
     # many as the window walks over, so planning costs the same whatever the length of `history`.

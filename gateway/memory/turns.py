@@ -139,12 +139,7 @@ class Turn(_Hold):
         memory, trace = self._memory, self._trace
         self._encoding = encoding = encoding_name(self._model)
         self._counts = counts = memory._counts_by_encoding.get(encoding) or await memory._counts(encoding)
-        started = time.monotonic()  # _Hold.__aenter__, without its coroutine (each awaited one costs ~1k instructions)
-        try:
-            await self._lock.__aenter__()
-        except BaseException as exc:
-            raise self._not_held(exc, started) from None
-        self._waited = time.monotonic() - started
+        await _Hold.__aenter__(self)
         try:
             plan, self._loaded = await memory._plan(
                 self._key, self._settings, self._messages, counts.count, counts.count_on_loop, encoding, trace

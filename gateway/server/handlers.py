@@ -390,19 +390,10 @@ async def _chat_with_memory(
     tenant = trace.tenant
     assert tenant is not None  # set for every /v1/ path before its handler runs
     model = route.memory_model or payload["model"]
-    turn = Turn(app[MEMORY], (tenant, ask.memory_id), ask.settings, payload["messages"], model, trace)
-    # `async with turn`, written out: the statement calls __aenter__ and __aexit__ from C (~1.4k
-    # instructions more than these calls)
-    await turn.__aenter__()
-    try:
+    async with Turn(app[MEMORY], (tenant, ask.memory_id), ask.settings, payload["messages"], model, trace) as turn:
         payload["messages"] = turn.plan.forwarded  # the request's own dict: the turn keeps the messages it was sent
         call = Request("chat/completions", payload, None, trace.stream, trace)
-        response = await forward(request, route, call, turn=turn, reshape=reshape, app=app)
-    except BaseException as exc:
-        await turn.__aexit__(type(exc), exc, exc.__traceback__)
-        raise
-    await turn.__aexit__(None, None, None)
-    return response
+        return await forward(request, route, call, turn=turn, reshape=reshape, app=app)
 
 
 async def completions(request: web.Request) -> web.StreamResponse:
