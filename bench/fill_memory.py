@@ -5,9 +5,9 @@
 Writes the current schema (`gateway.memory.sqlite_file`) directly, in one transaction: N
 conversations `bench-0` .. `bench-{N-1}` of the tenant (bench/send.py's conversations are
 `bench-0` .. `bench-{C-1}`), each of M messages alternating user and assistant, with token
-counts in o200k_base and updated now, so none expires. Rows are written as the gateway writes a
-turn: a question and its answer in one row (`sqlite_file.message_rows`). 100,000 conversations
-of 10 take ~5 s.
+counts in o200k_base and written now, so none expires (each conversation row holds its whole
+range: `cap` NULL). Rows are written as the gateway writes a turn: a question and its answer in
+one row (`sqlite_file.message_rows`). 100,000 conversations of 10 take ~5 s.
 """
 
 from __future__ import annotations
@@ -53,12 +53,13 @@ def fill(path: str, *, conversations: int, messages: int, tenant: str) -> None:
     db.execute("DELETE FROM messages WHERE tenant = ?", (tenant,))
     db.execute("DELETE FROM conversations WHERE tenant = ?", (tenant,))
     db.executemany(
-        "INSERT INTO conversations (tenant, memory_id, system, updated_at, first_seq, last_seq) VALUES (?, ?, '[]', ?, 1, ?)",
-        ((tenant, f"bench-{index}", now, messages) for index in range(conversations)),
+        "INSERT INTO conversations (tenant, memory_id, system, updated_at, first_seq, last_seq, touched_day)"
+        " VALUES (?, ?, '[]', ?, 1, ?, ?)",
+        ((tenant, f"bench-{index}", now, messages, int(now // sqlite_file.DAY)) for index in range(conversations)),
     )
     db.executemany(
-        "INSERT INTO messages (tenant, memory_id, seq, role, body, encoding, tokens) VALUES (?, ?, ?, ?, ?, ?, ?)",
-        message_rows(tenant, conversations, messages),
+        "INSERT INTO messages (tenant, memory_id, seq, role, body, encoding, tokens, written_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        ((*row, now) for row in message_rows(tenant, conversations, messages)),
     )
     db.execute("COMMIT")
     db.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # the server starts on a file, not a large WAL

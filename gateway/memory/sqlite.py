@@ -1,11 +1,13 @@
 """The embedded default store: SQLite in WAL mode, on one worker thread so the loop never blocks.
 
 A turn reads only the newest part of a conversation: its rows newest first, until the reach is
-covered (`reach`), so a read costs the same for 20 stored messages or 1,000. A turn is written
-by one statement on its conversation row and one insert of its messages (one row for most turns:
-see sqlite_file): a guarded UPDATE when the thread remembers the row as it last wrote it
-(`_Range`), else the upsert, which returns where the messages go. Appends queued together share
-one transaction and one hop to the thread.
+covered (`reach`), so a read costs the same for 20 stored messages or 1,000. Most turns are
+written by one statement, the insert of their message row (see sqlite_file), which SQLite
+commits by itself: the thread remembers each conversation as it last wrote it (`_Range`), so it
+knows where the messages go, and the conversation row is written only when its newest message
+row cannot stand for it (`_append_alone`). Then the write is a transaction: a guarded UPDATE of
+the row when the thread remembers it, else a read of the row and its newest messages, which say
+where the messages go. Appends queued together share one transaction and one hop to the thread.
 
 A hop to that thread costs more than the query itself, so conversations this process wrote or
 read are also kept in a bounded write-through cache (the newest part read, updated by each write)
@@ -42,6 +44,9 @@ from gateway.memory.reach import Reach, Tally, stored_count
 from gateway.memory.sqlite_file import (
     DAY,
     MOST_IN_A_ROW,
+    STATE,
+    State,
+    live_state,
     message_rows,
     newest_first,
     open_file,
@@ -59,44 +64,48 @@ log = logging.getLogger("gateway.memory")
 _PURGE_EVERY = 600.0
 LEASE_SECONDS = 15.0
 
-# ?1 tenant, ?2 memory_id, ?3 system JSON ('': keep), ?4 now, ?5 messages added, ?6 expiry cutoff, ?7 cap,
-# ?8 today (see DAY). An expired conversation starts afresh: its messages fall below first_seq.
-# "Keep" is '' rather than NULL: the sqlite3 module binds str, int and float directly, but looks
-# up an adapter (costly) for None and bytes, which is also why bodies are bound as text.
-# touched_day is set by _TOUCH, when what this returns is not today: once a day, not every write.
-_UPSERT: Final = """
-INSERT INTO conversations (tenant, memory_id, system, updated_at, first_seq, last_seq, touched_day)
-VALUES (?1, ?2, COALESCE(NULLIF(?3, ''), '[]'), ?4, MAX(?5 - ?7 + 1, 1), ?5, ?8)
-ON CONFLICT (tenant, memory_id) DO UPDATE SET
-    system = COALESCE(NULLIF(?3, ''), CASE WHEN updated_at < ?6 THEN '[]' ELSE system END),
-    first_seq = MAX(CASE WHEN updated_at < ?6 THEN last_seq + 1 ELSE first_seq END, last_seq + ?5 - ?7 + 1),
-    last_seq = last_seq + ?5,
-    updated_at = ?4
-RETURNING first_seq, last_seq, touched_day
+# A conversation's row written by a write that finds it missing or cannot vouch for it (see
+# `_write_row`): ?1 tenant, ?2 memory_id, ?3 system JSON ('': keep), ?4 now, ?5 first_seq,
+# ?6 last_seq, ?7 today (see DAY), ?8 cap. "Keep" is '' rather than NULL: the sqlite3 module binds
+# str, int and float directly, but looks up an adapter (costly) for None and bytes, which is also
+# why bodies are bound as text.
+_NEW_ROW: Final = """
+INSERT INTO conversations (tenant, memory_id, system, updated_at, first_seq, last_seq, touched_day, cap)
+VALUES (?1, ?2, COALESCE(NULLIF(?3, ''), '[]'), ?4, ?5, ?6, ?7, ?8)
 """
-_TOUCH: Final = "UPDATE conversations SET touched_day = ? WHERE tenant = ? AND memory_id = ?"
-# A write to a conversation whose row this thread knows (`_Range`): the new range is worked out
-# here, and the row is updated only if it still holds what this thread last wrote (?6..?9, the
-# `_Range` as it is). About a third of _UPSERT's cost: no insert attempt, no RETURNING (whose
-# ephemeral table is most of it). ?1 tenant, ?2 memory_id, ?3 first_seq, ?4 last_seq, ?5 now.
-# A new system prompt (rare) is set by _SET_SYSTEM after it: a text bound on every write costs
-# ~1k instructions.
+_SET_ROW: Final = """
+UPDATE conversations SET system = COALESCE(NULLIF(?3, ''), system), updated_at = ?4, first_seq = ?5, last_seq = ?6,
+    touched_day = ?7, cap = ?8
+WHERE tenant = ?1 AND memory_id = ?2
+"""
+# The row of a conversation this thread knows (`_Range`), written when it must be (see
+# `_append_alone`): the new range is worked out here, and the row is updated only if it still
+# holds what this thread last wrote there (?8..?11, `_Range.row`). ?1 tenant, ?2 memory_id,
+# ?3 first_seq, ?4 last_seq, ?5 now, ?6 today, ?7 system JSON ('': keep).
 _UPDATE_KNOWN: Final = """
-UPDATE conversations SET first_seq = ?3, last_seq = ?4, updated_at = ?5
-WHERE tenant = ?1 AND memory_id = ?2 AND first_seq = ?6 AND last_seq = ?7 AND updated_at = ?8 AND touched_day = ?9
+UPDATE conversations SET first_seq = ?3, last_seq = ?4, updated_at = ?5, touched_day = ?6, system = COALESCE(NULLIF(?7, ''), system)
+WHERE tenant = ?1 AND memory_id = ?2 AND first_seq = ?8 AND last_seq = ?9 AND updated_at = ?10 AND touched_day = ?11
 """
-_SET_SYSTEM: Final = "UPDATE conversations SET system = ? WHERE tenant = ? AND memory_id = ?"
 # Rows the thread remembers (`_Range`), the oldest remembered forgotten first beyond: ~330 bytes
-# each (its key's strings), ~1.4 MB in all. A forgotten row costs its next turn the upsert.
+# each (its key's strings), ~1.4 MB in all. A forgotten row costs its next turn a read of the row.
 _KNOWN_RANGES: Final = 4_096
-_INSERT: Final = "INSERT INTO messages (tenant, memory_id, seq, role, body, encoding, tokens) VALUES "
-_TRIM_EVERY: Final = 32  # messages below first_seq are deleted in bunches of about this many (see _write)
+_INSERT: Final = "INSERT INTO messages (tenant, memory_id, seq, written_at, role, body, encoding, tokens) VALUES "
+_TRIM_EVERY: Final = 32  # messages below first_seq are deleted in bunches of about this many (see _trim_due)
 _TRIM: Final = "DELETE FROM messages WHERE tenant = ? AND memory_id = ? AND seq < ?"
 # The row before ?3: it may hold messages numbered ?3 on too (a turn's row).
 _HOLDING: Final = (
     "SELECT seq, body, encoding, tokens FROM messages WHERE tenant = ? AND memory_id = ? AND seq < ? ORDER BY seq DESC LIMIT 1"
 )
-_CONVERSATION: Final = "SELECT system, updated_at, first_seq, last_seq FROM conversations WHERE tenant = ? AND memory_id = ?"
+# Expired: untouched (its row) since the cutoff's day (?1) or before, its row and its newest message
+# row written before the cutoff (?2). The day index finds the candidates; the rest tells apart the
+# few of the cutoff's day, whose messages may have been written after their row (see sqlite_file).
+_EXPIRED: Final = """
+touched_day <= ?1 AND updated_at < ?2 AND COALESCE((
+    SELECT written_at FROM messages AS m WHERE m.tenant = c.tenant AND m.memory_id = c.memory_id ORDER BY m.seq DESC LIMIT 1
+), 0) < ?2
+"""
+_PURGE_MESSAGES: Final = f"DELETE FROM messages WHERE (tenant, memory_id) IN (SELECT tenant, memory_id FROM conversations AS c WHERE {_EXPIRED})"
+_PURGE_CONVERSATIONS: Final = f"DELETE FROM conversations AS c WHERE {_EXPIRED}"
 _NEWEST_FIRST: Final = (
     "SELECT seq, body, encoding, tokens FROM messages WHERE tenant = ? AND memory_id = ? AND seq >= ? ORDER BY seq DESC"
 )
@@ -119,7 +128,7 @@ class _Write:
 
     key: Key
     rows: int  # message rows: one for most turns (see sqlite_file)
-    insert: list[Any]  # _insert_rows' parameters: the key, the first seq (set by the thread), then the rows'
+    insert: list[Any]  # _insert_rows' parameters: the key, the first seq and time (set by the thread), then the rows'
     system: str  # '': keep the stored one
     done: asyncio.Future[Any]
     token: str | None  # the lease this write must still hold (shared mode)
@@ -131,16 +140,17 @@ class _Write:
 
 
 class _Range(NamedTuple):
-    """A conversation row as this thread last wrote it: the last parameters of _UPDATE_KNOWN as they are.
+    """A conversation as this thread last wrote it: its range and that write's time, and its row as last written there.
 
-    Made by `_new_range(_Range, (first, last, updated_at, day))`, tuple.__new__: a NamedTuple's
-    own constructor is Python code called from C (~1k instructions more).
+    `row` is (first_seq, last_seq, updated_at, touched_day), the guard of _UPDATE_KNOWN. Made by
+    `_new_range(_Range, (first, last, written_at, row))`, tuple.__new__: a NamedTuple's own
+    constructor is Python code called from C (~1k instructions more).
     """
 
     first: int
     last: int
-    updated_at: float
-    day: int
+    written_at: float
+    row: tuple[int, int, float, int]
 
 
 _new_range = tuple.__new__
@@ -148,12 +158,21 @@ _new_range = tuple.__new__
 
 @functools.cache
 def _insert_rows(count: int) -> str:
-    """An insert of `count` rows numbered from ?3 on: (tenant, memory_id, first seq, then role, body, encoding, tokens each).
+    """An insert of `count` rows numbered from ?3 on, written at ?4: (tenant, memory_id, first seq, time, then role, body, encoding, tokens each).
 
     Rows of a message each are numbered one apart; a turn's row is one row (`count` 1).
     """
-    rows = (f"(?1, ?2, ?3 + {i}, ?{4 + 4 * i}, ?{5 + 4 * i}, ?{6 + 4 * i}, ?{7 + 4 * i})" for i in range(count))
+    rows = (f"(?1, ?2, ?3 + {i}, ?4, ?{5 + 4 * i}, ?{6 + 4 * i}, ?{7 + 4 * i}, ?{8 + 4 * i})" for i in range(count))
     return _INSERT + ", ".join(rows)
+
+
+def _trim_due(first: int, start: int, added: int) -> bool:
+    """Whether a write of `added` messages from `start` on, the range then starting at `first`, deletes rows below it.
+
+    Messages below first_seq are never read: their rows are deleted when the conversation started
+    afresh, else once every _TRIM_EVERY messages (a statement and a page write saved on most turns).
+    """
+    return first > 1 and (first == start or first % _TRIM_EVERY < added)
 
 
 class SQLiteStore:
@@ -264,64 +283,107 @@ class SQLiteStore:
         now = self._clock()
         cutoff = now - self._ttl
         today = int(now // DAY)
-        cap = self._cap
         cursor = self._cursor(db)
-        ranges = self._ranges
+        if len(writes) == 1 and self._append_alone(cursor, writes[0], now, cutoff, today):
+            return  # the common turn: one statement, which SQLite commits by itself
         with transaction(db, cursor):
             for write in writes:
-                key = write.key
-                if write.token is not None and not self._owns(db, key, write.token):
-                    write.error = LockLost("sqlite store: the conversation's lease passed to another holder")
-                    continue
-                added = len(write.entries)
-                known = ranges.get(key)
-                if known is not None and (known.updated_at < cutoff or not added):
-                    known = None  # expired, or no messages: the upsert says what becomes of the row
-                # The common case: the row is as this thread last wrote it (`known`), and moves on by
-                # `added` without an upsert (unless another process, an undo or a delete changed it since).
-                if known is not None:
-                    last = known.last + added
-                    first = max(known.first, last - cap + 1)
-                    cursor.execute(_UPDATE_KNOWN, (*key, first, last, now, *known))
-                    if cursor.rowcount == 1:
-                        ranges[key] = known = _new_range(_Range, (first, last, now, known.day))
-                        if write.system:
-                            cursor.execute(_SET_SYSTEM, (write.system, *key))
-                    else:
-                        known = None
-                if known is None:
-                    known = self._upsert(cursor, write, now, cutoff, today)
-                    first, last = known.first, known.last
-                if known.day != today:
-                    cursor.execute(_TOUCH, (today, *key))
-                    ranges[key] = _new_range(_Range, (first, last, now, today))
-                start = last - added + 1
-                rows = write.rows
-                if 0 < rows <= MOST_IN_A_ROW:  # the common case: the turn's rows in one statement
-                    insert = write.insert
-                    insert[2] = start
-                    cursor.execute(_insert_rows(rows), insert)
-                elif rows:
-                    params = write.insert[3:]
-                    cursor.executemany(_insert_rows(1), [(*key, start + i, *params[4 * i : 4 * i + 4]) for i in range(rows)])
-                # Messages below first_seq are never read: their rows are deleted when the conversation
-                # started afresh, else once every _TRIM_EVERY messages (a statement and a page write
-                # saved on most turns). A row that holds a message from first_seq on stays.
-                if first > 1 and (first == start or first % _TRIM_EVERY < added):
-                    cursor.execute(_TRIM, (*key, first if first == start else row_floor(first)))
-                write.updated_at = now
+                if not self._append_alone(cursor, write, now, cutoff, today):
+                    self._write_row(cursor, write, now, cutoff, today)
 
-    def _upsert(self, cursor: sqlite3.Cursor, write: _Write, now: float, cutoff: float, today: int) -> _Range:
-        """Write `write`'s conversation row by the upsert, which says where its messages go; remembered after."""
+    def _append_alone(self, cursor: sqlite3.Cursor, write: _Write, now: float, cutoff: float, today: int) -> bool:
+        """The common turn: the turn's message row alone, the conversation row left as this thread last wrote it.
+
+        Only for a conversation this thread knows (`_Range`: only it writes the file, unless shared),
+        when the row still says all the file does not: the conversation is live, today is its
+        `touched_day`, the system prompt stays and no trim is due (its range follows from its newest
+        message row: see sqlite_file). False when it does not apply, or the file refuses the row
+        (another writer took its number): nothing was written, and the write goes by its row.
+        """
+        known = self._ranges.get(write.key)
+        if known is None or known.written_at < cutoff or known.row[3] != today or write.system or self._shared:
+            return False
+        added = len(write.entries)
+        rows = write.rows
+        start = known.last + 1
+        last = known.last + added
+        first = max(known.first, last - self._cap + 1)
+        if not 0 < rows <= MOST_IN_A_ROW or _trim_due(first, start, added):
+            return False
+        insert = write.insert
+        insert[2] = start
+        insert[3] = now
+        try:
+            cursor.execute(_insert_rows(rows), insert)
+        except sqlite3.IntegrityError:  # not the only writer after all: the file says where the turn goes
+            del self._ranges[write.key]
+            return False
+        self._ranges[write.key] = _new_range(_Range, (first, last, now, known.row))
+        write.updated_at = now
+        return True
+
+    def _write_row(self, cursor: sqlite3.Cursor, write: _Write, now: float, cutoff: float, today: int) -> None:
+        """A write with its conversation row, in a transaction; a write whose holder lost its lease is refused."""
         key = write.key
-        first, last, day = cursor.execute(
-            _UPSERT, (*key, write.system, now, len(write.entries), cutoff, self._cap, today)
-        ).fetchone()
+        if write.token is not None and not self._owns(cursor.connection, key, write.token):
+            write.error = LockLost("sqlite store: the conversation's lease passed to another holder")
+            return
+        added = len(write.entries)
         ranges = self._ranges
-        if len(ranges) >= _KNOWN_RANGES and key not in ranges:
-            del ranges[next(iter(ranges))]  # the longest remembered
-        known = ranges[key] = _new_range(_Range, (first, last, now, day))
-        return known
+        known = ranges.get(key)
+        first = last = 0
+        # The row is as this thread last wrote it (`known`), unless another process, an undo or a
+        # delete changed it since: it moves on by `added` without reading it first.
+        if known is not None and known.written_at >= cutoff and added:
+            last = known.last + added
+            first = max(known.first, last - self._cap + 1)
+            cursor.execute(_UPDATE_KNOWN, (*key, first, last, now, today, write.system, *known.row))
+            if cursor.rowcount != 1:
+                known = None
+        else:
+            known = None
+        if known is None:
+            first, last = self._write_row_from_file(cursor, write, now, cutoff, today)
+            if len(ranges) >= _KNOWN_RANGES and key not in ranges:
+                del ranges[next(iter(ranges))]  # the longest remembered
+        ranges[key] = _new_range(_Range, (first, last, now, (first, last, now, today)))
+        start = last - added + 1
+        rows = write.rows
+        if 0 < rows <= MOST_IN_A_ROW:  # the common case: the turn's rows in one statement
+            insert = write.insert
+            insert[2] = start
+            insert[3] = now
+            cursor.execute(_insert_rows(rows), insert)
+        elif rows:
+            params = write.insert[4:]
+            cursor.executemany(
+                _insert_rows(1), [(*key, start + i, now, *params[4 * i : 4 * i + 4]) for i in range(rows)]
+            )
+        if _trim_due(first, start, added):  # a row that holds a message from first_seq on stays
+            cursor.execute(_TRIM, (*key, first if first == start else row_floor(first)))
+        write.updated_at = now
+
+    def _write_row_from_file(self, cursor: sqlite3.Cursor, write: _Write, now: float, cutoff: float, today: int) -> tuple[int, int]:
+        """Write the conversation row as the file says it is, moved on by `write`: the range its messages go in.
+
+        An expired conversation starts afresh: its messages fall below first_seq, its system goes.
+        """
+        key = write.key
+        added = len(write.entries)
+        found = cursor.execute(STATE, key).fetchone()
+        system = write.system
+        if found is None:
+            first, last = max(added - self._cap + 1, 1), added
+            cursor.execute(_NEW_ROW, (*key, system, now, first, last, today, self._cap))
+            return first, last
+        _, updated_at, first, last = live_state(found)
+        if updated_at < cutoff:
+            first = last + 1
+            system = system or "[]"
+        last += added
+        first = max(first, last - self._cap + 1)
+        cursor.execute(_SET_ROW, (*key, system, now, first, last, today, self._cap))
+        return first, last
 
     def _cursor(self, db: sqlite3.Connection) -> sqlite3.Cursor:
         """The thread's cursor for writes: one cursor object for them all rather than one per statement."""
@@ -331,28 +393,26 @@ class SQLiteStore:
 
     def _purge(self, db: sqlite3.Connection, now: float) -> None:
         cutoff = now - self._ttl
-        # touched_day is at most the day of updated_at: its index finds every expired conversation,
-        # and the few untouched for a day but not expired are told apart by updated_at.
+        # touched_day is at most the day of the last write: its index finds every expired conversation,
+        # and the few untouched for a day but not expired are told apart by their last write.
         expired = (int(cutoff // DAY), cutoff)
         with transaction(db):
-            db.execute(
-                "DELETE FROM messages WHERE (tenant, memory_id) IN "
-                "(SELECT tenant, memory_id FROM conversations WHERE touched_day <= ? AND updated_at < ?)",
-                expired,
-            )
-            db.execute("DELETE FROM conversations WHERE touched_day <= ? AND updated_at < ?", expired)
+            db.execute(_PURGE_MESSAGES, expired)
+            db.execute(_PURGE_CONVERSATIONS, expired)  # after their messages, which say whether they expired
             db.execute('DELETE FROM "values" WHERE written_at < ?', (cutoff,))
             db.execute("DELETE FROM locks WHERE expires_at < ?", (now,))
+        # A remembered range of a purged conversation is past the TTL: its next write reads the file.
 
-    def _live(self, db: sqlite3.Connection, key: Key) -> tuple[str, float, int, int] | None:
-        """The conversation row (system, updated_at, first_seq, last_seq); an expired one is deleted."""
-        row = db.execute(_CONVERSATION, key).fetchone()
+    def _live(self, db: sqlite3.Connection, key: Key) -> State | None:
+        """The conversation's state (system, updated_at, first_seq, last_seq); an expired one is deleted."""
+        row = db.execute(STATE, key).fetchone()
         if row is None:
             return None
-        if self._clock() - row[1] > self._ttl:
+        state = live_state(row)
+        if self._clock() - state[1] > self._ttl:
             self._delete(db, key)
             return None
-        return row[0], row[1], row[2], row[3]
+        return state
 
     def _read(self, db: sqlite3.Connection, *, key: Key, reach: Reach | None) -> Conversation | None:
         """The conversation with the newest entries `reach` covers, or all of them when reach is None."""
@@ -385,8 +445,8 @@ class SQLiteStore:
         row = db.execute("SELECT owner FROM locks WHERE tenant = ? AND memory_id = ?", key).fetchone()
         return row is not None and row[0] == token
 
-    @staticmethod
-    def _delete(db: sqlite3.Connection, key: Key) -> bool:
+    def _delete(self, db: sqlite3.Connection, key: Key) -> bool:
+        self._ranges.pop(key, None)
         with transaction(db):
             db.execute("DELETE FROM messages WHERE tenant = ? AND memory_id = ?", key)
             return db.execute("DELETE FROM conversations WHERE tenant = ? AND memory_id = ?", key).rowcount > 0
@@ -454,7 +514,7 @@ class SQLiteStore:
             _Write(
                 key,
                 rows,
-                [*key, 0, *params],
+                [*key, 0, 0.0, *params],
                 orjson.dumps(list(system)).decode() if system is not None else "",
                 done,
                 self._held.get(key),
@@ -546,10 +606,12 @@ class SQLiteStore:
                         start = number
                         break
                 cursor.close()
-                self._cut(db, key, start)
-                db.execute(
-                    "UPDATE conversations SET updated_at = ?, last_seq = ? WHERE tenant = ? AND memory_id = ?",
-                    (self._clock(), start - 1, *key),
+                now = self._clock()
+                self._ranges.pop(key, None)  # its row changes: the next write reads it
+                self._cut(db, key, start, now)
+                db.execute(  # the range as read, the newest messages gone: first_seq as it follows from them
+                    "UPDATE conversations SET updated_at = ?, first_seq = ?, last_seq = ? WHERE tenant = ? AND memory_id = ?",
+                    (now, first, start - 1, *key),
                 )
                 return True
 
@@ -557,7 +619,7 @@ class SQLiteStore:
         return await self._run(work, functools.partial(self._forget, key))
 
     @staticmethod
-    def _cut(db: sqlite3.Connection, key: Key, start: int) -> None:
+    def _cut(db: sqlite3.Connection, key: Key, start: int, now: float) -> None:
         """Delete messages numbered `start` on; a turn's row that holds older ones too keeps those."""
         held = db.execute(_HOLDING, (*key, start)).fetchone()
         db.execute("DELETE FROM messages WHERE tenant = ? AND memory_id = ? AND seq >= ?", (*key, start))
@@ -569,7 +631,7 @@ class SQLiteStore:
             return
         rows, params = message_rows(row[: start - seq])
         db.execute("DELETE FROM messages WHERE tenant = ? AND memory_id = ? AND seq = ?", (*key, seq))
-        db.execute(_insert_rows(rows), (*key, seq, *params))
+        db.execute(_insert_rows(rows), (*key, seq, now, *params))
 
     def _forget(self, key: Key, _: object) -> None:
         """After a delete or an undo: a read served before it may have been cached meanwhile."""

@@ -1,9 +1,8 @@
 """The SQLite store's file: its tables, the upgrade of files older gateways made, and transactions.
 
-A conversation row carries the range of its message numbers (`first_seq`..`last_seq`,
-contiguous), so a turn's messages are numbered by the one statement that moves the range on (the
-store's upsert, or its guarded update), and a read knows how many older messages it left unread.
-Messages below `first_seq` are never read (a store deletes their rows in bunches).
+A conversation's messages are numbered `first_seq`..`last_seq` (contiguous), so a read knows how
+many older messages it left unread. Messages below `first_seq` are never read (a store deletes
+their rows in bunches).
 
 A message row holds one message, or a whole turn of up to MOST_IN_A_ROW messages: one row a
 turn costs a write about a fifth less than a row a message (one B-tree insert and eight
@@ -15,9 +14,19 @@ token window from them as it goes:
 - a turn: `body` a JSON array of [message, counts] pairs (counts by encoding, as `Entry.tokens`),
   `encoding` '', `tokens` how many messages it holds.
 
+Most turns write their message row alone (one statement, no transaction), leaving the
+conversation row as it was: the conversation's state is its row brought up to date by its newest
+message row (`live_state`). That row's `written_at` is the conversation's last write, its end
+(seq and size) the conversation's `last_seq`, and `first_seq` follows from that and the cap the
+row was written under (`cap`): the newest `cap` messages. The row itself is written when that
+cannot say it: a conversation's first write, a new day (`touched_day`), a new system prompt, a
+write that moves `first_seq` past a bunch of rows to delete, an undo, a restart after expiry.
+
 Files made before these shapes are upgraded when opened: the columns are added (no rewrite of
-the rows), the ranges are filled in from the messages, and message rows of the older shape
-(`encoding` NULL, the body `{"m": message, "t": counts}`) are read as they are.
+the rows), the ranges are filled in from the messages, and message rows of the older shapes
+(`encoding` NULL, the body `{"m": message, "t": counts}`; `written_at` NULL, written with their
+conversation row) are read as they are. A conversation row with `cap` NULL holds its range
+exactly.
 """
 
 from __future__ import annotations
@@ -41,6 +50,7 @@ CREATE TABLE IF NOT EXISTS conversations (
     first_seq INTEGER NOT NULL DEFAULT 1,
     last_seq INTEGER NOT NULL DEFAULT 0,
     touched_day INTEGER NOT NULL DEFAULT 0,
+    cap INTEGER,
     PRIMARY KEY (tenant, memory_id)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS locks (
@@ -65,6 +75,7 @@ CREATE TABLE IF NOT EXISTS messages (
     body BLOB NOT NULL,
     encoding TEXT,
     tokens INTEGER,
+    written_at REAL,
     PRIMARY KEY (tenant, memory_id, seq)
 ) WITHOUT ROWID;
 """
@@ -72,11 +83,12 @@ CREATE TABLE IF NOT EXISTS messages (
 # Columns added after a table's first release: files made before then gain them when opened.
 ADDED_COLUMNS: Final = {
     "locks": {"pid": "INTEGER", "boot": "TEXT"},
-    "messages": {"encoding": "TEXT", "tokens": "INTEGER"},
+    "messages": {"encoding": "TEXT", "tokens": "INTEGER", "written_at": "REAL"},
     "conversations": {
         "first_seq": "INTEGER NOT NULL DEFAULT 1",
         "last_seq": "INTEGER NOT NULL DEFAULT 0",
         "touched_day": "INTEGER NOT NULL DEFAULT 0",
+        "cap": "INTEGER",
     },
 }
 # The purge finds expired conversations by `touched_day` (at most the day of `updated_at`), which a
@@ -141,6 +153,30 @@ def upgrade(db: sqlite3.Connection) -> None:
             db.execute(statement)
 
 
+# A conversation row beside its newest message row (NULLs when it has none): what `live_state` reads.
+STATE: Final = """
+SELECT c.system, c.updated_at, c.first_seq, c.last_seq, c.cap, m.seq, m.encoding, m.tokens, m.written_at
+FROM conversations AS c LEFT JOIN messages AS m
+    ON m.tenant = ?1 AND m.memory_id = ?2 AND m.seq = (SELECT MAX(seq) FROM messages WHERE tenant = ?1 AND memory_id = ?2)
+WHERE c.tenant = ?1 AND c.memory_id = ?2
+"""
+State = tuple[str, float, int, int]  # (system JSON, updated_at, first_seq, last_seq)
+
+
+def live_state(row: tuple[Any, ...]) -> State:
+    """A conversation's state from its STATE row: its conversation row brought up to date by its newest message row."""
+    system, updated_at, first, last, cap, seq, encoding, tokens, written_at = row
+    if seq is not None:
+        end = seq + tokens - 1 if encoding == "" and tokens is not None else seq  # a turn's row, or a message's
+        if end > last:  # written after the conversation row: the range moved on, under the row's cap
+            last = end
+            if cap is not None:
+                first = max(first, last - cap + 1)
+        if written_at is not None and written_at > updated_at:
+            updated_at = written_at
+    return system, updated_at, first, last
+
+
 MOST_IN_A_ROW: Final = 16  # messages a row holds at most; turns of up to this many are inserted by one statement
 _UNCOUNTED: Final[tuple[str, int | None]] = ("", None)
 
@@ -160,6 +196,8 @@ def message_rows(entries: Sequence[Entry]) -> tuple[int, list[Any]]:
         message = entry.message
         # One count is kept: the one its turn was counted in.
         encoding, tokens = next(iter(entry.tokens.items()), _UNCOUNTED)
+        if not encoding:  # a count in no encoding is no count: ('', count) is a turn's row (see live_state)
+            tokens = None
         params += (message.get("role") or "", orjson.dumps(message).decode(), encoding, tokens)
     return len(entries), params
 

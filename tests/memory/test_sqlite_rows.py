@@ -71,7 +71,10 @@ async def test_rows_of_a_message_each_from_an_earlier_version_are_read_and_writt
         db.execute("DELETE FROM messages")
         for seq, (role, text, tokens) in enumerate(earlier, start=2):
             body = orjson.dumps({"role": role, "content": text}).decode()
-            db.execute("INSERT INTO messages VALUES (?, ?, ?, ?, ?, 'o200k_base', ?)", (*KEY, seq, role, body, tokens))
+            db.execute(
+                "INSERT INTO messages (tenant, memory_id, seq, role, body, encoding, tokens) VALUES (?, ?, ?, ?, ?, 'o200k_base', ?)",
+                (*KEY, seq, role, body, tokens),
+            )
         db.execute("UPDATE conversations SET first_seq = 2, last_seq = 5")
     store = SQLiteStore(str(path), ttl_seconds=60, max_messages=5, lock_timeout=1, cache_entries=0)
     tail = await store.load_tail(KEY, Reach(messages=0, tokens=10, users=0))

@@ -1,4 +1,4 @@
-"""The SQLite store's writes: a row this process last wrote moves on without an upsert, unless it changed since."""
+"""The SQLite store's writes: a row this process last wrote moves on without a read, unless it changed since."""
 
 from __future__ import annotations
 
@@ -65,20 +65,21 @@ async def test_a_remembered_row_keeps_the_cap_and_a_new_system(tmp_path: Path) -
     await store.close()
 
 
-async def test_a_row_this_store_wrote_moves_on_by_the_guarded_update_not_the_upsert(tmp_path: Path) -> None:
+async def test_a_row_this_store_wrote_moves_on_by_the_guarded_update_without_a_read(tmp_path: Path) -> None:
+    """A turn that must write its conversation row (here: a new system prompt) and whose row this store knows."""
     store = SQLiteStore(str(tmp_path / "m.db"), ttl_seconds=60, max_messages=100, lock_timeout=1)
-    await store.append(KEY, said("a"), system=None)  # a first write: the upsert
+    await store.append(KEY, said("a"), system=None)  # a first write: the row read, then written
     statements: list[str] = []
     assert store._db is not None
     store._db.set_trace_callback(statements.append)  # called on the store's thread, for each statement
-    await store.append(KEY, said("b"), system=None)
-    rows = [s.strip() for s in statements if "conversations" in s and s.lstrip().startswith(("INSERT", "UPDATE"))]
-    assert rows and rows[0].startswith("UPDATE conversations SET") and not any("ON CONFLICT" in s for s in rows)
+    await store.append(KEY, said("b"), system=[{"role": "system", "content": "be brief"}])
+    rows = [s.strip() for s in statements if "conversations" in s]
+    assert len(rows) == 1 and rows[0].startswith("UPDATE conversations SET first_seq") and "WHERE" in rows[0]
     assert await contents(store) == ["a", "b"]
     await store.close()
 
 
-async def test_remembered_rows_are_bounded_and_a_forgotten_one_is_written_by_the_upsert(
+async def test_remembered_rows_are_bounded_and_a_forgotten_one_is_read_first(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(sqlite, "_KNOWN_RANGES", 3)
@@ -87,7 +88,7 @@ async def test_remembered_rows_are_bounded_and_a_forgotten_one_is_written_by_the
     for key in keys:
         await store.append(key, said("first"), system=None)
     assert list(store._ranges) == keys[1:]  # the oldest went, alone
-    await store.append(keys[0], said("again"), system=None)  # forgotten: through the upsert, still right
+    await store.append(keys[0], said("again"), system=None)  # forgotten: the row read first, still right
     conversation = await store.load(keys[0])
     assert conversation is not None and [m["content"] for m in conversation.messages] == ["first", "again"]
     await store.close()

@@ -1,0 +1,215 @@
+"""The SQLite store's common turn is its message row alone: the conversation's state follows from its newest row."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from pathlib import Path
+
+import orjson
+import pytest
+
+from gateway.memory.policies import Entry
+from gateway.memory.reach import Reach
+from gateway.memory.sqlite import SQLiteStore
+from gateway.memory.sqlite_file import DAY, STATE, live_state
+from gateway.memory.store import Key, StoreUnavailable
+from tests.memory.test_stores import Clock
+
+KEY: Key = ("team-a", "conv-1")
+
+# The file as session 9's gateways made it: no `cap` on conversations, no `written_at` on messages.
+_SESSION_9_SCHEMA = """
+CREATE TABLE conversations (
+    tenant TEXT NOT NULL, memory_id TEXT NOT NULL, system TEXT NOT NULL, updated_at REAL NOT NULL,
+    first_seq INTEGER NOT NULL DEFAULT 1, last_seq INTEGER NOT NULL DEFAULT 0, touched_day INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (tenant, memory_id)
+) WITHOUT ROWID;
+CREATE INDEX conversations_touched ON conversations (touched_day);
+CREATE TABLE locks (
+    tenant TEXT NOT NULL, memory_id TEXT NOT NULL, owner TEXT NOT NULL, expires_at REAL NOT NULL, pid INTEGER, boot TEXT,
+    PRIMARY KEY (tenant, memory_id)
+) WITHOUT ROWID;
+CREATE TABLE "values" (key TEXT PRIMARY KEY, value TEXT NOT NULL, written_at REAL NOT NULL) WITHOUT ROWID;
+CREATE TABLE messages (
+    tenant TEXT NOT NULL, memory_id TEXT NOT NULL, seq INTEGER NOT NULL, role TEXT NOT NULL, body BLOB NOT NULL,
+    encoding TEXT, tokens INTEGER,
+    PRIMARY KEY (tenant, memory_id, seq)
+) WITHOUT ROWID;
+"""
+
+
+def said(text: str, role: str = "user") -> list[Entry]:
+    return [Entry({"role": role, "content": text}, {"o200k_base": 3})]
+
+
+def turn(text: str) -> list[Entry]:
+    return [*said(text), *said(f"re {text}", "assistant")]
+
+
+async def contents(store: SQLiteStore, key: Key = KEY) -> list[str]:
+    conversation = await store.load(key)
+    return [] if conversation is None else [m["content"] for m in conversation.messages]
+
+
+def traced(store: SQLiteStore) -> list[str]:
+    """The statements the store's thread runs from now on."""
+    statements: list[str] = []
+    assert store._db is not None
+    store._db.set_trace_callback(statements.append)  # called on the store's thread, for each statement
+    return statements
+
+
+def file_state(path: Path, key: Key = KEY) -> tuple[str, float, int, int] | None:
+    with sqlite3.connect(path) as db:
+        row = db.execute(STATE, key).fetchone()
+    return None if row is None else live_state(row)
+
+
+async def test_a_turn_to_a_conversation_this_store_wrote_is_one_insert_in_no_transaction(tmp_path: Path) -> None:
+    path = tmp_path / "m.db"
+    store = SQLiteStore(str(path), ttl_seconds=60, max_messages=100, lock_timeout=1)
+    await store.append(KEY, turn("a"), system=None)  # a first write: the conversation row too
+    statements = traced(store)
+    await store.append(KEY, turn("b"), system=None)
+    assert len(statements) == 1 and statements[0].startswith("INSERT INTO messages")
+    await store.close()
+    with sqlite3.connect(path) as db:  # the row as the first write left it; the messages say the rest
+        assert db.execute("SELECT first_seq, last_seq FROM conversations").fetchone() == (1, 2)
+    assert file_state(path) is not None and file_state(path)[2:] == (1, 4)  # type: ignore[index]
+    store = SQLiteStore(str(path), ttl_seconds=60, max_messages=100, lock_timeout=1)
+    assert await contents(store) == ["a", "re a", "b", "re b"]
+    await store.close()
+
+
+async def test_writes_queued_together_still_share_one_transaction(tmp_path: Path) -> None:
+    store = SQLiteStore(str(tmp_path / "m.db"), ttl_seconds=60, max_messages=100, lock_timeout=1)
+    keys = [("team-a", f"conv-{n}") for n in range(3)]
+    for key in keys:
+        await store.append(key, turn("a"), system=None)
+    statements = traced(store)
+    competitor = sqlite3.connect(tmp_path / "m.db", isolation_level=None)
+    competitor.execute("BEGIN IMMEDIATE")  # the thread waits on the first write while the others queue behind it
+    writes = [store.append(key, turn("b"), system=None) for key in keys]
+    await asyncio.sleep(0.05)
+    competitor.execute("ROLLBACK")
+    await asyncio.gather(*writes)
+    competitor.close()
+    begun = [s for s in statements if s.startswith("BEGIN")]
+    inserts = [s for s in statements if s.startswith("INSERT INTO messages")]
+    assert len(inserts) == 3 and len(begun) == 1  # the first alone or with them; those queued behind it together
+    assert not any("conversations" in s for s in statements)
+    for key in keys:
+        assert await contents(store, key) == ["a", "re a", "b", "re b"]
+    await store.close()
+
+
+async def test_a_file_of_session_9_is_upgraded_read_and_written_on(tmp_path: Path) -> None:
+    path = tmp_path / "s9.db"
+    body = orjson.dumps([[m.message, dict(m.tokens)] for m in turn("old")]).decode()
+    with sqlite3.connect(path) as db:
+        db.executescript(_SESSION_9_SCHEMA)
+        db.execute("INSERT INTO conversations VALUES (?, ?, '[]', strftime('%s', 'now'), 3, 4, 0)", KEY)
+        db.execute("INSERT INTO messages VALUES (?, ?, 1, 'user', ?, '', 2)", (*KEY, body))  # below first_seq
+        db.execute("INSERT INTO messages VALUES (?, ?, 3, 'user', ?, '', 2)", (*KEY, body))
+    store = SQLiteStore(str(path), ttl_seconds=3600, max_messages=4, lock_timeout=1, cache_entries=0)
+    tail = await store.load_tail(KEY, Reach(messages=2))
+    assert tail is not None and [m["content"] for m in tail.messages] == ["old", "re old"]
+    for text in ("new", "newer"):  # the first through the row, the second its message row alone
+        await store.append(KEY, turn(text), system=None)
+    assert await contents(store) == ["new", "re new", "newer", "re newer"]  # the cap, 4
+    await store.close()
+    with sqlite3.connect(path) as db:
+        assert {row[1] for row in db.execute("PRAGMA table_info(messages)")} >= {"written_at"}
+        assert {row[1] for row in db.execute("PRAGMA table_info(conversations)")} >= {"cap"}
+    state = file_state(path)
+    assert state is not None and state[2:] == (5, 8)
+
+
+async def test_a_conversation_whose_row_is_a_day_old_but_whose_messages_are_fresh_survives_the_purge(tmp_path: Path) -> None:
+    clock = Clock()
+    clock.now = 100 * DAY + 60  # early in a day: the writes below are all on it
+    path = tmp_path / "m.db"
+    store = SQLiteStore(str(path), ttl_seconds=DAY / 2, max_messages=100, lock_timeout=5, clock=clock)
+    for step in range(9):  # a turn every 0.1 day; the purge, due every 10 minutes, runs before each
+        await store.append(KEY, turn(f"q{step}"), system=None)
+        clock.now += DAY / 10
+    await store.append(("team-a", "other"), turn("x"), system=None)  # one more purge, 0.9 days after the first write
+    await store.close()
+    with sqlite3.connect(path) as db:
+        updated_at, last = db.execute("SELECT updated_at, last_seq FROM conversations WHERE memory_id = 'conv-1'").fetchone()
+        assert updated_at < clock.now - DAY / 2 and last == 2  # the row is past the TTL ...
+        assert db.execute("SELECT count(*) FROM messages WHERE memory_id = 'conv-1'").fetchone() == (9,)  # ... its messages not
+
+
+async def test_a_conversation_whose_row_is_stale_reads_as_its_messages_say(tmp_path: Path) -> None:
+    """Its last write and its range (under the cap it was written with) come from its newest message row."""
+    clock = Clock()
+    clock.now = 100 * DAY + 60
+    path = tmp_path / "m.db"
+    store = SQLiteStore(str(path), ttl_seconds=DAY / 2, max_messages=5, lock_timeout=5, clock=clock)
+    for step in range(4):
+        await store.append(KEY, turn(f"q{step}"), system=None)
+        clock.now += DAY / 5
+    await store.close()
+    with sqlite3.connect(path) as db:  # as written by the first turn: past the TTL, and the first 2 messages
+        assert db.execute("SELECT updated_at, first_seq, last_seq FROM conversations").fetchone() == (100 * DAY + 60, 1, 2)
+    store = SQLiteStore(str(path), ttl_seconds=DAY / 2, max_messages=100, lock_timeout=5, clock=clock)  # a larger cap now
+    tail = await store.load_tail(KEY, Reach(messages=3))
+    assert tail is not None and [m["content"] for m in tail.messages] == ["re q2", "q3", "re q3"] and tail.older == 2
+    assert await contents(store) == ["re q1", "q2", "re q2", "q3", "re q3"]  # the newest 5, as written
+    await store.close()
+
+
+async def test_an_undo_or_a_delete_after_one_statement_turns_is_written_on_right(tmp_path: Path) -> None:
+    path = tmp_path / "m.db"
+    store = SQLiteStore(str(path), ttl_seconds=60, max_messages=3, lock_timeout=1, cache_entries=0)
+    for text in ("a", "b", "c", "d"):  # the row written by the first; the cap moved first_seq on since
+        await store.append(KEY, said(text), system=None)
+    assert await store.undo(KEY)
+    assert await contents(store) == ["b", "c"]
+    await store.append(KEY, said("e"), system=None)
+    assert await contents(store) == ["b", "c", "e"]
+    await store.append(KEY, said("f"), system=None)
+    assert await contents(store) == ["c", "e", "f"]
+    assert await store.delete(KEY)
+    assert await contents(store) == []
+    await store.append(KEY, said("g"), system=None)
+    await store.append(KEY, said("h"), system=None)
+    assert await contents(store) == ["g", "h"]
+    await store.close()
+    state = file_state(path)
+    assert state is not None and state[2:] == (1, 2)
+
+
+async def test_a_turn_whose_number_another_writer_took_goes_after_it(tmp_path: Path) -> None:
+    """The file refuses the turn's row (its primary key): nothing was written, and the turn goes by the row."""
+    path = tmp_path / "m.db"
+    store = SQLiteStore(str(path), ttl_seconds=60, max_messages=100, lock_timeout=1, cache_entries=0)
+    await store.append(KEY, turn("a"), system=None)
+    with sqlite3.connect(path) as db:  # someone else (another process, against the rules) wrote message 3
+        db.execute(
+            "INSERT INTO messages (tenant, memory_id, seq, role, body, encoding, tokens, written_at) VALUES (?, ?, 3, 'user', ?, '', NULL, 0)",
+            (*KEY, orjson.dumps({"role": "user", "content": "theirs"}).decode()),
+        )
+    await store.append(KEY, turn("b"), system=None)
+    assert await contents(store) == ["a", "re a", "theirs", "b", "re b"]
+    await store.close()
+
+
+async def test_a_one_statement_turn_that_fails_leaves_memory_as_it_was(tmp_path: Path) -> None:
+    path = tmp_path / "m.db"
+    store = SQLiteStore(str(path), ttl_seconds=60, max_messages=100, lock_timeout=1, busy_timeout=0.05)
+    await store.append(KEY, turn("a"), system=None)
+    competitor = sqlite3.connect(path, isolation_level=None)
+    competitor.execute("BEGIN IMMEDIATE")
+    with pytest.raises(StoreUnavailable, match="locked"):
+        await store.append(KEY, turn("b"), system=None)
+    competitor.execute("ROLLBACK")
+    competitor.close()
+    assert await contents(store) == ["a", "re a"]
+    await store.append(KEY, turn("c"), system=None)
+    assert await contents(store) == ["a", "re a", "c", "re c"]
+    await store.close()
+    state = file_state(path)
+    assert state is not None and state[2:] == (1, 4)  # numbered on from the write that was made
