@@ -17,12 +17,15 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from itertools import repeat
 from operator import contains, methodcaller
 from types import MappingProxyType
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import orjson
 
 from gateway.memory.plain import PlainHistory
 from gateway.memory.settings import MemorySettings
+
+if TYPE_CHECKING:
+    from gateway.memory.store import Conversation
 
 Message = dict[str, Any]
 TokenCounter = Callable[[Message], int]
@@ -173,6 +176,56 @@ def plan_turn(
         older + len(history) - len(kept),
         older > 0 and (exhausted or resent_beyond),
         turn_tokens,
+    ))  # fmt: skip
+
+
+class CommonTurn(NamedTuple):
+    """A request of the common shape: one system (or developer) message, then one user question.
+
+    Both are `{role, content}` with string content; their counts are in the window's encoding.
+    """
+
+    system: Message
+    question: Message
+    system_tokens: int
+    question_tokens: int
+
+
+def plan_common_turn(
+    turn: CommonTurn, conversation: Conversation | None, *, max_tokens: int, encoding: str
+) -> Plan | None:
+    """The plan of the common turn under a token window, found without plan_turn's walk; None when the conversation is not common.
+
+    The common turn: a CommonTurn under a token window of `max_tokens`, counted in `encoding`.
+    Its conversation is a first one (None), or a plain
+    history (`conversation.plain`, no tool messages) counted in `encoding` whose last message is
+    not a user's (a question could then resend it). Over such a conversation this is the plan
+    plan_turn gives, tests/memory/test_turn_plans.py shows, with no call per message; over any
+    other, None: plan_turn plans it.
+    """
+    system, question, system_tokens, question_tokens = turn
+    if conversation is None:  # the conversation's first turn: nothing stored, nothing to read further
+        return tuple.__new__(Plan, ([system, question], [system], True, [question], 0, 0, False, [question_tokens]))
+    plain = conversation.plain
+    if plain is None:
+        return None
+    history = plain.messages
+    if history and history[-1].get("role") == "user":  # the question may be a resent copy of it
+        return None
+    window = plain.newest_within(encoding, max_tokens - question_tokens - REPLY_PRIMING - system_tokens)
+    if window is None:  # not every message counted in `encoding`
+        return None
+    kept, exhausted = window
+    stored, older = conversation.system, conversation.older
+    return tuple.__new__(Plan, (
+        [system, *kept, question],
+        [system],
+        len(stored) != 1 or stored[0] != system,
+        [question],
+        len(kept),
+        older + len(conversation.entries) - len(kept),
+        older > 0 and exhausted,  # (no history read is exhausted too: the question cannot resend what was not read)
+        [question_tokens],
     ))  # fmt: skip
 
 

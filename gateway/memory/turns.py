@@ -18,8 +18,17 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from gateway.errors import ConflictError, GatewayError
-from gateway.memory.policies import Entry, Message, Plan, TokenCounter, plan_turn
-from gateway.memory.reach import first_reach, wider_reach
+from gateway.memory.policies import (
+    SYSTEM_ROLES,
+    CommonTurn,
+    Entry,
+    Message,
+    Plan,
+    TokenCounter,
+    plan_common_turn,
+    plan_turn,
+)
+from gateway.memory.reach import Reach, first_reach, wider_reach
 from gateway.memory.replies import ReplyAssembler, ReplyTooLarge, reply_message
 from gateway.memory.settings import MemorySettings
 from gateway.memory.store import Conversation, Key, LockLost, LockTimeout, MemoryStore, StoreUnavailable
@@ -136,19 +145,24 @@ class Turn(_Hold):
         self._stored = 0
 
     async def __aenter__(self) -> Turn:  # type: ignore[override]  # _Hold's gives nothing; a turn gives itself
-        memory, trace = self._memory, self._trace
+        memory, trace, settings, messages = self._memory, self._trace, self._settings, self._messages
         self._encoding = encoding = encoding_name(self._model)
         self._counts = counts = memory._counts_by_encoding.get(encoding) or await memory._counts(encoding)
+        common = counts.common_turn(messages, settings)
         await _Hold.__aenter__(self)
         try:
-            plan, self._loaded = await memory._plan(
-                self._key, self._settings, self._messages, counts.count, counts.count_on_loop, encoding, trace
-            )
+            conversation, self._loaded = await memory._read(self._key, first_reach(settings, messages))
+            # The common turn (see plan_common_turn) is planned in one pass; any other by plan_turn
+            plan = None
+            if common is not None:
+                plan = plan_common_turn(common, conversation, max_tokens=settings.max_tokens, encoding=encoding)
+            if plan is None:
+                plan = await memory._plan(conversation, self._key, settings, messages, counts.count, counts.count_on_loop, encoding, trace)
         except BaseException as exc:
             await self.__aexit__(type(exc), exc, exc.__traceback__)
             raise
         # what Trace.memory_planned sets: the observer is told with the rest when the turn ends (_report)
-        trace.memory_type, trace.evicted = self._settings.memory_type, plan.evicted
+        trace.memory_type, trace.evicted = settings.memory_type, plan.evicted
         self.plan = plan
         self.headers = {
             "x-memory-id": self._key[1],
@@ -275,6 +289,31 @@ class _Counts:
         self.count = self._counter(codec, cap, None)
         self.count_on_loop = self._counter(codec, cap, OFF_LOOP_CHARS)
 
+    def common_turn(self, messages: Sequence[Mapping[str, Any]], settings: MemorySettings) -> CommonTurn | None:
+        """The request as a CommonTurn under a token window, its messages counted; None for any other request.
+
+        Counted on the loop: a text too large for it makes the request another one.
+        """
+        if len(messages) != 2 or settings.memory_type != "token_window":
+            return None
+        system, question = messages
+        if not (
+            type(system) is dict and type(question) is dict and len(system) == 2 and len(question) == 2
+            and system.get("role") in SYSTEM_ROLES and question.get("role") == "user"
+            and type(system["content"]) is str and type(question["content"]) is str
+        ):  # fmt: skip
+            return None
+        short, count = self._short, self.count_on_loop
+        try:  # counts remembered (a system prompt, a question asked before) are found without a call
+            return tuple.__new__(CommonTurn, (
+                system,
+                question,
+                short.get((system["role"], system["content"])) or count(system),
+                short.get(("user", question["content"])) or count(question),
+            ))  # fmt: skip
+        except _CountOffLoop:
+            return None
+
     def _counter(self, codec: Encoding, cap: int, limit: int | None) -> TokenCounter:
         short = self._short
 
@@ -351,27 +390,26 @@ class Memory:
         Planned on the loop unless a text is too large to count there (`count_on_loop` refuses it;
         by default `count` guarded by the text's size), then on a thread.
         """
-        plan, loaded = await self._plan(key, settings, messages, count, count_on_loop or _counted_on_loop(count), encoding, trace)
+        conversation, loaded = await self._read(key, first_reach(settings, messages))
         trace.observer.store_timed(self.store_kind, "load", loaded)
-        return plan
+        on_loop = count_on_loop or _counted_on_loop(count)
+        return await self._plan(conversation, key, settings, messages, count, on_loop, encoding, trace)
+
+    async def _read(self, key: Key, reach: Reach) -> tuple[Conversation | None, float]:
+        """The conversation's newest part that covers `reach` (None: none is stored), and the seconds the read took."""
+        started = time.monotonic()
+        try:
+            conversation = await self.store.load_tail(key, reach)
+        except StoreUnavailable as exc:
+            raise _unavailable(exc) from None
+        return conversation, time.monotonic() - started
 
     async def _plan(
-        self, key: Key, settings: MemorySettings, messages: Sequence[Mapping[str, Any]],
+        self, conversation: Conversation | None, key: Key, settings: MemorySettings, messages: Sequence[Mapping[str, Any]],
         count: TokenCounter, on_loop: TokenCounter, encoding: str, trace: Trace,
-    ) -> tuple[Plan, float]:  # fmt: skip
-        """`plan`, and the seconds its first read took, for the caller to report: a wider read is reported here."""
-        reach = first_reach(settings, messages)
-        loaded: float | None = None
+    ) -> Plan:  # fmt: skip
+        """Plan by plan_turn over `conversation`, the first read; a wider read, when the plan wants one, is reported here."""
         while True:
-            started = time.monotonic()
-            try:
-                conversation = await self.store.load_tail(key, reach)
-            except StoreUnavailable as exc:
-                raise _unavailable(exc) from None
-            if loaded is None:
-                loaded = time.monotonic() - started
-            else:
-                trace.observer.store_timed(self.store_kind, "load", time.monotonic() - started)
             if conversation is None:
                 conversation = _NO_CONVERSATION
             system, entries, older, plain = conversation.system, conversation.entries, conversation.older, conversation.plain
@@ -383,8 +421,9 @@ class Memory:
                 )
                 plan = await self._on_thread(work)
             if not plan.wants_older:
-                return plan, loaded
-            reach = wider_reach(len(entries))
+                return plan
+            conversation, loaded = await self._read(key, wider_reach(len(entries)))
+            trace.observer.store_timed(self.store_kind, "load", loaded)
 
     def hold(self, key: Key, observer: Observer | None = None) -> AbstractAsyncContextManager[None]:
         """The conversation's lock, with store failures as the client sees them (409, 503).
