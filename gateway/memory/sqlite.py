@@ -122,21 +122,33 @@ class _Call:
     error: BaseException | None = None
 
 
-@dataclass(slots=True)
 class _Write:
-    """One turn to append; `cached` is its conversation as cached before, out of the cache until written."""
+    """One turn to append; `cached` is its conversation as cached before, out of the cache until written.
+
+    Made in `append` by object.__new__ and its fields set there: a Python __init__ called by the
+    type, a dataclass's included, costs ~1k instructions more on every turn.
+    """
+
+    __slots__ = ("cached", "done", "entries", "error", "insert", "key", "new_system", "rows", "token", "updated_at")
 
     key: Key
     rows: int  # message rows: one for most turns (see sqlite_file)
     insert: list[Any]  # _insert_rows' parameters: the key, the first seq and time (set by the thread), then the rows'
-    system: str  # '': keep the stored one
     done: asyncio.Future[Any]
     token: str | None  # the lease this write must still hold (shared mode)
     entries: Sequence[Entry]
-    new_system: Sequence[Message] | None
+    new_system: Sequence[Message] | None  # None: keep the stored one
     cached: Conversation | None
-    updated_at: float = 0.0  # set by the thread once written
-    error: BaseException | None = None
+    updated_at: float  # set by the thread once written
+    error: BaseException | None
+
+
+_new_write = object.__new__
+
+
+def _system_json(write: _Write) -> str:
+    """The write's system messages as bound (on the thread, off the loop): '' keeps the stored ones."""
+    return "" if write.new_system is None else orjson.dumps(list(write.new_system)).decode()
 
 
 class _Range(NamedTuple):
@@ -301,7 +313,7 @@ class SQLiteStore:
         (another writer took its number): nothing was written, and the write goes by its row.
         """
         known = self._ranges.get(write.key)
-        if known is None or known.written_at < cutoff or known.row[3] != today or write.system or self._shared:
+        if known is None or known.written_at < cutoff or known.row[3] != today or write.new_system is not None or self._shared:
             return False
         added = len(write.entries)
         rows = write.rows
@@ -337,7 +349,7 @@ class SQLiteStore:
         if known is not None and known.written_at >= cutoff and added:
             last = known.last + added
             first = max(known.first, last - self._cap + 1)
-            cursor.execute(_UPDATE_KNOWN, (*key, first, last, now, today, write.system, *known.row))
+            cursor.execute(_UPDATE_KNOWN, (*key, first, last, now, today, _system_json(write), *known.row))
             if cursor.rowcount != 1:
                 known = None
         else:
@@ -371,7 +383,7 @@ class SQLiteStore:
         key = write.key
         added = len(write.entries)
         found = cursor.execute(STATE, key).fetchone()
-        system = write.system
+        system = _system_json(write)
         if found is None:
             first, last = max(added - self._cap + 1, 1), added
             cursor.execute(_NEW_ROW, (*key, system, now, first, last, today, self._cap))
@@ -508,21 +520,18 @@ class SQLiteStore:
             self._cached_entries -= len(cached.entries)
             if self._clock() - cached.updated_at > self._ttl:
                 cached = None
-        rows, params = message_rows(entries)
-        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._worker.submit(
-            _Write(
-                key,
-                rows,
-                [*key, 0, 0.0, *params],
-                orjson.dumps(list(system)).decode() if system is not None else "",
-                done,
-                self._held.get(key),
-                entries,
-                system,
-                cached,
-            )
-        )
+        write: _Write = _new_write(_Write)
+        write.key = key
+        write.rows, params = message_rows(entries)
+        write.insert = [*key, 0, 0.0, *params]
+        write.done = done = asyncio.get_running_loop().create_future()
+        write.token = self._held.get(key)
+        write.entries = entries
+        write.new_system = system
+        write.cached = cached
+        write.updated_at = 0.0
+        write.error = None
+        self._worker.submit(write)
         return done
 
     def _settle(self, jobs: list[_Call | _Write]) -> None:
