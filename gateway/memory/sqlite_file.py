@@ -177,6 +177,25 @@ def live_state(row: tuple[Any, ...]) -> State:
     return system, updated_at, first, last
 
 
+def settle(db: sqlite3.Connection) -> int:
+    """Write every conversation row as its state says; how many rows changed.
+
+    What a gateway older than `written_at` needs before it opens a file this one wrote: it takes a
+    conversation's range and last write from its row alone, so a stale row would read as expired
+    and its next turn's messages would be numbered over existing ones.
+    """
+    changed = 0
+    with transaction(db):
+        for key in db.execute("SELECT tenant, memory_id FROM conversations").fetchall():
+            _, updated_at, first, last = live_state(db.execute(STATE, key).fetchone())
+            changed += db.execute(
+                "UPDATE conversations SET updated_at = ?, first_seq = ?, last_seq = ?"
+                " WHERE tenant = ? AND memory_id = ? AND (updated_at, first_seq, last_seq) IS NOT (?, ?, ?)",
+                (updated_at, first, last, *key, updated_at, first, last),
+            ).rowcount
+    return changed
+
+
 MOST_IN_A_ROW: Final = 16  # messages a row holds at most; turns of up to this many are inserted by one statement
 _UNCOUNTED: Final[tuple[str, int | None]] = ("", None)
 

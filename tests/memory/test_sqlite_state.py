@@ -12,7 +12,7 @@ import pytest
 from gateway.memory.policies import Entry
 from gateway.memory.reach import Reach
 from gateway.memory.sqlite import SQLiteStore
-from gateway.memory.sqlite_file import DAY, STATE, live_state
+from gateway.memory.sqlite_file import DAY, STATE, live_state, settle
 from gateway.memory.store import Key, StoreUnavailable
 from tests.memory.test_stores import Clock
 
@@ -213,3 +213,25 @@ async def test_a_one_statement_turn_that_fails_leaves_memory_as_it_was(tmp_path:
     await store.close()
     state = file_state(path)
     assert state is not None and state[2:] == (1, 4)  # numbered on from the write that was made
+
+
+async def test_a_settled_file_holds_each_conversation_in_its_row_as_older_gateways_read_it(tmp_path: Path) -> None:
+    """What a downgrade needs: an older gateway takes a conversation's range and last write from its row alone."""
+    clock = Clock()
+    path = tmp_path / "m.db"
+    store = SQLiteStore(str(path), ttl_seconds=3600, max_messages=5, lock_timeout=1, clock=clock)
+    for step in range(4):
+        for key in (KEY, ("team-a", "other")):
+            await store.append(key, turn(f"q{step}"), system=None)
+        clock.now += 10
+    await store.close()
+    with sqlite3.connect(path, isolation_level=None) as db:
+        before = {key: live_state(db.execute(STATE, key).fetchone()) for key in (KEY, ("team-a", "other"))}
+        assert settle(db) == 2
+        rows = dict(((t, m), (u, f, last)) for t, m, u, f, last in db.execute(
+            "SELECT tenant, memory_id, updated_at, first_seq, last_seq FROM conversations"
+        ))
+        assert rows == {key: state[1:] for key, state in before.items()} == {
+            key: (clock.now - 10, 4, 8) for key in before
+        }
+        assert settle(db) == 0
