@@ -178,6 +178,9 @@ def _insert_rows(count: int) -> str:
     return _INSERT + ", ".join(rows)
 
 
+_INSERT_TURN: Final = _insert_rows(1)  # the common turn's: its messages in one row
+
+
 def _trim_due(first: int, start: int, added: int) -> bool:
     """Whether a write of `added` messages from `start` on, the range then starting at `first`, deletes rows below it.
 
@@ -267,41 +270,43 @@ class SQLiteStore:
             return error
         return exc
 
-    def _ready(self) -> sqlite3.Connection:
-        """The open file, purged of expired rows when that is due."""
-        if self._db is None:  # opened lazily, so a gateway that never uses memory creates no file
+    def _ready(self) -> sqlite3.Cursor:
+        """The thread's cursor on the open file, purged of expired rows when that is due.
+
+        One cursor object for all the writes rather than one per statement; `.connection` is the file.
+        """
+        cursor = self._writer
+        if cursor is None:  # opened lazily, so a gateway that never uses memory creates no file
             Path(self._path).parent.mkdir(parents=True, exist_ok=True)
             self._db = open_file(self._path, busy_timeout_ms=self._busy_timeout_ms)
+            cursor = self._writer = self._db.cursor()
         now = self._clock()
         if now - self._purged_at > _PURGE_EVERY:
             self._purged_at = now
-            self._purge(self._db, now)
-        return self._db
+            self._purge(cursor.connection, now)
+        return cursor
 
     def _with_db(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        return work(self._ready())
+        return work(self._ready().connection)
 
     def _write_all(self, writes: list[_Write]) -> None:
         """Group commit: the writes in one transaction; a write whose holder lost its lease is refused."""
         try:
-            self._write(self._ready(), writes)
+            cursor = self._ready()
+            now = self._clock()
+            cutoff = now - self._ttl
+            today = int(now // DAY)
+            if len(writes) == 1 and self._append_alone(cursor, writes[0], now, cutoff, today):
+                return  # the common turn: one statement, which SQLite commits by itself
+            with transaction(cursor.connection, cursor):
+                for write in writes:
+                    if not self._append_alone(cursor, write, now, cutoff, today):
+                        self._write_row(cursor, write, now, cutoff, today)
         except Exception as exc:
             error = self._unavailable(exc)
             for write in writes:
                 write.error = error
                 self._ranges.pop(write.key, None)  # rolled back: the row is not as remembered
-
-    def _write(self, db: sqlite3.Connection, writes: Sequence[_Write]) -> None:
-        now = self._clock()
-        cutoff = now - self._ttl
-        today = int(now // DAY)
-        cursor = self._cursor(db)
-        if len(writes) == 1 and self._append_alone(cursor, writes[0], now, cutoff, today):
-            return  # the common turn: one statement, which SQLite commits by itself
-        with transaction(db, cursor):
-            for write in writes:
-                if not self._append_alone(cursor, write, now, cutoff, today):
-                    self._write_row(cursor, write, now, cutoff, today)
 
     def _append_alone(self, cursor: sqlite3.Cursor, write: _Write, now: float, cutoff: float, today: int) -> bool:
         """The common turn: the turn's message row alone, the conversation row left as this thread last wrote it.
@@ -313,24 +318,28 @@ class SQLiteStore:
         (another writer took its number): nothing was written, and the write goes by its row.
         """
         known = self._ranges.get(write.key)
-        if known is None or known.written_at < cutoff or known.row[3] != today or write.new_system is not None or self._shared:
+        if known is None or write.new_system is not None or self._shared:
+            return False
+        first, last, written_at, row = known
+        if written_at < cutoff or row[3] != today:
             return False
         added = len(write.entries)
         rows = write.rows
-        start = known.last + 1
-        last = known.last + added
-        first = max(known.first, last - self._cap + 1)
+        start = last + 1
+        last += added
+        if last - first >= self._cap:
+            first = last - self._cap + 1
         if not 0 < rows <= MOST_IN_A_ROW or _trim_due(first, start, added):
             return False
         insert = write.insert
         insert[2] = start
         insert[3] = now
         try:
-            cursor.execute(_insert_rows(rows), insert)
+            cursor.execute(_INSERT_TURN if rows == 1 else _insert_rows(rows), insert)
         except sqlite3.IntegrityError:  # not the only writer after all: the file says where the turn goes
             del self._ranges[write.key]
             return False
-        self._ranges[write.key] = _new_range(_Range, (first, last, now, known.row))
+        self._ranges[write.key] = _new_range(_Range, (first, last, now, row))
         write.updated_at = now
         return True
 
@@ -396,12 +405,6 @@ class SQLiteStore:
         first = max(first, last - self._cap + 1)
         cursor.execute(_SET_ROW, (*key, system, now, first, last, today, self._cap))
         return first, last
-
-    def _cursor(self, db: sqlite3.Connection) -> sqlite3.Cursor:
-        """The thread's cursor for writes: one cursor object for them all rather than one per statement."""
-        if self._writer is None or self._writer.connection is not db:
-            self._writer = db.cursor()
-        return self._writer
 
     def _purge(self, db: sqlite3.Connection, now: float) -> None:
         cutoff = now - self._ttl
@@ -761,7 +764,7 @@ class SQLiteStore:
         def work() -> None:
             if self._db is not None:
                 self._db.close()
-                self._db = None
+                self._db = self._writer = None
 
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._worker.submit(_Call(work, done))

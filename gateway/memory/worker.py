@@ -56,17 +56,20 @@ class Worker(Generic[J]):
             self._thread.join()
 
     def _run(self) -> None:
+        queued = self._jobs
         while True:
-            batch = [self._jobs.get()]
+            batch = [queued.get()]
             # Everything queued meanwhile goes in one batch. This thread is the queue's only
             # reader, so a queue not empty has a job to take: no queue.Empty raised per batch.
-            while not self._jobs.empty():
-                batch.append(self._jobs.get_nowait())
-            jobs = [job for job in batch if job is not None]
+            while not queued.empty():
+                batch.append(queued.get_nowait())
+            # `stop` queues None last: nothing is submitted once the worker is stopped.
+            stopping = batch[-1] is None
+            jobs: list[J] = batch[:-1] if stopping else batch  # type: ignore[assignment]  # no None but the last
             if jobs:
                 try:
                     self._serve(jobs)
                 except BaseException:  # serve settles its own jobs; this is a bug, and must not end the thread
                     log.exception("%s: serving a batch of jobs failed", self._name)
-            if len(jobs) < len(batch):
+            if stopping:
                 return
