@@ -65,7 +65,7 @@ _PURGE_EVERY = 600.0
 LEASE_SECONDS = 15.0
 
 # A conversation's row written by a write that finds it missing or cannot vouch for it (see
-# `_write_row`): ?1 tenant, ?2 memory_id, ?3 system JSON ('': keep), ?4 now, ?5 first_seq,
+# `_write_row_from_file`): ?1 tenant, ?2 memory_id, ?3 system JSON ('': keep), ?4 now, ?5 first_seq,
 # ?6 last_seq, ?7 today (see DAY), ?8 cap. "Keep" is '' rather than NULL: the sqlite3 module binds
 # str, int and float directly, but looks up an adapter (costly) for None and bytes, which is also
 # why bodies are bound as text.
