@@ -18,6 +18,8 @@ def reply_message(answer: Any) -> Message | None:
     message = choice.get("message") if type(choice) is dict else None
     if type(message) is not dict:
         return None
+    if len(message) == 2 and message.get("role") == "assistant" and type(message.get("content")) is str:
+        return message  # the common reply, in shape: what normalize keeps as it is, found without its call
     return normalize(message if message.get("role") else {**message, "role": "assistant"})
 
 

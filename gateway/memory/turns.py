@@ -151,7 +151,10 @@ class Turn(_Hold):
         common = counts.common_turn(messages, settings)
         await _Hold.__aenter__(self)
         try:
-            conversation, self._loaded = await memory._read(self._key, first_reach(settings, messages))
+            # Memory._read's read, written out (a coroutine layer less): a StoreUnavailable is a 503 by __aexit__
+            started = time.monotonic()
+            conversation = await memory.store.load_tail(self._key, first_reach(settings, messages))
+            self._loaded = time.monotonic() - started
             # The common turn (see plan_common_turn) is planned in one pass; any other by plan_turn
             plan = None
             if common is not None:
@@ -214,21 +217,23 @@ class Turn(_Hold):
             problem = malformed_reply(reply)
             if problem is not None:
                 raise UnstorableReplyError(f"The upstream's reply is malformed ({problem}); the turn was not stored.")
-        plan = self.plan
-        messages = [*plan.new_turn, reply]
-        counts = plan.turn_tokens
+        plan, encoding = self.plan, self._encoding
+        turn, counts = plan.new_turn, plan.turn_tokens
+        entries = None
         if counts is not None:  # the window counted the turn: the reply is left, counted here when small
             try:
-                counts = [*counts, self._counts.count_on_loop(reply)]
+                reply_tokens = self._counts.count_on_loop(reply)
             except _CountOffLoop:
-                counts = None  # a large reply: counted below with the turn, on a thread
-        if counts is None:
+                pass  # a large reply: counted with the turn, on a thread
+            else:
+                if len(turn) == 1:  # the common turn, one question: its two entries made here (a loop costs ~4k instructions more)
+                    entries = [tuple.__new__(Entry, (turn[0], {encoding: counts[0]})), tuple.__new__(Entry, (reply, {encoding: reply_tokens}))]
+                else:
+                    entries = _entries([*turn, reply], [*counts, reply_tokens], encoding)
+        if entries is None:
+            messages = [*turn, reply]
             count = self._counts.count
-            counts = await self._memory.offload(lambda: [count(m) for m in messages], messages)
-        encoding = self._encoding
-        entries = []
-        for message, tokens in zip(messages, counts, strict=True):  # not a comprehension: one frame less
-            entries.append(tuple.__new__(Entry, (message, {encoding: tokens})))  # Entry(...) without its __new__
+            entries = _entries(messages, await self._memory.offload(lambda: [count(m) for m in messages], messages), encoding)
         started = time.monotonic()
         try:
             # A client that leaves now cannot cut the write in half: stores finish it on their own,
@@ -239,6 +244,12 @@ class Turn(_Hold):
         finally:
             self._appended = time.monotonic() - started
         self._stored = len(entries)
+
+
+def _entries(messages: Sequence[Message], counts: Sequence[int], encoding: str) -> list[Entry]:
+    """The entries to store: each message with its count in `encoding`."""
+    # tuple.__new__: Entry(...) without its __new__, a Python function called from C
+    return [tuple.__new__(Entry, (message, {encoding: tokens})) for message, tokens in zip(messages, counts, strict=True)]
 
 
 def malformed_reply(message: Message) -> str | None:
