@@ -178,7 +178,13 @@ def _insert_rows(count: int) -> str:
     return _INSERT + ", ".join(rows)
 
 
-_INSERT_TURN: Final = _insert_rows(1)  # the common turn's: its messages in one row
+@functools.cache
+def _insert_turns(count: int) -> str:
+    """An insert of `count` turns' rows of conversations apart: (tenant, memory_id, seq, time, role, body, encoding, tokens) each."""
+    return _INSERT + ", ".join(["(?, ?, ?, ?, ?, ?, ?, ?)"] * count)
+
+
+_MOST_TOGETHER: Final = 256  # turns one statement inserts at most (8 parameters each, of SQLite's 32,766)
 
 
 def _trim_due(first: int, start: int, added: int) -> bool:
@@ -296,11 +302,11 @@ class SQLiteStore:
             now = self._clock()
             cutoff = now - self._ttl
             today = int(now // DAY)
-            if len(writes) == 1 and self._append_alone(cursor, writes[0], now, cutoff, today):
-                return  # the common turn: one statement, which SQLite commits by itself
+            if self._append_alone(cursor, writes, now, cutoff, today):
+                return  # the common batch: one statement, which SQLite commits by itself
             with transaction(cursor.connection, cursor):
                 for write in writes:
-                    if not self._append_alone(cursor, write, now, cutoff, today):
+                    if not self._append_alone(cursor, (write,), now, cutoff, today):
                         self._write_row(cursor, write, now, cutoff, today)
         except Exception as exc:
             error = self._unavailable(exc)
@@ -308,39 +314,50 @@ class SQLiteStore:
                 write.error = error
                 self._ranges.pop(write.key, None)  # rolled back: the row is not as remembered
 
-    def _append_alone(self, cursor: sqlite3.Cursor, write: _Write, now: float, cutoff: float, today: int) -> bool:
-        """The common turn: the turn's message row alone, the conversation row left as this thread last wrote it.
+    def _append_alone(self, cursor: sqlite3.Cursor, writes: Sequence[_Write], now: float, cutoff: float, today: int) -> bool:
+        """The common batch: its turns' message rows alone, in one statement; the conversation rows left as they are.
 
-        Only for a conversation this thread knows (`_Range`: only it writes the file, unless shared),
-        when the row still says all the file does not: the conversation is live, today is its
-        `touched_day`, the system prompt stays and no trim is due (its range follows from its newest
-        message row: see sqlite_file). False when it does not apply, or the file refuses the row
-        (another writer took its number): nothing was written, and the write goes by its row.
+        Only for conversations this thread knows (`_Range`: only it writes the file, unless shared),
+        each once in the batch, whose rows still say all the file does not: the conversation is
+        live, today is its `touched_day`, the system prompt stays and no trim is due (its range
+        follows from its newest message row: see sqlite_file). False when a write does not qualify,
+        or the file refuses a row (another writer took its number): nothing was written, and each
+        write goes its own way in a transaction.
         """
-        known = self._ranges.get(write.key)
-        if known is None or write.new_system is not None or self._shared:
+        if self._shared or len(writes) > _MOST_TOGETHER:
             return False
-        first, last, written_at, row = known
-        if written_at < cutoff or row[3] != today:
-            return False
-        added = len(write.entries)
-        rows = write.rows
-        start = last + 1
-        last += added
-        if last - first >= self._cap:
-            first = last - self._cap + 1
-        if not 0 < rows <= MOST_IN_A_ROW or _trim_due(first, start, added):
-            return False
-        insert = write.insert
-        insert[2] = start
-        insert[3] = now
+        ranges = self._ranges
+        moved: dict[Key, _Range] = {}
+        params: list[Any] = []
+        for write in writes:
+            key = write.key
+            known = ranges.get(key)
+            if known is None or write.new_system is not None or write.rows != 1 or key in moved:
+                return False
+            first, last, written_at, row = known
+            if written_at < cutoff or row[3] != today:
+                return False
+            added = len(write.entries)
+            start = last + 1
+            last += added
+            if last - first >= self._cap:
+                first = last - self._cap + 1
+            if _trim_due(first, start, added):
+                return False
+            insert = write.insert
+            insert[2] = start
+            insert[3] = now
+            params += insert
+            moved[key] = _new_range(_Range, (first, last, now, row))
         try:
-            cursor.execute(_INSERT_TURN if rows == 1 else _insert_rows(rows), insert)
-        except sqlite3.IntegrityError:  # not the only writer after all: the file says where the turn goes
-            del self._ranges[write.key]
+            cursor.execute(_insert_turns(len(writes)), params)
+        except sqlite3.IntegrityError:  # not the only writer after all: the file says where each turn goes
+            for key in moved:
+                del ranges[key]
             return False
-        self._ranges[write.key] = _new_range(_Range, (first, last, now, row))
-        write.updated_at = now
+        ranges.update(moved)
+        for write in writes:
+            write.updated_at = now
         return True
 
     def _write_row(self, cursor: sqlite3.Cursor, write: _Write, now: float, cutoff: float, today: int) -> None:

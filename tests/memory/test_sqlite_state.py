@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import orjson
@@ -11,7 +13,7 @@ import pytest
 
 from gateway.memory.policies import Entry
 from gateway.memory.reach import Reach
-from gateway.memory.sqlite import SQLiteStore
+from gateway.memory.sqlite import _INSERT, SQLiteStore
 from gateway.memory.sqlite_file import DAY, STATE, live_state, settle
 from gateway.memory.store import Key, StoreUnavailable
 from tests.memory.test_stores import Clock
@@ -82,23 +84,61 @@ async def test_a_turn_to_a_conversation_this_store_wrote_is_one_insert_in_no_tra
     await store.close()
 
 
-async def test_writes_queued_together_still_share_one_transaction(tmp_path: Path) -> None:
+BLOCKER: Key = ("team-a", "blocker")
+
+
+async def queued_behind_a_blocked_write(store: SQLiteStore, path: Path, append: Callable[[], list[asyncio.Future[None]]]) -> list[str]:
+    """Make appends while the thread waits on the file for another write: they queue, and are served as one batch.
+
+    The statements the thread ran from then on, the blocked write's first.
+    """
+    await store.append(BLOCKER, turn("a"), system=None)  # known: its next write is its row alone
+    statements: list[str] = []
+    started = threading.Event()
+
+    def trace(statement: str) -> None:  # on the thread, as a statement starts (before it waits for the file)
+        statements.append(statement)
+        started.set()
+
+    assert store._db is not None
+    store._db.set_trace_callback(trace)
+    competitor = sqlite3.connect(path, isolation_level=None)
+    competitor.execute("BEGIN IMMEDIATE")
+    blocked = store.append(BLOCKER, turn("b"), system=None)
+    await asyncio.to_thread(started.wait)
+    appends = append()
+    competitor.execute("ROLLBACK")
+    competitor.close()
+    await asyncio.gather(blocked, *appends)
+    return statements
+
+
+async def test_plain_turns_queued_together_are_one_insert_in_no_transaction(tmp_path: Path) -> None:
     store = SQLiteStore(str(tmp_path / "m.db"), ttl_seconds=60, max_messages=100, lock_timeout=1)
     keys = [("team-a", f"conv-{n}") for n in range(3)]
     for key in keys:
         await store.append(key, turn("a"), system=None)
-    statements = traced(store)
-    competitor = sqlite3.connect(tmp_path / "m.db", isolation_level=None)
-    competitor.execute("BEGIN IMMEDIATE")  # the thread waits on the first write while the others queue behind it
-    writes = [store.append(key, turn("b"), system=None) for key in keys]
-    await asyncio.sleep(0.05)
-    competitor.execute("ROLLBACK")
-    await asyncio.gather(*writes)
-    competitor.close()
-    begun = [s for s in statements if s.startswith("BEGIN")]
-    inserts = [s for s in statements if s.startswith("INSERT INTO messages")]
-    assert len(inserts) == 3 and len(begun) == 1  # the first alone or with them; those queued behind it together
-    assert not any("conversations" in s for s in statements)
+    statements = await queued_behind_a_blocked_write(
+        store, tmp_path / "m.db", lambda: [store.append(key, turn("b"), system=None) for key in keys]
+    )
+    assert [s.split(" VALUES")[0] for s in statements] == [_INSERT.removesuffix(" VALUES ")] * 2  # the blocked one's, theirs
+    for key in keys:
+        assert await contents(store, key) == ["a", "re a", "b", "re b"]
+    await store.close()
+
+
+async def test_writes_queued_together_that_write_their_rows_still_share_one_transaction(tmp_path: Path) -> None:
+    store = SQLiteStore(str(tmp_path / "m.db"), ttl_seconds=60, max_messages=100, lock_timeout=1)
+    keys = [("team-a", f"conv-{n}") for n in range(3)]
+    for key in keys:
+        await store.append(key, turn("a"), system=None)
+    brief = [{"role": "system", "content": "be brief"}]
+    statements = await queued_behind_a_blocked_write(
+        store,
+        tmp_path / "m.db",
+        lambda: [store.append(key, turn("b"), system=brief if index else None) for index, key in enumerate(keys)],
+    )
+    assert [s for s in statements if s.startswith(("BEGIN", "COMMIT"))] == ["BEGIN IMMEDIATE", "COMMIT"]
     for key in keys:
         assert await contents(store, key) == ["a", "re a", "b", "re b"]
     await store.close()
