@@ -5,9 +5,10 @@ covered (`reach`), so a read costs the same for 20 stored messages or 1,000. Mos
 written by one statement, the insert of their message row (see sqlite_file), which SQLite
 commits by itself: the thread remembers each conversation as it last wrote it (`_Range`), so it
 knows where the messages go, and the conversation row is written only when its newest message
-row cannot stand for it (`_append_alone`). Then the write is a transaction: a guarded UPDATE of
-the row when the thread remembers it, else a read of the row and its newest messages, which say
-where the messages go. Appends queued together share one transaction and one hop to the thread.
+row cannot stand for it (`_append_alone`); appends queued together are then one insert of all
+their rows. Otherwise the writes are a transaction: a guarded UPDATE of the row when the thread
+remembers it, else a read of the row and its newest messages, which say where the messages go.
+Appends queued together share that one transaction, and always one hop to the thread and back.
 
 A hop to that thread costs more than the query itself, so conversations this process wrote or
 read are also kept in a bounded write-through cache (the newest part read, updated by each write)
@@ -296,7 +297,7 @@ class SQLiteStore:
         return work(self._ready().connection)
 
     def _write_all(self, writes: list[_Write]) -> None:
-        """Group commit: the writes in one transaction; a write whose holder lost its lease is refused."""
+        """Group commit: the writes in one statement or one transaction; a write whose holder lost its lease is refused."""
         try:
             cursor = self._ready()
             now = self._clock()
