@@ -320,8 +320,9 @@ class SQLiteStore:
 
         Only for conversations this thread knows (`_Range`: only it writes the file, unless shared),
         each once in the batch, whose rows still say all the file does not: the conversation is
-        live, today is its `touched_day`, the system prompt stays and no trim is due (its range
-        follows from its newest message row: see sqlite_file). False when a write does not qualify,
+        live, today is its `touched_day` and the system prompt stays (its range follows from its
+        newest message row and the row's cap: see sqlite_file, so a due trim needs no row either:
+        it follows the insert). False when a write does not qualify,
         or the file refuses a row (another writer took its number): nothing was written, and each
         write goes its own way in a transaction.
         """
@@ -330,6 +331,7 @@ class SQLiteStore:
         ranges = self._ranges
         moved: dict[Key, _Range] = {}
         params: list[Any] = []
+        trims: list[tuple[Key, int, int]] = []
         for write in writes:
             key = write.key
             known = ranges.get(key)
@@ -344,7 +346,7 @@ class SQLiteStore:
             if last - first >= self._cap:
                 first = last - self._cap + 1
             if _trim_due(first, start, added):
-                return False
+                trims.append((key, first, start))
             insert = write.insert
             insert[2] = start
             insert[3] = now
@@ -359,7 +361,26 @@ class SQLiteStore:
         ranges.update(moved)
         for write in writes:
             write.updated_at = now
+        for key, first, start in trims:
+            self._trim(cursor, key, first, start)
         return True
+
+    @staticmethod
+    def _trim(cursor: sqlite3.Cursor, key: Key, first: int, start: int) -> None:
+        """Delete the rows that hold only messages below `first` (a turn numbered from `start` on moved it there).
+
+        After turns written by themselves, a trim that fails is logged and left to the next one: the
+        turns are written, and rows below first_seq are never read. In a transaction it fails the
+        transaction, as any of its statements does.
+        """
+        trim = (*key, first if first == start else row_floor(first))
+        if cursor.connection.in_transaction:
+            cursor.execute(_TRIM, trim)
+            return
+        try:
+            cursor.execute(_TRIM, trim)
+        except sqlite3.Error as exc:
+            log.warning("memory %s: deleting rows past the cap failed (%s); the next trim takes them", key[1], exc)
 
     def _write_row(self, cursor: sqlite3.Cursor, write: _Write, now: float, cutoff: float, today: int) -> None:
         """A write with its conversation row, in a transaction; a write whose holder lost its lease is refused."""
@@ -399,7 +420,7 @@ class SQLiteStore:
                 _insert_rows(1), [(*key, start + i, now, *params[4 * i : 4 * i + 4]) for i in range(rows)]
             )
         if _trim_due(first, start, added):  # a row that holds a message from first_seq on stays
-            cursor.execute(_TRIM, (*key, first if first == start else row_floor(first)))
+            self._trim(cursor, key, first, start)
         write.updated_at = now
 
     def _write_row_from_file(self, cursor: sqlite3.Cursor, write: _Write, now: float, cutoff: float, today: int) -> tuple[int, int]:

@@ -19,8 +19,8 @@ conversation row as it was: the conversation's state is its row brought up to da
 message row (`live_state`). That row's `written_at` is the conversation's last write, its end
 (seq and size) the conversation's `last_seq`, and `first_seq` follows from that and the cap the
 row was written under (`cap`): the newest `cap` messages. The row itself is written when that
-cannot say it: a conversation's first write, a new day (`touched_day`), a new system prompt, a
-write that moves `first_seq` past a bunch of rows to delete, an undo, a restart after expiry.
+cannot say it: a conversation's first write, a new day (`touched_day`), a new system prompt, an
+undo, a restart after expiry.
 
 Files made before these shapes are upgraded when opened: the columns are added (no rewrite of
 the rows), the ranges are filled in from the messages, and message rows of the older shapes

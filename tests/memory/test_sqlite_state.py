@@ -11,6 +11,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from gateway.memory import sqlite
 from gateway.memory.policies import Entry
 from gateway.memory.reach import Reach
 from gateway.memory.sqlite import _INSERT, SQLiteStore
@@ -275,3 +276,46 @@ async def test_a_settled_file_holds_each_conversation_in_its_row_as_older_gatewa
             key: (clock.now - 10, 4, 8) for key in before
         }
         assert settle(db) == 0
+
+
+async def test_a_due_trim_follows_a_turns_row_alone_and_the_conversation_row_is_not_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sqlite, "_TRIM_EVERY", 4)  # first_seq 5, 9, 13, ...: a trim every second turn at the cap
+    path = tmp_path / "m.db"
+    store = SQLiteStore(str(path), ttl_seconds=60, max_messages=4, lock_timeout=1)
+    for step in range(3):
+        await store.append(KEY, turn(f"q{step}"), system=None)
+    statements = traced(store)
+    await store.append(KEY, turn("q3"), system=None)  # messages 7-8: first_seq 5, a trim is due
+    assert [s.split()[0] for s in statements] == ["INSERT", "DELETE"]
+    for step in range(4, 12):
+        await store.append(KEY, turn(f"q{step}"), system=None)
+    assert await contents(store) == ["q10", "re q10", "q11", "re q11"]
+    await store.close()
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT first_seq, last_seq FROM conversations").fetchone() == (1, 2)  # the first write's
+        assert db.execute("SELECT min(seq) FROM messages").fetchone() == (7,)  # below row_floor(21) = 6: deleted
+    state = file_state(path)
+    assert state is not None and state[2:] == (21, 24)
+
+
+async def test_a_trim_that_fails_after_its_turn_was_written_leaves_the_turn_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sqlite, "_TRIM_EVERY", 4)
+    path = tmp_path / "m.db"
+    store = SQLiteStore(str(path), ttl_seconds=60, max_messages=4, lock_timeout=1, cache_entries=0)
+    for step in range(3):
+        await store.append(KEY, turn(f"q{step}"), system=None)
+    assert store._db is not None
+
+    def no_deletes(action: int, table: str | None, *_: object) -> int:
+        return sqlite3.SQLITE_DENY if action == sqlite3.SQLITE_DELETE and table == "messages" else sqlite3.SQLITE_OK
+
+    store._db.set_authorizer(no_deletes)
+    await store.append(KEY, turn("q3"), system=None)  # its trim is refused: logged, the turn stands
+    assert await contents(store) == ["q2", "re q2", "q3", "re q3"]
+    await store.close()
+    state = file_state(path)
+    assert state is not None and state[2:] == (5, 8)
