@@ -15,7 +15,7 @@ from gateway.dispatch import Request, Result, redact
 from gateway.errors import GatewayError, InvalidRequestError, NotFoundError
 from gateway.memory.headers import MemoryAsk, asks_for_memory, read_memory_headers
 from gateway.memory.store import StoreUnavailable
-from gateway.memory.turns import Turn, store_errors
+from gateway.memory.turns import Memory, Turn, store_errors
 from gateway.observe import Trace
 from gateway.providers.anthropic import client_headers
 from gateway.providers.apis import (
@@ -390,7 +390,9 @@ async def _chat_with_memory(
     tenant = trace.tenant
     assert tenant is not None  # set for every /v1/ path before its handler runs
     model = route.memory_model or payload["model"]
-    async with Turn(app[MEMORY], (tenant, ask.memory_id), ask.settings, payload["messages"], model, trace) as turn:
+    # as app[MEMORY] finds it, without its Python __getitem__ called from C (which types what _state holds)
+    memory: Memory = app._state[MEMORY]  # type: ignore[assignment]
+    async with Turn(memory, (tenant, ask.memory_id), ask.settings, payload["messages"], model, trace) as turn:
         payload["messages"] = turn.plan.forwarded  # the request's own dict: the turn keeps the messages it was sent
         call = Request("chat/completions", payload, None, trace.stream, trace)
         return await forward(request, route, call, turn=turn, reshape=reshape, app=app)
