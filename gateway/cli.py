@@ -1,4 +1,4 @@
-"""Command line: `gateway serve` and `gateway check-config`."""
+"""Command line: `gateway serve`, `gateway check-config` and `gateway settle-memory`."""
 
 from __future__ import annotations
 
@@ -84,6 +84,32 @@ def check_config(path: str) -> int:
     for route in config.routes.values():
         for line in describe_route(route):
             print(line)
+    return 0
+
+
+def settle_memory(path: str) -> int:
+    """Write each conversation row of a SQLite memory file as its messages say: what a downgrade needs.
+
+    This version moves a conversation's row only when it must (see sqlite_file); older gateways
+    read the row alone. Run it with the gateways that use the file stopped.
+    """
+    import sqlite3  # only this command needs them
+
+    from gateway.memory.sqlite_file import open_file, settle
+
+    if not os.path.isfile(path):  # never create an empty store where the operator meant an existing one
+        print(f"{path}: no such file", file=sys.stderr)
+        return 2
+    try:
+        db = open_file(path, busy_timeout_ms=10_000)
+        try:
+            changed = settle(db)
+        finally:
+            db.close()
+    except sqlite3.Error as exc:
+        print(f"{path}: cannot settle the memory file: {exc}", file=sys.stderr)
+        return 1
+    print(f"{path}: {changed} conversation rows settled; gateways older than written_at can open it")
     return 0
 
 
@@ -173,6 +199,10 @@ def build_parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     check_cmd = commands.add_parser("check-config", help="validate a config and print its routes")
     check_cmd.add_argument("path", nargs="?")
+    settle_cmd = commands.add_parser(
+        "settle-memory", help="make a SQLite memory file readable by older gateways (run with the gateway stopped)"
+    )
+    settle_cmd.add_argument("path", help="the file (memory.path in the config)")
     return parser
 
 
@@ -186,6 +216,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         except BrokenPipeError:  # `gateway check-config | head`: the reader left, which is fine
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             return 0
+    if args.command == "settle-memory":
+        return settle_memory(args.path)
     if args.workers < 1:
         parser.error("--workers must be >= 1")
     if not args.access_log_flush >= 0:  # also rejects nan

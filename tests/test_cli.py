@@ -1,4 +1,4 @@
-"""The command line: check-config output and exit codes; serve draining on SIGTERM; workers."""
+"""The command line: check-config output and exit codes; serve draining on SIGTERM; workers; settle-memory."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import re
 import shutil
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -21,6 +22,8 @@ import pytest
 
 from gateway.cli import build_parser, main
 from gateway.logs import default_log_format
+from gateway.memory.policies import Entry
+from gateway.memory.sqlite import SQLiteStore
 from gateway.workers import describe_exit, restart_delay
 
 
@@ -393,3 +396,37 @@ async def test_workers_log_in_the_format_and_from_the_level_given(tmp_path: Path
     assert all(re.fullmatch(r"\S+Z WARNING gateway auth\.keys is empty: .*", line) for line in warnings), warnings
     # Each worker says it is listening (at info) before it builds the app that warns: not shown at warning.
     assert not listening(lines), lines
+
+
+async def test_settle_memory_writes_each_conversation_row_as_its_messages_say(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A turn no longer moves its conversation's row; `settle-memory` writes the rows older gateways read alone."""
+    path = tmp_path / "memory.db"
+    store = SQLiteStore(str(path), ttl_seconds=3600, max_messages=40, lock_timeout=1)
+    for step in range(3):
+        turn = [Entry({"role": "user", "content": f"q{step}"}), Entry({"role": "assistant", "content": f"a{step}"})]
+        await store.append(("t", "conv"), turn, system=None)
+    await store.close()
+
+    def row() -> tuple[int, int]:
+        with sqlite3.connect(path) as db:
+            first, last = db.execute("SELECT first_seq, last_seq FROM conversations").fetchone()
+        return int(first), int(last)
+
+    assert row() == (1, 2)  # as the first turn left it: the later ones were one insert each
+    assert main(["settle-memory", str(path)]) == 0
+    assert row() == (1, 6)
+    assert "1 conversation rows settled" in capsys.readouterr().out
+    assert main(["settle-memory", str(path)]) == 0
+    assert "0 conversation rows settled" in capsys.readouterr().out
+
+
+def test_settle_memory_refuses_a_missing_or_foreign_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    missing = tmp_path / "nope.db"
+    assert main(["settle-memory", str(missing)]) == 2
+    assert not missing.exists()  # no empty store made where the operator meant an existing one
+    foreign = tmp_path / "notes.txt"
+    foreign.write_text("not a database " * 100)
+    assert main(["settle-memory", str(foreign)]) == 1
+    assert "cannot settle" in capsys.readouterr().err
