@@ -311,7 +311,7 @@ class _Counts:
         if not (
             type(system) is dict and type(question) is dict and len(system) == 2 and len(question) == 2
             and system.get("role") in SYSTEM_ROLES and question.get("role") == "user"
-            and type(system["content"]) is str and type(question["content"]) is str
+            and type(system.get("content")) is str and type(question.get("content")) is str  # two keys need not be these
         ):  # fmt: skip
             return None
         short, count = self._short, self.count_on_loop

@@ -142,11 +142,16 @@ def test_a_request_of_the_common_shape_is_counted_as_plan_turn_counts() -> None:
         ([QUESTION, SYSTEM], WINDOW),
         ([SYSTEM, {**QUESTION, "name": "ann"}], WINDOW),
         ([{**SYSTEM, "content": None}, QUESTION], WINDOW),
+        ([{"role": "system", "name": "ann"}, QUESTION], WINDOW),
+        ([SYSTEM, {"role": "user", "name": "ann"}], WINDOW),
         ([SYSTEM, {"role": "user", "content": [{"type": "text", "text": "parts"}]}], WINDOW),
         ([SYSTEM, {"role": "assistant", "content": "said"}], WINDOW),
         ([SYSTEM, {"role": "user", "content": "x" * (OFF_LOOP_CHARS + 1)}], WINDOW),  # counted on a thread
     ],
-    ids=["message-window", "no-system", "two-questions", "order", "name", "null-content", "parts", "not-a-question", "large"],
+    ids=[
+        "message-window", "no-system", "two-questions", "order", "name", "null-content", "system-without-content",
+        "question-without-content", "parts", "not-a-question", "large",
+    ],
 )
 def test_any_other_request_is_not_a_common_turn(messages: list[dict[str, Any]], window: MemorySettings) -> None:
     assert _Counts(O200K, 128_000).common_turn(messages, window) is None
