@@ -199,9 +199,10 @@ def plan_common_turn(
     The common turn: a CommonTurn under a token window of `max_tokens`, counted in `encoding`.
     Its conversation is a first one (None), or a plain
     history (`conversation.plain`, no tool messages) counted in `encoding` whose last message is
-    not a user's (a question could then resend it). Over such a conversation this is the plan
-    plan_turn gives, tests/memory/test_turn_plans.py shows, with no call per message; over any
-    other, None: plan_turn plans it.
+    not a user's (a question could then resend it), read far enough back for the window (else
+    the plan would want older history). Over such a conversation this is the plan plan_turn
+    gives, tests/memory/test_turn_plans.py shows, with no call per message; over any other,
+    None: plan_turn plans it (and a wider read follows).
     """
     system, question, system_tokens, question_tokens = turn
     if conversation is None:  # the conversation's first turn: nothing stored, nothing to read further
@@ -217,6 +218,10 @@ def plan_common_turn(
         return None
     kept, exhausted = window
     stored, older = conversation.system, conversation.older
+    # Every message read fits (none read fits too): older ones, not read, could fit as well. That
+    # plan wants older history, which Memory._plan reads after plan_turn's plan.
+    if exhausted and older:
+        return None
     return tuple.__new__(Plan, (
         [system, *kept, question],
         [system],
@@ -224,7 +229,7 @@ def plan_common_turn(
         [question],
         len(kept),
         older + len(conversation.entries) - len(kept),
-        older > 0 and exhausted,  # (no history read is exhausted too: the question cannot resend what was not read)
+        False,  # wants_older: the window stops within what was read (or nothing is older)
         [question_tokens],
     ))  # fmt: skip
 

@@ -1,17 +1,33 @@
-"""A turn whose store fails to read: the client sees a 503, and the conversation is let go."""
+"""A turn's reads: a store that fails to read is a 503 that lets the conversation go; a read too short is widened."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import pytest
 
+from gateway.memory.policies import Entry
 from gateway.memory.reach import Reach
 from gateway.memory.settings import MemorySettings
+from gateway.memory.sqlite import SQLiteStore
 from gateway.memory.store import Conversation, InProcessStore, Key, StoreUnavailable
+from gateway.memory.tokens import count_message, get_encoding
 from gateway.memory.turns import Memory, MemoryUnavailableError, Turn
 from gateway.observe import Trace
 
+O200K = get_encoding("o200k_base")
+
 SYSTEM = {"role": "system", "content": "be brief"}
 QUESTION = {"role": "user", "content": "and now?"}
+
+
+def u(text: str) -> dict[str, Any]:
+    return {"role": "user", "content": text}
+
+
+def a(text: str) -> dict[str, Any]:
+    return {"role": "assistant", "content": text}
 
 
 class FailingReads(InProcessStore):
@@ -38,5 +54,24 @@ async def test_a_failed_first_read_is_a_503_and_lets_the_conversation_go(message
         store.failing = False
         async with Turn(memory, ("t", "m"), window, messages, "gpt-4o", Trace()) as turn:  # not held by the failed turn
             assert turn.plan.forwarded == messages
+    finally:
+        await memory.close()
+
+
+async def test_a_common_turn_over_a_tail_too_short_for_its_window_reads_further(tmp_path: Path) -> None:
+    """After a restart, a narrow window's turn caches the tail it read; a wider window then reads the rest."""
+    path = str(tmp_path / "memory.db")
+    store = SQLiteStore(path, ttl_seconds=3600, max_messages=1000, lock_timeout=5)
+    history = [Entry(m, {"o200k_base": count_message(m, O200K)}) for i in range(20) for m in (u(f"question {i}"), a(f"answer {i}"))]
+    await store.append(("t", "m"), history, system=[SYSTEM])
+    await store.close()
+    memory = Memory(SQLiteStore(path, ttl_seconds=3600, max_messages=1000, lock_timeout=5))  # a restart: nothing cached
+    try:
+        async with Turn(memory, ("t", "m"), MemorySettings("token_window", max_tokens=40), [SYSTEM, QUESTION], "gpt-4o", Trace()) as turn:
+            assert 0 < turn.plan.history_kept < len(history)
+            await turn.commit_answer({"choices": [{"message": a("so")}]})
+        async with Turn(memory, ("t", "m"), MemorySettings("token_window", max_tokens=5000), [SYSTEM, QUESTION], "gpt-4o", Trace()) as turn:
+            assert (turn.plan.history_kept, turn.plan.evicted) == (len(history) + 2, 0)
+            assert turn.plan.forwarded == [SYSTEM, *(e.message for e in history), QUESTION, a("so"), QUESTION]
     finally:
         await memory.close()
