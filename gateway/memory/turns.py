@@ -154,7 +154,7 @@ class Turn(_Hold):
             # Memory._read's read, written out (a coroutine layer less): a StoreUnavailable is a 503 by __aexit__
             started = time.monotonic()
             conversation = await memory.store.load_tail(self._key, first_reach(settings, messages))
-            self._loaded = time.monotonic() - started
+            loaded = time.monotonic() - started
             # The common turn (see plan_common_turn) is planned in one pass; any other by plan_turn
             plan = None
             if common is not None:
@@ -166,6 +166,7 @@ class Turn(_Hold):
             raise
         # what Trace.memory_planned sets: the observer is told with the rest when the turn ends (_report)
         trace.memory_type, trace.evicted = settings.memory_type, plan.evicted
+        self._loaded = loaded  # planned: a turn that failed before this reports its lock's wait alone
         self.plan = plan
         self.headers = {
             "x-memory-id": self._key[1],

@@ -1,4 +1,4 @@
-"""A turn's reads: a store that fails to read is a 503 that lets the conversation go; a read too short is widened."""
+"""A turn's reads: a store that fails to read is a 503 that lets the conversation go (the turn did not plan); a read too short is widened."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from gateway.memory.plain import PlainHistory
 from gateway.memory.policies import Entry
 from gateway.memory.reach import Reach
 from gateway.memory.settings import MemorySettings
@@ -14,7 +15,7 @@ from gateway.memory.sqlite import SQLiteStore
 from gateway.memory.store import Conversation, InProcessStore, Key, StoreUnavailable
 from gateway.memory.tokens import count_message, get_encoding
 from gateway.memory.turns import Memory, MemoryUnavailableError, Turn
-from gateway.observe import Trace
+from gateway.observe import Observer, Trace
 
 O200K = get_encoding("o200k_base")
 
@@ -73,5 +74,44 @@ async def test_a_common_turn_over_a_tail_too_short_for_its_window_reads_further(
         async with Turn(memory, ("t", "m"), MemorySettings("token_window", max_tokens=5000), [SYSTEM, QUESTION], "gpt-4o", Trace()) as turn:
             assert (turn.plan.history_kept, turn.plan.evicted) == (len(history) + 2, 0)
             assert turn.plan.forwarded == [SYSTEM, *(e.message for e in history), QUESTION, a("so"), QUESTION]
+    finally:
+        await memory.close()
+
+
+class TailThenFailure(InProcessStore):
+    """The first read gives the newest two of many messages; a wider read fails."""
+
+    reads = 0
+
+    async def load_tail(self, key: Key, reach: Reach) -> Conversation | None:
+        self.reads += 1
+        if self.reads > 1:
+            raise StoreUnavailable("disk on fire")
+        tail = [Entry(m, {"o200k_base": count_message(m, O200K)}) for m in (u("q"), a("a"))]
+        return Conversation([SYSTEM], tail, 0.0, 10, PlainHistory.of(tail))
+
+
+class Events(Observer):
+    """The turn events told, by name."""
+
+    def __init__(self) -> None:
+        self.told: list[str] = []
+
+    def lock_waited(self, store: str, seconds: float) -> None:
+        self.told.append("lock_waited")
+
+    def memory_turn(self, trace: Trace, store: str, waited: float, loaded: float, appended: float | None, stored: int) -> None:
+        self.told.append("memory_turn")
+
+
+@pytest.mark.parametrize("messages", [[SYSTEM, QUESTION], [QUESTION]], ids=["common-turn", "other-turn"])
+async def test_a_turn_whose_wider_read_fails_did_not_plan_and_reports_its_lock_wait_alone(messages: list[dict[str, str]]) -> None:
+    """Not a memory_turn of no memory type (a `memory_type=""` series) with the first read's time."""
+    memory, events = Memory(TailThenFailure(ttl_seconds=60, max_messages=10, lock_timeout=0.5)), Events()
+    try:
+        with pytest.raises(MemoryUnavailableError):
+            async with Turn(memory, ("t", "m"), MemorySettings("token_window", max_tokens=1000), messages, "gpt-4o", Trace(events)):
+                pytest.fail("planned over a read that failed")
+        assert events.told == ["lock_waited"]
     finally:
         await memory.close()
