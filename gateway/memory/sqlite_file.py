@@ -296,5 +296,9 @@ class transaction:
             self._outer = True
 
     def __exit__(self, kind: object, value: object, traceback: object) -> None:
-        if self._outer:
-            self._run("COMMIT" if kind is None else "ROLLBACK")
+        if not self._outer:
+            return
+        if kind is None:
+            self._run("COMMIT")
+        elif self._db.in_transaction:  # SQLITE_FULL, IOERR and NOMEM may have rolled it back: the error is theirs
+            self._run("ROLLBACK")

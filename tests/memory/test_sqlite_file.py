@@ -6,10 +6,12 @@ import sqlite3
 import threading
 from pathlib import Path
 
+import pytest
+
 from gateway.memory.policies import Entry
 from gateway.memory.sqlite import _TRIM_EVERY, SQLiteStore
 from gateway.memory.sqlite_file import DAY, MOST_IN_A_ROW, open_file, read_row
-from gateway.memory.store import Key
+from gateway.memory.store import Key, StoreUnavailable
 from tests.memory.test_sqlite_leases import _OLD_SCHEMA
 from tests.memory.test_stores import Clock
 
@@ -116,3 +118,17 @@ def test_connections_opening_a_new_file_at_once_all_open_it(tmp_path: Path) -> N
         for opener in openers:
             opener.join()
     assert failures == []
+
+
+async def test_a_turn_that_fills_the_disk_in_its_transaction_says_so(tmp_path: Path) -> None:
+    """SQLite rolls such a transaction back by itself: the store reports the full disk, not a ROLLBACK refused after it."""
+    store = SQLiteStore(str(tmp_path / "m.db"), ttl_seconds=60, max_messages=100, lock_timeout=5)
+    await write(store, ("t", "c"), "a")
+    assert store._db is not None
+    pages = store._db.execute("PRAGMA page_count").fetchone()[0]
+    store._db.execute(f"PRAGMA max_page_count={pages}")  # the file may not grow: as on a full disk
+    big = [Entry({"role": "user", "content": "x" * 50_000}, {})]
+    with pytest.raises(StoreUnavailable, match="full"):  # a first write: its row and its message in a transaction
+        await store.append(("t", "other"), big, system=None)
+    assert not store._db.in_transaction
+    await store.close()
