@@ -298,7 +298,11 @@ class transaction:
     def __exit__(self, kind: object, value: object, traceback: object) -> None:
         if not self._outer:
             return
-        if kind is None:
-            self._run("COMMIT")
-        elif self._db.in_transaction:  # SQLITE_FULL, IOERR and NOMEM may have rolled it back: the error is theirs
-            self._run("ROLLBACK")
+        try:
+            if kind is None:
+                self._run("COMMIT")
+        finally:
+            # SQLITE_FULL, IOERR and NOMEM may have rolled it back (the error to report is theirs); a COMMIT
+            # refused (SQLITE_BUSY, readers of a file not in WAL mode) leaves it open, for later writes to join.
+            if self._db.in_transaction:
+                self._run("ROLLBACK")

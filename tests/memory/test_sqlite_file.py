@@ -132,3 +132,26 @@ async def test_a_turn_that_fills_the_disk_in_its_transaction_says_so(tmp_path: P
         await store.append(("t", "other"), big, system=None)
     assert not store._db.in_transaction
     await store.close()
+
+
+async def test_a_turn_whose_commit_is_refused_leaves_no_transaction_open(tmp_path: Path) -> None:
+    """The transaction is rolled back: left open, every later write would join it, never committed, the file locked.
+
+    A COMMIT fails so with SQLITE_BUSY while another connection reads a file not in WAL mode.
+    """
+    path = tmp_path / "m.db"
+    store = SQLiteStore(str(path), ttl_seconds=60, max_messages=100, lock_timeout=5, busy_timeout=0.05)
+    await write(store, ("t", "a"), "a")
+    assert store._db is not None
+    store._db.execute("PRAGMA journal_mode=DELETE")  # as where WAL mode cannot be used: a commit waits for readers
+    reader = sqlite3.connect(path, isolation_level=None)
+    reader.execute("BEGIN")
+    reader.execute("SELECT * FROM messages").fetchall()  # holds its read until the COMMIT below
+    with pytest.raises(StoreUnavailable, match="locked"):  # a first write: a transaction, whose COMMIT waits in vain
+        await store.append(("t", "b"), turn("b"), system=None)
+    reader.execute("COMMIT")
+    reader.close()
+    await write(store, ("t", "c"), "c")
+    await store.close()
+    with sqlite3.connect(path) as db:
+        assert [row[0] for row in db.execute("SELECT DISTINCT memory_id FROM messages ORDER BY 1")] == ["a", "c"]
