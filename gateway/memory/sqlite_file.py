@@ -20,7 +20,8 @@ message row (`live_state`). That row's `written_at` is the conversation's last w
 (seq and size) the conversation's `last_seq`, and `first_seq` follows from that and the cap the
 row was written under (`cap`): the newest `cap` messages. The row itself is written when that
 cannot say it: a conversation's first write, a new day (`touched_day`), a new system prompt, an
-undo, a restart after expiry.
+undo, a restart after expiry; and by the writes the store sends through a transaction anyway (a
+turn of a row a message, any turn in shared mode, a conversation its thread does not remember).
 
 Files made before these shapes are upgraded when opened: the columns are added (no rewrite of
 the rows), the ranges are filled in from the messages, and message rows of the older shapes

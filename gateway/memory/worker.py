@@ -3,7 +3,7 @@
 The hand-off is a queue; the owner's `serve` hands a batch's results back to the loop in one
 `call_soon_threadsafe`: no executor work items, no concurrent futures chained to asyncio ones.
 The thread takes every job queued while it was busy at once, so its owner can serve several
-(appends) in one transaction.
+(appends) in one statement or one transaction.
 """
 
 from __future__ import annotations
