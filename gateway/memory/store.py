@@ -135,8 +135,8 @@ class KeyLocks:
         self.timeout = timeout
         self._held: dict[Key, list[asyncio.Future[None]]] = {}
 
-    def hold(self, key: Key) -> _Held:
-        return _Held(self, key)
+    def hold(self, key: Key) -> Held:
+        return Held(self, key)
 
     def _take(self, key: Key) -> bool:
         """Take `key` if it is free (the common case), without an await."""
@@ -173,8 +173,12 @@ class KeyLocks:
         del self._held[key]
 
 
-class _Held:
-    """`async with locks.hold(key)`: a plain class, cheaper per request than a generator-based one."""
+class Held:
+    """`async with locks.hold(key)`: a plain class, cheaper per request than a generator-based one.
+
+    `take_now` and `let_go` are the same without an await, for a caller that knows the class
+    (a turn: each await of a coroutine costs ~1k instructions).
+    """
 
     __slots__ = ("_key", "_locks")
 
@@ -182,19 +186,28 @@ class _Held:
         self._locks = locks
         self._key = key
 
-    async def __aenter__(self) -> None:
+    def take_now(self) -> bool:
+        """Take the conversation if it is free (the common case); False: wait for it by `async with`."""
         held = self._locks._held
-        if self._key not in held:  # free, the common case: taken here (as `_take` does), no call
-            held[self._key] = []
-            return
-        await self._locks._acquire(self._key)
+        if self._key in held:
+            return False
+        held[self._key] = []  # as `_take` does, without the call
+        return True
 
-    async def __aexit__(self, *exc: object) -> None:
+    async def __aenter__(self) -> None:
+        if not self.take_now():
+            await self._locks._acquire(self._key)
+
+    def let_go(self) -> None:
+        """Pass the conversation to its oldest waiter, or free it; never waits."""
         held = self._locks._held
         if not held[self._key]:  # nobody waits, the common case: let go here (as `_release` does)
             del held[self._key]
             return
         self._locks._release(self._key)
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.let_go()
 
 
 _SWEEP_SECONDS = 600.0

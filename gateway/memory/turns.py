@@ -31,7 +31,7 @@ from gateway.memory.policies import (
 from gateway.memory.reach import Reach, first_reach, wider_reach
 from gateway.memory.replies import ReplyAssembler, ReplyTooLarge, reply_message
 from gateway.memory.settings import MemorySettings
-from gateway.memory.store import Conversation, Key, LockLost, LockTimeout, MemoryStore, StoreUnavailable
+from gateway.memory.store import Conversation, Held, Key, LockLost, LockTimeout, MemoryStore, StoreUnavailable
 from gateway.memory.tokens import Encoding, count_message, encoding_name, get_encoding, text_size
 from gateway.observe import Observer, Trace
 
@@ -68,6 +68,19 @@ class _Hold:
         self._store_kind = memory.store_kind
 
     async def __aenter__(self) -> None:
+        if not self._take_now():
+            await self._wait()
+
+    def _take_now(self) -> bool:
+        """Take a free in-process lock (a Held: the common case) without an await; False: `_wait` for it."""
+        lock = self._lock
+        if type(lock) is Held and lock.take_now():
+            self._waited = 0.0  # reported when the lock is let go
+            return True
+        return False
+
+    async def _wait(self) -> None:
+        """Take the lock by its `async with`, waiting as long as the store lets it."""
         started = time.monotonic()
         try:
             await self._lock.__aenter__()
@@ -94,8 +107,12 @@ class _Hold:
         self, kind: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
     ) -> None:  # never swallows the exception
         self._report()
+        lock = self._lock
         try:
-            await self._lock.__aexit__(kind, exc, traceback)
+            if type(lock) is Held:  # in-process: let go without an await
+                lock.let_go()
+            else:
+                await lock.__aexit__(kind, exc, traceback)
         except StoreUnavailable as failure:
             if kind is not None:
                 raise _unavailable(failure) from None
@@ -149,7 +166,8 @@ class Turn(_Hold):
         self._encoding = encoding = encoding_name(self._model)
         self._counts = counts = memory._counts_by_encoding.get(encoding) or await memory._counts(encoding)
         common = counts.common_turn(messages, settings)
-        await _Hold.__aenter__(self)
+        if not self._take_now():  # _Hold.__aenter__, without its await in the common case
+            await self._wait()
         try:
             # Memory._read's read, written out (a coroutine layer less): a StoreUnavailable is a 503 by __aexit__
             started = time.monotonic()
