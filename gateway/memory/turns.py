@@ -245,7 +245,7 @@ class Turn(_Hold):
             except _CountOffLoop:
                 pass  # a large reply: counted with the turn, on a thread
             else:
-                if len(turn) == 1:  # the common turn, one question: its two entries made here (a loop costs ~4k instructions more)
+                if len(turn) == 1:  # a one-question turn (the common one): its two entries made here (a loop costs ~4k instructions more)
                     entries = [tuple.__new__(Entry, (turn[0], {encoding: counts[0]})), tuple.__new__(Entry, (reply, {encoding: reply_tokens}))]
                 else:
                     entries = _entries([*turn, reply], [*counts, reply_tokens], encoding)
