@@ -32,6 +32,7 @@ exactly.
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -41,6 +42,8 @@ import orjson
 
 from gateway.memory.policies import Entry
 from gateway.memory.store import load_entry
+
+log = logging.getLogger("gateway.memory")
 
 SCHEMA: Final = """
 CREATE TABLE IF NOT EXISTS conversations (
@@ -125,13 +128,16 @@ def use_wal(db: sqlite3.Connection, *, wait: float) -> None:
 
     The busy timeout does not cover this: when connections open a new file at once (the workers of
     `serve --workers N` on their first memory request), SQLite answers some of them SQLITE_BUSY at
-    once rather than wait into a deadlock.
+    once rather than wait into a deadlock. A file system without WAL (some network ones) keeps the
+    file in its old mode, which is logged: writes then wait for readers, and a COMMIT may be refused.
     """
     deadline = time.monotonic() + wait
     pause = 0.001
     while True:
         try:
-            db.execute("PRAGMA journal_mode=WAL")
+            (mode,) = db.execute("PRAGMA journal_mode=WAL").fetchone()
+            if str(mode).lower() != "wal":
+                log.warning("sqlite memory store: the file stays in journal mode %r, not WAL; writes wait for readers", mode)
             return
         except sqlite3.OperationalError as exc:
             if exc.sqlite_errorcode != sqlite3.SQLITE_BUSY or time.monotonic() >= deadline:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import threading
 from pathlib import Path
@@ -155,3 +156,17 @@ async def test_a_turn_whose_commit_is_refused_leaves_no_transaction_open(tmp_pat
     await store.close()
     with sqlite3.connect(path) as db:
         assert [row[0] for row in db.execute("SELECT DISTINCT memory_id FROM messages ORDER BY 1")] == ["a", "c"]
+
+
+def test_a_file_that_cannot_use_wal_is_logged(caplog: pytest.LogCaptureFixture) -> None:
+    """An in-memory database stands for a file system without WAL: SQLite keeps its own mode and says so."""
+    with caplog.at_level(logging.WARNING, logger="gateway.memory"):
+        db = open_file(":memory:", busy_timeout_ms=100)
+    db.close()
+    assert "not WAL" in caplog.text and "'memory'" in caplog.text
+
+
+def test_a_file_in_wal_mode_is_not_logged(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="gateway.memory"):
+        open_file(str(tmp_path / "m.db"), busy_timeout_ms=100).close()
+    assert caplog.text == ""
