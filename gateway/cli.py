@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import multiprocessing
 import os
 import sys
 from collections.abc import Iterator, Sequence
 from multiprocessing.process import BaseProcess
+from pathlib import Path
 
 from gateway.config import (
     Config,
@@ -101,6 +103,12 @@ def settle_memory(path: str) -> int:
         print(f"{path}: no such file", file=sys.stderr)
         return 2
     try:
+        # Looked at read-only first: opening for the store adds its tables to any SQLite file.
+        with contextlib.closing(sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True)) as probe:
+            tables = {name for (name,) in probe.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if not {"conversations", "messages"} <= tables:
+            print(f"{path}: not a gateway memory file (no conversations and messages tables)", file=sys.stderr)
+            return 1
         db = open_file(path, busy_timeout_ms=10_000)
         try:
             changed = settle(db)
@@ -109,7 +117,7 @@ def settle_memory(path: str) -> int:
     except sqlite3.Error as exc:
         print(f"{path}: cannot settle the memory file: {exc}", file=sys.stderr)
         return 1
-    print(f"{path}: {changed} conversation rows settled; gateways older than written_at can open it")
+    print(f"{path}: {changed} conversation rows settled; older gateways can open it")
     return 0
 
 

@@ -430,3 +430,10 @@ def test_settle_memory_refuses_a_missing_or_foreign_file(tmp_path: Path, capsys:
     foreign.write_text("not a database " * 100)
     assert main(["settle-memory", str(foreign)]) == 1
     assert "cannot settle" in capsys.readouterr().err
+    other = tmp_path / "other.db"  # a SQLite file of something else: left as it was
+    with sqlite3.connect(other) as db:
+        db.execute("CREATE TABLE notes (body TEXT)")
+    assert main(["settle-memory", str(other)]) == 1
+    assert "not a gateway memory file" in capsys.readouterr().err
+    with sqlite3.connect(other) as db:
+        assert [name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")] == ["notes"]
