@@ -2,7 +2,7 @@
 # The gateway as a container: non-root, offline tokenizers, config at /etc/gateway/gateway.yaml.
 #   docker build -t gateway .
 #   docker run -p 8080:8080 -v ./my.yaml:/etc/gateway/gateway.yaml:ro gateway
-# Without a mounted config it serves the built-in mock model (configs/gateway.yaml).
+# Without a mounted config it serves the built-in mock model (gateway/default.yaml).
 
 # ---- build: the project and its dependencies into a virtualenv the runtime stage copies whole,
 # so pip's build tooling and the source tree never reach the final image.
@@ -33,7 +33,7 @@ RUN groupadd --system --gid 10001 gateway \
     && install -d -o 10001 -g 10001 -m 0750 /var/lib/gateway
 
 COPY --from=build /opt/venv /opt/venv
-COPY configs/gateway.yaml /etc/gateway/gateway.yaml
+COPY gateway/default.yaml /etc/gateway/gateway.yaml
 
 # The tokenizer files must already be in the image: load both encodings with no network at all.
 # get_encoding() degrades to an estimate instead of failing, so tiktoken is asked directly.

@@ -8,31 +8,37 @@ import logging
 import multiprocessing
 import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
+from importlib import metadata
 from multiprocessing.process import BaseProcess
 from pathlib import Path
 
-from gateway.config import (
-    Config,
-    ConfigError,
-    Fallback,
-    LoadBalance,
-    Node,
-    Route,
-    Single,
-    Target,
-    load_config,
-)
+from gateway.config import Config, ConfigError, load_config
+from gateway.describe import describe_route
 from gateway.logs import ACCESS_FLUSH_SECONDS, FORMATS, LEVELS, configure_logging, default_log_format
 from gateway.metrics import multiprocess_dir, worker_exited
 from gateway.workers import end_with_parent, supervise
 
 DEFAULT_CONFIG = "configs/gateway.yaml"
+# The offline default shipped inside the package: what `gateway serve` runs from any directory.
+PACKAGED_CONFIG = str(Path(__file__).with_name("default.yaml"))
 log = logging.getLogger("gateway")
 
 
 def _config_path(given: str | None) -> str:
-    return given or os.environ.get("GATEWAY_CONFIG") or DEFAULT_CONFIG
+    """The config to use: --config, else $GATEWAY_CONFIG, else ./configs/gateway.yaml, else the packaged one."""
+    chosen = given or os.environ.get("GATEWAY_CONFIG")
+    if chosen:
+        return chosen
+    return DEFAULT_CONFIG if os.path.isfile(DEFAULT_CONFIG) else PACKAGED_CONFIG
+
+
+def version() -> str:
+    """The installed distribution's version (the source tree's, when run uninstalled)."""
+    try:
+        return metadata.version("gateway")
+    except metadata.PackageNotFoundError:
+        return "unknown"
 
 
 def _load_or_exit(path: str) -> Config:
@@ -43,41 +49,6 @@ def _load_or_exit(path: str) -> Config:
         for error in exc.errors:
             print(f"  {error}", file=sys.stderr)
         raise SystemExit(2) from None
-
-
-def describe_route(route: Route) -> Iterator[str]:
-    """The route as an indented tree, inherited settings resolved, secrets left out."""
-    memory = route.memory
-    yield f"{route.name}  (memory defaults: {memory.memory_type}, maxMessages={memory.max_messages}, maxTokens={memory.max_tokens})"
-    yield from _describe_node(route.root, 1)
-
-
-def _describe_node(node: Node, depth: int) -> Iterator[str]:
-    pad = "  " * depth
-    match node:
-        case Target():
-            retry = node.retry
-            parts = [
-                f"provider={node.provider}",
-                f"weight={node.weight:g}",
-                f"baseUrl={node.base_url or '-'}",
-                f"apiKey={'set' if node.api_key else 'none'}",
-                f"timeout={node.timeout:g}s",
-                f"streamIdleTimeout={node.stream_idle_timeout:g}s",
-                f"retry={retry.attempts}x on {sorted(retry.on_status_codes)}",
-            ]
-            if node.override_params:
-                parts.append(f"overrideParams={dict(node.override_params)}")
-            if node.headers:
-                parts.append(f"headers={sorted(node.headers)}")
-            yield f"{pad}- target {node.name}: " + " ".join(parts)
-        case Single() | Fallback() | LoadBalance():
-            mode = {Single: "single", Fallback: "fallback", LoadBalance: "loadbalance"}[type(node)]
-            codes = getattr(node, "on_status_codes", None)
-            triggers = f" onStatusCodes={sorted(codes)}" if codes is not None else ""
-            yield f"{pad}- {mode} {node.name}: weight={node.weight:g}{triggers}"
-            for child in node.children:
-                yield from _describe_node(child, depth + 1)
 
 
 def check_config(path: str) -> int:
@@ -148,7 +119,10 @@ def serve(
         pass
     host = host or config.server.host
     port = config.server.port if port is None else port
-    log.info("gateway %d listening on %s:%d with %d routes", os.getpid(), host, port, len(config.routes))
+    log.info(
+        "gateway %d listening on %s:%d with %d routes from %s",
+        os.getpid(), host, port, len(config.routes), os.path.abspath(path),
+    )  # fmt: skip
     web.run_app(
         create_app(config, processes=workers),
         host=host,
@@ -191,9 +165,13 @@ def serve_workers(
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gateway", description="OpenAI-compatible LLM routing gateway")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     commands = parser.add_subparsers(dest="command", required=True)
     serve_cmd = commands.add_parser("serve", help="run the gateway")
-    serve_cmd.add_argument("--config", help=f"config file (default: $GATEWAY_CONFIG, else {DEFAULT_CONFIG})")
+    serve_cmd.add_argument(
+        "--config",
+        help=f"config file (default: $GATEWAY_CONFIG, else ./{DEFAULT_CONFIG}, else the packaged offline default)",
+    )
     serve_cmd.add_argument("--host")
     serve_cmd.add_argument("--port", type=int)
     serve_cmd.add_argument("--workers", type=int, default=1, help="processes sharing the port")

@@ -179,6 +179,9 @@ class ServerConfig:
     body_read_timeout_seconds: float = 30.0  # a client slower than this sending its body gets a 408
     backlog: int = 2048  # the listen queue: connections the kernel holds before the loop accepts them
     drain_seconds: float = 60.0  # on SIGTERM, how long in-flight requests and streams may finish
+    max_messages: int = 10_000  # messages (or input items) one request may carry: more is a 413
+    # Client connections open at once; past it new ones are refused. 0: from the file-descriptor limit.
+    max_connections: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -600,6 +603,8 @@ def _read_server(section: _Section | None) -> ServerConfig:
         ),
         backlog=section.integer("backlog", defaults.backlog, minimum=1, maximum=65535),
         drain_seconds=section.number("drainSeconds", defaults.drain_seconds),
+        max_messages=section.integer("maxMessages", defaults.max_messages, minimum=1),
+        max_connections=section.integer("maxConnections", defaults.max_connections),
     )
     section.finish()
     return server

@@ -173,7 +173,7 @@ def test_cmd_is_exec_form_gateway_serve_on_the_documented_config(dockerfile: lis
     assert cmd[:2] == ["gateway", "serve"]
     assert cmd[cmd.index("--config") + 1] == CONFIG_PATH
     copies = [i.args.split() for i in final_stage(dockerfile) if i.keyword == "COPY"]
-    assert ["configs/gateway.yaml", CONFIG_PATH] in copies, "the image's default config is the offline mock one"
+    assert ["gateway/default.yaml", CONFIG_PATH] in copies, "the image's default config is the offline mock one"
 
 
 def test_healthcheck_gets_healthz_without_curl_or_wget(dockerfile: list[Instruction]) -> None:
