@@ -378,7 +378,7 @@ async def test_serve_logs_text_by_default_on_a_terminal(slow_config: Path, proce
     os.close(follower)
     with os.fdopen(leader, "rb", buffering=0) as terminal:
         lines = await asyncio.wait_for(asyncio.to_thread(read_lines_until, terminal, listening), 30)
-    assert re.fullmatch(r"\S+Z INFO gateway gateway \d+ listening on 127\.0\.0\.1:\d+ with 2 routes", lines[0])
+    assert re.fullmatch(r"\S+Z INFO gateway gateway \d+ listening on 127\.0\.0\.1:\d+ with 2 routes from \S+/slow\.yaml", lines[0])
 
 
 async def test_workers_log_in_the_format_and_from_the_level_given(tmp_path: Path, processes: list) -> None:

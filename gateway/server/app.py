@@ -142,8 +142,8 @@ def create_app(config: Config, *, rng: Random | None = None, processes: int = 1)
     app.router.add_delete("/v1/memory/{memory_id}", memory_api.delete_memory)
     app.router.add_post("/v1/memory/{memory_id}/undo", memory_api.undo_memory)
     app.router.add_get("/v1/gateway/health", health.gateway_health)
-    app.router.add_get("/healthz", handlers.healthz)
-    app.router.add_get("/readyz", handlers.readyz)
+    app.router.add_get("/healthz", health.healthz)
+    app.router.add_get("/readyz", health.readyz)
     if metrics is not None:
         app.router.add_get(config.metrics.path, metrics_handler(metrics, auth if config.metrics.require_auth else None))
     if not config.api_keys:

@@ -433,13 +433,3 @@ async def get_model(request: web.Request) -> web.Response:
         raise NotFoundError(f"The model '{name}' does not exist on this gateway.", param="model", code="model_not_found")
     card = _model_card(name, request.app[LIFECYCLE].started_at)
     return web.Response(body=orjson.dumps(card), content_type="application/json")
-
-
-async def healthz(request: web.Request) -> web.Response:
-    return web.json_response({"status": "ok"})
-
-
-async def readyz(request: web.Request) -> web.Response:
-    if request.app[LIFECYCLE].draining:
-        return web.json_response({"status": "draining"}, status=503)
-    return web.json_response({"status": "ready"})

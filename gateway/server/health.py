@@ -1,4 +1,6 @@
-"""`GET /v1/gateway/health`: every route's targets with their circuit-breaker state.
+"""The health endpoints: `/healthz` (alive), `/readyz` (takes traffic) and `GET /v1/gateway/health`.
+
+`/v1/gateway/health` lists every route's targets with their circuit-breaker state.
 
 Behind the gateway keys like every /v1/ path. With breakers shared through Redis the state is
 read fresh from Redis (or, while it is unreachable, this process's view).
@@ -15,7 +17,17 @@ from aiohttp import web
 
 from gateway.breakers import CLOSED, TargetHealth
 from gateway.config import iter_targets
-from gateway.server.keys import CONFIG, DISPATCHER
+from gateway.server.keys import CONFIG, DISPATCHER, LIFECYCLE
+
+
+async def healthz(request: web.Request) -> web.Response:
+    return web.json_response({"status": "ok"})
+
+
+async def readyz(request: web.Request) -> web.Response:
+    if request.app[LIFECYCLE].draining:
+        return web.json_response({"status": "draining"}, status=503)
+    return web.json_response({"status": "ready"})
 
 
 async def gateway_health(request: web.Request) -> web.Response:
