@@ -110,6 +110,9 @@ class Target:
     # that are secrets (masked like api_key)
     provider_params: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}), repr=False)
     param_secrets: tuple[str, ...] = field(default=(), repr=False)
+    # Every value in this target's settings that came from `${VAR}` (baseUrl path tokens among
+    # them): masked wherever upstream text or the target's own settings could show them.
+    env_values: tuple[str, ...] = field(default=(), repr=False)
 
     @property
     def model(self) -> str | None:
