@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import os
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
@@ -25,7 +26,6 @@ from typing import Any, Final
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
-from redis.exceptions import RedisError
 
 from gateway.breakers.board import (
     ORDINARY,
@@ -41,6 +41,7 @@ from gateway.breakers.board import (
 )
 from gateway.breakers.state import CLOSED, OPEN
 from gateway.config import BreakerPolicy, Route, Target
+from gateway.memory.settings import mask_password
 from gateway.routing import Outcome
 
 log = logging.getLogger("gateway.breakers")
@@ -162,15 +163,23 @@ class RedisBreakers(LocalBreakers):
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         super().__init__(routes, listener=listener, clock=clock)
-        # A Redis that hangs or is gone costs a failing call at most `timeout`, then is left alone.
-        self._client: aioredis.Redis = aioredis.Redis.from_url(
-            url, socket_timeout=timeout, socket_connect_timeout=timeout, retry=Retry(NoBackoff(), 0)
-        )
-        self._script = self._client.register_script(_EVENT)
+        self._url = url
         self._ttl = ttl
         self._retry_seconds = retry_seconds
         self._down_until = 0.0
         self._down = False
+        # A Redis that hangs or is gone costs a failing call at most `timeout`, then is left alone.
+        self._client: aioredis.Redis | None = None
+        try:
+            self._client = aioredis.Redis.from_url(
+                url, socket_timeout=timeout, socket_connect_timeout=timeout, retry=Retry(NoBackoff(), 0)
+            )
+            self._script = self._client.register_script(_EVENT)
+        except Exception as exc:  # a URL the client refuses: breakers per process, for good
+            self._down_until = math.inf
+            self._down = True
+            problem = mask_password(str(exc), url)
+            log.error("circuit breakers: the redis URL is refused (%s); each process decides alone", problem)
         self._tasks: set[asyncio.Task[None]] = set()
         for entry in self._routes.values():
             for guard in entry.guards:
@@ -196,7 +205,7 @@ class RedisBreakers(LocalBreakers):
         token = os.urandom(8).hex()
         try:
             values = await self._run("claim", [guard], lease=trial_lease(target), token=token)
-        except (RedisError, OSError) as exc:
+        except Exception as exc:  # whatever the client raised: Redis is unavailable
             self._lost(exc)
             return await super().admit(target)
         if self._apply(guard, values):
@@ -248,7 +257,8 @@ class RedisBreakers(LocalBreakers):
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        await self._client.aclose()
+        if self._client is not None:
+            await self._client.aclose()
         await super().close()
 
     def _window(self, guard: Guard, now: float) -> tuple[int, int]:
@@ -257,7 +267,7 @@ class RedisBreakers(LocalBreakers):
     async def _publish(self, guard: Guard, failed: bool, probe: bool, retry_after: float | None) -> None:
         try:
             values = await self._run("fail" if failed else "ok", [guard], probe=probe, retry_after=retry_after)
-        except (RedisError, OSError) as exc:
+        except Exception as exc:  # whatever the client raised: Redis is unavailable
             self._lost(exc)
             self._record(guard, failed, probe, retry_after)
             return
@@ -268,7 +278,7 @@ class RedisBreakers(LocalBreakers):
     async def _refresh(self, entry: RouteGuards) -> None:
         try:
             values = await self._run("sync", entry.guards)
-        except (RedisError, OSError) as exc:
+        except Exception as exc:  # whatever the client raised: Redis is unavailable
             self._lost(exc)
             return
         entry.fresh_until = self._clock() + self._ttl
@@ -278,7 +288,7 @@ class RedisBreakers(LocalBreakers):
     async def _release(self, guard: Guard, token: str) -> None:
         try:
             values = await self._run("release", [guard], token=token)
-        except (RedisError, OSError) as exc:
+        except Exception as exc:  # whatever the client raised: Redis is unavailable
             self._lost(exc)  # the trial's lease will end it
             return
         self._apply(guard, values)
@@ -316,7 +326,8 @@ class RedisBreakers(LocalBreakers):
         self._down_until = self._clock() + self._retry_seconds
         if not self._down:
             self._down = True
-            log.warning("circuit breakers: redis unreachable (%s); each process decides alone until it is back", exc)
+            problem = mask_password(str(exc), self._url)
+            log.warning("circuit breakers: redis unreachable (%s); each process decides alone until it is back", problem)
 
     def _reached(self) -> None:
         if self._down:

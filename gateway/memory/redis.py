@@ -23,10 +23,12 @@ import orjson
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
-from redis.exceptions import LockError, LockNotOwnedError, RedisError, ResponseError
+from redis.commands.core import AsyncScript
+from redis.exceptions import LockNotOwnedError, ResponseError
 
 from gateway.memory.policies import Entry, Message
 from gateway.memory.reach import Reach
+from gateway.memory.settings import mask_password
 from gateway.memory.store import (
     Conversation,
     Key,
@@ -72,11 +74,18 @@ return 1
 
 
 @contextlib.contextmanager
-def _unavailable_on_redis_errors() -> Iterator[None]:
+def _unavailable_on_redis_errors(url: str) -> Iterator[None]:
+    """Any failure of the client is the store being unavailable, its text without the URL's password.
+
+    Not only RedisError and OSError: an option the connection does not take is a TypeError at the
+    first command, and an unreachable Redis never fails a request.
+    """
     try:
         yield
-    except (RedisError, OSError) as exc:
-        raise StoreUnavailable(f"redis store: {exc}") from exc
+    except StoreUnavailable:
+        raise
+    except Exception as exc:
+        raise StoreUnavailable(f"redis store: {mask_password(str(exc), url)}") from exc
 
 
 def key_prefix(key: Key) -> str:
@@ -90,14 +99,23 @@ class RedisStore:
     def __init__(
         self, url: str, *, ttl_seconds: float, max_messages: int, lock_timeout: float, lease_seconds: float | None = None
     ) -> None:
+        self._url = url
         # A Redis that hangs or is gone fails requests within seconds (503), not after a long retry loop.
-        self._client: aioredis.Redis = aioredis.Redis.from_url(
-            url,
-            socket_timeout=10,
-            socket_connect_timeout=5,
-            retry=Retry(ExponentialWithJitterBackoff(base=0.05, cap=0.5), retries=3),
-        )
-        self._append = self._client.register_script(_APPEND)
+        # A URL the client refuses makes a store that is never available, not a gateway that cannot start.
+        self._client: aioredis.Redis | None = None
+        self._append: AsyncScript | None = None
+        self._refusal = ""
+        try:
+            self._client = aioredis.Redis.from_url(
+                url,
+                socket_timeout=10,
+                socket_connect_timeout=5,
+                retry=Retry(ExponentialWithJitterBackoff(base=0.05, cap=0.5), retries=3),
+            )
+            self._append = self._client.register_script(_APPEND)
+        except Exception as exc:
+            self._refusal = f"redis store: the URL is refused ({mask_password(str(exc), url)})"
+            log.error("memory: %s; every memory turn will be answered 503", self._refusal)
         self._ttl = max(int(ttl_seconds), 1)
         self._cap = max_messages
         self._lock_timeout = lock_timeout
@@ -106,13 +124,24 @@ class RedisStore:
         self._tokens: dict[Key, bytes] = {}  # the lock token of each conversation this process holds
         self._writing: dict[Key, asyncio.Future[None]] = {}  # appends under way, which the lock outlives
 
+    @property
+    def _redis(self) -> aioredis.Redis:
+        """The client; StoreUnavailable when the URL was refused."""
+        if self._client is None:
+            raise StoreUnavailable(self._refusal)
+        return self._client
+
+    def _unavailable(self) -> contextlib.AbstractContextManager[None]:
+        return _unavailable_on_redis_errors(self._url)
+
     async def ping(self) -> None:
-        await self._client.ping()
+        with self._unavailable():
+            await self._redis.ping()
 
     async def load(self, key: Key) -> Conversation | None:
         prefix = key_prefix(key)
-        with _unavailable_on_redis_errors():
-            async with self._client.pipeline(transaction=True) as pipe:
+        with self._unavailable():
+            async with self._redis.pipeline(transaction=True) as pipe:
                 pipe.hgetall(f"{prefix}:meta")
                 pipe.lrange(f"{prefix}:msgs", 0, -1)
                 meta, rows = await pipe.execute()
@@ -129,8 +158,8 @@ class RedisStore:
         """
         prefix = key_prefix(key)
         chunk = reach.first_chunk
-        with _unavailable_on_redis_errors():
-            async with self._client.pipeline(transaction=True) as pipe:
+        with self._unavailable():
+            async with self._redis.pipeline(transaction=True) as pipe:
                 pipe.hgetall(f"{prefix}:meta")
                 pipe.llen(f"{prefix}:msgs")
                 pipe.lrange(f"{prefix}:msgs", -chunk, -1)
@@ -140,7 +169,7 @@ class RedisStore:
             entries = [load_entry(row) for row in rows]
             while len(entries) < total and not reach.covered_by(entries):
                 chunk = max(min(2 * len(entries), total - len(entries)), 1)
-                rows = await self._client.lrange(f"{prefix}:msgs", -len(entries) - chunk, -len(entries) - 1)
+                rows = await self._redis.lrange(f"{prefix}:msgs", -len(entries) - chunk, -len(entries) - 1)
                 if not rows:  # shorter than it was: nothing older to read
                     break
                 entries[:0] = [load_entry(row) for row in rows]
@@ -174,7 +203,9 @@ class RedisStore:
 
     async def _write(self, key: Key, args: list[bytes | str | int]) -> None:
         prefix = key_prefix(key)
-        with _unavailable_on_redis_errors():
+        with self._unavailable():
+            if self._append is None:
+                raise StoreUnavailable(self._refusal)
             try:
                 await self._append(keys=[f"{prefix}:msgs", f"{prefix}:meta", f"{prefix}:lock"], args=args)
             except ResponseError as exc:
@@ -183,13 +214,13 @@ class RedisStore:
                 raise
 
     async def _now(self) -> float:
-        seconds, micros = await self._client.time()
+        seconds, micros = await self._redis.time()
         return seconds + micros / 1e6
 
     async def delete(self, key: Key) -> bool:
         prefix = key_prefix(key)
-        with _unavailable_on_redis_errors():
-            return bool(await self._client.delete(f"{prefix}:meta", f"{prefix}:msgs"))
+        with self._unavailable():
+            return bool(await self._redis.delete(f"{prefix}:meta", f"{prefix}:msgs"))
 
     async def undo(self, key: Key) -> bool:
         """Callers hold the conversation's lock, so the read and the trim cannot interleave."""
@@ -198,9 +229,9 @@ class RedisStore:
             return False
         prefix = key_prefix(key)
         start = last_turn_start(conversation.entries)
-        with _unavailable_on_redis_errors():
+        with self._unavailable():
             now = await self._now()
-            async with self._client.pipeline(transaction=True) as pipe:
+            async with self._redis.pipeline(transaction=True) as pipe:
                 if start == 0:
                     pipe.delete(f"{prefix}:msgs")
                 else:
@@ -210,17 +241,17 @@ class RedisStore:
         return True
 
     async def put_value(self, key: str, value: str) -> None:
-        with _unavailable_on_redis_errors():
-            await self._client.set(f"{_VALUE_PREFIX}{key}", value, ex=self._ttl)
+        with self._unavailable():
+            await self._redis.set(f"{_VALUE_PREFIX}{key}", value, ex=self._ttl)
 
     async def get_value(self, key: str) -> str | None:
-        with _unavailable_on_redis_errors():
-            value = await self._client.get(f"{_VALUE_PREFIX}{key}")
+        with self._unavailable():
+            value = await self._redis.get(f"{_VALUE_PREFIX}{key}")
         return value.decode() if isinstance(value, bytes) else value
 
     async def delete_value(self, key: str) -> bool:
-        with _unavailable_on_redis_errors():
-            return bool(await self._client.delete(f"{_VALUE_PREFIX}{key}"))
+        with self._unavailable():
+            return bool(await self._redis.delete(f"{_VALUE_PREFIX}{key}"))
 
     def lock(self, key: Key) -> AbstractAsyncContextManager[None]:
         return self._hold(key)
@@ -230,13 +261,13 @@ class RedisStore:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._lock_timeout
         async with self._local.hold(key):
-            lock = self._client.lock(
-                f"{key_prefix(key)}:lock",
-                timeout=self._lease,
-                sleep=0.01,
-                blocking_timeout=max(deadline - loop.time(), 0.001),
-            )
-            with _unavailable_on_redis_errors():
+            with self._unavailable():
+                lock = self._redis.lock(
+                    f"{key_prefix(key)}:lock",
+                    timeout=self._lease,
+                    sleep=0.01,
+                    blocking_timeout=max(deadline - loop.time(), 0.001),
+                )
                 acquired = await lock.acquire()
             if not acquired:
                 raise LockTimeout(f"conversation busy for more than {self._lock_timeout:g}s")
@@ -254,8 +285,9 @@ class RedisStore:
                     await renewal
                 try:
                     await lock.release()
-                except (LockError, RedisError, OSError) as exc:  # the lease ends it; the turn's fate is already known
-                    log.warning("memory %s: releasing the redis lock failed (%s); its lease will end it", key[1], exc)
+                except Exception as exc:  # the lease ends it; the turn's fate is already known
+                    problem = mask_password(str(exc), self._url)
+                    log.warning("memory %s: releasing the redis lock failed (%s); its lease will end it", key[1], problem)
 
     async def _renew(self, lock: Any, key: Key) -> None:
         """Keep the lease while held; an unreachable Redis is retried, a lost lock is only logged.
@@ -271,9 +303,11 @@ class RedisStore:
             except LockNotOwnedError:
                 log.warning("memory %s: the redis lock's lease ran out while held", key[1])
                 return
-            except (RedisError, OSError) as exc:
-                log.warning("memory %s: renewing the redis lock failed (%s); retrying", key[1], exc)
+            except Exception as exc:  # whatever the client raised: retried, like an unreachable Redis
+                problem = mask_password(str(exc), self._url)
+                log.warning("memory %s: renewing the redis lock failed (%s); retrying", key[1], problem)
                 pause = RENEW_RETRY_SECONDS
 
     async def close(self) -> None:
-        await self._client.aclose()
+        if self._client is not None:
+            await self._client.aclose()
