@@ -7,6 +7,7 @@ import contextlib
 import logging
 import multiprocessing
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from importlib import metadata
@@ -102,9 +103,16 @@ def serve(
     log_level: str = "info",
     access_log_flush: float = ACCESS_FLUSH_SECONDS,
 ) -> None:
-    """Run one gateway process until SIGTERM/SIGINT, draining in-flight requests on the way out."""
+    """Run one gateway process until SIGTERM/SIGINT, draining in-flight requests on the way out.
+
+    SIGHUP reloads the config file (gateway.reload).
+    """
+    # Blocked until the reloader listens (a worker inherits it blocked from its parent): a SIGHUP
+    # sent while the process starts then waits to reload it instead of ending it.
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGHUP})
     from aiohttp import web
 
+    from gateway.reload import Reloader
     from gateway.server.app import create_app
 
     if workers > 1:
@@ -123,8 +131,10 @@ def serve(
         "gateway %d listening on %s:%d with %d routes from %s",
         os.getpid(), host, port, len(config.routes), os.path.abspath(path),
     )  # fmt: skip
+    app = create_app(config, processes=workers)
+    app.cleanup_ctx.append(Reloader(app, path).listen)
     web.run_app(
-        create_app(config, processes=workers),
+        app,
         host=host,
         port=port,
         backlog=config.server.backlog,
@@ -157,10 +167,16 @@ def serve_workers(
         process.start()
         return process
 
+    def loads() -> bool:
+        """Whether the config file loads now: the workers are told to reload only then (its errors logged once, here)."""
+        from gateway.reload import load_or_log  # imports the server: not for check-config
+
+        return load_or_log(path, "the workers keep serving the configuration loaded before") is not None
+
     if not config.metrics.enabled:
-        return supervise(start, workers)
+        return supervise(start, workers, reload=loads)
     with multiprocess_dir():  # before the first worker starts: they pick it up at import
-        return supervise(start, workers, on_exit=worker_exited)
+        return supervise(start, workers, on_exit=worker_exited, reload=loads)
 
 
 def build_parser() -> argparse.ArgumentParser:

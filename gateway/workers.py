@@ -2,10 +2,13 @@
 
 A worker that dies is logged (exit code or signal) and restarted after a backoff; workers that
 keep dying at start-up mean a broken config or host, and the parent gives up with exit code 1.
+SIGHUP is passed on to every worker, each of which reloads its config in place (gateway.reload):
+the port stays served throughout.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import logging
 import multiprocessing
@@ -73,20 +76,30 @@ class _Slot:
 
 
 def supervise(
-    start: Callable[[], BaseProcess], workers: int, *, on_exit: Callable[[int], None] | None = None
+    start: Callable[[], BaseProcess],
+    workers: int,
+    *,
+    on_exit: Callable[[int], None] | None = None,
+    reload: Callable[[], bool] | None = None,
 ) -> int:
     """Keep `workers` processes from `start` running, restarting any that die.
 
     Returns 1 after stopping the rest when a slot's workers keep dying at start-up. SIGTERM or
     SIGINT stops restarting, passes SIGTERM on to each worker and waits for them to drain;
     the result is 0 if every worker exited cleanly. `on_exit` is told each dead worker's pid.
+    SIGHUP is passed on to every running worker when `reload()` says the config loads.
     """
     on_exit = on_exit or (lambda pid: None)
     stopping = False
+    reloading = False
 
     def stop(signum: int, frame: FrameType | None) -> None:
         nonlocal stopping
         stopping = True
+
+    def ask_reload(signum: int, frame: FrameType | None) -> None:
+        nonlocal reloading
+        reloading = True
 
     # The wakeup socket makes a signal end the wait below even while every slot is backing off.
     wakeup, wakeup_writer = socket.socketpair()
@@ -95,13 +108,18 @@ def supervise(
     signal.set_wakeup_fd(wakeup_writer.fileno())
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGHUP, ask_reload)
 
-    slots = [_Slot(start(), time.monotonic()) for _ in range(workers)]
+    slots = [_Slot(_started(start), time.monotonic()) for _ in range(workers)]
     while not stopping:
+        if reloading:
+            reloading = False
+            if reload is None or reload():
+                _signal_workers(slots, signal.SIGHUP)
         now = time.monotonic()
         for slot in slots:
             if slot.process is None and slot.restart_at <= now:
-                slot.process, slot.started_at = start(), now
+                slot.process, slot.started_at = _started(start), now
         running = [slot.process for slot in slots if slot.process is not None]
         next_restart = min((slot.restart_at for slot in slots if slot.process is None), default=None)
         timeout = None if next_restart is None else next_restart - now
@@ -115,6 +133,24 @@ def supervise(
                 _stop_workers(slots)
                 return 1
     return 0 if _stop_workers(slots) else 1
+
+
+def _started(start: Callable[[], BaseProcess]) -> BaseProcess:
+    """A worker from `start`, born with SIGHUP blocked: until it can reload, a SIGHUP waits instead of ending it."""
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGHUP})
+    try:
+        return start()
+    finally:  # a SIGHUP the parent was sent meanwhile is delivered now
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+
+
+def _signal_workers(slots: Sequence[_Slot], signum: int) -> None:
+    """Send `signum` to every running worker (one that just died is restarted as usual)."""
+    for slot in slots:
+        process = slot.process
+        if process is not None and process.pid is not None and process.exitcode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(process.pid, signum)
 
 
 def _replace_dead_worker(slot: _Slot, now: float) -> bool:

@@ -7,6 +7,7 @@ import logging
 import random
 import time
 from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
 
 import aiohttp
 from aiohttp import web
@@ -29,9 +30,21 @@ from gateway.providers.registry import Resources, kind_of
 from gateway.routing import Random
 from gateway.server import handlers, health, memory_api, surface
 from gateway.server.cors import cors_middlewares, cors_response_hook
-from gateway.server.frontdoor import open_front_door
+from gateway.server.frontdoor import FRONT_DOOR, open_front_door
 from gateway.server.inline import INLINE_CONFIGS, InlineConfigs
-from gateway.server.keys import CONFIG, DISPATCHER, LIFECYCLE, MEMORY, OBSERVER, Lifecycle
+from gateway.server.keys import (
+    CONFIG,
+    DISPATCHER,
+    INFLIGHT,
+    LIFECYCLE,
+    MEMORY,
+    METRICS,
+    OBSERVER,
+    SESSION,
+    UPSTREAMS,
+    InFlight,
+    Lifecycle,
+)
 from gateway.server.middlewares import Authenticator, gateway_middleware
 
 log = logging.getLogger("gateway")
@@ -84,30 +97,20 @@ def create_app(config: Config, *, rng: Random | None = None, processes: int = 1)
 
     `processes` is how many gateway processes serve this config (`--workers`).
     """
-    auth = Authenticator(config.api_keys)
-    metrics = Metrics(config) if config.metrics.enabled else None
-    observer = combine([*([metrics] if metrics is not None else []), RequestLog(quiet_paths=("/healthz", "/readyz", config.metrics.path))])
-    app = web.Application(
-        middlewares=[*cors_middlewares(config.cors), gateway_middleware(auth, observer, {**handlers.MODEL_PATHS, **surface.SURFACE_PATHS})],
-        client_max_size=config.server.max_body_bytes,
-    )
-    app[CONFIG] = config
-    app[INLINE_CONFIGS] = InlineConfigs(config.request_config)
-    app[OBSERVER] = observer
-    app[LIFECYCLE] = Lifecycle(started_at=int(time.time()))
+    rng = rng or random.Random()
+    app = config_app(config, Lifecycle(started_at=int(time.time()), processes=processes))
 
     async def upstream_session(app: web.Application) -> AsyncIterator[None]:
         connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=60, ttl_dns_cache=300)
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=30)
-        breakers = open_breakers(config, listener=metrics)
         # No cookie jar: an upstream's Set-Cookie must never be replayed on other clients' requests.
         jar = aiohttp.DummyCookieJar()
         async with aiohttp.ClientSession(connector=connector, timeout=timeout, auto_decompress=True, cookie_jar=jar) as session:
-            resources = Resources(session, max_response_bytes=config.server.max_response_bytes)
-            async with guarded_providers(config, build_providers(config, resources), client_timeout=timeout) as providers:
-                app[DISPATCHER] = Dispatcher(providers, rng=rng or random.Random(), breakers=breakers)
+            app[SESSION] = session
+            async with AsyncExitStack() as upstreams:
+                await upstreams.enter_async_context(open_upstreams(app, config, session, rng=rng))
+                app[UPSTREAMS] = upstreams
                 yield
-        await breakers.close()
 
     async def begin_draining(app: web.Application) -> None:
         app[LIFECYCLE].draining = True
@@ -124,6 +127,35 @@ def create_app(config: Config, *, rng: Random | None = None, processes: int = 1)
     app.cleanup_ctx.append(upstream_session)
     app.cleanup_ctx.append(memory_store)
     app.on_shutdown.append(begin_draining)
+    door = open_front_door(app)  # last: it takes the routes and middlewares as they are now
+    if door is not None:
+        app[FRONT_DOOR] = door
+    return app
+
+
+def config_app(config: Config, lifecycle: Lifecycle) -> web.Application:
+    """The application for `config`: routes, middlewares and what handlers reach, but no resources.
+
+    The upstream session, the memory and the dispatcher are added by whoever runs it:
+    `create_app`'s cleanup contexts for the server's first configuration, `reloaded_app` for
+    those that replace it.
+    """
+    auth = Authenticator(config.api_keys)
+    metrics = Metrics(config) if config.metrics.enabled else None
+    observer = combine([*([metrics] if metrics is not None else []), RequestLog(quiet_paths=("/healthz", "/readyz", config.metrics.path))])
+    inflight = InFlight()
+    model_paths = {**handlers.MODEL_PATHS, **surface.SURFACE_PATHS}
+    app = web.Application(
+        middlewares=[*cors_middlewares(config.cors), gateway_middleware(auth, observer, model_paths, inflight=inflight)],
+        client_max_size=config.server.max_body_bytes,
+    )
+    app[CONFIG] = config
+    app[INLINE_CONFIGS] = InlineConfigs(config.request_config)
+    app[OBSERVER] = observer
+    app[LIFECYCLE] = lifecycle
+    app[INFLIGHT] = inflight
+    if metrics is not None:
+        app[METRICS] = metrics
     if config.cors.enabled:
         app.on_response_prepare.append(cors_response_hook(config.cors))
     app.router.add_post("/v1/chat/completions", handlers.chat_completions)
@@ -148,11 +180,44 @@ def create_app(config: Config, *, rng: Random | None = None, processes: int = 1)
         app.router.add_get(config.metrics.path, metrics_handler(metrics, auth if config.metrics.require_auth else None))
     if not config.api_keys:
         log.warning("auth.keys is empty: the gateway is open to anyone who can reach it")
-    if processes > 1 and config.memory.store == "memory":
+    if lifecycle.processes > 1 and config.memory.store == "memory":
         log.warning(
             "memory.store memory with %d processes: each process keeps its own conversations; "
             "use sqlite or redis to share them",
-            processes,
+            lifecycle.processes,
         )
-    open_front_door(app)  # last: it takes the routes and middlewares as they are now
+    return app
+
+
+@asynccontextmanager
+async def open_upstreams(
+    app: web.Application, config: Config, session: aiohttp.ClientSession, *, rng: Random
+) -> AsyncIterator[None]:
+    """`config`'s circuit breakers, providers and dispatcher (as app[DISPATCHER]), over `session`, while it lasts."""
+    breakers = open_breakers(config, listener=app.get(METRICS))
+    try:
+        resources = Resources(session, max_response_bytes=config.server.max_response_bytes)
+        providers = build_providers(config, resources)
+        async with guarded_providers(config, providers, client_timeout=session.timeout) as guarded:
+            app[DISPATCHER] = Dispatcher(guarded, rng=rng, breakers=breakers)
+            yield
+    finally:
+        await breakers.close()
+
+
+async def reloaded_app(served: web.Application, config: Config, *, rng: Random) -> web.Application:
+    """An application for `config` that shares `served`'s process-wide resources, frozen, ready for FrontDoor.serve.
+
+    Its own resources (app[UPSTREAMS]) are the caller's to close, once it is replaced and drained.
+    """
+    app = config_app(config, served[LIFECYCLE])
+    app[SESSION] = session = served[SESSION]
+    app[MEMORY] = served[MEMORY]
+    upstreams = app[UPSTREAMS] = AsyncExitStack()
+    try:
+        await upstreams.enter_async_context(open_upstreams(app, config, session, rng=rng))
+    except BaseException:
+        await upstreams.aclose()
+        raise
+    app.freeze()
     return app

@@ -29,28 +29,20 @@ class FrontDoor:
     Build it after the routes and middlewares are final; routes added later go through the
     router. The gateway mounts no sub-applications, so the match info's one application is
     the current one, which is all `_fix_request_current_app` would set.
+
+    `serve` points the door at another application built the same way (a reloaded
+    configuration): each request is handed to the application the door serves when it arrives,
+    and keeps it as its `request.app` until it ends.
     """
 
     def __init__(self, app: web.Application) -> None:
-        self._fallback: Final[Handler] = app._handle  # aiohttp's own way in, kept for the rest
-        self._entries: dict[tuple[str, str], _Entry] = {}
-        middlewares = tuple(reversed(app.middlewares))
-        for resource in app.router.resources():
-            if not isinstance(resource, web.PlainResource) or any(
-                r.method == hdrs.METH_ANY for r in resource
-            ):
-                continue  # a route for any method would shadow the ones after it
-            path = resource.canonical
-            for route in resource:
-                if (route.method, path) in self._entries:  # the router takes the first: so do we
-                    continue
-                handler = route.handler
-                for middleware in middlewares:  # the last middleware innermost, as aiohttp stacks them
-                    handler = _wrapped(middleware, handler)
-                match_info = web.UrlMappingMatchInfo({}, route)
-                match_info.add_app(app)
-                match_info.freeze()
-                self._entries[route.method, path] = (handler, match_info)
+        self._fallback: Handler = app._handle  # aiohttp's own way in, kept for the rest
+        self._entries = _table(app)
+
+    def serve(self, app: web.Application) -> None:
+        """Hand every request that arrives from now on to `app` (frozen, never opened a door of its own)."""
+        # Both in one step, with no await: no request can see the table of one and the router of the other.
+        self._entries, self._fallback = _table(app), app._handle
 
     def paths(self) -> set[tuple[str, str]]:
         """The (method, path) pairs answered from the table."""
@@ -67,6 +59,30 @@ class FrontDoor:
         return handler(request)
 
     __call__ = handle
+
+
+FRONT_DOOR: Final = web.AppKey("front_door", FrontDoor)  # the served application's door, when it has one
+
+
+def _table(app: web.Application) -> dict[tuple[str, str], _Entry]:
+    """The handler (behind `app`'s middlewares) and match info of each (method, plain path) of `app`."""
+    entries: dict[tuple[str, str], _Entry] = {}
+    middlewares = tuple(reversed(app.middlewares))
+    for resource in app.router.resources():
+        if not isinstance(resource, web.PlainResource) or any(r.method == hdrs.METH_ANY for r in resource):
+            continue  # a route for any method would shadow the ones after it
+        path = resource.canonical
+        for route in resource:
+            if (route.method, path) in entries:  # the router takes the first: so do we
+                continue
+            handler = route.handler
+            for middleware in middlewares:  # the last middleware innermost, as aiohttp stacks them
+                handler = _wrapped(middleware, handler)
+            match_info = web.UrlMappingMatchInfo({}, route)
+            match_info.add_app(app)
+            match_info.freeze()
+            entries[route.method, path] = (handler, match_info)
+    return entries
 
 
 def _wrapped(middleware: Middleware, handler: Handler) -> Handler:

@@ -25,7 +25,7 @@ from gateway.errors import (
     PayloadTooLargeError,
 )
 from gateway.observe import Observer, Trace
-from gateway.server.keys import STREAM_STARTED, TRACE
+from gateway.server.keys import STREAM_STARTED, TRACE, InFlight
 from gateway.translate.messages import error_body as anthropic_error_body
 
 log = logging.getLogger("gateway")
@@ -160,18 +160,25 @@ async def _failure_response(request: web.Request, exc: Exception, request_id: st
 
 
 def gateway_middleware(
-    auth: Authenticator, observer: Observer | None = None, model_paths: Mapping[str, str] | None = None
+    auth: Authenticator,
+    observer: Observer | None = None,
+    model_paths: Mapping[str, str] | None = None,
+    *,
+    inflight: InFlight | None = None,
 ) -> Middleware:
     """Request id, auth on /v1, an OpenAI-shaped body for every failure, and the request's Trace.
 
     `model_paths` maps the paths of model requests to their endpoint, so that they are counted
-    as such even when they fail before a handler runs (a wrong key).
+    as such even when they fail before a handler runs (a wrong key). `inflight` counts the
+    requests being answered, from their start to their end, so that a reload knows when the
+    configuration it replaced has no request left.
 
     One middleware layer rather than four: each layer is another coroutine frame resumed on
     every I/O wake-up of the request, and none of these steps needs to await.
     """
     observer = observer or Observer()
     model_paths = model_paths or {}
+    inflight = inflight or InFlight()
 
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -194,6 +201,7 @@ def gateway_middleware(
         trace.endpoint = endpoint
         observe.current.set(trace)  # this task serves only this request: no reset needed
         status, code = observe.CLIENT_CLOSED, None  # unless an answer is settled below
+        inflight.count += 1
         try:
             try:
                 if invalid_id:
@@ -223,6 +231,7 @@ def gateway_middleware(
                 response._headers["x-request-id"] = request_id
             return response
         finally:  # a cancelled handler (the client left) ends here too
+            inflight.ended()
             trace.end(status, code)
 
     return middleware
