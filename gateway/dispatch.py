@@ -6,6 +6,10 @@ loop, entered only once a call failed. With circuit breakers, the walk is told w
 may call, and every attempt's outcome goes to the target's breaker; a target skipped for its open
 circuit is listed among the attempts (status 503, "skipped") without a call. A route of one
 target whose circuit is closed (the common case) takes no walk at all.
+
+A call that fails for the gateway's own shortage (OverloadedError: out of file descriptors, ...)
+ends the request at once as the client's 503: it is no attempt of the target, tells its breaker
+nothing, and moves on to no other target, whose call would need the same resource.
 """
 
 from __future__ import annotations
@@ -19,12 +23,13 @@ from dataclasses import dataclass, field
 from typing import Any, Final, NamedTuple
 
 import orjson
+from yarl import URL
 
 from gateway.breakers import FORCED, ORDINARY, PROBE, REFUSED, SKIPPED, Breakers
 from gateway.chunks import MalformedEvent, ReplayedStream, read_chunk, replay
 from gateway.config import RetryPolicy, Route, Target
 from gateway.deadline import Deadline, Deadlines
-from gateway.errors import Attempt, UpstreamError
+from gateway.errors import Attempt, OverloadedError, UpstreamError
 from gateway.observe import CLIENT_CLOSED, INVALID_RESPONSE, STREAM_ERROR, TIMEOUT, Trace
 from gateway.providers.base import JSON, Call, EventStream, Provider, Reply, TransportError
 from gateway.routing import CIRCUIT_OPEN, Force, Health, Outcome, Random, Skip, Step, answered, walk
@@ -149,13 +154,28 @@ def _error_fields(body: bytes) -> _ErrorFields:
 
 @functools.lru_cache(maxsize=1024)
 def _secrets(target: Target) -> tuple[str, ...]:
-    """A target's configured secrets: its key and every header value long enough to be one."""
-    values = (target.api_key, *target.headers.values(), *target.param_secrets)
-    return tuple(sorted({v for v in values if len(v) >= 4}, key=len, reverse=True))
+    """A target's configured secrets, each long enough to be one, the longest first.
+
+    Its key, header values and secret providerParams; every value that came from the
+    environment; its baseUrl (error texts name the target, never its URL) and the password
+    in the baseUrl's userinfo.
+    """
+    values = (target.api_key, *target.headers.values(), *target.param_secrets, *target.env_values, target.base_url)
+    found = {v for v in (*values, *_userinfo(target.base_url)) if isinstance(v, str) and len(v) >= 4}  # (a Target made by hand may hold anything)
+    return tuple(sorted(found, key=len, reverse=True))
+
+
+def _userinfo(base_url: str) -> tuple[str, ...]:
+    """The user and password a URL carries (as written and decoded), if any."""
+    try:
+        url = URL(base_url)
+    except ValueError:  # yarl refuses it: it is masked whole, as the baseUrl
+        return ()
+    return tuple(v for v in (url.raw_user, url.user, url.raw_password, url.password) if v)
 
 
 def redact(text: str, target: Target) -> str:
-    """`text` (from an upstream) with the target's configured secrets masked."""
+    """`text` (from an upstream, or about the target) with the target's secrets masked."""
     for secret in _secrets(target):
         if secret in text:
             text = text.replace(secret, "***")
@@ -311,6 +331,8 @@ class Dispatcher:
                 breakers.release(target)
             if isinstance(exc, asyncio.CancelledError):  # the client left: the attempt ends here, unanswered
                 trace.attempt_ended(target, str(CLIENT_CLOSED), time.monotonic() - started)
+            elif isinstance(exc, OverloadedError):  # the gateway's own shortage: no attempt, no fallback
+                trace.overloaded(target, exc.reason)
             raise
         tried.started = started
         outcome = tried.outcome

@@ -9,13 +9,15 @@
     ├── NotFoundError                 404 (model_not_found, memory_not_found, not_found)
     ├── MethodNotAllowedError         405
     ├── ConflictError                 409 (memory busy)
+    ├── OverloadedError               503 gateway_overloaded (the gateway's own shortage; Retry-After)
     └── UpstreamError                 the last attempt's status; keeps every attempt
 """
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any, Final, NamedTuple
 
 import orjson
 
@@ -102,6 +104,36 @@ class ConflictError(GatewayError):
     status = 409
     type = "invalid_request_error"
     code = "conflict"
+
+
+# The OS errors that are the gateway's own shortage, not an upstream's failure, by the reason metrics name.
+SHORTAGES: Final[Mapping[int, str]] = {
+    errno.EMFILE: "emfile",  # this process is out of file descriptors
+    errno.ENFILE: "enfile",  # the system is
+    errno.ENOBUFS: "enobufs",  # out of socket buffers
+    errno.ENOMEM: "enomem",  # out of kernel memory
+}
+OVERLOADED_RETRY_AFTER_SECONDS: Final = 1
+
+
+class OverloadedError(GatewayError):
+    """The gateway itself ran short (file descriptors, buffers, memory) while calling an upstream.
+
+    Not the upstream's failure: no attempt is counted against the target, its breaker, or the
+    upstream metrics, and the route does not move on to another target, whose call would need
+    the same resource. The client is asked to come back shortly (`Retry-After`).
+    """
+
+    status = 503
+    type = "gateway_overloaded"
+    code = "gateway_overloaded"
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(
+            f"The gateway is out of a resource of its own ({reason}) and cannot call an upstream now; retry shortly.",
+            headers={"Retry-After": str(OVERLOADED_RETRY_AFTER_SECONDS)},
+        )
+        self.reason = reason
 
 
 class Attempt(NamedTuple):

@@ -33,7 +33,7 @@ from yarl import URL
 from gateway.config import Config, Target, iter_targets
 from gateway.errors import InvalidRequestError
 from gateway.net import HostPolicy, parse_address
-from gateway.providers.base import Call, EventStream, Provider, Reply, TransportError
+from gateway.providers.base import Call, EventStream, OwnWords, Provider, Reply, TransportError
 from gateway.providers.registry import KINDS, Resources
 
 INLINE_PROVIDERS: Final = ("openai", "mock")  # what a client's tree may name (server.inline checks it)
@@ -42,11 +42,11 @@ DNS_TTL_SECONDS: Final = 10.0  # aiohttp's default DNS cache lifetime
 DNS_CACHE_SIZE: Final = 1024
 
 
-class RefusedDestination(aiohttp.ClientConnectionError):
+class RefusedDestination(aiohttp.ClientConnectionError, OwnWords):
     """A client's target tried to reach a host or address requestConfig does not allow."""
 
 
-class RefusedAddress(OSError):
+class RefusedAddress(OSError, OwnWords):
     """A name resolved to an address requestConfig does not allow."""
 
 

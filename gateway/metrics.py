@@ -44,6 +44,7 @@ from gateway.config import (
     Route,
     Target,
 )
+from gateway.errors import SHORTAGES
 from gateway.memory.settings import MEMORY_TYPES
 from gateway.memory.tokens import bundled_tokenizer_dir
 from gateway.observe import (
@@ -377,6 +378,10 @@ class Metrics(Observer):
             "gateway_cost_usd", "Cost in USD of the reported usage, at litellm's list prices.",
             ("route", "target"),
         )  # fmt: skip
+        self.overloaded_requests = families.counter(
+            "gateway_overloaded", "Requests refused (503) for the gateway's own shortage, by reason (emfile, enfile, enobufs, enomem).",
+            ("reason",),
+        )  # fmt: skip
         self.breaker_state = families.gauge(
             "gateway_breaker_state", "Circuit breaker state by target: 0 closed, 1 half-open, 2 open.",
             ("route", "target"), "livemostrecent",
@@ -424,6 +429,7 @@ class Metrics(Observer):
             for target, triggers in _leaves_with_triggers(route.root)
         }
         self._memory = {kind: self._memory_children(kind) for kind in MEMORY_TYPES}
+        self._overloaded = {reason: self.overloaded_requests.labels(reason) for reason in SHORTAGES.values()}
         self._store: dict[tuple[str, str], Child] = {}
         self._stores: dict[str, _StoreChildren] = {}
 
@@ -526,6 +532,10 @@ class Metrics(Observer):
         t = self._targets.get(source)
         if t is not None:
             _child(t.fallbacks, reason, functools.partial(self.fallbacks.labels, t.route, t.name, reason)).inc()
+
+    def overloaded(self, trace: Trace, target: Target, reason: str) -> None:
+        """Counted apart from the upstream's series: the target was never called."""
+        _child(self._overloaded, reason, functools.partial(self.overloaded_requests.labels, reason)).inc()
 
     def breaker_changed(self, target: Target, state: int) -> None:
         children = self._targets.get(target)

@@ -41,6 +41,9 @@ class Observer:
     def fell_back(self, trace: Trace, source: Target, reason: str) -> None:
         """The route moved on from `source`, whose last attempt ended with `reason`."""
 
+    def overloaded(self, trace: Trace, target: Target, reason: str) -> None:
+        """A call to `target` could not be made for the gateway's own shortage (`reason`: emfile, ...)."""
+
     def first_token(self, trace: Trace, target: Target, seconds: float) -> None:
         """A stream from `target` committed: its first event goes to the client `seconds` in."""
 
@@ -228,6 +231,10 @@ class Trace:
 
     def fell_back(self, source: Target, reason: str) -> None:
         self.observer.fell_back(self, source, reason)
+
+    def overloaded(self, target: Target, reason: str) -> None:
+        self.target = target
+        self.observer.overloaded(self, target, reason)
 
     def first_token(self, target: Target) -> None:
         self.ttft = monotonic() - self.started

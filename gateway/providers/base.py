@@ -9,6 +9,7 @@ from typing import Any, Protocol
 import orjson
 
 from gateway.config import Target
+from gateway.errors import SHORTAGES, OverloadedError
 from gateway.observe import CONNECT_ERROR, TIMEOUT
 from gateway.sse import Event
 
@@ -25,6 +26,26 @@ class TransportError(Exception):
         self.detail = detail
         self.status = status
         self.kind = kind or (TIMEOUT if status == 504 else CONNECT_ERROR)
+
+
+class OwnWords:
+    """Marks an exception whose text the gateway wrote itself (a refusal): shown as it is.
+
+    Any other exception of a transport is described by its type and OS error alone: their
+    texts carry the URL (whose path may hold a secret) and the request's headers.
+    """
+
+
+def shortage(exc: BaseException) -> OverloadedError | None:
+    """The gateway's own shortage behind `exc` (an OSError in its cause chain: EMFILE, ENOBUFS, ...), if any."""
+    current: BaseException | None = exc
+    for _ in range(8):  # a transport wraps an OS error once or twice
+        if current is None:
+            return None
+        if isinstance(current, OSError) and (reason := SHORTAGES.get(current.errno or 0)) is not None:
+            return OverloadedError(reason)
+        current = current.__cause__ or current.__context__
+    return None
 
 
 JSON = "application/json"

@@ -26,8 +26,9 @@ import orjson
 
 from gateway.config import Target
 from gateway.dispatch import redact
+from gateway.errors import OverloadedError
 from gateway.observe import INVALID_RESPONSE, STREAM_ERROR
-from gateway.providers.base import Call, EventStream, OneByOne, Reply, TransportError
+from gateway.providers.base import Call, EventStream, OneByOne, Reply, TransportError, shortage
 from gateway.sse import DONE_EVENT, Event, parse_event
 
 # Read by litellm at import and on first use: its bundled cost map and Anthropic beta headers
@@ -204,14 +205,18 @@ def _error_body(message: str, kind: str | None, code: str | None) -> bytes:
     )
 
 
-def map_failure(exc: Exception, target: Target) -> Reply | TransportError:
+def map_failure(exc: Exception, target: Target) -> Reply | TransportError | OverloadedError:
     """What a litellm exception stands for: the upstream's error answer, or a failure to get one.
 
     The one place litellm's (and its transports') exceptions are mapped. Messages are masked
-    with the target's secrets.
+    with the target's secrets. The gateway's own shortage (out of file descriptors, ...) behind
+    it is an OverloadedError: no failure of the upstream's.
     """
     if isinstance(exc, MidStreamFallbackError) and isinstance(exc.original_exception, Exception):
         exc = exc.original_exception
+    for inner in _chain(exc):
+        if (local := shortage(inner)) is not None:
+            return local
     message, kind, code = _upstream_error(redact(str(exc), target))
     for inner in _chain(exc):
         if isinstance(inner, Timeout | httpx.TimeoutException | TimeoutError):
@@ -228,8 +233,10 @@ def map_failure(exc: Exception, target: Target) -> Reply | TransportError:
     return Reply(status, _error_body(message, kind, code), headers=headers)
 
 
-def _mid_stream(failure: Reply | TransportError) -> TransportError:
+def _mid_stream(failure: Reply | TransportError | OverloadedError) -> TransportError | OverloadedError:
     """A failure after the first event, as the TransportError that ends the stream."""
+    if isinstance(failure, OverloadedError):
+        return failure
     if isinstance(failure, TransportError):
         if failure.kind == INVALID_RESPONSE:
             failure.kind = STREAM_ERROR
@@ -293,8 +300,8 @@ class LitellmProvider:
         return events
 
 
-def _reply_or_raise(failure: Reply | TransportError) -> Reply:
-    if isinstance(failure, TransportError):
+def _reply_or_raise(failure: Reply | TransportError | OverloadedError) -> Reply:
+    if not isinstance(failure, Reply):
         raise failure
     return failure
 

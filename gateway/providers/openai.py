@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import socket
+import ssl
 from collections.abc import Awaitable, Coroutine, Mapping
 from typing import Any
 
@@ -13,9 +16,10 @@ from multidict import CIMultiDict, CIMultiDictProxy
 from yarl import URL
 
 from gateway.config import Target
+from gateway.errors import OverloadedError
 from gateway.observe import STREAM_ERROR
 from gateway.providers.apis import RETRIEVE
-from gateway.providers.base import JSON, Call, EventStream, Reply, TransportError
+from gateway.providers.base import JSON, Call, EventStream, OwnWords, Reply, TransportError, shortage
 from gateway.sse import Event, EventParser, EventTooLarge
 
 # Endpoints whose 2xx body is relayed as it arrives (speech audio can be long), not read first.
@@ -46,22 +50,61 @@ def relayed_headers(headers: CIMultiDictProxy[str]) -> dict[str, str]:
     return relayed
 
 
-# What aiohttp raises when the upstream cannot be reached or its answer cannot be read.
-_FAILURES = (aiohttp.ClientError, ConnectionError)
+def transport_error(exc: Exception) -> TransportError | OverloadedError:
+    """A failure to build, send or read an upstream call, as the gateway tells it: mapped here and nowhere else.
 
+    Any exception counts: besides aiohttp's and the OS's errors, aiohttp raises ValueError for a
+    request it cannot make (a URL with credentials beside an Authorization header, a header
+    value with a line break), TypeError, UnicodeError, ...; each is the attempt's failure, which
+    the route's retries and fallbacks handle.
 
-def transport_error(exc: aiohttp.ClientError | ConnectionError) -> TransportError:
-    """aiohttp's failure as a TransportError: mapped here and nowhere else."""
+    The gateway's own shortage (out of file descriptors, ...) is an OverloadedError, not the
+    upstream's failure. Texts come from the error's type and OS error, never from the text of
+    aiohttp's errors, which carry the URL (its path may hold a secret) and the request headers;
+    the attempt's target names where the call went.
+    """
+    if isinstance(exc, TransportError | OverloadedError):  # raised by this module inside a read
+        return exc
+    if (local := shortage(exc)) is not None:
+        return local
     match exc:
-        case aiohttp.ServerTimeoutError():
-            return TransportError(f"upstream timed out ({exc})", status=504)
+        case OwnWords():
+            return TransportError(str(exc))
+        case aiohttp.ConnectionTimeoutError():
+            return TransportError("upstream timed out (connecting)", status=504)
+        case aiohttp.ServerTimeoutError() | TimeoutError():
+            return TransportError("upstream timed out (reading)", status=504)
+        case aiohttp.ClientConnectorDNSError():
+            return TransportError(f"cannot resolve the upstream's host ({_os_reason(exc.os_error)})")
         case aiohttp.ClientConnectorError():
-            return TransportError(f"cannot connect to upstream ({exc.os_error.strerror or exc})")
+            return TransportError(f"cannot connect to upstream ({_os_reason(exc.os_error)})")
         case aiohttp.ServerDisconnectedError():
             return TransportError("upstream closed the connection")
         case aiohttp.ClientPayloadError():
             return TransportError("upstream response was cut off", kind=STREAM_ERROR)
-    return TransportError(f"upstream transport failed ({type(exc).__name__}: {exc})")
+        case aiohttp.ClientResponseError():  # an answer that is not HTTP aiohttp can read (a header too long, ...)
+            cause = type(exc.__cause__).__name__ if exc.__cause__ is not None else f"status {exc.status}"
+            return TransportError(f"upstream's answer could not be read as HTTP ({cause})", kind=STREAM_ERROR)
+        case aiohttp.InvalidURL():
+            return TransportError("the target's baseUrl is not a URL the gateway can call")
+        case OSError():
+            return TransportError(f"upstream connection failed ({_os_reason(exc)})")
+    return TransportError(f"the call to the upstream could not be made ({type(exc).__name__})")
+
+
+def _os_reason(error: OSError) -> str:
+    """What went wrong with a socket, in the system's words (no address, no URL)."""
+    if isinstance(error, OwnWords):
+        return str(error.strerror or error)
+    if isinstance(error, ssl.SSLCertVerificationError):
+        return f"TLS certificate: {error.verify_message or error.reason}"
+    if isinstance(error, ssl.SSLError):
+        return f"TLS: {error.reason or type(error).__name__}"
+    if isinstance(error, socket.gaierror):
+        return str(error.strerror)
+    if error.errno:
+        return os.strerror(error.errno)
+    return type(error).__name__
 
 
 class OpenAIProvider:
@@ -100,7 +143,10 @@ class OpenAIProvider:
     def _destination(self, call: Call) -> tuple[URL, CIMultiDict[str]]:
         """The URL of the call's endpoint and the headers of its target, built at the target's first call."""
         key = (call.target, call.endpoint)
-        found = self._destinations[key] = (self._url(*key), self._target_headers(call.target))
+        try:
+            found = self._destinations[key] = (self._url(*key), self._target_headers(call.target))
+        except Exception as exc:  # a baseUrl yarl refuses (a port out of range, say)
+            raise transport_error(exc) from None
         return found
 
     def complete(self, call: Call) -> Coroutine[Any, Any, Reply]:
@@ -120,7 +166,7 @@ class OpenAIProvider:
         """A 2xx answer with its body left unread, for the client to get as it arrives."""
         try:
             response = await self._post(call)
-        except _FAILURES as exc:
+        except Exception as exc:  # see transport_error
             raise transport_error(exc) from None
         if response.status < 300:
             headers = relayed_headers(response.headers)
@@ -130,7 +176,7 @@ class OpenAIProvider:
     async def stream(self, call: Call) -> Reply | EventStream:
         try:
             response = await self._post(call)
-        except _FAILURES as exc:
+        except Exception as exc:  # see transport_error
             raise transport_error(exc) from None
         if response.status < 300 and _is_event_stream(response):
             return _UpstreamEvents(response)
@@ -165,7 +211,7 @@ class OpenAIProvider:
                 body = await _read_arriving(response, limit)
             if len(body) > limit:
                 raise _too_large(response, limit)
-        except _FAILURES as exc:
+        except Exception as exc:  # see transport_error
             raise transport_error(exc) from None
         return Reply(response.status, body, _content_type(response), relayed_headers(response.headers))
 
@@ -225,7 +271,7 @@ class _UnreadBody:
     async def next_piece(self) -> bytes:
         try:
             return await self._response.content.readany()
-        except _FAILURES as exc:
+        except Exception as exc:  # see transport_error
             raise transport_error(exc) from None
 
     async def close(self) -> None:
@@ -308,7 +354,7 @@ class _UpstreamEvents:
                         await content._wait("readany")
                 else:
                     chunk = await content.readany()
-            except _FAILURES as exc:
+            except Exception as exc:  # see transport_error
                 raise transport_error(exc) from None
             if not chunk:
                 if self._parser.pending.strip():

@@ -18,7 +18,7 @@ from gateway.chunks import MalformedEvent, read_chunk
 from gateway.config import Target
 from gateway.deadline import IdleDeadline
 from gateway.dispatch import Result, redact
-from gateway.errors import GatewayError
+from gateway.errors import GatewayError, OverloadedError
 from gateway.observe import STREAM_ERROR, TIMEOUT, Trace
 from gateway.providers.apis import MESSAGES, RESPONSES, Api, chat_usage, data_of, event_type, failure
 from gateway.providers.base import TransportError
@@ -379,8 +379,12 @@ async def relay_stream(
         silence = _Failure(f"{target.name}: no stream event for {idle:g}s", "upstream_timeout")
         outcome = await _end_with(response, silence, chunks, out, trace)
     except TransportError as exc:
-        cut = _Failure(f"{target.name}: {exc.detail}", "upstream_stream_error")
+        cut = _Failure(f"{target.name}: {redact(exc.detail, target)}", "upstream_stream_error")
         outcome = await _end_with(response, cut, chunks, out, trace)
+    except OverloadedError as exc:  # the gateway's own shortage: the upstream did nothing wrong
+        trace.overloaded(target, exc.reason)
+        short = _Failure(exc.message, exc.code or "gateway_overloaded", exc.type, exc.status)
+        await _end_with(response, short, chunks, out, trace)
     except ConnectionResetError:  # the client left; closing the upstream below is all there is to do
         pass
     except Exception:
@@ -456,7 +460,8 @@ async def relay_body(request: web.Request, result: Result, headers: Mapping[str,
             raise
         return _cut_off(request, response, trace, f"{target.name}: no bytes for {idle:g}s", 504, "upstream_timeout")
     except TransportError as exc:
-        return _cut_off(request, response, trace, f"{target.name}: {exc.detail}", 502, "upstream_stream_error")
+        detail = f"{target.name}: {redact(exc.detail, target)}"
+        return _cut_off(request, response, trace, detail, 502, "upstream_stream_error")
     except ConnectionResetError:  # the client left
         return response
     finally:
