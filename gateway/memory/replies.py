@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from gateway.memory.policies import Message, normalize
 
@@ -31,12 +31,77 @@ class ReplyTooLarge(Exception):
     """A streamed reply grew past what the gateway buffers to store."""
 
 
+JOIN_EVERY: Final = 1024  # pieces of a text kept apart before they are joined into one string
+# What a tool call costs before its first character (its objects; in JSON, its skeleton is ~60
+# bytes), counted against the reply's limit: an upstream opening call after call with nothing in
+# them fills the limit, not the memory.
+CALL_BYTES: Final = 512
+
+
+class _Text:
+    """A text arriving in pieces, held in memory proportional to its length however small the pieces.
+
+    Each str costs ~50 bytes besides its characters: a list of a stream's 2-character deltas
+    is ~30 times their size. Joined every JOIN_EVERY pieces, the text is its characters plus a
+    string header per batch; the final join adds one copy, which replaces the batches.
+    (io.StringIO would widen all it holds to 4 bytes a character at the first one past
+    U+FFFF, and copy its value once more on getvalue.)
+    """
+
+    __slots__ = ("_batches", "_pieces")
+
+    def __init__(self) -> None:
+        self._batches: list[str] = []
+        self._pieces: list[str] = []
+
+    def add(self, piece: str) -> None:
+        pieces = self._pieces
+        pieces.append(piece)
+        if len(pieces) >= JOIN_EVERY:
+            self._batches.append("".join(pieces))
+            pieces.clear()
+
+    def text(self) -> str:
+        """The whole text so far; from now on held as that one string."""
+        batches = self._batches
+        if self._pieces:
+            batches.append("".join(self._pieces))
+            self._pieces.clear()
+        if len(batches) != 1:
+            batches[:] = ["".join(batches)]
+        return batches[0]
+
+
+class _Call:
+    """One tool call of the reply, as its fragments assemble it."""
+
+    __slots__ = ("arguments", "id", "name", "type")
+
+    def __init__(self) -> None:
+        self.id: str | None = None
+        self.type = "function"
+        self.name = _Text()
+        self.arguments = _Text()
+
+    def message(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "type": self.type,
+            "function": {"name": self.name.text(), "arguments": self.arguments.text()},
+        }
+
+
 class ReplyAssembler:
-    """Collects choice 0's content and tool-call fragments from stream chunks, up to `max_bytes`."""
+    """Collects choice 0's content and tool-call fragments from stream chunks, up to `max_bytes`.
+
+    What it holds stays within about twice the reply's size as Python strings: nothing of a
+    chunk is kept but the characters it adds (see _Text), and a call opened is counted as
+    CALL_BYTES against the limit.
+    """
 
     def __init__(self, *, max_bytes: int) -> None:
-        self._content: list[str] = []
-        self._calls: dict[int, dict[str, Any]] = {}
+        self._content = _Text()
+        self._calls: dict[int, _Call] = {}
         self._size = 0
         self._max_bytes = max_bytes
         self.finished = False
@@ -56,34 +121,44 @@ class ReplyAssembler:
         if self._size > self._max_bytes:  # past the limit: keep nothing more, message() refuses
             return
         content = delta.get("content")
-        if isinstance(content, str):
-            self._content.append(content)
+        if isinstance(content, str) and content:
+            self._content.add(content)
             self._size += _utf8_size(content)
         fragments = delta.get("tool_calls")
         for fragment in fragments if isinstance(fragments, list) else ():
-            if not isinstance(fragment, dict):
-                continue
-            index = fragment.get("index")
-            call = self._calls.setdefault(
-                index if isinstance(index, int) else len(self._calls),
-                {"id": None, "type": "function", "function": {"name": "", "arguments": ""}},
-            )
-            if isinstance(fragment.get("id"), str):
-                call["id"] = fragment["id"]
-            if isinstance(fragment.get("type"), str):
-                call["type"] = fragment["type"]
-            function = fragment.get("function")
-            if isinstance(function, dict):
-                for part in ("name", "arguments"):
-                    if isinstance(function.get(part), str):
-                        call["function"][part] += function[part]
-                        self._size += _utf8_size(function[part])
+            if isinstance(fragment, dict):
+                self._feed_call(fragment)
+
+    def _feed_call(self, fragment: dict[str, Any]) -> None:
+        index = fragment.get("index")
+        if not isinstance(index, int):
+            index = len(self._calls)
+        call = self._calls.get(index)
+        if call is None:
+            call = self._calls[index] = _Call()
+            self._size += CALL_BYTES
+        if isinstance(fragment.get("id"), str):
+            call.id = fragment["id"]
+        if isinstance(fragment.get("type"), str):
+            call.type = fragment["type"]
+        function = fragment.get("function")
+        if not isinstance(function, dict):
+            return
+        name, arguments = function.get("name"), function.get("arguments")
+        if isinstance(name, str) and name:
+            call.name.add(name)
+            self._size += _utf8_size(name)
+        if isinstance(arguments, str) and arguments:
+            call.arguments.add(arguments)
+            self._size += _utf8_size(arguments)
 
     def message(self) -> Message:
         """The assembled reply; ReplyTooLarge past the limit."""
         if self._size > self._max_bytes:
-            raise ReplyTooLarge(f"The streamed reply is larger than server.maxResponseBytes ({self._max_bytes} bytes)")
-        message: Message = {"role": "assistant", "content": "".join(self._content) or None}
+            raise ReplyTooLarge(
+                f"The streamed reply is larger than server.maxResponseBytes ({self._max_bytes} bytes)"
+            )
+        message: Message = {"role": "assistant", "content": self._content.text() or None}
         if self._calls:
-            message["tool_calls"] = [self._calls[i] for i in sorted(self._calls)]
+            message["tool_calls"] = [self._calls[i].message() for i in sorted(self._calls)]
         return normalize(message)
