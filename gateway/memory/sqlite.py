@@ -17,6 +17,16 @@ processes sharing one file (`--workers N`) open it with `shared=True`: no cache,
 conversations are locked through a lease table in the file itself, renewed while held, so turns
 stay serialized across the processes. A lease names its holder's pid and boot (see `_boot_id`),
 so a holder that died on this machine is taken over at once rather than after the lease runs out.
+
+The store heals by itself. A fault of the file (read-only, an I/O error, gone: `_REOPEN`) closes
+the connection, and the next job opens the file afresh: a connection SQLite opened while the
+file was read-only would stay read-only after it became writable. Until a write goes through
+again, `unwritable` says why writes fail (the gateway's /readyz), trying one itself first. After
+each batch of jobs the thread checks that the file is still the one at the path (one stat):
+SQLite goes on writing into a file deleted or replaced under it, lost at the next start. The
+jobs of a batch served there are refused (a 503 for their turns: nothing they wrote is kept),
+the error is logged, and the store goes on with the file then at the path, made afresh when
+there is none; what it remembered of the old file (the cache, `_Range`s) is forgotten.
 """
 
 from __future__ import annotations
@@ -46,7 +56,10 @@ from gateway.memory.sqlite_file import (
     DAY,
     MOST_IN_A_ROW,
     STATE,
+    OpenFile,
     State,
+    inode,
+    leave_file,
     live_state,
     message_rows,
     newest_first,
@@ -64,6 +77,17 @@ log = logging.getLogger("gateway.memory")
 
 _PURGE_EVERY = 600.0
 LEASE_SECONDS = 15.0
+
+# SQLite's primary result codes after which the connection is closed and the next job opens the
+# file afresh: a connection opened while the file was read-only stays read-only, and one whose
+# file failed under it (an I/O error, a file no longer there or no longer a database) may not
+# recover by itself.
+_REOPEN: Final = frozenset(
+    {sqlite3.SQLITE_READONLY, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_PERM, sqlite3.SQLITE_NOTADB}
+)
+# Those, and a full disk (which the connection outlives), make writes fail until one goes through.
+_UNWRITABLE: Final = _REOPEN | {sqlite3.SQLITE_FULL}
+_PROBE_KEY: Final = "gateway:write-probe"  # a "values" key no caller uses (theirs are "response:<id>")
 
 # A conversation's row written by a write that finds it missing or cannot vouch for it (see
 # `_write_row_from_file`): ?1 tenant, ?2 memory_id, ?3 system JSON ('': keep), ?4 now, ?5 first_seq,
@@ -237,6 +261,10 @@ class SQLiteStore:
         self._writer: sqlite3.Cursor | None = None
         self._ranges: dict[Key, _Range] = {}  # the thread's own: see _UPDATE_KNOWN
         self._purged_at = 0.0
+        self._opened: OpenFile | None = None  # the files the connection opened (the last connection's, once closed)
+        self._generation = 0  # counts the files the thread moved on from (see `_settle`)
+        self._cache_generation = 0  # the loop's: the generation its cache was filled in
+        self._unwritable: str | None = None  # why the last write failed, until one goes through
 
     # ---- the thread's side: every statement runs here
 
@@ -265,17 +293,81 @@ class SQLiteStore:
                 job.error = self._unavailable(exc)
         if writes:
             self._write_all(writes)
+        self._check_file(jobs)
         try:
-            jobs[0].done.get_loop().call_soon_threadsafe(self._settle, jobs)
+            jobs[0].done.get_loop().call_soon_threadsafe(self._settle, jobs, self._generation)
         except RuntimeError:  # the loop is closed: nobody awaits these any more
             return
 
     def _unavailable(self, exc: Exception) -> Exception:
-        if isinstance(exc, (sqlite3.Error, OSError)):
-            error = StoreUnavailable(f"sqlite store at {self._path}: {exc}")
-            error.__cause__ = exc
-            return error
-        return exc
+        """A job's error as its caller sees it; a fault of the file is remembered, and closes the connection (see _REOPEN)."""
+        if isinstance(exc, OSError):  # the file's directory cannot be made
+            self._unwritable = exc.strerror or type(exc).__name__  # never the path, which /readyz would show
+        elif isinstance(exc, sqlite3.Error):
+            code = getattr(exc, "sqlite_errorcode", None)  # absent from the store's own (MalformedRow)
+            if code is not None and code & 0xFF in _UNWRITABLE:
+                self._unwritable = str(exc)
+                if code & 0xFF in _REOPEN:
+                    self._close_file()
+        else:
+            return exc
+        error = StoreUnavailable(f"sqlite store at {self._path}: {exc}")
+        error.__cause__ = exc
+        return error
+
+    def _close_file(self) -> None:
+        """Close the connection; the next job opens the file again (`_opened` stays, to tell whether it is the same)."""
+        db = self._db
+        self._db = self._writer = None
+        if db is not None:
+            with contextlib.suppress(sqlite3.Error):
+                db.close()
+
+    def _open_file(self) -> sqlite3.Cursor:
+        """Open the file at the store's path (made if missing); another file than the one last open there is a new start."""
+        Path(self._path).parent.mkdir(parents=True, exist_ok=True)
+        db = open_file(self._path, busy_timeout_ms=self._busy_timeout_ms)
+        opened = OpenFile.at(self._path)
+        last = self._opened
+        if last is not None and (opened is None or opened.main != last.main):
+            log.error("sqlite memory store: %s is not the file last open there (deleted or replaced meanwhile); going on with it", self._path)
+            self._forget_file()
+        self._db, self._opened = db, opened
+        cursor = self._writer = db.cursor()
+        return cursor
+
+    def _forget_file(self) -> None:
+        """Forget what the thread knew of the file (and, at its next settle, the cache): another one is at the path."""
+        self._ranges.clear()
+        self._generation += 1
+
+    def _check_file(self, jobs: Sequence[_Call | _Write]) -> None:
+        """Refuse the jobs just served if their file is no longer the one at the store's path; the next job opens that one.
+
+        Checked after the jobs, not before, so no turn is acknowledged as stored in a file that was
+        gone from its path before its commit.
+        """
+        db, opened = self._db, self._opened
+        if db is None or opened is None:  # closed by a job, or a database with no file
+            return
+        now = inode(self._path)
+        if now == opened.main:
+            return
+        what = "deleted or out of reach" if now is None else "replaced by another file"
+        log.error(
+            "sqlite memory store: %s was %s while open; %d jobs served there were refused (their turns are not stored), "
+            "and the store goes on with a file made afresh at that path, or the one there now",
+            self._path,
+            what,
+            len(jobs),
+        )
+        error = StoreUnavailable(f"sqlite store at {self._path}: the file was {what} while open; nothing was stored there")
+        for job in jobs:
+            job.error = error
+        self._db = self._writer = None
+        self._opened = None
+        self._forget_file()
+        leave_file(db, self._path, opened)
 
     def _ready(self) -> sqlite3.Cursor:
         """The thread's cursor on the open file, purged of expired rows when that is due.
@@ -284,9 +376,7 @@ class SQLiteStore:
         """
         cursor = self._writer
         if cursor is None:  # opened lazily, so a gateway that never uses memory creates no file
-            Path(self._path).parent.mkdir(parents=True, exist_ok=True)
-            self._db = open_file(self._path, busy_timeout_ms=self._busy_timeout_ms)
-            cursor = self._writer = self._db.cursor()
+            cursor = self._open_file()
         now = self._clock()
         if now - self._purged_at > _PURGE_EVERY:
             self._purged_at = now
@@ -303,12 +393,12 @@ class SQLiteStore:
             now = self._clock()
             cutoff = now - self._ttl
             today = int(now // DAY)
-            if self._append_alone(cursor, writes, now, cutoff, today):
-                return  # the common batch: one statement, which SQLite commits by itself
-            with transaction(cursor.connection, cursor):
-                for write in writes:
-                    if not self._append_alone(cursor, (write,), now, cutoff, today):
-                        self._write_row(cursor, write, now, cutoff, today)
+            if not self._append_alone(cursor, writes, now, cutoff, today):  # else the common batch: one statement
+                with transaction(cursor.connection, cursor):
+                    for write in writes:
+                        if not self._append_alone(cursor, (write,), now, cutoff, today):
+                            self._write_row(cursor, write, now, cutoff, today)
+            self._unwritable = None
         except Exception as exc:
             error = self._unavailable(exc)
             for write in writes:
@@ -576,12 +666,17 @@ class SQLiteStore:
         self._worker.submit(write)
         return done
 
-    def _settle(self, jobs: list[_Call | _Write]) -> None:
+    def _settle(self, jobs: list[_Call | _Write], generation: int) -> None:
         """On the loop, in the order the thread served them: bring the cache up to date, then wake each caller.
 
         Done here rather than by each caller once it resumes, so a read served before a write is
-        never cached after it.
+        never cached after it. A batch served after the thread moved on to another file
+        (`generation`) first empties the cache, which held the old file's conversations.
         """
+        if generation != self._cache_generation:
+            self._cache_generation = generation
+            self._cache.clear()
+            self._cached_entries = 0
         for job in jobs:
             if isinstance(job, _Write):
                 self._cache_written(job)
@@ -631,6 +726,24 @@ class SQLiteStore:
         self._cached_entries += len(entries)
         if self._cached_entries > self._cache_limit:
             self._evict()
+
+    async def unwritable(self) -> str | None:
+        """Why memory writes fail, or None while they go through; after a failure, a write is tried first.
+
+        So the store is found healed without a turn to write: a gateway said not ready gets none.
+        """
+        if self._unwritable is None:
+            return None
+        with contextlib.suppress(StoreUnavailable):
+            await self._run(self._probe)
+        return self._unwritable
+
+    def _probe(self, db: sqlite3.Connection) -> None:
+        """A write that leaves nothing behind; the file takes writes again when it goes through."""
+        with transaction(db):
+            db.execute("""INSERT OR REPLACE INTO "values" (key, value, written_at) VALUES (?, '', 0)""", (_PROBE_KEY,))
+            db.execute('DELETE FROM "values" WHERE key = ?', (_PROBE_KEY,))
+        self._unwritable = None
 
     async def delete(self, key: Key) -> bool:
         def work(db: sqlite3.Connection) -> bool:

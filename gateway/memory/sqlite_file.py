@@ -28,15 +28,20 @@ the rows), the ranges are filled in from the messages, and message rows of the o
 (`encoding` NULL, the body `{"m": message, "t": counts}`; `written_at` NULL, written with their
 conversation row) are read as they are. A conversation row with `cap` NULL holds its range
 exactly.
+
+The store keeps a file's connection open, so it checks that the file is still the one at its path
+(`Inode`, `OpenFile`): SQLite goes on writing into a file deleted or replaced under it, and a
+new file at the path must not inherit the old one's WAL and shared memory (`leave_file`).
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 import orjson
 
@@ -113,14 +118,71 @@ UPDATE conversations SET
 
 
 def open_file(path: str, *, busy_timeout_ms: int) -> sqlite3.Connection:
-    """Open (or create) the store's file in WAL mode, upgraded to this version's tables."""
+    """Open (or create) the store's file in WAL mode, upgraded to this version's tables; closed again if that fails."""
     db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-    db.execute(f"PRAGMA busy_timeout={busy_timeout_ms}")
-    use_wal(db, wait=busy_timeout_ms / 1000)
-    db.execute("PRAGMA synchronous=NORMAL")
-    db.executescript(SCHEMA)
-    upgrade(db)
+    try:
+        db.execute(f"PRAGMA busy_timeout={busy_timeout_ms}")
+        use_wal(db, wait=busy_timeout_ms / 1000)
+        db.execute("PRAGMA synchronous=NORMAL")
+        db.executescript(SCHEMA)
+        upgrade(db)
+    except BaseException:
+        db.close()
+        raise
     return db
+
+
+class Inode(NamedTuple):
+    """A file as the system knows it, whatever its name: (device, inode number)."""
+
+    device: int
+    number: int
+
+
+def inode(path: str) -> Inode | None:
+    """The file at `path` now; None when there is none (or it is out of reach)."""
+    try:
+        found = os.stat(path)
+    except OSError:
+        return None
+    return Inode(found.st_dev, found.st_ino)
+
+
+class OpenFile(NamedTuple):
+    """The files a connection opened: its database, and the WAL and shared memory beside it (None: none seen)."""
+
+    main: Inode
+    wal: Inode | None
+    shm: Inode | None
+
+    @classmethod
+    def at(cls, path: str) -> OpenFile | None:
+        """The files at `path` as a connection just opened them; None for a database with no file (":memory:")."""
+        main = inode(path)
+        return None if main is None else cls(main, inode(path + "-wal"), inode(path + "-shm"))
+
+
+def leave_file(db: sqlite3.Connection, path: str, opened: OpenFile) -> None:
+    """Close `db`, whose database is gone from `path`, and remove the WAL and shared memory it leaves there.
+
+    SQLite keeps those when its database was unlinked or replaced (it checkpoints and removes them
+    only for a file still at its path), and a new file at the path would take them for its own: the
+    old transactions laid over it, or, while other processes still have the old file open, its
+    pages read through their shared memory. They are removed only while they are still the ones
+    `db` opened (its open handles keep their inode numbers from being reused), and under the old
+    file's write lock, so processes leaving one file together never remove the files another one
+    made for the new file meanwhile. Failing that, they are left as they are, which is logged.
+    """
+    try:
+        if not db.in_transaction:
+            db.execute("BEGIN IMMEDIATE")
+        for name, was in ((path + "-wal", opened.wal), (path + "-shm", opened.shm)):
+            if was is not None and inode(name) == was:
+                os.remove(name)
+    except (sqlite3.Error, OSError) as exc:
+        log.warning("sqlite memory store: the old file's WAL and shared memory beside %s were left there (%s)", path, exc)
+    finally:
+        db.close()
 
 
 def use_wal(db: sqlite3.Connection, *, wait: float) -> None:

@@ -17,7 +17,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import orjson
 
@@ -105,6 +105,15 @@ class MemoryStore(Protocol):
         ...
 
     async def close(self) -> None: ...
+
+
+@runtime_checkable
+class Writability(Protocol):
+    """A store that can say whether its writes go through: the gateway is not ready while they fail."""
+
+    async def unwritable(self) -> str | None:
+        """Why writes fail now (no path or secret in it: /readyz shows it), or None while they go through."""
+        ...
 
 
 def last_turn_start(entries: Sequence[Entry]) -> int:

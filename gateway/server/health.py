@@ -1,5 +1,8 @@
 """The health endpoints: `/healthz` (alive), `/readyz` (takes traffic) and `GET /v1/gateway/health`.
 
+`/readyz` is not ready while the gateway drains, or while the memory store says its writes fail
+(a store that heals by itself is found ready again here: see SQLiteStore.unwritable).
+
 `/v1/gateway/health` lists every route's targets with their circuit-breaker state.
 
 Behind the gateway keys like every /v1/ path. With breakers shared through Redis the state is
@@ -17,7 +20,8 @@ from aiohttp import web
 
 from gateway.breakers import CLOSED, TargetHealth
 from gateway.config import iter_targets
-from gateway.server.keys import CONFIG, DISPATCHER, LIFECYCLE
+from gateway.memory.store import Writability
+from gateway.server.keys import CONFIG, DISPATCHER, LIFECYCLE, MEMORY
 
 
 async def healthz(request: web.Request) -> web.Response:
@@ -25,8 +29,14 @@ async def healthz(request: web.Request) -> web.Response:
 
 
 async def readyz(request: web.Request) -> web.Response:
+    """503 while draining, or while the memory store's writes fail (its reason in the body); else 200."""
     if request.app[LIFECYCLE].draining:
         return web.json_response({"status": "draining"}, status=503)
+    memory = request.app.get(MEMORY)
+    if memory is not None and isinstance(memory.store, Writability):
+        reason = await memory.store.unwritable()
+        if reason is not None:
+            return web.json_response({"status": "not ready", "reason": f"memory store: writes fail ({reason})"}, status=503)
     return web.json_response({"status": "ready"})
 
 
