@@ -77,8 +77,8 @@ async def ask(client: openai.AsyncOpenAI, api: str, route: str, *, stream: bool)
         if not stream:
             message = await sdk.messages.create(model=route, max_tokens=16, messages=QUESTION)  # type: ignore[arg-type]
             return "".join(block.text for block in message.content if block.type == "text")
-        async with sdk.messages.stream(model=route, max_tokens=16, messages=QUESTION) as events:  # type: ignore[arg-type]
-            return "".join([text async for text in events.text_stream])
+        async with sdk.messages.stream(model=route, max_tokens=16, messages=QUESTION) as texts:  # type: ignore[arg-type]
+            return "".join([text async for text in texts.text_stream])
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
@@ -91,10 +91,10 @@ async def test_a_call_that_cannot_be_made_fails_its_attempt(
     client = await gateway(config(broken, healthy, api, case))
     assert await ask(client, api, "fb", stream=stream) == "Hello from upstream"  # the fallback's answer
     assert (broken.calls, healthy.calls) == (0, 1)
-    error: openai.APIStatusError | anthropic.APIStatusError
     with pytest.raises((openai.APIStatusError, anthropic.APIStatusError)) as caught:
         await ask(client, api, "alone", stream=stream)
     error = caught.value
+    assert isinstance(error, openai.APIStatusError | anthropic.APIStatusError)
     assert error.status_code == 502, error.response.text
     body = error.response.json()
     if api.startswith("messages"):  # the Messages API's own error shape
