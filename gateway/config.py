@@ -23,7 +23,7 @@ from typing import Any, Final, TypeAlias
 import yaml
 from yarl import URL
 
-from gateway.memory.settings import MEMORY_TYPES, MemoryConfig, MemorySettings
+from gateway.memory.settings import MEMORY_TYPES, MemoryConfig, MemorySettings, redis_url_problems
 from gateway.net import allowed_host_problems
 from gateway.providers.registry import KINDS, ProviderKind, kind_of
 
@@ -113,6 +113,9 @@ class Target:
     # Every value in this target's settings that came from `${VAR}` (baseUrl path tokens among
     # them): masked wherever upstream text or the target's own settings could show them.
     env_values: tuple[str, ...] = field(default=(), repr=False)
+    # The same values, each with the reference it came from as written (`${TENANT_TOKEN}`), longest
+    # value first: what check-config shows in their place.
+    env_refs: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}), repr=False)
 
     @property
     def model(self) -> str | None:
@@ -281,27 +284,38 @@ def parse_config(text: str, env: Mapping[str, str] | None = None) -> Config:
     except RecursionError:
         raise ConfigError(["invalid YAML: nested too deeply"]) from None
     errors: list[str] = []
+    refs: dict[str, str] = {}
     try:
-        document = _interpolate(document, "", os.environ if env is None else env, errors)
+        document = _interpolate(document, "", os.environ if env is None else env, errors, refs)
         if not isinstance(document, dict):
             raise ConfigError([*errors, f"top level: must be a mapping, got {_kind(document)}"])
         config = _read_config(_Section(document, "", errors))
     except RecursionError:
         raise ConfigError(["top level: nested too deeply"]) from None
     if errors:
-        raise ConfigError(errors)
+        # a message may quote a value; one from the environment is shown as its reference (numbers
+        # and booleans aside: they are settings, not secrets, and would garble every message)
+        quoted = _longest_first({value: ref for value, ref in refs.items() if _is_text(value)})
+        raise ConfigError([show_references(error, quoted) for error in errors])
     assert config is not None
     return config
 
 
 class _Interpolated(str):
-    """A string produced by `${...}`; number fields accept it when it parses as a number."""
+    """A string produced by `${...}`; number fields accept it when it parses as a number.
+
+    `refs` maps each non-empty value the environment gave it to its reference as written.
+    """
+
+    refs: Mapping[str, str]
 
 
-def _interpolate(value: Any, path: str, env: Mapping[str, str], errors: list[str]) -> Any:
+def _interpolate(value: Any, path: str, env: Mapping[str, str], errors: list[str], refs: dict[str, str]) -> Any:
+    """`value` with every `${VAR}` substituted; every value taken from `env` is also added to `refs`."""
     if isinstance(value, str):
         if "${" not in value:
             return value
+        taken: dict[str, str] = {}
 
         def substitute(match: re.Match[str]) -> str:
             name, default = match.group(1), match.group(2)
@@ -310,15 +324,64 @@ def _interpolate(value: Any, path: str, env: Mapping[str, str], errors: list[str
                 if default is None:
                     errors.append(f"{path}: environment variable {name} is not set")
                     return ""
-                return default
+                return default  # written in the file: not a secret
+            if found:
+                taken.setdefault(found, match.group(0))
             return found
 
-        return _Interpolated(_ENV_REF.sub(substitute, value))
+        result = _Interpolated(_ENV_REF.sub(substitute, value))
+        result.refs = MappingProxyType(taken)
+        for found, reference in taken.items():
+            refs.setdefault(found, reference)
+        return result
     if isinstance(value, dict):
-        return {k: _interpolate(v, _join(path, str(k)), env, errors) for k, v in value.items()}
+        return {k: _interpolate(v, _join(path, str(k)), env, errors, refs) for k, v in value.items()}
     if isinstance(value, list):
-        return [_interpolate(v, f"{path}[{i}]", env, errors) for i, v in enumerate(value)]
+        return [_interpolate(v, f"{path}[{i}]", env, errors, refs) for i, v in enumerate(value)]
     return value
+
+
+def _env_refs(value: Any) -> dict[str, str]:
+    """Every value from the environment inside `value` (a string, or a list or mapping of them) → its reference."""
+    if isinstance(value, _Interpolated):
+        return dict(value.refs)
+    found: dict[str, str] = {}
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found.update(_env_refs(key))
+            found.update(_env_refs(item))
+    elif isinstance(value, list):
+        for item in value:
+            found.update(_env_refs(item))
+    return found
+
+
+def _is_text(value: str) -> bool:
+    """Whether YAML reads `value` as a string (not a number, boolean or null)."""
+    try:
+        return isinstance(yaml.safe_load(value), str)
+    except yaml.YAMLError:
+        return True
+
+
+def _longest_first(refs: Mapping[str, str]) -> Mapping[str, str]:
+    """`refs` ordered so that a value is replaced before any shorter value inside it."""
+    return MappingProxyType(dict(sorted(refs.items(), key=lambda item: len(item[0]), reverse=True)))
+
+
+def show_references(text: str, refs: Mapping[str, str]) -> str:
+    """`text` with every value from the environment (`refs`, longest first) shown as its `${VAR}` reference."""
+    for value, reference in refs.items():
+        text = text.replace(value, reference)
+    return text
+
+
+_USERINFO: Final = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://)[^/?#]*@")
+
+
+def mask_userinfo(url: str) -> str:
+    """`url` with its userinfo (user:password@) shown as `***@`."""
+    return _USERINFO.sub(r"\1***@", url)
 
 
 def _join(path: str, key: str) -> str:
@@ -508,6 +571,9 @@ def _read_config(root: _Section) -> Config | None:
         root.error("routes", "must be a mapping with at least one route")
     else:
         for name, body in route_map.items():
+            if not name.isprintable():
+                root.errors.append(f"{_join(root.at('routes'), repr(name))}: a route name {_NAME_EXPECTED}")
+                continue
             if name == OTHER_ROUTE:
                 root.errors.append(
                     f"{_join(root.at('routes'), name)}: the name {OTHER_ROUTE!r} is reserved "
@@ -533,6 +599,10 @@ def _read_config(root: _Section) -> Config | None:
     )
 
 
+# names go out in the x-gateway-route and x-gateway-target headers and in log lines
+_NAME_EXPECTED: Final = "must be printable text, without control characters (it is sent in a response header)"
+
+
 def read_inline_route(data: Any, *, name: str, memory: MemorySettings) -> Route:
     """A strategy tree a client sent (`x-gateway-config`), read like a route of the config file.
 
@@ -542,7 +612,7 @@ def read_inline_route(data: Any, *, name: str, memory: MemorySettings) -> Route:
     errors: list[str] = []
     if not isinstance(data, dict):
         raise ConfigError([f"top level: must be a mapping (a target or a strategy node), got {_kind(data)}"])
-    root = _read_node(_Section(data, "", errors), name, _Inherited(), {})
+    root = _read_node(_Section(data, "", errors), name, _Inherited(from_file=False), {})
     if errors or root is None:
         raise ConfigError(errors or ["top level: not a target or a strategy node"])
     return Route(name=name, root=root, memory=memory)
@@ -555,7 +625,9 @@ def _read_breakers(section: _Section | None) -> BreakersConfig:
     if store is not None and store not in ("local", "redis"):
         section.error("store", f"must be local or redis, got {store!r}")
         store = None
-    config = BreakersConfig(store=store, url=section.string("url"))
+    config = BreakersConfig(store=store, url=section.string("url") or None)
+    for problem in redis_url_problems(config.url) if config.url is not None else ():
+        section.error("url", problem)
     section.finish()
     return config
 
@@ -708,10 +780,14 @@ def _read_memory(section: _Section) -> MemoryConfig:
     defaults = base.defaults if defaults_section is None else _read_memory_settings(defaults_section, base.defaults)
     limits_section = section.section("limits")
     limits = base.limits if limits_section is None else _read_memory_settings(limits_section, base.limits, typed=False)
+    url = section.string("url")
+    if url is not None:
+        for problem in redis_url_problems(url):
+            section.error("url", problem)
     config = MemoryConfig(
         store=store,
         path=section.string("path", base.path) or base.path,
-        url=section.string("url", base.url) or base.url,
+        url=url or base.url,
         ttl_seconds=section.number("ttlSeconds", base.ttl_seconds, positive=True),
         max_stored_messages=section.integer("maxStoredMessages", base.max_stored_messages, minimum=1),
         lock_timeout_seconds=section.number("lockTimeoutSeconds", base.lock_timeout_seconds, positive=True),
@@ -738,6 +814,11 @@ class _Inherited:
     responses_api: str = "native"
     mock: MockOptions = MockOptions()
     provider_params: Mapping[str, tuple[Any, str]] = field(default_factory=dict)  # key → (value, where set)
+    # per setting (apiKey, baseUrl, headers.X-Team, overrideParams.user, ...): its values from the
+    # environment → their references; a node that sets a setting replaces its entry
+    env: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    # False in a client's inline tree, whose keys and names server.inline holds to stricter rules
+    from_file: bool = True
 
 
 def _read_route(
@@ -752,7 +833,11 @@ def _read_route(
     memory_section = section.section("memory")
     if memory_section is not None:
         memory = _read_memory_settings(memory_section, memory_defaults)
-    root = _read_node(section, name, _Inherited(), {})
+    names: dict[str, str] = {}
+    root = _read_node(section, name, _Inherited(), names)
+    for node_name, at in names.items():  # an inline tree's names are held to stricter rules (server.inline)
+        if not node_name.isprintable():
+            errors.append(f"{_join(at, 'name')}: {_NAME_EXPECTED}, got {node_name!r}")
     return None if root is None else Route(name=name, root=root, memory=memory)
 
 
@@ -798,8 +883,15 @@ def _inherit(section: _Section, parent: _Inherited) -> _Inherited:
     override = section.mapping("overrideParams") or {}
     headers = section.mapping("headers") or {}
     for key, value in headers.items():
+        at = f"{section.at('headers')}.{key}"
+        if not _HEADER_NAME.fullmatch(key):
+            section.errors.append(f"{at}: not an HTTP header name (letters, digits and !#$%&'*+-.^_`|~)")
+        elif key.lower() in _FRAMING_HEADERS:
+            section.errors.append(f"{at}: the HTTP client sets it (it frames the request), a target may not")
         if not isinstance(value, str):
-            section.errors.append(f"{section.at('headers')}.{key}: must be a string, got {_kind(value)}")
+            section.errors.append(f"{at}: must be a string, got {_kind(value)}")
+        elif (problem := _header_value_problem(value)) is not None:
+            section.errors.append(f"{at}: {problem}")
     retry, mock, breaker = section.section("retry"), section.section("mock"), section.section("breaker")
     responses_api = section.string("responsesApi", parent.responses_api) or parent.responses_api
     if responses_api not in RESPONSES_API_MODES:
@@ -810,9 +902,22 @@ def _inherit(section: _Section, parent: _Inherited) -> _Inherited:
     provider = section.string("provider", parent.provider)
     # providerParams belong to a provider: a node that names another one starts afresh
     inherited_params = parent.provider_params if provider == parent.provider else {}
+    api_key = section.string("apiKey", parent.api_key)
+    if parent.from_file and api_key is not None and api_key != parent.api_key:
+        problem = _header_value_problem(api_key)
+        if problem is not None:
+            section.error("apiKey", f"{problem} (it is sent in a header)")
+    _check_json(override, section.at("overrideParams"), section.errors)
+    env = {
+        **(parent.env if provider == parent.provider else {k: v for k, v in parent.env.items() if not k.startswith("providerParams.")}),
+        **{key: _env_refs(section.data[key]) for key in ("apiKey", "baseUrl") if section.has(key)},
+        **{f"overrideParams.{k}": _env_refs(v) for k, v in override.items()},
+        **{f"headers.{k}": _env_refs(v) for k, v in headers.items()},
+        **{f"providerParams.{k}": _env_refs(v) for k, v in params.items()},
+    }
     return _Inherited(
         provider=provider,
-        api_key=section.string("apiKey", parent.api_key),
+        api_key=api_key,
         base_url=section.string("baseUrl", parent.base_url),
         override_params={**parent.override_params, **override},
         headers={**parent.headers, **{k: str(v) for k, v in headers.items()}},
@@ -823,6 +928,8 @@ def _inherit(section: _Section, parent: _Inherited) -> _Inherited:
         responses_api=responses_api,
         mock=parent.mock if mock is None else _read_mock(mock, parent.mock),
         provider_params={**inherited_params, **{str(k): (v, where) for k, v in params.items()}},
+        env=env,
+        from_file=parent.from_file,
     )
 
 
@@ -837,12 +944,16 @@ def _build_target(section: _Section, name: str, weight: float, inherited: _Inher
     params, secrets = _provider_params(kind, inherited.provider_params, section.errors)
     base_url = inherited.base_url or kind.default_base_url
     if base_url:
-        try:
-            url = URL(base_url)
-        except ValueError:  # yarl refuses a port out of range, an unclosed IPv6 bracket, ...
-            url = URL()
-        if url.scheme not in ("http", "https") or not url.host:
-            section.error("baseUrl", f"must be an http(s) URL, got {base_url!r}")
+        problem = _base_url_problem(base_url)
+        if problem is not None:
+            section.error("baseUrl", problem)
+    refs: dict[str, str] = {}
+    for setting, found in inherited.env.items():
+        for value, reference in found.items():
+            refs.setdefault(value, reference)
+            if setting == "baseUrl" and value.rstrip("/") not in ("", value):  # the URL is kept without it
+                refs.setdefault(value.rstrip("/"), reference)
+    env_refs = _longest_first(refs)
     return Target(
         name=name,
         provider=provider,
@@ -859,7 +970,70 @@ def _build_target(section: _Section, name: str, weight: float, inherited: _Inher
         mock=inherited.mock,
         provider_params=MappingProxyType(params),
         param_secrets=secrets,
+        env_values=tuple(env_refs),
+        env_refs=env_refs,
     )
+
+
+def _base_url_problem(base_url: str) -> str | None:
+    """Why requests could never be sent to `base_url`, or None. Never quotes its userinfo."""
+    shown = mask_userinfo(base_url)
+    try:
+        url = URL(base_url)
+    except ValueError:  # yarl refuses a port out of range, an unclosed IPv6 bracket, ...
+        return f"must be an http(s) URL, got {shown!r}"
+    if url.scheme not in ("http", "https") or not url.host:
+        return f"must be an http(s) URL, got {shown!r}"
+    if url.user is not None or url.password is not None:
+        # aiohttp would send them as Basic auth, which clashes with the Bearer apiKey (every request
+        # fails) and shows them in every URL logged: credentials go in apiKey or headers
+        return "must not carry credentials (user:password@): put them in apiKey or headers"
+    if url.query_string or url.fragment or "?" in base_url or "#" in base_url:
+        return f"must not carry credentials, a query or a fragment: endpoint paths are appended to it, got {shown!r}"
+    if any(ch.isspace() or not ch.isprintable() for ch in base_url):
+        return f"must not contain spaces or control characters, got {shown!r}"
+    return None
+
+
+_HEADER_NAME: Final = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # an HTTP field name (RFC 9110 5.6.2)
+# Headers the HTTP client writes from the body and the connection: a target's own would break the framing.
+_FRAMING_HEADERS: Final = frozenset(
+    {"content-length", "transfer-encoding", "connection", "keep-alive", "upgrade", "te", "trailer", "expect"}
+)
+
+
+def _header_value_problem(value: str) -> str | None:
+    """Why `value` cannot be an HTTP header value, or None."""
+    if any(ch != "\t" and (ord(ch) < 0x20 or ord(ch) == 0x7F) for ch in value):
+        return "must not contain control characters (CR, LF, NUL, ...)"
+    try:
+        value.encode("latin-1")
+    except UnicodeEncodeError:
+        return "must be Latin-1 text (HTTP header values are)"
+    return None
+
+
+def _check_json(value: Any, path: str, errors: list[str]) -> None:
+    """Report each part of `value` that a JSON request body cannot carry."""
+    if value is None or isinstance(value, (str, bool)):
+        return
+    if isinstance(value, int):
+        if not -(2**63) <= value < 2**64:
+            errors.append(f"{path}: an integer beyond 64 bits cannot be sent in a JSON body")
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            errors.append(f"{path}: must be a finite number (JSON has no {value!r}), got {value!r}")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                errors.append(f"{path}: keys must be strings, got {_kind(key)}")
+                continue
+            _check_json(item, _join(path, key), errors)
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            _check_json(item, f"{path}[{index}]", errors)
+    else:  # a date, bytes (!!binary), a set (!!set), ...
+        errors.append(f"{path}: must be a JSON value (text, number, boolean, null, list or mapping), got {_kind(value)}")
 
 
 def _provider_params(
