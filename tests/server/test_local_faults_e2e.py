@@ -1,0 +1,203 @@
+"""The gateway's own faults are not the upstream's: out of file descriptors, it answers 503 gateway_overloaded.
+
+The exhaustion is real (tests/support/descriptors.py): the process's limit lowered and every
+descriptor under it taken, so the gateway's socket() for an upstream connection fails with EMFILE
+from the kernel, while the client's keep-alive connection, open before, carries the request and
+its answer. The route is a fallback whose targets' breakers open at the first failure: the answer
+must be the 503 (type and code gateway_overloaded, Retry-After), counted in
+gateway_overloaded_total{reason="emfile"}, with no attempt in the upstream series, no fallback to
+the second target (its call would need a descriptor too), and every breaker closed. Once
+descriptors are free again, the same route answers.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from typing import Any
+
+import openai
+import orjson
+import pytest
+from aiohttp import web
+
+from gateway.config import Target, parse_config
+from gateway.dispatch import Result
+from gateway.errors import OverloadedError
+from gateway.observe import Observer, Trace
+from gateway.providers.base import shortage
+from gateway.routing import answered
+from gateway.server.relay import relay_stream
+from gateway.sse import Event, parse_event
+from tests.conftest import Gateway
+from tests.fakes import FakeUpstream, chunk
+from tests.support.descriptors import exhausted_descriptors
+from tests.support.scrape import health, metrics_text, samples, total
+
+QUESTION = [{"role": "user", "content": "hi"}]
+FIRST = chunk({"role": "assistant", "content": "Hi"})
+
+
+def fallback(primary: FakeUpstream, secondary: FakeUpstream) -> str:
+    return f"""
+    routes:
+      warm: {{provider: mock}}
+      chat:
+        strategy: {{mode: fallback}}
+        breaker: {{failures: 1, cooldownSeconds: 60}}
+        targets:
+          - {{name: primary, provider: openai, baseUrl: "{primary.url}", apiKey: k}}
+          - {{name: secondary, provider: openai, baseUrl: "{secondary.url}", apiKey: k}}
+    """
+
+
+async def ask(client: openai.AsyncOpenAI, *, stream: bool) -> str:
+    if not stream:
+        answer = await client.chat.completions.create(model="chat", messages=QUESTION)  # type: ignore[arg-type]
+        return answer.choices[0].message.content or ""
+    chunks = await client.chat.completions.create(model="chat", messages=QUESTION, stream=True)  # type: ignore[arg-type]
+    return "".join([c.choices[0].delta.content or "" async for c in chunks if c.choices])  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
+async def test_out_of_descriptors_is_a_503_of_the_gateway_not_the_upstreams(
+    gateway: Gateway, make_upstream: Any, stream: bool
+) -> None:
+    primary, secondary = await make_upstream(), await make_upstream()
+    client = await gateway(fallback(primary, secondary))
+    await client.chat.completions.create(model="warm", messages=QUESTION)  # type: ignore[arg-type]  # the client's connection, kept open
+    with exhausted_descriptors(), pytest.raises(openai.APIStatusError) as caught:
+        await ask(client, stream=stream)
+    error = caught.value
+    assert error.status_code == 503, error.response.text
+    body = error.response.json()
+    assert set(body) == {"error"} and set(body["error"]) == {"message", "type", "param", "code"}, body
+    assert body["error"]["type"] == body["error"]["code"] == "gateway_overloaded"
+    assert error.response.headers["retry-after"] == "1"
+    assert (primary.calls, secondary.calls) == (0, 0)  # no fallback: the second call needs a descriptor too
+
+    found = samples(await metrics_text(client))
+    assert total(found, "gateway_overloaded_total", reason="emfile") == 1
+    assert total(found, "gateway_upstream_requests_total", route="chat") == 0
+    assert total(found, "gateway_fallbacks_total", route="chat") == 0
+    assert total(found, "gateway_requests_total", route="chat", status_code="503") == 1
+    targets = (await health(client))["routes"]["chat"]["targets"]
+    assert [(t["name"], t["state"], t["requests"], t["failures"]) for t in targets] == [
+        ("primary", "closed", 0, 0), ("secondary", "closed", 0, 0)
+    ]
+
+    assert await ask(client, stream=stream) == "Hello from upstream"  # descriptors are back: the route answers
+    assert (primary.calls, secondary.calls) == (1, 0)
+
+
+@pytest.mark.parametrize(
+    ("error", "reason"),
+    [(OSError(24, "Too many open files"), "emfile"), (OSError(23, "Too many open files in system"), "enfile"),
+     (OSError(105, "No buffer space available"), "enobufs"), (OSError(12, "Cannot allocate memory"), "enomem")],
+)
+def test_each_shortage_is_found_behind_the_transports_errors(error: OSError, reason: str) -> None:
+    """As aiohttp and httpx wrap it: the OS error is the cause (or context) of theirs."""
+    import aiohttp
+
+    wrapped = aiohttp.ClientConnectorError(aiohttp.client_reqrep.ConnectionKey("h", 80, False, True, None, None, None), error)
+    try:
+        try:
+            raise error
+        except OSError as inner:
+            raise RuntimeError("transport") from inner
+    except RuntimeError as outer:
+        chained = outer
+    for exc in (error, wrapped, chained):
+        found = shortage(exc)
+        assert isinstance(found, OverloadedError) and found.reason == reason
+    assert shortage(ConnectionRefusedError(111, "Connection refused")) is None
+    assert shortage(OSError(None, "Multiple exceptions")) is None
+
+
+def test_litellm_targets_tell_the_shortage_too() -> None:
+    import httpx
+
+    from gateway.providers.litellm import map_failure  # imports litellm: seconds, here only
+
+    target = parse_config("routes: {chat: {provider: groq, apiKey: k}}").routes["chat"].first_target
+    try:
+        try:
+            raise OSError(24, "Too many open files")
+        except OSError as inner:
+            raise httpx.ConnectError("connect failed") from inner
+    except httpx.ConnectError as outer:
+        failure = map_failure(outer, target)
+    assert isinstance(failure, OverloadedError) and failure.reason == "emfile"
+
+
+SCRIPT = """
+from gateway.config import parse_config
+from gateway.metrics import Metrics
+from gateway.observe import Trace
+
+config = parse_config("routes: {chat: {name: a, provider: mock}}")
+metrics = Metrics(config)
+target = config.routes["chat"].first_target
+for _ in range(2):
+    Trace(metrics, "req", "POST", "/v1/chat/completions").overloaded(target, "emfile")
+print(metrics.exposition().decode())
+"""
+
+
+def test_the_count_is_kept_alone_and_across_workers(tmp_path: Any) -> None:
+    """Counted in one process's numbers, and in the workers' shared files (PROMETHEUS_MULTIPROC_DIR)."""
+    env = {k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"}
+    for mode in ({}, {"PROMETHEUS_MULTIPROC_DIR": str(tmp_path)}):
+        done = subprocess.run([sys.executable, "-c", SCRIPT], env={**env, **mode}, capture_output=True, text=True, timeout=60, check=True)
+        found = samples(done.stdout)
+        assert total(found, "gateway_overloaded_total", reason="emfile") == 2, (mode, done.stdout)
+        assert total(found, "gateway_upstream_requests_total") == 0
+
+
+class _Recorder(Observer):
+    def __init__(self) -> None:
+        self.shortages: list[tuple[str, str]] = []
+
+    def overloaded(self, trace: Trace, target: Target, reason: str) -> None:
+        self.shortages.append((target.name, reason))
+
+
+class _ShortAfterTheCommit:
+    """A committed stream whose next read fails for the gateway's own shortage."""
+
+    def __init__(self) -> None:
+        self.status = 200
+        self.headers: dict[str, str] = {}
+        self.closed = False
+
+    async def next_event(self) -> Event | None:
+        raise OverloadedError("enobufs")
+
+    async def next_batch(self) -> list[Event]:
+        raise OverloadedError("enobufs")
+
+    def ready(self) -> list[Event]:
+        return []
+
+    async def close(self) -> None:
+        self.closed = True
+
+
+async def test_a_shortage_after_the_commit_ends_the_stream_with_the_gateways_own_error(aiohttp_client: Any) -> None:
+    target = parse_config("routes: {chat: {name: a, provider: mock}}").routes["chat"].first_target
+    recorder, stream = _Recorder(), _ShortAfterTheCommit()
+
+    async def relay(request: web.Request) -> web.StreamResponse:
+        result = Result(target, [], answered(200), "ok", None, stream, parse_event(FIRST[:-2]), None, ())
+        return await relay_stream(request, result, {}, trace=Trace(recorder))
+
+    app = web.Application()
+    app.router.add_get("/", relay)
+    client = await aiohttp_client(app)
+    response = await client.get("/")
+    events = [event for event in (await response.read()).split(b"\n\n") if event]
+    assert response.status == 200 and events[0] + b"\n\n" == FIRST
+    error = orjson.loads(events[1].removeprefix(b"data: "))["error"]
+    assert error["code"] == error["type"] == "gateway_overloaded" and len(events) == 2  # no [DONE]
+    assert recorder.shortages == [("a", "enobufs")] and stream.closed
