@@ -6,7 +6,8 @@ header value with a line break or a NUL, a header value that is not text, URLs y
 refuse, TLS to a plain HTTP server. The loader may refuse some of these configs; the runtime
 must hold without it, so the targets are changed after loading (tests/support/configs.py). Each
 goes through every path that calls an upstream: chat completions passed through, the Responses
-API passed through and translated, the Messages API translated, streamed or not.
+API passed through and translated, the Messages API translated and passed through (an anthropic
+target), streamed or not.
 """
 
 from __future__ import annotations
@@ -38,13 +39,15 @@ BROKEN: dict[str, Callable[[int], dict[str, Any]]] = {
     "not-http": lambda port: {"base_url": f"ftp://127.0.0.1:{port}/v1"},
     "tls-to-plain-http": lambda port: {"base_url": f"https://127.0.0.1:{port}/v1"},
 }
-APIS = ("chat", "responses-native", "responses-translated", "messages-translated")
+APIS = ("chat", "responses-native", "responses-translated", "messages-translated", "messages-native")
 
 
 def config(broken: FakeUpstream, healthy: FakeUpstream, api: str, case: str) -> Config:
     """Route `fb` (the broken target, then a healthy one) and `alone` (a broken target alone)."""
     mode = "translate" if api == "responses-translated" else "native"
     broken_target = f'provider: openai, baseUrl: "{broken.url}", apiKey: k, responsesApi: {mode}'
+    if api == "messages-native":  # Anthropic's own API, passed through (its baseUrl is the host's root)
+        broken_target = f'provider: anthropic, baseUrl: "{broken.url.removesuffix("/v1")}", apiKey: k'
     loaded = parse_config(textwrap.dedent(f"""
         routes:
           fb:
@@ -81,9 +84,12 @@ async def ask(client: openai.AsyncOpenAI, api: str, route: str, *, stream: bool)
             return "".join([text async for text in texts.text_stream])
 
 
+# An anthropic target's key goes in x-api-key, which aiohttp sends beside a URL's credentials.
+CASES = [(case, api) for case in BROKEN for api in APIS if (case, api) != ("credentials-in-url-beside-api-key", "messages-native")]
+
+
 @pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
-@pytest.mark.parametrize("api", APIS)
-@pytest.mark.parametrize("case", list(BROKEN))
+@pytest.mark.parametrize(("case", "api"), CASES, ids=[f"{case}-{api}" for case, api in CASES])
 async def test_a_call_that_cannot_be_made_fails_its_attempt(
     gateway: Gateway, make_upstream: Any, case: str, api: str, stream: bool
 ) -> None:
