@@ -10,6 +10,13 @@ What an OpenAI-compatible upstream cannot be told, and so is dropped or approxim
   `cache_control`, citations, `service_tier` and any other option not listed in `to_chat`.
 - Several `system` text blocks become one system message, joined with newlines; an assistant
   turn's text blocks become one string (Anthropic splits one text into blocks at citations).
+  A message of role `system` among the messages (Claude Code sends its environment so) is a
+  system message at that place.
+- Claude Code's `x-anthropic-billing-header:` system block is left out: it is for Anthropic's
+  billing, and it would keep a chat upstream from caching the prompt's prefix across sessions.
+- A tool with `defer_loading` is left out: Anthropic keeps it from the model until a tool search
+  loads it, and a chat upstream has no such search (Claude Code's own placeholder is one).
+- What is left out is told to the log (`dropped.DROPS`), once per field at INFO.
 - A `tool_result` becomes a `tool` message with its text joined by newlines and `is_error` as an
   `Error: ` prefix; images and documents in it move to a user message right after the tool
   messages, as a tool message cannot carry them.
@@ -31,9 +38,18 @@ from typing import Any, TypeGuard
 import orjson
 
 from gateway.translate import MalformedAnswer, TranslationError
+from gateway.translate.dropped import DROPS
 
 JSON = dict[str, Any]
 
+# Top-level keys to_chat reads; any other is left out (and told to the log).
+_READ = frozenset({
+    "model", "max_tokens", "system", "messages", "tools", "tool_choice", "stop_sequences", "temperature",
+    "top_p", "top_k", "metadata", "output_config", "stream",
+})
+# Claude Code's first system block: a header for Anthropic's billing, not for the model. It changes
+# between sessions, so a chat upstream that kept it would cache no prompt prefix across them.
+_BILLING_HEADER = "x-anthropic-billing-header:"
 _USER_BLOCKS = "text, image, document, tool_result"
 _ASSISTANT_BLOCKS = "text, tool_use, thinking, redacted_thinking"
 _DATA_URL = re.compile(r"data:([^;,]+);base64,(.*)", re.DOTALL)
@@ -90,16 +106,48 @@ def to_chat(body: Any) -> JSON:
         payload["stream"] = _boolean(stream, "stream")
         if stream:  # the final usage chunk carries what message_delta reports as output_tokens
             payload["stream_options"] = {"include_usage": True}
+    if dropped := _dropped(request):
+        DROPS.dropped("messages", dropped)
     return payload
 
 
-def _system_to_chat(system: Any) -> list[JSON]:
+def _dropped(request: JSON) -> list[str]:
+    """What to_chat left out of a request it translated: options, cache marks, thinking, deferred tools."""
+    dropped = [key for key in request if key not in _READ]
+    config = request.get("output_config")
+    if isinstance(config, dict):
+        dropped += [f"output_config.{key}" for key in config if key != "format"]
+    system = list(_listed(request.get("system")))  # copies: the request's own lists stay as they are
+    blocks = list(_listed(request.get("tools")))
+    for message in _listed(request.get("messages")):
+        if isinstance(message, dict):
+            (system if message.get("role") == "system" else blocks).extend(_listed(message.get("content")))
+    if any(isinstance(block, dict) and str(block.get("text")).startswith(_BILLING_HEADER) for block in system):
+        dropped.append("the x-anthropic-billing-header system block")
+    for block in system + blocks:
+        if isinstance(block, dict):
+            if "cache_control" in block:
+                dropped.append("cache_control")
+            if block.get("type") in ("thinking", "redacted_thinking"):
+                dropped.append("thinking blocks")
+            if block.get("defer_loading") is True:
+                dropped.append("tools with defer_loading")
+    return dropped
+
+
+def _listed(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _system_to_chat(system: Any, path: str = "system") -> list[JSON]:
+    """The system message of a `system` prompt (or a system message's content): its text blocks joined."""
     if system is None:
         return []
     if isinstance(system, str):
         text = system
     else:
-        text = "\n".join(_text_of(block, _item("system", i)) for i, block in enumerate(_array(system, "system")))
+        texts = (_text_of(block, _item(path, i)) for i, block in enumerate(_array(system, path)))
+        text = "\n".join(text for text in texts if not text.startswith(_BILLING_HEADER))
     return [{"role": "system", "content": text}] if text else []
 
 
@@ -124,8 +172,10 @@ def _messages_to_chat(value: Any, path: str) -> list[JSON]:
 def _message_to_chat(value: Any, path: str, *, last: bool) -> list[JSON]:
     message = _object(value, path)
     role = message.get("role")
+    if role == "system":  # instructions between turns (Claude Code's environment, reminders): chat has them too
+        return _system_to_chat(_required(message, "content", path), _at(path, "content"))
     if role != "user" and role != "assistant":
-        raise _invalid(_at(path, "role"), "must be 'user' or 'assistant'", role)
+        raise _invalid(_at(path, "role"), "must be 'user', 'assistant' or 'system'", role)
     content_path = _at(path, "content")
     content = _required(message, "content", path)
     if not isinstance(content, str):
@@ -286,6 +336,8 @@ def _tools_to_chat(value: Any, path: str) -> list[JSON]:
     for i, item in enumerate(_array(value, path)):
         tool_path = _item(path, i)
         tool = _object(item, tool_path)
+        if tool.get("defer_loading") is True:  # hidden from the model until a tool search it lacks loads it
+            continue
         kind = tool.get("type")
         if kind is not None and kind != "custom":
             raise _invalid(_at(tool_path, "type"), "must be 'custom': Anthropic's server tools need an Anthropic target", kind)

@@ -5,13 +5,19 @@ Pure translation, no I/O: `to_chat` turns a Responses request into a chat comple
 turns chat chunks into Responses SSE events as they arrive.
 
 What chat completions cannot do is refused with a TranslationError (a 400 naming the dotted
-param): OpenAI's built-in tools, state kept by a Responses upstream (`previous_response_id`,
-`conversation`, `prompt`, `background`, `context_management`, `moderation`), file ids and file
-URLs, and input items other than messages, function calls and their outputs. What only tunes
-OpenAI's own service is dropped: `metadata` (echoed back), `store` (a translated response is
-never stored), `include`, `truncation`, `max_tool_calls`, `top_logprobs`, `stream_options`,
-`prompt_cache_options`, `reasoning.summary` and `reasoning` input items. Keys this module does
-not know pass through to the chat payload, as the chat endpoint passes a client's extras.
+param): OpenAI's built-in tools other than web search, state kept by a Responses upstream
+(`previous_response_id`, `conversation`, `prompt`, `background`, `context_management`,
+`moderation`), file ids and file URLs, and input items other than messages, function calls and
+their outputs. What only tunes OpenAI's own service is dropped: `metadata` (echoed back), `store`
+(a translated response is never stored), `include`, `truncation`, `max_tool_calls`,
+`top_logprobs`, `stream_options`, `prompt_cache_options`, `client_metadata`, `reasoning.summary`,
+`reasoning.context` and `reasoning` input items. An offered web search tool is dropped too (the
+model answers without searching; a tool_choice that forces it is refused). What is dropped is
+told to the log (`dropped.DROPS`), once per field at INFO. Keys this module does not know pass
+through to the chat payload, as the chat endpoint passes a client's extras.
+
+Tools grouped in a `namespace` (Codex sends its agent tools so) become chat functions named
+`<namespace>__<name>`; the calls of the answer carry their namespace and name apart again.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from typing import Any, Literal, TypeVar
 import orjson
 
 from gateway.translate import MalformedAnswer, TranslationError
+from gateway.translate.dropped import DROPS
 
 __all__ = ["MalformedAnswer", "StreamTranslator", "TranslationError", "from_chat", "to_chat"]
 
@@ -42,8 +49,15 @@ _NATIVE_ONLY: dict[str, str] = {
 _RESPONSES_KEYS = frozenset(_NATIVE_ONLY) | {
     "input", "instructions", "tools", "tool_choice", "parallel_tool_calls", "max_output_tokens",
     "text", "reasoning", "stream", "stream_options", "metadata", "store", "include", "truncation",
-    "max_tool_calls", "top_logprobs", "prompt_cache_options",
+    "max_tool_calls", "top_logprobs", "prompt_cache_options", "client_metadata",
 }
+# Of those, what only OpenAI's own service acts on: left out, and told to the log.
+_DROPPED_KEYS = ("include", "truncation", "max_tool_calls", "top_logprobs", "prompt_cache_options",
+                 "client_metadata")
+# Built-in tools a request may offer and the model do without: dropped, unless tool_choice forces one.
+_OFFERED_ONLY = frozenset({"web_search", "web_search_preview", "web_search_2025_08_26",
+                           "web_search_preview_2025_03_11"})
+_NAMESPACE_JOIN = "__"
 _EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
 _VERBOSITIES = ("low", "medium", "high")
 _CHOICE_MODES = ("none", "auto", "required")
@@ -194,7 +208,42 @@ def to_chat(body: Any) -> dict[str, Any]:
         payload["stream"] = stream
         if stream:  # the usage of response.completed comes in the last chunk, only when asked for
             payload["stream_options"] = {"include_usage": True}
+    if dropped := _dropped(body, reasoning):
+        DROPS.dropped("responses", dropped)
     return payload
+
+
+def _dropped(body: Mapping[str, Any], reasoning: Mapping[str, Any]) -> list[str]:
+    """What to_chat left out of a request it translated (besides what it never forwards: store, metadata)."""
+    dropped = [key for key in _DROPPED_KEYS if body.get(key) is not None]
+    dropped += [f"reasoning.{key}" for key in reasoning if key != "effort"]
+    tools = body.get("tools")
+    for tool in tools if isinstance(tools, list) else ():
+        if isinstance(tool, dict) and tool.get("type") in _OFFERED_ONLY:
+            dropped.append(f"the {tool['type']} tool")
+    items = body.get("input")
+    if isinstance(items, list) and any(isinstance(item, dict) and item.get("type") == "reasoning" for item in items):
+        dropped.append("reasoning items")
+    return dropped
+
+
+def qualified(namespace: str | None, name: str) -> str:
+    """The chat function name of tool `name` in `namespace` (none: the name itself)."""
+    return name if namespace is None else f"{namespace}{_NAMESPACE_JOIN}{name}"
+
+
+def namespaced(request: Mapping[str, Any]) -> dict[str, tuple[str, str]]:
+    """(namespace, name) by chat function name, for the namespaced tools `request` offers."""
+    found: dict[str, tuple[str, str]] = {}
+    tools = request.get("tools")
+    for group in tools if isinstance(tools, list) else ():
+        if not isinstance(group, dict) or group.get("type") != "namespace" or not isinstance(group.get("name"), str):
+            continue
+        members = group.get("tools")
+        for tool in members if isinstance(members, list) else ():
+            if isinstance(tool, dict) and isinstance(tool.get("name"), str):
+                found[qualified(group["name"], tool["name"])] = (group["name"], tool["name"])
+    return found
 
 
 def _messages(body: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -224,10 +273,11 @@ def _add_item(messages: list[dict[str, Any]], item: Any, at: str) -> None:
         case "message":
             messages.append(_message(item, at))
         case "function_call":
+            namespace = _optional(item, "namespace", _str, f"{at}.namespace")
             call = {
                 "id": _str(item.get("call_id"), f"{at}.call_id"),
                 "type": "function",
-                "function": {"name": _str(item.get("name"), f"{at}.name"),
+                "function": {"name": qualified(namespace, _str(item.get("name"), f"{at}.name")),
                              "arguments": _str(item.get("arguments"), f"{at}.arguments")},
             }
             # Responses splits an assistant turn into a message and function_call items; chat, one message.
@@ -319,21 +369,36 @@ def _input_part(part: Any, at: str) -> dict[str, Any]:
 
 
 def _tools(value: Any, at: str) -> list[dict[str, Any]]:
-    """Chat function tools for the Responses tools; a built-in tool is refused."""
+    """Chat function tools for the Responses tools (a namespace's flattened); web search is dropped, other built-ins refused."""
     tools = []
     for index, tool in enumerate(_array(value, at)):
         where = f"{at}[{index}]"
         kind = _object(tool, where).get("type")
-        if kind != "function":
-            if isinstance(kind, str):
+        match kind:
+            case "function":
+                tools.append(_function(tool, where, None))
+            case "namespace":
+                namespace = _str(tool.get("name"), f"{where}.name")
+                for number, member in enumerate(_array(tool.get("tools"), f"{where}.tools")):
+                    inner = f"{where}.tools[{number}]"
+                    if _object(member, inner).get("type") != "function":
+                        raise _one_of(f"{inner}.type", ("function",), member.get("type"))
+                    tools.append(_function(member, inner, namespace))
+            case str() if kind in _OFFERED_ONLY:
+                pass  # an offer the model can do without: it answers from what it knows
+            case str():
                 raise _untranslatable(f"{where}.type", f"the built-in tool {kind[:40]!r}")
-            raise _invalid(f"{where}.type", "a string", kind)
-        function: dict[str, Any] = {"name": _str(tool.get("name"), f"{where}.name")}
-        for key, read in (("description", _str), ("parameters", _object), ("strict", _bool)):
-            if (setting := _optional(tool, key, read, f"{where}.{key}")) is not None:
-                function[key] = setting
-        tools.append({"type": "function", "function": function})
+            case _:
+                raise _invalid(f"{where}.type", "a string", kind)
     return tools
+
+
+def _function(tool: dict[str, Any], at: str, namespace: str | None) -> dict[str, Any]:
+    function: dict[str, Any] = {"name": qualified(namespace, _str(tool.get("name"), f"{at}.name"))}
+    for key, read in (("description", _str), ("parameters", _object), ("strict", _bool)):
+        if (setting := _optional(tool, key, read, f"{at}.{key}")) is not None:
+            function[key] = setting
+    return {"type": "function", "function": function}
 
 
 def _tool_choice(value: Any, at: str) -> str | dict[str, Any]:
@@ -343,7 +408,8 @@ def _tool_choice(value: Any, at: str) -> str | dict[str, Any]:
         return value
     kind = _object(value, at).get("type")
     if kind == "function":
-        return {"type": "function", "function": {"name": _str(value.get("name"), f"{at}.name")}}
+        namespace = _optional(value, "namespace", _str, f"{at}.namespace")
+        return {"type": "function", "function": {"name": qualified(namespace, _str(value.get("name"), f"{at}.name"))}}
     if kind == "allowed_tools":
         mode = value.get("mode")
         if mode not in ("auto", "required"):
@@ -440,6 +506,7 @@ class _Call:
     call_id: str
     name: str
     pieces: list[str] = field(default_factory=list)
+    namespace: str | None = None
 
 
 _Item = _Message | _Call
@@ -456,8 +523,11 @@ def _render(item: _Item, item_id: str, status: str, *, empty: bool = False) -> d
     if isinstance(item, _Message):
         content = [] if empty else [part.render() for part in item.parts]
         return {"id": item_id, "type": "message", "role": "assistant", "status": status, "content": content}
-    return {"id": item_id, "type": "function_call", "status": status, "call_id": item.call_id,
-            "name": item.name, "arguments": "" if empty else "".join(item.pieces)}
+    rendered = {"id": item_id, "type": "function_call", "status": status, "call_id": item.call_id,
+                "name": item.name, "arguments": "" if empty else "".join(item.pieces)}
+    if item.namespace is not None:
+        rendered["namespace"] = item.namespace
+    return rendered
 
 
 def _tokens(value: Any) -> int:
@@ -505,6 +575,15 @@ class _Reply:
     items: list[_Item] = field(default_factory=list)
     finish_reason: str | None = None
     usage: Any = None
+    namespaced: dict[str, tuple[str, str]] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.namespaced = namespaced(self.request)
+
+    def name(self, call: _Call) -> None:
+        """Give `call` the namespace and name of the namespaced tool its chat function name stands for."""
+        if (found := self.namespaced.get(call.name)) is not None:
+            call.namespace, call.name = found
 
     def item_id(self, index: int) -> str:
         return _item_id(self.response_id, self.items[index], index)
@@ -569,7 +648,8 @@ def from_chat(
             raise MalformedAnswer(f"{where}.function.name is missing")
         call_id = _answer_text(call.get("id"), f"{where}.id") or f"call_{response_id}_{number}"
         arguments = _answer_text(function.get("arguments"), f"{where}.function.arguments") or ""
-        reply.items.append(_Call(call_id, name, [arguments]))
+        reply.items.append(call := _Call(call_id, name, [arguments]))
+        reply.name(call)
     finish = choices[0].get("finish_reason")
     reply.finish_reason = finish if isinstance(finish, str) else None
     return reply.render(final=True)
@@ -733,6 +813,7 @@ class StreamTranslator:
         if output_index is None and call.name:
             output_index = self._indexes[index] = len(self._reply.items)
             call.call_id = call.call_id or f"call_{self._reply.response_id}_{index}"
+            self._reply.name(call)
             self._reply.items.append(call)
             events.append(self._added(output_index))
             arguments = "".join(call.pieces)  # what arrived before the name, if anything

@@ -25,18 +25,46 @@ def _unavailable(message: str) -> None:
     pytest.skip(message)
 
 
-@pytest.fixture(scope="session")
-def node_client() -> Path:
-    """tests/clients/node/client.mjs with openai-node installed beside it (npm ci on first use)."""
+def _installed(path: str) -> Path:
+    """NODE_DIR/node_modules/`path`, after `npm ci` installed package-lock.json when it is missing."""
     if shutil.which("node") is None or shutil.which("npm") is None:
         _unavailable("node and npm are not installed (Debian: apt-get install nodejs npm)")
-    if not (NODE_DIR / "node_modules" / "openai").is_dir():
+    installed = NODE_DIR / "node_modules" / path
+    if not installed.exists():
         done = subprocess.run(
-            ["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=NODE_DIR, capture_output=True, timeout=300
+            ["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=NODE_DIR, capture_output=True, timeout=600
         )
         if done.returncode != 0:
             _unavailable(f"npm ci failed in {NODE_DIR}: {done.stderr.decode(errors='replace')[-500:]}")
+    return installed
+
+
+def _cli(name: str) -> Path:
+    """The pinned agent CLI `name` (node_modules/.bin), checked to start: its native binary must fit this machine."""
+    binary = _installed(f".bin/{name}")
+    done = subprocess.run([str(binary), "--version"], capture_output=True, timeout=120)
+    if done.returncode != 0:
+        _unavailable(f"{name} --version failed: {done.stderr.decode(errors='replace')[-500:]}")
+    return binary
+
+
+@pytest.fixture(scope="session")
+def node_client() -> Path:
+    """tests/clients/node/client.mjs with openai-node installed beside it (npm ci on first use)."""
+    _installed("openai")
     return NODE_DIR / "client.mjs"
+
+
+@pytest.fixture(scope="session")
+def claude_code() -> Path:
+    """Claude Code (@anthropic-ai/claude-code, pinned in node/package.json), installed on first use."""
+    return _cli("claude")
+
+
+@pytest.fixture(scope="session")
+def codex_cli() -> Path:
+    """The Codex CLI (@openai/codex, pinned in node/package.json), installed on first use."""
+    return _cli("codex")
 
 
 async def run_node(script: Path, client: openai.AsyncOpenAI, scenario: str, model: str, **env: str) -> Any:

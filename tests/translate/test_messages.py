@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import logging
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from typing import Any
+from unittest.mock import patch
 
 import anthropic
 import httpx
@@ -25,6 +27,7 @@ from openai.types.chat import completion_create_params
 from pydantic import TypeAdapter
 
 from gateway.memory.policies import normalize, resent_length
+from gateway.translate.dropped import DropLog
 from gateway.translate.messages import (
     MalformedAnswer,
     StreamTranslator,
@@ -103,6 +106,62 @@ def test_system_string_or_text_blocks_become_one_system_message() -> None:
     assert chat_messages(request(user("hi"), system=blocks))[0] == {
         "role": "system", "content": "You are terse.\nAnswer in French."}
     assert chat_messages(request(user("hi"), system=""))[0]["role"] == "user"
+
+
+def test_a_system_message_among_the_messages_is_a_system_message_in_its_place() -> None:
+    # Claude Code sends its environment so, between the first question and the answer
+    environment = {"role": "system", "content": [{"type": "text", "text": "cwd: /w", "cache_control": {"type": "ephemeral"}},
+                                                 {"type": "text", "text": "Shell: bash"}]}
+    messages = chat_messages(request(user("hi"), environment, assistant("Hello."), {"role": "system", "content": "Be brief."},
+                                     user("And?"), system="Be kind."))
+    assert messages == [{"role": "system", "content": "Be kind."}, {"role": "user", "content": "hi"},
+                        {"role": "system", "content": "cwd: /w\nShell: bash"}, {"role": "assistant", "content": "Hello."},
+                        {"role": "system", "content": "Be brief."}, {"role": "user", "content": "And?"}]
+    assert chat_messages(request(user("hi"), {"role": "system", "content": []})) == [{"role": "user", "content": "hi"}]
+
+
+def test_claude_codes_billing_header_block_is_left_out_of_the_system_message() -> None:
+    blocks = [{"type": "text", "text": "x-anthropic-billing-header: cc_version=2.1.332.1c9; cc_entrypoint=sdk-cli;"},
+              {"type": "text", "text": "You are an agent."}]
+    assert chat_messages(request(user("hi"), system=blocks))[0] == {"role": "system", "content": "You are an agent."}
+    quoted = [{"type": "text", "text": "Quote: x-anthropic-billing-header: is a header."}]
+    assert chat_messages(request(user("hi"), system=quoted))[0]["content"] == quoted[0]["text"]
+
+
+def test_a_tool_whose_loading_is_deferred_is_left_out() -> None:
+    placeholder = {"name": "DeferredToolPlaceholder", "description": "never call this tool",
+                   "input_schema": {"type": "object", "properties": {}}, "defer_loading": True}
+    payload = valid_chat(to_chat(request(user("hi"), tools=[*TOOLS, placeholder, {**TOOLS[0], "defer_loading": False}],
+                                         tool_choice={"type": "auto"})))
+    assert payload["tools"] == FUNCTIONS * 2
+    alone = to_chat(request(user("hi"), tools=[placeholder], tool_choice={"type": "auto"}))
+    assert not {"tools", "tool_choice"} & alone.keys()
+
+
+def test_what_is_left_out_is_told_once_at_info_then_at_debug(caplog: pytest.LogCaptureFixture) -> None:
+    drops = DropLog()
+    body = request(
+        user([{"type": "text", "text": "hi", "cache_control": {"type": "ephemeral"}}]),
+        assistant([{"type": "thinking", "thinking": "hm", "signature": "s"}, {"type": "text", "text": "Hello."}]),
+        user("Go on."),
+        system=[{"type": "text", "text": "x-anthropic-billing-header: cc_version=1;"}, {"type": "text", "text": "Be kind."}],
+        tools=[*TOOLS, {**TOOLS[0], "name": "later", "defer_loading": True}],
+        thinking={"type": "adaptive"}, context_management={"edits": []}, output_config={"effort": "medium"},
+    )
+    sent = copy.deepcopy(body)
+    with caplog.at_level(logging.DEBUG, logger="gateway.translate"), patch("gateway.translate.messages.DROPS", drops):
+        to_chat(body)
+        to_chat(body)
+    assert body == sent  # looking for what is left out changes nothing
+    lines = [(record.levelno, record.getMessage()) for record in caplog.records if record.name == "gateway.translate"]
+    named = ["cache_control", "context_management", "output_config.effort", "the x-anthropic-billing-header system block",
+             "thinking", "thinking blocks", "tools with defer_loading"]
+    assert [line.split(" request: ")[1].split(" left out")[0] for _, line in lines] == named * 2
+    assert [level for level, _ in lines] == [logging.INFO] * len(named) + [logging.DEBUG] * len(named)
+    caplog.clear()
+    with caplog.at_level(logging.DEBUG, logger="gateway.translate"), patch("gateway.translate.messages.DROPS", drops):
+        to_chat(request(user("hi"), system="Be kind.", tools=TOOLS, metadata={"user_id": "u"}))
+    assert not caplog.records
 
 
 def test_sampling_options_stop_sequences_user_and_stream_map_to_their_openai_names() -> None:
@@ -269,7 +328,10 @@ BAD_REQUESTS: dict[str, tuple[Callable[[dict[str, Any]], Any], str | None]] = {
     "no model": (lambda b: b.pop("model"), "model"),
     "no messages": (lambda b: b.update(messages=[]), "messages"),
     "messages not a list": (lambda b: b.update(messages={"role": "user"}), "messages"),
-    "system role": (lambda b: b["messages"].insert(0, {"role": "system", "content": "x"}), "messages[0].role"),
+    "tool role": (lambda b: b["messages"].insert(0, {"role": "tool", "content": "x"}), "messages[0].role"),
+    "system message block not text": (lambda b: b["messages"].insert(1, {"role": "system", "content": [{"type": "image"}]}),
+                                      "messages[1].content[0].type"),
+    "system message without content": (lambda b: b["messages"].insert(1, {"role": "system"}), "messages[1].content"),
     "empty user content": (lambda b: b["messages"][0].update(content=""), "messages[0].content"),
     "empty assistant turn mid-conversation": (lambda b: b["messages"][1].update(content=[]), "messages[1].content"),
     "unknown block type": (lambda b: b["messages"][2]["content"].insert(0, {"type": "audio"}), "messages[2].content[0].type"),

@@ -5,9 +5,11 @@ speaking the translation, and hostile requests, answers and chunks."""
 from __future__ import annotations
 
 import copy
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
+from unittest.mock import patch
 
 import openai
 import orjson
@@ -20,11 +22,13 @@ from openai.types.responses import Response, ResponseStreamEvent
 from pydantic import BaseModel, TypeAdapter
 
 from gateway.errors import InvalidRequestError
+from gateway.translate.dropped import DropLog
 from gateway.translate.responses import (
     MalformedAnswer,
     StreamTranslator,
     TranslationError,
     from_chat,
+    namespaced,
     to_chat,
 )
 
@@ -219,8 +223,50 @@ def test_a_stream_asks_for_its_usage() -> None:
 def test_service_only_keys_are_dropped_and_unknown_keys_pass() -> None:
     payload = to_chat(body(metadata={"team": "a"}, store=True, include=["reasoning.encrypted_content"],
                            truncation="auto", max_tool_calls=3, top_logprobs=2, background=False,
-                           previous_response_id=None, seed=7, stop=["\n"]))
+                           previous_response_id=None, seed=7, stop=["\n"], client_metadata={"session_id": "s"}))
     assert payload == {"model": "m", "messages": [{"role": "user", "content": "hi"}], "seed": 7, "stop": ["\n"]}
+
+
+def test_what_is_dropped_is_told_once_at_info_then_at_debug(caplog: pytest.LogCaptureFixture) -> None:
+    drops = DropLog()
+    request = body(include=["reasoning.encrypted_content"], client_metadata={"a": "b"},
+                   reasoning={"summary": "auto", "context": "all_turns"}, tools=[WEATHER, {"type": "web_search"}])
+    with caplog.at_level(logging.DEBUG, logger="gateway.translate"), patch("gateway.translate.responses.DROPS", drops):
+        to_chat(request)
+        to_chat(request)
+    lines = [(record.levelno, record.getMessage()) for record in caplog.records if record.name == "gateway.translate"]
+    named = ["client_metadata", "include", "reasoning.context", "reasoning.summary", "the web_search tool"]
+    assert [level for level, _ in lines] == [logging.INFO] * 5 + [logging.DEBUG] * 5
+    assert [line.split(" request: ")[1].split(" left out")[0] for _, line in lines] == named * 2
+    assert all(line.startswith("responses request: ") for _, line in lines)
+    caplog.clear()
+    with caplog.at_level(logging.DEBUG, logger="gateway.translate"), patch("gateway.translate.responses.DROPS", drops):
+        to_chat(body(store=False, metadata={"team": "a"}))  # never forwarded, and nothing lost: not told
+    assert not caplog.records
+
+
+@pytest.mark.parametrize("kind", ["web_search", "web_search_preview"])
+def test_an_offered_web_search_is_dropped_and_the_model_answers_without_it(kind: str) -> None:
+    payload = to_chat(body(tools=[WEATHER, {"type": kind, "external_web_access": False}], tool_choice="auto"))
+    assert [tool["function"]["name"] for tool in payload["tools"]] == ["weather"]
+    alone = to_chat(body(tools=[{"type": kind}], tool_choice="auto", parallel_tool_calls=True))
+    assert not {"tools", "tool_choice", "parallel_tool_calls"} & alone.keys()
+
+
+def test_a_web_search_the_request_forces_is_refused() -> None:
+    with pytest.raises(TranslationError) as caught:
+        to_chat(body(tools=[{"type": "web_search"}], tool_choice={"type": "web_search"}))
+    assert (caught.value.param, caught.value.code) == ("tool_choice.type", "unsupported_value")
+
+
+def test_namespaced_tools_are_functions_named_after_their_namespace() -> None:
+    group = {"type": "namespace", "name": "agents", "description": "Sub-agents",
+             "tools": [{**WEATHER, "name": "spawn"}, {"type": "function", "name": "close"}]}
+    payload = to_chat(body(tools=[WEATHER, group], tool_choice={"type": "function", "namespace": "agents", "name": "close"}))
+    assert [tool["function"]["name"] for tool in payload["tools"]] == ["weather", "agents__spawn", "agents__close"]
+    assert payload["tools"][1]["function"]["parameters"] == WEATHER["parameters"]
+    assert payload["tool_choice"] == {"type": "function", "function": {"name": "agents__close"}}
+    assert namespaced(body(tools=[WEATHER, group])) == {"agents__spawn": ("agents", "spawn"), "agents__close": ("agents", "close")}
 
 
 @pytest.mark.parametrize(("fields", "param", "code"), [
@@ -228,7 +274,9 @@ def test_service_only_keys_are_dropped_and_unknown_keys_pass() -> None:
     ({"conversation": "conv_1"}, "conversation", "unsupported_parameter"),
     ({"prompt": {"id": "pmpt_1"}}, "prompt", "unsupported_parameter"),
     ({"background": True}, "background", "unsupported_parameter"),
-    ({"tools": [WEATHER, {"type": "web_search"}]}, "tools[1].type", "unsupported_value"),
+    ({"tools": [WEATHER, {"type": "image_generation"}]}, "tools[1].type", "unsupported_value"),
+    ({"tools": [{"type": "namespace", "name": "ns", "tools": [{"type": "web_search"}]}]}, "tools[0].tools[0].type",
+     "invalid_value"),
     ({"tools": [{"type": "file_search", "vector_store_ids": ["vs_1"]}]}, "tools[0].type", "unsupported_value"),
     ({"tools": [{"type": "mcp", "server_label": "x"}]}, "tools[0].type", "unsupported_value"),
     ({"tools": [{"type": "code_interpreter", "container": "auto"}]}, "tools[0].type", "unsupported_value"),
@@ -293,11 +341,11 @@ def test_malformed_requests_name_the_dotted_param(request_body: Any, param: str 
 
 def test_a_translation_error_is_an_openai_shaped_400() -> None:
     with pytest.raises(InvalidRequestError) as caught:
-        to_chat(body(tools=[{"type": "web_search"}]))
+        to_chat(body(tools=[{"type": "file_search", "vector_store_ids": ["vs_1"]}]))
     assert caught.value.status == 400
     error = orjson.loads(caught.value.to_json())["error"]
     assert error["type"] == "invalid_request_error" and error["param"] == "tools[0].type"
-    assert "'web_search'" in error["message"] and "Responses API" in error["message"]
+    assert "'file_search'" in error["message"] and "Responses API" in error["message"]
 
 
 # -- from_chat ---------------------------------------------------------------------------------
@@ -675,7 +723,7 @@ async def test_sdk_stream_that_fails_midway_has_no_final_response(serve: Serve) 
 async def test_sdk_sees_a_refused_request_as_a_400(serve: Serve) -> None:
     client = await serve(Script())
     with pytest.raises(openai.BadRequestError) as caught:
-        await client.responses.create(model="m", input="hi", tools=[{"type": "web_search"}])
+        await client.responses.create(model="m", input="hi", tools=[{"type": "file_search", "vector_store_ids": ["vs_1"]}])
     assert caught.value.param == "tools[0].type"
 
 

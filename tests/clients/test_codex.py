@@ -1,0 +1,68 @@
+"""The Codex CLI (the pinned @openai/codex) in exec mode on routes whose targets are translated.
+
+`codex exec` runs as a user runs it, offline with its own CODEX_HOME whose config.toml names
+the gateway as a Responses API provider, against the built-in mock and against a scripted chat
+completions upstream where the model asks for a command (exec_command), Codex runs it and
+sends its output, and the model answers. What Codex sent is compared with
+tests/clients/fixtures/codex_*.json, whose fields tests/translate/test_agent_bodies.py
+translates one by one.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from tests.conftest import GATEWAY_KEY, Gateway
+from tests.fakes import FakeUpstream, Step, stream_of
+from tests.support.agent_clis import check_against_fixture, codex_env, run_cli, start_recorder, tool_call
+
+
+def config(upstream: FakeUpstream) -> str:
+    return f"""
+auth: {{keys: [{{name: team-a, key: {GATEWAY_KEY}}}]}}
+routes:
+  mock: {{provider: mock}}
+  chat: {{provider: openai, baseUrl: "{upstream.url}", apiKey: upstream-key, responsesApi: translate}}
+"""
+
+
+def exec_argv(codex: Path, prompt: str) -> list[str]:
+    # No sandbox: the one command run is the scripted model's `cat`, and a sandbox needs what CI may lack.
+    return [str(codex), "exec", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", prompt]
+
+
+async def test_exec_mode_on_the_mock(gateway: Gateway, upstream: FakeUpstream, tmp_path: Path, codex_cli: Path) -> None:
+    client = await gateway(config(upstream))
+    env = codex_env(tmp_path / "home", base_url=str(client.base_url).rstrip("/"), key=GATEWAY_KEY, model="mock")
+    ran = await run_cli(exec_argv(codex_cli, "Say hello"), env=env, cwd=tmp_path)
+    assert ran.returncode == 0, ran
+    assert 'last user message: "Say hello"' in ran.stdout, ran
+
+
+async def test_a_tool_round_trip_through_a_chat_upstream(
+    gateway: Gateway, upstream: FakeUpstream, tmp_path: Path, codex_cli: Path, aiohttp_server: Any
+) -> None:
+    client = await gateway(config(upstream))
+    recorder = await start_recorder(aiohttp_server, str(client.base_url))
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "note.txt").write_text("the secret word is pelican\n")
+    upstream.then(
+        Step(events=tool_call("call_exec_1", "exec_command", {"cmd": "cat note.txt"})),
+        Step(events=stream_of("The note says ", "pelican.")),
+    )
+    env = codex_env(tmp_path / "home", base_url=f"{recorder.url}/v1", key=GATEWAY_KEY, model="chat")
+    ran = await run_cli(exec_argv(codex_cli, "What does note.txt say?"), env=env, cwd=work)
+    assert ran.returncode == 0, ran
+    assert "The note says pelican." in ran.stdout, ran
+    question, answered = (request.body for request in upstream.requests)
+    assert "exec_command" in [tool["function"]["name"] for tool in question["tools"]]
+    assert answered["messages"][-2]["tool_calls"][0]["function"]["name"] == "exec_command"
+    result = answered["messages"][-1]
+    assert (result["role"], result["tool_call_id"]) == ("tool", "call_exec_1")
+    assert "the secret word is pelican" in result["content"]
+    sent = recorder.posted("/v1/responses")
+    assert len(sent) == 2, [path for path, _ in recorder.bodies]
+    check_against_fixture("codex_question.json", sent[0], tmp_path)
+    check_against_fixture("codex_tool_output.json", sent[1], tmp_path)

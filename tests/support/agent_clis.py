@@ -1,0 +1,207 @@
+"""Agent CLIs (Claude Code, the Codex CLI) run against a gateway: their settings, a recorder, a runner.
+
+Each CLI runs offline in a home of its own under the test's tmp_path: its telemetry, error
+reports and update checks are off, and its environment holds only what is set here. The
+`Recorder` sits between a CLI and the gateway, keeps every body the CLI sent and relays the
+answers as they stream, so a test can compare what the CLI sends today with the fixture
+captured when its version was pinned (`shape`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import orjson
+from aiohttp import web
+from aiohttp.test_utils import TestServer
+from yarl import URL
+
+from tests.fakes import chunk
+
+FIXTURES = Path(__file__).parent.parent / "clients" / "fixtures"
+REFRESH = "GATEWAY_REFRESH_CLIENT_FIXTURES"  # set to 1: the CLI tests rewrite the fixtures they compare with
+CLI_TIMEOUT = 180  # seconds for one CLI run; a run takes a few, the first start of a binary longer
+
+# Headers a proxy does not pass on: hop-by-hop ones, and what aiohttp sets for the body it relays.
+_NOT_RELAYED = frozenset({"host", "content-length", "transfer-encoding", "connection", "content-encoding",
+                          "keep-alive", "accept-encoding"})
+
+
+@dataclass
+class Ran:
+    """A finished CLI run."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+    def __str__(self) -> str:
+        return f"exit {self.returncode}\n--- stdout\n{self.stdout[-3000:]}\n--- stderr\n{self.stderr[-3000:]}"
+
+
+async def run_cli(argv: list[str], *, env: dict[str, str], cwd: Path) -> Ran:
+    """Run a CLI to its end (killed after CLI_TIMEOUT) without blocking the loop: the gateway serves on it."""
+    process = await asyncio.create_subprocess_exec(
+        *argv, cwd=cwd, env=env, stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        out, err = await asyncio.wait_for(process.communicate(), timeout=CLI_TIMEOUT)
+    except TimeoutError:
+        process.kill()
+        out, err = await process.communicate()
+        return Ran(-9, out.decode(errors="replace"), err.decode(errors="replace") + f"\n(killed after {CLI_TIMEOUT} s)")
+    assert process.returncode is not None
+    return Ran(process.returncode, out.decode(errors="replace"), err.decode(errors="replace"))
+
+
+def base_env(home: Path) -> dict[str, str]:
+    """A bare environment: the system's PATH, a fresh HOME, no proxies, nothing of the caller's keys."""
+    home.mkdir(parents=True, exist_ok=True)
+    return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "LANG": "C.UTF-8", "TERM": "dumb",
+            "NO_COLOR": "1", "TMPDIR": str(home)}
+
+
+def claude_code_env(home: Path, *, base_url: str, key: str, model: str) -> dict[str, str]:
+    """Claude Code's environment for a gateway at `base_url` (without /v1), offline, `model` for every request."""
+    return {
+        **base_env(home),
+        "ANTHROPIC_BASE_URL": base_url,
+        "ANTHROPIC_API_KEY": key,
+        "ANTHROPIC_MODEL": model,
+        "ANTHROPIC_DEFAULT_HAIKU_MODEL": model,  # background requests (titles, summaries) go to the route too
+        "DISABLE_TELEMETRY": "1",
+        "DISABLE_AUTOUPDATER": "1",
+        "DISABLE_ERROR_REPORTING": "1",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+    }
+
+
+def codex_env(home: Path, *, base_url: str, key: str, model: str) -> dict[str, str]:
+    """The Codex CLI's environment: CODEX_HOME with a config.toml whose provider is the gateway at `base_url` (…/v1)."""
+    codex_home = home / "codex"
+    codex_home.mkdir(parents=True, exist_ok=True)
+    (codex_home / "config.toml").write_text(
+        f'model = "{model}"\n'
+        'model_provider = "gateway"\n'
+        "check_for_update_on_startup = false\n"
+        "\n[analytics]\nenabled = false\n"
+        "\n[feedback]\nenabled = false\n"
+        "\n[model_providers.gateway]\n"
+        'name = "gateway"\n'
+        f'base_url = "{base_url}"\n'
+        'env_key = "GATEWAY_KEY"\n'
+        'wire_api = "responses"\n'
+        "request_max_retries = 0\n"
+        "stream_max_retries = 0\n"
+    )
+    return {**base_env(home), "CODEX_HOME": str(codex_home), "GATEWAY_KEY": key}
+
+
+def tool_call(call_id: str, name: str, arguments: dict[str, Any]) -> list[bytes | float | asyncio.Event]:
+    """A scripted upstream's streamed chat answer that calls one tool, its arguments in two pieces."""
+    encoded = orjson.dumps(arguments).decode()
+    return [
+        chunk({"role": "assistant", "content": None,
+               "tool_calls": [{"index": 0, "id": call_id, "type": "function", "function": {"name": name, "arguments": ""}}]}),
+        chunk({"tool_calls": [{"index": 0, "function": {"arguments": encoded[:5]}}]}),
+        chunk({"tool_calls": [{"index": 0, "function": {"arguments": encoded[5:]}}]}),
+        chunk({}, "tool_calls"),
+        b"data: [DONE]\n\n",
+    ]
+
+
+@dataclass
+class Recorder:
+    """A loopback proxy in front of the gateway that keeps the JSON body of every POST it relays."""
+
+    target: str  # the gateway's origin, http://host:port
+    bodies: list[tuple[str, Any]] = field(default_factory=list)  # (path, body) in arrival order
+    url: str = ""
+
+    def app(self) -> web.Application:
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app.router.add_route("*", "/{tail:.*}", self._relay)
+        return app
+
+    def posted(self, path: str) -> list[Any]:
+        """The bodies posted to `path` (query string left out), in order."""
+        return [body for at, body in self.bodies if at == path]
+
+    async def _relay(self, request: web.Request) -> web.StreamResponse:
+        raw = await request.read()
+        if request.method == "POST" and raw:
+            self.bodies.append((request.path, orjson.loads(raw)))
+        headers = {k: v for k, v in request.headers.items() if k.lower() not in _NOT_RELAYED}
+        async with aiohttp.ClientSession(auto_decompress=False) as session, session.request(
+            request.method, self.target + request.path_qs, data=raw, headers=headers
+        ) as upstream:
+            response = web.StreamResponse(status=upstream.status, headers={
+                k: v for k, v in upstream.headers.items() if k.lower() not in _NOT_RELAYED
+            })
+            await response.prepare(request)
+            async for piece in upstream.content.iter_any():
+                await response.write(piece)
+            await response.write_eof()
+            return response
+
+
+async def start_recorder(aiohttp_server: Any, target: str) -> Recorder:
+    """A Recorder relaying to `target` (an origin or a URL whose path is dropped), on a free loopback port."""
+    origin = str(URL(target).origin())
+    recorder = Recorder(origin)
+    server: TestServer = await aiohttp_server(recorder.app())
+    recorder.url = str(server.make_url("")).rstrip("/")
+    return recorder
+
+
+# Subtrees whose keys are the client's own data (JSON schemas, tool inputs), not the API's fields.
+_OPAQUE = ("input_schema", "parameters", "content[].input", "metadata", "client_metadata", "format")
+
+
+def shape(value: Any, path: str = "") -> set[str]:
+    """The fields of an API body as dotted paths (list items as `[]`), with the value of every `type` and `role`.
+
+    Two bodies of one client version have one shape, whatever was asked; a new field or block
+    type is a new path. Tool schemas, tool inputs and metadata are the client's data: not entered.
+    """
+    found: set[str] = set()
+    if isinstance(value, dict):
+        for key, item in value.items():
+            at = f"{path}.{key}" if path else key
+            found.add(at)
+            if key in ("type", "role") and isinstance(item, str):
+                found.add(f"{at}={item}")
+            elif not any(at == suffix or at.endswith("." + suffix) for suffix in _OPAQUE):
+                found |= shape(item, at)
+    elif isinstance(value, list):
+        for item in value:
+            found |= shape(item, f"{path}[]")
+    return found
+
+
+def fixture(name: str) -> Any:
+    """A captured request body from tests/clients/fixtures/."""
+    return orjson.loads((FIXTURES / name).read_bytes())
+
+
+def check_against_fixture(name: str, body: Any, run_dir: Path) -> None:
+    """Fail naming every field `body` has that fixture `name` lacks; with $GATEWAY_REFRESH_CLIENT_FIXTURES=1, rewrite it.
+
+    `run_dir` (the test's tmp_path, which holds the CLI's home and working directory) is written
+    as /run, so that a fixture holds no path of the machine it was captured on.
+    """
+    if os.environ.get(REFRESH) == "1":
+        text = orjson.dumps(body, option=orjson.OPT_INDENT_2).decode().replace(str(run_dir), "/run")
+        (FIXTURES / name).write_text(text + "\n")
+        return
+    new = sorted(shape(body) - shape(fixture(name)))
+    assert not new, (
+        f"the client sends fields that tests/clients/fixtures/{name} lacks: {new}. Check that the translation "
+        f"handles them (tests/translate/test_agent_bodies.py), then refresh the fixture: {REFRESH}=1 pytest tests/clients"
+    )

@@ -1,0 +1,221 @@
+"""What Claude Code and the Codex CLI send, translated field by field: the bodies they really sent.
+
+The bodies are tests/clients/fixtures/*.json, captured from the pinned CLI versions by
+tests/clients/test_claude_code.py and test_codex.py (which fail when a CLI sends a field a
+fixture lacks, and rewrite the fixtures with GATEWAY_REFRESH_CLIENT_FIXTURES=1). Every field
+is translated, or left out with a log line; none is refused.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import orjson
+import pytest
+from openai.types.chat import completion_create_params
+from openai.types.responses import Response
+from pydantic import TypeAdapter
+
+from gateway.translate import messages as anthropic_api
+from gateway.translate import responses as responses_api
+from gateway.translate.dropped import DROPS
+from tests.support.agent_clis import fixture
+
+CHAT_STREAM_REQUEST = TypeAdapter(completion_create_params.CompletionCreateParamsStreaming)
+
+
+def valid_chat(payload: dict[str, Any]) -> dict[str, Any]:
+    """The payload, after the openai SDK's request types accepted it."""
+    CHAT_STREAM_REQUEST.validate_python(payload)
+    return payload
+
+
+@pytest.fixture
+def drop_log(caplog: pytest.LogCaptureFixture) -> Iterator[None]:
+    """The drop log at INFO, having told nothing yet (what earlier tests had told it is restored after)."""
+    before = set(DROPS.told)
+    DROPS.told.clear()
+    with caplog.at_level(logging.INFO, logger="gateway.translate"):
+        yield
+    DROPS.told |= before
+
+
+def told_fields(caplog: pytest.LogCaptureFixture) -> set[str]:
+    """The fields the drop log named at INFO (its lines read: `<api> request: <field> left out, ...`)."""
+    return {
+        record.getMessage().split(" request: ", 1)[1].split(" left out", 1)[0]
+        for record in caplog.records if record.name == "gateway.translate" and record.levelno == logging.INFO
+    }
+
+
+# Claude Code
+
+
+def test_claude_code_question_every_top_level_field_is_translated_or_told(
+    drop_log: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    body = fixture("claude_code_question.json")
+    payload = valid_chat(anthropic_api.to_chat(copy.deepcopy(body)))
+    translated = {"model", "messages", "system", "tools", "metadata", "max_tokens", "stream", "output_config"}
+    assert set(body) - translated <= told_fields(caplog)
+    assert {"thinking", "context_management", "output_config.effort", "cache_control",
+            "tools with defer_loading", "the x-anthropic-billing-header system block"} <= told_fields(caplog)
+    assert (payload["model"], payload["max_tokens"], payload["stream"]) == (body["model"], body["max_tokens"], True)
+    assert payload["stream_options"] == {"include_usage": True}
+    assert payload["user"] == body["metadata"]["user_id"]
+    assert not {"thinking", "context_management", "output_config", "metadata"} & set(payload)
+
+
+def test_claude_code_system_blocks_are_one_system_message_without_the_billing_header() -> None:
+    body = fixture("claude_code_question.json")
+    first = anthropic_api.to_chat(body)["messages"][0]
+    texts = [block["text"] for block in body["system"] if not block["text"].startswith("x-anthropic-billing-header:")]
+    assert len(texts) == len(body["system"]) - 1
+    assert first == {"role": "system", "content": "\n".join(texts)}
+
+
+def test_claude_code_system_message_between_turns_stays_in_its_place() -> None:
+    body = fixture("claude_code_question.json")
+    roles = [message["role"] for message in body["messages"]]
+    assert "system" in roles  # the environment and the deferred tools' names come as a message of its own
+    messages = anthropic_api.to_chat(body)["messages"][1:]
+    assert [message["role"] for message in messages] == roles
+    for sent, chat in zip(body["messages"], messages, strict=True):
+        if sent["role"] == "system":
+            assert chat["content"] == "\n".join(block["text"] for block in sent["content"])
+
+
+def test_claude_code_user_text_blocks_are_text_parts() -> None:
+    body = fixture("claude_code_question.json")
+    user = next(message for message in body["messages"] if message["role"] == "user")
+    chat = next(message for message in anthropic_api.to_chat(body)["messages"] if message["role"] == "user")
+    assert chat["content"] == [{"type": "text", "text": block["text"]} for block in user["content"]]
+
+
+def test_claude_code_tools_are_functions_and_the_deferred_placeholder_is_left_out() -> None:
+    body = fixture("claude_code_question.json")
+    deferred = [tool["name"] for tool in body["tools"] if tool.get("defer_loading")]
+    assert deferred  # Claude Code keeps its tool search on with one deferred placeholder
+    tools = anthropic_api.to_chat(body)["tools"]
+    assert [tool["function"]["name"] for tool in tools] == [
+        tool["name"] for tool in body["tools"] if not tool.get("defer_loading")]
+    for tool, sent in zip(tools, (tool for tool in body["tools"] if not tool.get("defer_loading")), strict=True):
+        assert tool == {"type": "function", "function": {
+            "name": sent["name"], "description": sent["description"], "parameters": sent["input_schema"]}}
+
+
+def test_claude_code_tool_use_and_tool_result_are_a_call_and_a_tool_message() -> None:
+    body = fixture("claude_code_tool_result.json")
+    payload = valid_chat(anthropic_api.to_chat(body))
+    use = body["messages"][-2]["content"][-1]
+    result = body["messages"][-1]["content"][-1]
+    assert (use["type"], result["type"]) == ("tool_use", "tool_result")
+    call, answer = payload["messages"][-2:]
+    assert call["tool_calls"][0]["id"] == use["id"]
+    assert call["tool_calls"][0]["function"]["name"] == use["name"]
+    assert answer == {"role": "tool", "tool_call_id": use["id"], "content": result["content"]}
+
+
+def test_claude_code_answer_streams_back_as_its_events() -> None:
+    stream = anthropic_api.StreamTranslator("claude-opus-5-5", "msg_1")
+    events = stream.feed({"choices": [{"index": 0, "delta": {"role": "assistant", "content": "Hi"}}]})
+    events += stream.finish({"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4})
+    kinds = [event.split(b"\n", 1)[0] for event in events]
+    assert kinds == [b"event: message_start", b"event: content_block_start", b"event: content_block_delta",
+                     b"event: content_block_stop", b"event: message_delta", b"event: message_stop"]
+
+
+# Codex
+
+
+def test_codex_question_every_top_level_field_is_translated_or_told(
+    drop_log: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    body = fixture("codex_question.json")
+    payload = valid_chat(responses_api.to_chat(copy.deepcopy(body)))
+    translated = {"model", "stream", "input", "tools", "tool_choice", "parallel_tool_calls", "reasoning",
+                  "prompt_cache_key", "store", "instructions", "text"}
+    assert set(body) - translated <= told_fields(caplog)
+    assert {"include", "client_metadata", "reasoning.summary", "the web_search tool"} <= told_fields(caplog)
+    assert not {"include", "client_metadata", "store", "reasoning", "input"} & set(payload)
+    assert (payload["model"], payload["stream"], payload["stream_options"]) == (body["model"], True, {"include_usage": True})
+    assert (payload["tool_choice"], payload["parallel_tool_calls"]) == (body["tool_choice"], body["parallel_tool_calls"])
+    assert payload["prompt_cache_key"] == body["prompt_cache_key"]
+
+
+def test_codex_developer_messages_are_system_messages_in_their_place() -> None:
+    body = fixture("codex_question.json")
+    messages = responses_api.to_chat(body)["messages"]
+    assert [message["role"] for message in messages] == [
+        "system" if item["role"] == "developer" else item["role"] for item in body["input"]]
+    for item, message in zip(body["input"], messages, strict=True):
+        assert message["content"] == [{"type": "text", "text": part["text"]} for part in item["content"]]
+
+
+def test_codex_tools_are_functions_namespaces_flattened_and_web_search_left_out() -> None:
+    body = fixture("codex_question.json")
+    kinds = {tool["type"] for tool in body["tools"]}
+    assert kinds == {"function", "namespace", "web_search"}
+    expected = []
+    for tool in body["tools"]:
+        if tool["type"] == "function":
+            expected.append((tool["name"], tool))
+        elif tool["type"] == "namespace":
+            expected += [(f"{tool['name']}__{member['name']}", member) for member in tool["tools"]]
+    tools = responses_api.to_chat(body)["tools"]
+    assert [tool["function"]["name"] for tool in tools] == [name for name, _ in expected]
+    for tool, (name, sent) in zip(tools, expected, strict=True):
+        assert tool["function"] == {"name": name, "description": sent["description"],
+                                    "parameters": sent["parameters"], "strict": sent["strict"]}
+
+
+def test_codex_function_call_and_its_output_are_a_call_and_a_tool_message() -> None:
+    body = fixture("codex_tool_output.json")
+    call, output = body["input"][-2:]
+    assert (call["type"], output["type"]) == ("function_call", "function_call_output")
+    messages = valid_chat(responses_api.to_chat(body))["messages"]
+    assert messages[-2] == {"role": "assistant", "content": None, "tool_calls": [
+        {"id": call["call_id"], "type": "function", "function": {"name": call["name"], "arguments": call["arguments"]}}]}
+    assert messages[-1] == {"role": "tool", "tool_call_id": call["call_id"], "content": output["output"]}
+
+
+def namespaced_body() -> tuple[dict[str, Any], str, str]:
+    """Codex's question, and one of its namespaced tools: (body, namespace, name)."""
+    body = fixture("codex_question.json")
+    group = next(tool for tool in body["tools"] if tool["type"] == "namespace")
+    return body, group["name"], group["tools"][0]["name"]
+
+
+def test_a_call_of_a_namespaced_tool_comes_back_with_its_namespace() -> None:
+    body, namespace, name = namespaced_body()
+    call = {"id": "call_9", "type": "function", "function": {"name": f"{namespace}__{name}", "arguments": "{}"}}
+    answer = {"id": "c", "object": "chat.completion", "created": 1, "model": "m", "choices": [
+        {"index": 0, "message": {"role": "assistant", "content": None, "tool_calls": [call]}, "finish_reason": "tool_calls"}]}
+    response = responses_api.from_chat(answer, request=body, response_id="resp_1", created_at=1)
+    Response.model_validate(response)
+    (item,) = response["output"]
+    assert (item["type"], item["namespace"], item["name"], item["call_id"]) == ("function_call", namespace, name, "call_9")
+
+
+def test_a_streamed_call_of_a_namespaced_tool_comes_back_with_its_namespace() -> None:
+    body, namespace, name = namespaced_body()
+    stream = responses_api.StreamTranslator(body, "resp_1", 1)
+    fragment = {"index": 0, "id": "call_9", "type": "function", "function": {"name": f"{namespace}__{name}", "arguments": "{}"}}
+    events = stream.feed({"choices": [{"index": 0, "delta": {"tool_calls": [fragment]}, "finish_reason": "tool_calls"}]})
+    events += stream.finish()
+    payloads = [orjson.loads(event.split(b"\ndata: ", 1)[1]) for event in events]
+    items = [payload["item"] for payload in payloads if payload["type"].startswith("response.output_item.")]
+    assert [(item["namespace"], item["name"]) for item in items] == [(namespace, name)] * 2  # added, done
+    (final,) = payloads[-1]["response"]["output"]
+    assert (final["namespace"], final["name"]) == (namespace, name)
+
+
+def test_a_namespaced_call_in_the_history_is_its_flattened_function() -> None:
+    body, namespace, name = namespaced_body()
+    body["input"] += [{"type": "function_call", "namespace": namespace, "name": name, "call_id": "call_9", "arguments": "{}"},
+                      {"type": "function_call_output", "call_id": "call_9", "output": "done"}]
+    messages = responses_api.to_chat(body)["messages"]
+    assert messages[-2]["tool_calls"][0]["function"]["name"] == f"{namespace}__{name}"
