@@ -24,8 +24,8 @@ def said(text: str) -> list[Entry]:
     return [Entry({"role": "user", "content": text}, {}), Entry({"role": "assistant", "content": f"re {text}"}, {})]
 
 
-def store_at(path: Path, **options: object) -> SQLiteStore:
-    return SQLiteStore(str(path), ttl_seconds=3600, max_messages=100, lock_timeout=5, busy_timeout=0.2, **options)  # type: ignore[arg-type]
+def store_at(path: Path, *, shared: bool = False) -> SQLiteStore:
+    return SQLiteStore(str(path), ttl_seconds=3600, max_messages=100, lock_timeout=5, busy_timeout=0.2, shared=shared)
 
 
 async def stored(path: Path, key: Key = KEY) -> list[str] | None:
