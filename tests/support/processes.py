@@ -1,0 +1,118 @@
+"""Real `gateway serve` processes for tests: start one, wait until it listens, read its log lines."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def start_gateway(
+    config: Path,
+    port: int,
+    *extra: str,
+    output: int | None = None,
+    preexec_fn: Callable[[], None] | None = None,
+) -> subprocess.Popen[bytes]:
+    """`gateway serve` with stdout and stderr into one pipe, or into the file descriptor `output`."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "gateway", "serve", "--config", str(config), "--host", "127.0.0.1", "--port", str(port), *extra],
+        stdout=subprocess.PIPE if output is None else output,
+        stderr=subprocess.STDOUT,
+        preexec_fn=preexec_fn,
+    )
+
+
+async def wait_ready(port: int, process: subprocess.Popen[bytes]) -> None:
+    """Return once `port` takes connections; fail if the process ends first or takes 30 s."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        assert process.poll() is None, process.stdout.read() if process.stdout else ""
+        try:
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.close()
+            return
+        except OSError:
+            await asyncio.sleep(0.1)
+    raise AssertionError("gateway did not start")
+
+
+@contextmanager
+def stopped_at_exit() -> Iterator[list[subprocess.Popen[bytes]]]:
+    """A list to add processes to; those still running at the end are killed."""
+    started: list[subprocess.Popen[bytes]] = []
+    try:
+        yield started
+    finally:
+        for process in started:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+
+
+class LogLines:
+    """Every line a gateway process writes to its stdout pipe, read on a thread as it comes.
+
+    JSON lines are kept parsed (`records`), the rest as text (`text`). `wait_for` polls until a
+    record matches, with a deadline.
+    """
+
+    def __init__(self, process: subprocess.Popen[bytes]) -> None:
+        assert process.stdout is not None
+        self.text: list[str] = []
+        self.records: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._read, args=(process.stdout,), daemon=True)
+        self._thread.start()
+
+    def _read(self, stream: Any) -> None:
+        for raw in stream:
+            line = raw.decode(errors="replace").rstrip("\n")
+            try:
+                record = json.loads(line)
+            except ValueError:
+                record = None
+            with self._lock:
+                self.text.append(line)
+                if isinstance(record, dict):
+                    self.records.append(record)
+
+    def matching(self, message: str | re.Pattern[str] = "", **fields: Any) -> list[dict[str, Any]]:
+        """The records whose message contains (or matches) `message` and whose fields equal `fields`."""
+        with self._lock:
+            records = list(self.records)
+        found = []
+        for record in records:
+            text = str(record.get("message", ""))
+            if (message.search(text) if isinstance(message, re.Pattern) else message in text) and all(
+                record.get(key) == value for key, value in fields.items()
+            ):
+                found.append(record)
+        return found
+
+    async def wait_for(self, message: str | re.Pattern[str] = "", *, count: int = 1, seconds: float = 30, **fields: Any) -> list[dict[str, Any]]:
+        """The records `matching`, once there are `count` of them; fails after `seconds`."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            found = self.matching(message, **fields)
+            if len(found) >= count:
+                return found
+            await asyncio.sleep(0.05)
+        with self._lock:
+            tail = "\n".join(self.text[-40:])
+        raise AssertionError(f"no {count} log lines with {message!r} {fields} within {seconds}s; last lines:\n{tail}")

@@ -1,0 +1,268 @@
+"""SIGHUP reloads the config file of a running `gateway serve` (gateway.reload), with and without --workers."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import re
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import aiohttp
+import openai
+import orjson
+import pytest
+
+from gateway.config import parse_config
+from gateway.reload import RESTART_ONLY, keep_restart_only
+from gateway.server.keys import InFlight
+from tests.fakes import FakeUpstream, Step, stream_of
+from tests.support.processes import LogLines, free_port, start_gateway, stopped_at_exit, wait_ready
+
+HI = [{"role": "user", "content": "hi"}]
+
+
+def mock_routes(*names: str) -> str:
+    """A config of mock routes, each answering with its own name."""
+    return "routes:\n" + "".join(f"  {name}: {{provider: mock, mock: {{reply: from-{name}}}}}\n" for name in names)
+
+
+async def answer(client: openai.AsyncOpenAI, model: str) -> str:
+    completion = await client.chat.completions.create(model=model, messages=HI)  # type: ignore[arg-type]
+    return completion.choices[0].message.content or ""
+
+
+def client_of(port: int) -> openai.AsyncOpenAI:
+    return openai.AsyncOpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="x", max_retries=0)
+
+
+def test_settings_only_a_restart_changes_keep_their_values_and_are_named() -> None:
+    served = parse_config("server: {port: 8080, maxBodyBytes: 100}\nmemory: {store: memory}\nroutes:\n  a: {provider: mock}\n")
+    loaded = parse_config(
+        "server: {port: 9090, maxBodyBytes: 100, maxMessages: 7}\nmemory: {store: sqlite, limits: {maxTokens: 1000}}\n"
+        "metrics: {enabled: false, path: /m}\nroutes:\n  b: {provider: mock}\n"
+    )
+    kept, changed = keep_restart_only(served, loaded)
+    assert changed == ["server.port", "memory.store", "memory.limits.maxTokens", "metrics.enabled"]
+    assert (kept.server.port, kept.memory.store, kept.memory.limits.max_tokens, kept.metrics.enabled) == (8080, "memory", 128000, True)
+    # the rest is the new file's
+    assert list(kept.routes) == ["b"] and kept.server.max_messages == 7 and kept.metrics.path == "/m"
+    assert kept.memory.limits.max_messages == loaded.memory.limits.max_messages
+    assert keep_restart_only(served, served) == (served, [])
+
+
+def test_every_restart_only_setting_names_a_field_of_the_config() -> None:
+    config = parse_config(mock_routes("a"))
+    for name, attributes in RESTART_ONLY:
+        value = config
+        for attribute in attributes:
+            assert attribute in {f.name for f in dataclasses.fields(value)}, name  # type: ignore[arg-type]
+            value = getattr(value, attribute)
+
+
+async def test_inflight_drained_waits_for_the_last_request() -> None:
+    inflight = InFlight()
+    await inflight.drained()  # none under way: at once
+    inflight.count += 2
+    drained = asyncio.create_task(inflight.drained())
+    inflight.ended()
+    await asyncio.sleep(0)
+    assert not drained.done()
+    inflight.ended()
+    await asyncio.wait_for(drained, 10)
+
+
+async def test_sighup_serves_the_changed_routes_and_keeps_the_process(tmp_path: Path) -> None:
+    config = tmp_path / "g.yaml"
+    config.write_text(mock_routes("old", "kept"))
+    port = free_port()
+    with stopped_at_exit() as processes:
+        process = start_gateway(config, port)
+        processes.append(process)
+        logs = LogLines(process)
+        await wait_ready(port, process)
+        async with client_of(port) as client:
+            assert await answer(client, "old") == "from-old"
+            config.write_text(mock_routes("new", "kept"))
+            process.send_signal(signal.SIGHUP)
+            await logs.wait_for("reloaded")
+            assert await answer(client, "new") == "from-new"
+            assert await answer(client, "kept") == "from-kept"
+            with pytest.raises(openai.NotFoundError) as caught:
+                await answer(client, "old")
+            assert caught.value.code == "model_not_found"
+            # paths the router serves (a placeholder) take the new config too
+            assert (await client.models.retrieve("new")).id == "new"
+            assert [m.id for m in (await client.models.list()).data] == ["new", "kept"]
+            # a second reload, back: each reload builds on the one served
+            config.write_text(mock_routes("old"))
+            process.send_signal(signal.SIGHUP)
+            await logs.wait_for("reloaded", count=2)
+            assert await answer(client, "old") == "from-old"
+        assert process.poll() is None
+
+
+async def test_a_config_that_does_not_load_is_logged_and_the_old_one_served(tmp_path: Path) -> None:
+    config = tmp_path / "g.yaml"
+    config.write_text(mock_routes("a"))
+    port = free_port()
+    with stopped_at_exit() as processes:
+        process = start_gateway(config, port)
+        processes.append(process)
+        logs = LogLines(process)
+        await wait_ready(port, process)
+        config.write_text("routes:\n  a: {provider: mock, weight: -1}\n  b: {provider: nope}\n")
+        process.send_signal(signal.SIGHUP)
+        await logs.wait_for("routes.a.weight: must be >= 0, got -1", level="error")
+        await logs.wait_for("routes.b.provider: unknown provider 'nope'", level="error")
+        await logs.wait_for("failed with 2 errors; still serving the configuration loaded before", level="error")
+        config.write_text("routes: [")  # not even YAML
+        process.send_signal(signal.SIGHUP)
+        await logs.wait_for("invalid YAML", level="error")
+        async with client_of(port) as client:
+            assert await answer(client, "a") == "from-a"
+        assert not logs.matching("reloaded")
+        assert process.poll() is None
+
+
+async def test_a_stream_under_way_finishes_on_the_old_config_and_sigterm_still_drains(
+    tmp_path: Path, upstream: FakeUpstream
+) -> None:
+    release = asyncio.Event()
+    upstream.then(Step(events=[*stream_of("one ", "two ")[:2], release, *stream_of("one ", "two ")[2:]]))
+    config = tmp_path / "g.yaml"
+    # A client's own tree: its calls go through the session the configuration alone owns, which a
+    # reload closes only once the configuration's last request has ended.
+    config.write_text("requestConfig: {enabled: true, allowedHosts: [127.0.0.1]}\n" + mock_routes("live"))
+    tree = orjson.dumps({"provider": "openai", "baseUrl": upstream.url, "apiKey": "sk-test", "name": "live"}).decode()
+    port = free_port()
+    with stopped_at_exit() as processes:
+        process = start_gateway(config, port, "--access-log-flush", "0")
+        processes.append(process)
+        logs = LogLines(process)
+        await wait_ready(port, process)
+        async with client_of(port) as client:
+            stream = await client.chat.completions.create(
+                model="live", messages=HI, stream=True, extra_headers={"x-gateway-config": tree}  # type: ignore[arg-type]
+            )
+            parts = [await anext(aiter(stream))]  # the stream is under way: its first chunk came
+            config.write_text(mock_routes("next"))
+            process.send_signal(signal.SIGHUP)
+            await logs.wait_for("reloaded")
+            with pytest.raises(openai.NotFoundError):  # new requests: the new config
+                await answer(client, "live")
+            assert not logs.matching("request", path="/v1/chat/completions", status=200)  # still under way
+            release.set()
+            parts += [part async for part in stream]
+            assert "".join(p.choices[0].delta.content or "" for p in parts if p.choices) == "one two "
+            [line] = await logs.wait_for("request", path="/v1/chat/completions", status=200)
+            assert line["stream"] is True and line["route"] == "other"  # a client's tree counts as 'other'
+
+            # SIGTERM after a reload still drains: a stream of the new config finishes
+            stream = await client.chat.completions.create(model="next", messages=HI, stream=True)  # type: ignore[arg-type]
+            parts = [await anext(aiter(stream))]
+            process.send_signal(signal.SIGTERM)
+            parts += [part async for part in stream]
+            assert "".join(p.choices[0].delta.content or "" for p in parts if p.choices) == "from-next"
+        assert await asyncio.to_thread(process.wait, 30) == 0
+
+
+async def get_status(session: aiohttp.ClientSession, url: str) -> int:
+    async with session.get(url) as response:
+        await response.read()
+        return response.status
+
+
+async def models_served_by(port: int) -> tuple[int, list[str]]:
+    """GET /v1/models on a new connection: the pid of the worker that answered, and the models."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    try:
+        writer.write(b"GET /v1/models HTTP/1.1\r\nHost: gateway\r\n\r\n")
+        head = await reader.readuntil(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 200"), head
+        length = int(re.search(rb"Content-Length: (\d+)", head, re.IGNORECASE)[1])  # type: ignore[index]
+        body = await reader.readexactly(length)
+        client_port = writer.get_extra_info("sockname")[1]
+        server_side = (await asyncio.to_thread(
+            subprocess.run,
+            ["ss", "-tnpH", "state", "established", f"( sport = :{port} and dport = :{client_port} )"],
+            capture_output=True, text=True, check=True, timeout=10,
+        )).stdout  # fmt: skip
+        owner = re.search(r"pid=(\d+)", server_side)
+        assert owner, server_side
+        return int(owner[1]), re.findall(r'"id":"([^"]+)"', body.decode())
+    finally:
+        writer.close()
+
+
+def worker_pids(parent: int) -> set[int]:
+    """The gateway workers of the `serve --workers` parent `parent` (not multiprocessing's helper process)."""
+    found: set[int] = set()
+    for task in Path(f"/proc/{parent}/task").iterdir():
+        found |= {int(p) for p in (task / "children").read_text().split()}
+    return {child for child in found if "spawn_main" in Path(f"/proc/{child}/cmdline").read_text()}
+
+
+async def test_workers_all_reload_and_no_connection_is_refused(tmp_path: Path) -> None:
+    config = tmp_path / "g.yaml"
+    config.write_text(mock_routes("old", "kept"))
+    port = free_port()
+    with stopped_at_exit() as processes:
+        process = start_gateway(config, port, "--workers", "2")
+        processes.append(process)
+        logs = LogLines(process)
+        await wait_ready(port, process)
+        await logs.wait_for("listening on", count=2)
+        workers = worker_pids(process.pid)
+        assert len(workers) == 2
+
+        statuses: list[int] = []
+        failures: list[BaseException] = []
+        stop = asyncio.Event()
+        enough = asyncio.Event()  # set once `wanted` answers came
+        wanted = 20
+
+        async def keep_asking() -> None:
+            # a new connection each time, so that both workers keep accepting through the reload
+            connector = aiohttp.TCPConnector(force_close=True)
+            async with aiohttp.ClientSession(connector=connector) as session:
+                while not stop.is_set():
+                    try:
+                        statuses.append(await get_status(session, f"http://127.0.0.1:{port}/v1/models/kept"))
+                    except aiohttp.ClientError as exc:
+                        failures.append(exc)
+                    if len(statuses) + len(failures) >= wanted:
+                        enough.set()
+
+        asking = asyncio.create_task(keep_asking())
+        try:
+            await enough.wait()  # the loop runs before the reload
+            config.write_text(mock_routes("new", "kept"))
+            process.send_signal(signal.SIGHUP)
+            await logs.wait_for("reloaded", count=2)
+            reloaded: set[int] = set()
+            deadline = time.monotonic() + 30
+            while reloaded != workers and time.monotonic() < deadline:
+                pid, models = await models_served_by(port)
+                if models == ["new", "kept"]:
+                    reloaded.add(pid)
+            assert reloaded == workers
+            enough.clear()
+            wanted = len(statuses) + len(failures) + 20
+            await enough.wait()  # and after it
+        finally:
+            stop.set()
+            await asking
+        assert failures == []
+        assert set(statuses) == {200}
+        assert worker_pids(process.pid) == workers  # reloaded in place, none restarted
+        async with client_of(port) as client:
+            assert await answer(client, "new") == "from-new"
+
+        config.write_text("routes: {a: {provider: nope}}\n")  # errors are logged once, by the parent
+        process.send_signal(signal.SIGHUP)
+        await logs.wait_for("the workers keep serving the configuration loaded before", level="error")
+        process.send_signal(signal.SIGTERM)
+        assert await asyncio.to_thread(process.wait, 30) == 0
