@@ -1,22 +1,29 @@
-"""SIGHUP reloads the config file of a running `gateway serve` (gateway.reload), with and without --workers."""
+"""SIGHUP reloads the config file of a running `gateway serve` (gateway.reload), with and without --workers.
+
+The last tests drive a Reloader in this process, on a loopback test server.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import random
 import re
 import signal
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import openai
 import orjson
 import pytest
+from aiohttp.test_utils import TestServer
 
 from gateway.config import parse_config
-from gateway.reload import RESTART_ONLY, keep_restart_only
+from gateway.reload import RESTART_ONLY, Reloader, keep_restart_only
+from gateway.server.app import create_app
 from gateway.server.keys import InFlight
 from tests.fakes import FakeUpstream, Step, stream_of
 from tests.support.processes import LogLines, free_port, start_gateway, stopped_at_exit, wait_ready
@@ -266,3 +273,50 @@ async def test_workers_all_reload_and_no_connection_is_refused(tmp_path: Path) -
         await logs.wait_for("the workers keep serving the configuration loaded before", level="error")
         process.send_signal(signal.SIGTERM)
         assert await asyncio.to_thread(process.wait, 30) == 0
+
+
+async def reloadable(aiohttp_server: Any, path: Path) -> tuple[Reloader, str]:
+    """The gateway for the config file at `path` on a loopback test server, with its Reloader; and its URL."""
+    app = create_app(parse_config(path.read_text()), rng=random.Random(7))
+    reloader = Reloader(app, str(path), rng=random.Random(7))
+    server: TestServer = await aiohttp_server(app)
+    return reloader, str(server.make_url("/"))
+
+
+async def test_a_reload_changes_the_keys_health_metrics_and_cors(tmp_path: Path, aiohttp_server: Any) -> None:
+    path = tmp_path / "g.yaml"
+    path.write_text("auth: {keys: [{name: a, key: key-one}]}\n" + mock_routes("old"))
+    reloader, url = await reloadable(aiohttp_server, path)
+    async with openai.AsyncOpenAI(base_url=url + "v1", api_key="key-one", max_retries=0) as one:
+        assert await answer(one, "old") == "from-old"
+        path.write_text(
+            "auth: {keys: [{name: b, key: key-two}]}\ncors: {allowOrigins: ['https://app.example']}\n"
+            "metrics: {path: /new-metrics}\n" + mock_routes("new")
+        )
+        assert await reloader.reload()
+        with pytest.raises(openai.AuthenticationError):
+            await answer(one, "new")
+    async with openai.AsyncOpenAI(base_url=url + "v1", api_key="key-two", max_retries=0) as two:
+        assert await answer(two, "new") == "from-new"
+    async with aiohttp.ClientSession(headers={"Authorization": "Bearer key-two", "Origin": "https://app.example"}) as session:
+        async with session.get(url + "v1/gateway/health") as response:
+            assert list((await response.json())["routes"]) == ["new"]
+            assert response.headers["Access-Control-Allow-Origin"] == "https://app.example"
+        async with session.get(url + "new-metrics") as response:
+            assert response.status == 200
+            assert 'gateway_requests_total{route="new",status_code="200",stream="false"} 1.0' in await response.text()
+        async with session.get(url + "metrics") as response:
+            assert response.status == 404
+
+
+async def test_a_config_file_that_is_gone_changes_nothing(tmp_path: Path, aiohttp_server: Any, caplog: pytest.LogCaptureFixture) -> None:
+    path = tmp_path / "g.yaml"
+    path.write_text(mock_routes("a"))
+    reloader, url = await reloadable(aiohttp_server, path)
+    served = reloader.serving
+    path.unlink()
+    assert not await reloader.reload()
+    assert reloader.serving is served
+    assert "cannot read" in caplog.text
+    async with openai.AsyncOpenAI(base_url=url + "v1", api_key="x", max_retries=0) as client:
+        assert await answer(client, "a") == "from-a"
