@@ -316,7 +316,12 @@ class SQLiteStore:
         return error
 
     def _close_file(self) -> None:
-        """Close the connection; the next job opens the file again (`_opened` stays, to tell whether it is the same)."""
+        """Close the connection; the next job opens the file again (`_opened` stays, to tell whether it is the same).
+
+        Not a file gone from the path: `_check_file` leaves that one after the batch, with what it left beside the path.
+        """
+        if self._opened is not None and inode(self._path) != self._opened.main:
+            return
         db = self._db
         self._db = self._writer = None
         if db is not None:

@@ -36,6 +36,7 @@ new file at the path must not inherit the old one's WAL and shared memory (`leav
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sqlite3
@@ -132,20 +133,20 @@ def open_file(path: str, *, busy_timeout_ms: int) -> sqlite3.Connection:
     return db
 
 
-class Inode(NamedTuple):
-    """A file as the system knows it, whatever its name: (device, inode number)."""
-
-    device: int
-    number: int
+Inode = tuple[int, int]  # a file as the system knows it, whatever its name: (device, inode number)
 
 
 def inode(path: str) -> Inode | None:
-    """The file at `path` now; None when there is none (or it is out of reach)."""
+    """The file at `path` now; None when there is none (or it is out of reach).
+
+    Called after every batch of the store's jobs: a plain tuple, as a NamedTuple's constructor
+    (Python code) would cost more than the stat.
+    """
     try:
         found = os.stat(path)
     except OSError:
         return None
-    return Inode(found.st_dev, found.st_ino)
+    return found.st_dev, found.st_ino
 
 
 class OpenFile(NamedTuple):
@@ -182,7 +183,8 @@ def leave_file(db: sqlite3.Connection, path: str, opened: OpenFile) -> None:
     except (sqlite3.Error, OSError) as exc:
         log.warning("sqlite memory store: the old file's WAL and shared memory beside %s were left there (%s)", path, exc)
     finally:
-        db.close()
+        with contextlib.suppress(sqlite3.Error):  # on the store's thread, which must go on serving
+            db.close()
 
 
 def use_wal(db: sqlite3.Connection, *, wait: float) -> None:
