@@ -161,7 +161,8 @@ def _secrets(target: Target) -> tuple[str, ...]:
     in the baseUrl's userinfo.
     """
     values = (target.api_key, *target.headers.values(), *target.param_secrets, *target.env_values, target.base_url)
-    found = {v for v in (*values, *_userinfo(target.base_url)) if isinstance(v, str) and len(v) >= 4}  # (a Target made by hand may hold anything)
+    # isinstance: a Target built by hand (not loaded) may hold a header that is not text
+    found = {v for v in (*values, *_userinfo(target.base_url)) if isinstance(v, str) and len(v) >= 4}
     return tuple(sorted(found, key=len, reverse=True))
 
 
