@@ -17,7 +17,12 @@ told to the log (`dropped.DROPS`), once per field at INFO. Keys this module does
 through to the chat payload, as the chat endpoint passes a client's extras.
 
 Tools grouped in a `namespace` (Codex sends its agent tools so) become chat functions named
-`<namespace>__<name>`; the calls of the answer carry their namespace and name apart again.
+`<namespace>__<name>` (the `functions` namespace is the root one: its tools keep their names);
+the calls of the answer carry their namespace and name apart again. Tools an `additional_tools`
+input item adds join the request's tools (chat has one list, not one per place in the history).
+A custom tool (free-form input, maybe under a grammar) becomes a function of one string
+parameter, `input`, described with the grammar; its calls come back as `custom_tool_call` items
+whose input is that string (a stream sends it whole, once the call is complete).
 """
 
 from __future__ import annotations
@@ -58,6 +63,7 @@ _DROPPED_KEYS = ("include", "truncation", "max_tool_calls", "top_logprobs", "pro
 _OFFERED_ONLY = frozenset({"web_search", "web_search_preview", "web_search_2025_08_26",
                            "web_search_preview_2025_03_11"})
 _NAMESPACE_JOIN = "__"
+_ROOT_NAMESPACE = "functions"  # what a model calls `functions.x` is the tool `x`
 _EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
 _VERBOSITIES = ("low", "medium", "high")
 _CHOICE_MODES = ("none", "auto", "required")
@@ -185,7 +191,7 @@ def to_chat(body: Any) -> dict[str, Any]:
     _optional(body, "metadata", _metadata)
     payload["messages"] = _messages(body)
 
-    tools = _optional(body, "tools", _tools) or []
+    tools = (_optional(body, "tools", _tools) or []) + _added_tools(body.get("input"))
     choice = _optional(body, "tool_choice", _tool_choice)
     parallel = _optional(body, "parallel_tool_calls", _bool)
     if tools:  # chat refuses tool_choice and parallel_tool_calls without tools
@@ -217,10 +223,8 @@ def _dropped(body: Mapping[str, Any], reasoning: Mapping[str, Any]) -> list[str]
     """What to_chat left out of a request it translated (besides what it never forwards: store, metadata)."""
     dropped = [key for key in _DROPPED_KEYS if body.get(key) is not None]
     dropped += [f"reasoning.{key}" for key in reasoning if key != "effort"]
-    tools = body.get("tools")
-    for tool in tools if isinstance(tools, list) else ():
-        if isinstance(tool, dict) and tool.get("type") in _OFFERED_ONLY:
-            dropped.append(f"the {tool['type']} tool")
+    for group in _offered(body):
+        dropped += [f"the {tool['type']} tool" for tool in group if isinstance(tool, dict) and tool.get("type") in _OFFERED_ONLY]
     items = body.get("input")
     if isinstance(items, list) and any(isinstance(item, dict) and item.get("type") == "reasoning" for item in items):
         dropped.append("reasoning items")
@@ -228,22 +232,57 @@ def _dropped(body: Mapping[str, Any], reasoning: Mapping[str, Any]) -> list[str]
 
 
 def qualified(namespace: str | None, name: str) -> str:
-    """The chat function name of tool `name` in `namespace` (none: the name itself)."""
-    return name if namespace is None else f"{namespace}{_NAMESPACE_JOIN}{name}"
+    """The chat function name of tool `name` in `namespace` (none, or the root namespace: the name itself)."""
+    return name if namespace is None or namespace == _ROOT_NAMESPACE else f"{namespace}{_NAMESPACE_JOIN}{name}"
 
 
-def namespaced(request: Mapping[str, Any]) -> dict[str, tuple[str, str]]:
-    """(namespace, name) by chat function name, for the namespaced tools `request` offers."""
-    found: dict[str, tuple[str, str]] = {}
-    tools = request.get("tools")
-    for group in tools if isinstance(tools, list) else ():
-        if not isinstance(group, dict) or group.get("type") != "namespace" or not isinstance(group.get("name"), str):
-            continue
-        members = group.get("tools")
-        for tool in members if isinstance(members, list) else ():
-            if isinstance(tool, dict) and isinstance(tool.get("name"), str):
-                found[qualified(group["name"], tool["name"])] = (group["name"], tool["name"])
+@dataclass(frozen=True)
+class ToolName:
+    """What a chat function name stands for: a tool's namespace (None at the root), name, and kind."""
+
+    namespace: str | None
+    name: str
+    custom: bool
+
+
+def tool_names(request: Mapping[str, Any]) -> dict[str, ToolName]:
+    """The namespaced and custom tools `request` offers, by chat function name (others are named as they are)."""
+    found: dict[str, ToolName] = {}
+
+    def add(tool: Any, namespace: str | None) -> None:
+        if not isinstance(tool, dict) or not isinstance(name := tool.get("name"), str):
+            return
+        if tool.get("type") == "namespace":
+            members = tool.get("tools")
+            for member in members if isinstance(members, list) else ():
+                add(member, name)
+        elif tool.get("type") == "custom" or (namespace is not None and namespace != _ROOT_NAMESPACE):
+            root = namespace is None or namespace == _ROOT_NAMESPACE
+            found[qualified(namespace, name)] = ToolName(None if root else namespace, name, tool.get("type") == "custom")
+
+    for group in _offered(request):
+        for tool in group:
+            add(tool, None)
     return found
+
+
+def _offered(request: Mapping[str, Any]) -> list[list[Any]]:
+    """The request's tool lists: its `tools`, and those of its `additional_tools` input items."""
+    groups = [request["tools"]] if isinstance(request.get("tools"), list) else []
+    items = request.get("input")
+    for item in items if isinstance(items, list) else ():
+        if isinstance(item, dict) and item.get("type") == "additional_tools" and isinstance(item.get("tools"), list):
+            groups.append(item["tools"])
+    return groups
+
+
+def _added_tools(items: Any) -> list[dict[str, Any]]:
+    """The chat tools of the `additional_tools` input items, in their order."""
+    tools: list[dict[str, Any]] = []
+    for index, item in enumerate(items if isinstance(items, list) else ()):
+        if isinstance(item, dict) and item.get("type") == "additional_tools":
+            tools += _tools(item.get("tools"), f"input[{index}].tools")
+    return tools
 
 
 def _messages(body: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -280,12 +319,16 @@ def _add_item(messages: list[dict[str, Any]], item: Any, at: str) -> None:
                 "function": {"name": qualified(namespace, _str(item.get("name"), f"{at}.name")),
                              "arguments": _str(item.get("arguments"), f"{at}.arguments")},
             }
-            # Responses splits an assistant turn into a message and function_call items; chat, one message.
-            if messages and messages[-1]["role"] == "assistant":
-                messages[-1].setdefault("tool_calls", []).append(call)
-            else:
-                messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
-        case "function_call_output":
+            _add_call(messages, call)
+        case "custom_tool_call":
+            namespace = _optional(item, "namespace", _str, f"{at}.namespace")
+            arguments = orjson.dumps({"input": _str(item.get("input"), f"{at}.input")}).decode()
+            _add_call(messages, {
+                "id": _str(item.get("call_id"), f"{at}.call_id"),
+                "type": "function",
+                "function": {"name": qualified(namespace, _str(item.get("name"), f"{at}.name")), "arguments": arguments},
+            })
+        case "function_call_output" | "custom_tool_call_output":
             output = item.get("output")
             content: str | list[dict[str, Any]] = output if isinstance(output, str) else [
                 _text_part(part, f"{at}.output[{number}]")
@@ -295,10 +338,21 @@ def _add_item(messages: list[dict[str, Any]], item: Any, at: str) -> None:
                              "content": content})
         case "reasoning":
             pass  # the model's own earlier reasoning; a chat upstream takes none back
+        case "additional_tools":
+            pass  # tools, not a message: to_chat reads them with the request's own
         case str():
             raise _untranslatable(f"{at}.type", f"an input item of type {kind[:40]!r}")
         case _:
             raise _invalid(f"{at}.type", "a string", kind)
+
+
+def _add_call(messages: list[dict[str, Any]], call: dict[str, Any]) -> None:
+    """Append a tool call to the assistant turn before it, or as one of its own."""
+    # Responses splits an assistant turn into a message and call items; chat, one message.
+    if messages and messages[-1]["role"] == "assistant":
+        messages[-1].setdefault("tool_calls", []).append(call)
+    else:
+        messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
 
 
 def _message(item: dict[str, Any], at: str) -> dict[str, Any]:
@@ -377,13 +431,19 @@ def _tools(value: Any, at: str) -> list[dict[str, Any]]:
         match kind:
             case "function":
                 tools.append(_function(tool, where, None))
+            case "custom":
+                tools.append(_custom(tool, where, None))
             case "namespace":
                 namespace = _str(tool.get("name"), f"{where}.name")
                 for number, member in enumerate(_array(tool.get("tools"), f"{where}.tools")):
                     inner = f"{where}.tools[{number}]"
-                    if _object(member, inner).get("type") != "function":
-                        raise _one_of(f"{inner}.type", ("function",), member.get("type"))
-                    tools.append(_function(member, inner, namespace))
+                    match _object(member, inner).get("type"):
+                        case "function":
+                            tools.append(_function(member, inner, namespace))
+                        case "custom":
+                            tools.append(_custom(member, inner, namespace))
+                        case other:
+                            raise _one_of(f"{inner}.type", ("function", "custom"), other)
             case str() if kind in _OFFERED_ONLY:
                 pass  # an offer the model can do without: it answers from what it knows
             case str():
@@ -391,6 +451,21 @@ def _tools(value: Any, at: str) -> list[dict[str, Any]]:
             case _:
                 raise _invalid(f"{where}.type", "a string", kind)
     return tools
+
+
+def _custom(tool: dict[str, Any], at: str, namespace: str | None) -> dict[str, Any]:
+    """A custom tool as a chat function of one string, `input`, which its grammar (if any) describes."""
+    function: dict[str, Any] = {"name": qualified(namespace, _str(tool.get("name"), f"{at}.name"))}
+    if (description := _optional(tool, "description", _str, f"{at}.description")) is not None:
+        function["description"] = description
+    text = "The tool's input, as free-form text."
+    if (kind := _optional(tool, "format", _object, f"{at}.format")) is not None and kind.get("type") == "grammar":
+        syntax = _str(kind.get("syntax"), f"{at}.format.syntax")
+        definition = _str(kind.get("definition"), f"{at}.format.definition")
+        text = f"The tool's input, as text this {syntax} grammar accepts:\n{definition}"
+    function["parameters"] = {"type": "object", "properties": {"input": {"type": "string", "description": text}},
+                              "required": ["input"], "additionalProperties": False}
+    return {"type": "function", "function": function}
 
 
 def _function(tool: dict[str, Any], at: str, namespace: str | None) -> dict[str, Any]:
@@ -407,7 +482,7 @@ def _tool_choice(value: Any, at: str) -> str | dict[str, Any]:
             raise _one_of(at, _CHOICE_MODES, value)
         return value
     kind = _object(value, at).get("type")
-    if kind == "function":
+    if kind == "function" or kind == "custom":
         namespace = _optional(value, "namespace", _str, f"{at}.namespace")
         return {"type": "function", "function": {"name": qualified(namespace, _str(value.get("name"), f"{at}.name"))}}
     if kind == "allowed_tools":
@@ -503,19 +578,32 @@ class _Message:
 
 @dataclass(eq=False)
 class _Call:
+    """A tool call: its chat arguments as they arrived; a custom tool's input is their `input` string."""
+
     call_id: str
     name: str
     pieces: list[str] = field(default_factory=list)
     namespace: str | None = None
+    custom: bool = False
+
+    def input(self) -> str:
+        """A custom tool call's input: what the function's `input` argument holds (else the arguments as they are)."""
+        arguments = "".join(self.pieces)
+        try:
+            parsed = orjson.loads(arguments)
+        except orjson.JSONDecodeError:
+            return arguments
+        return parsed["input"] if isinstance(parsed, dict) and isinstance(parsed.get("input"), str) else arguments
 
 
 _Item = _Message | _Call
 
 
 def _item_id(response_id: str, item: _Item, index: int) -> str:
-    """`msg_…` or `fc_…`, the same for the same response id and output position."""
+    """`msg_…`, `fc_…` or `ctc_…`, the same for the same response id and output position."""
     suffix = response_id.removeprefix("resp_")
-    return f"{'msg' if isinstance(item, _Message) else 'fc'}_{suffix}_{index}"
+    kind = "msg" if isinstance(item, _Message) else "ctc" if item.custom else "fc"
+    return f"{kind}_{suffix}_{index}"
 
 
 def _render(item: _Item, item_id: str, status: str, *, empty: bool = False) -> dict[str, Any]:
@@ -523,8 +611,11 @@ def _render(item: _Item, item_id: str, status: str, *, empty: bool = False) -> d
     if isinstance(item, _Message):
         content = [] if empty else [part.render() for part in item.parts]
         return {"id": item_id, "type": "message", "role": "assistant", "status": status, "content": content}
-    rendered = {"id": item_id, "type": "function_call", "status": status, "call_id": item.call_id,
-                "name": item.name, "arguments": "" if empty else "".join(item.pieces)}
+    rendered: dict[str, Any] = {"id": item_id, "type": "function_call", "status": status, "call_id": item.call_id,
+                                "name": item.name, "arguments": "" if empty else "".join(item.pieces)}
+    if item.custom:
+        del rendered["arguments"]
+        rendered.update(type="custom_tool_call", input="" if empty else item.input())
     if item.namespace is not None:
         rendered["namespace"] = item.namespace
     return rendered
@@ -575,15 +666,15 @@ class _Reply:
     items: list[_Item] = field(default_factory=list)
     finish_reason: str | None = None
     usage: Any = None
-    namespaced: dict[str, tuple[str, str]] = field(init=False)
+    names: dict[str, ToolName] = field(init=False)
 
     def __post_init__(self) -> None:
-        self.namespaced = namespaced(self.request)
+        self.names = tool_names(self.request)
 
     def name(self, call: _Call) -> None:
-        """Give `call` the namespace and name of the namespaced tool its chat function name stands for."""
-        if (found := self.namespaced.get(call.name)) is not None:
-            call.namespace, call.name = found
+        """Give `call` the namespace, name and kind of the tool its chat function name stands for."""
+        if (found := self.names.get(call.name)) is not None:
+            call.namespace, call.name, call.custom = found.namespace, found.name, found.custom
 
     def item_id(self, index: int) -> str:
         return _item_id(self.response_id, self.items[index], index)
@@ -722,6 +813,9 @@ class StreamTranslator:
                                                   text=part["text"], logprobs=[]))
                     events.append(self._event("response.content_part.done", **where, content_index=number,
                                               part=part))
+            elif item.custom:  # its input is known whole only now: one delta, then done
+                events.append(self._event("response.custom_tool_call_input.delta", **where, delta=rendered["input"]))
+                events.append(self._event("response.custom_tool_call_input.done", **where, input=rendered["input"]))
             else:
                 events.append(self._event("response.function_call_arguments.done", **where,
                                           name=item.name, arguments=rendered["arguments"]))
@@ -817,7 +911,7 @@ class StreamTranslator:
             self._reply.items.append(call)
             events.append(self._added(output_index))
             arguments = "".join(call.pieces)  # what arrived before the name, if anything
-        if output_index is not None and arguments:
+        if output_index is not None and arguments and not call.custom:
             events.append(self._event("response.function_call_arguments.delta", output_index=output_index,
                                       item_id=self._reply.item_id(output_index), delta=arguments))
         return events

@@ -13,14 +13,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from tests.conftest import GATEWAY_KEY, Gateway
 from tests.fakes import FakeUpstream, Step, stream_of
 from tests.support.agent_clis import check_against_fixture, codex_env, run_cli, start_recorder, tool_call
 
 
-def config(upstream: FakeUpstream) -> str:
+def config(upstream: FakeUpstream, *, default: str | None = None) -> str:
     return f"""
 auth: {{keys: [{{name: team-a, key: {GATEWAY_KEY}}}]}}
+{f"defaultRoute: {default}" if default else ""}
 routes:
   mock: {{provider: mock}}
   chat: {{provider: openai, baseUrl: "{upstream.url}", apiKey: upstream-key, responsesApi: translate}}
@@ -66,3 +69,37 @@ async def test_a_tool_round_trip_through_a_chat_upstream(
     assert len(sent) == 2, [path for path, _ in recorder.bodies]
     check_against_fixture("codex_question.json", sent[0], tmp_path)
     check_against_fixture("codex_tool_output.json", sent[1], tmp_path)
+
+
+async def test_its_own_default_model_with_its_free_form_exec_tool(
+    gateway: Gateway, upstream: FakeUpstream, tmp_path: Path, codex_cli: Path, aiohttp_server: Any
+) -> None:
+    # A user who names no model: Codex asks for its default one (the gateway's default route takes
+    # it) with tools in an additional_tools item and the free-form `exec` tool, whose JavaScript
+    # calls the shell through the nested exec_command.
+    client = await gateway(config(upstream, default="chat"))
+    recorder = await start_recorder(aiohttp_server, str(client.base_url))
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "note.txt").write_text("the secret word is pelican\n")
+    script = 'const done = await tools.exec_command({cmd: "cat note.txt"}); text(done);'
+    upstream.then(
+        Step(events=tool_call("call_js_1", "exec", {"input": script})),
+        Step(events=stream_of("The note says ", "pelican.")),
+    )
+    env = codex_env(tmp_path / "home", base_url=f"{recorder.url}/v1", key=GATEWAY_KEY, model=None)
+    ran = await run_cli(exec_argv(codex_cli, "What does note.txt say?"), env=env, cwd=work)
+    assert ran.returncode == 0, ran
+    assert "The note says pelican." in ran.stdout, ran
+    question, answered = (request.body for request in upstream.requests)
+    (exec_tool,) = [tool["function"] for tool in question["tools"] if tool["function"]["name"] == "exec"]
+    assert exec_tool["parameters"]["required"] == ["input"]
+    assert answered["messages"][-2]["tool_calls"][0]["function"] == {"name": "exec", "arguments": orjson.dumps({"input": script}).decode()}
+    result = answered["messages"][-1]
+    assert (result["role"], result["tool_call_id"]) == ("tool", "call_js_1")
+    assert "the secret word is pelican" in orjson.dumps(result["content"]).decode()
+    sent = recorder.posted("/v1/responses")
+    assert len(sent) == 2, [path for path, _ in recorder.bodies]
+    assert sent[1]["input"][-2]["type"] == "custom_tool_call"  # Codex took the call for its free-form tool
+    check_against_fixture("codex_default_question.json", sent[0], tmp_path)
+    check_against_fixture("codex_default_tool_output.json", sent[1], tmp_path)

@@ -82,13 +82,18 @@ def claude_code_env(home: Path, *, base_url: str, key: str, model: str) -> dict[
     }
 
 
-def codex_env(home: Path, *, base_url: str, key: str, model: str) -> dict[str, str]:
-    """The Codex CLI's environment: CODEX_HOME with a config.toml whose provider is the gateway at `base_url` (…/v1)."""
+def codex_env(home: Path, *, base_url: str, key: str, model: str | None) -> dict[str, str]:
+    """The Codex CLI's environment: CODEX_HOME with a config.toml whose provider is the gateway at `base_url` (…/v1).
+
+    `model` None leaves Codex its default model, one it knows: it then sends its newer request
+    shape (tools in an `additional_tools` input item, a free-form `exec` tool), where for a model
+    it does not know it sends plain function tools.
+    """
     codex_home = home / "codex"
     codex_home.mkdir(parents=True, exist_ok=True)
     (codex_home / "config.toml").write_text(
-        f'model = "{model}"\n'
-        'model_provider = "gateway"\n'
+        (f'model = "{model}"\n' if model is not None else "")
+        + 'model_provider = "gateway"\n'
         "check_for_update_on_startup = false\n"
         "\n[analytics]\nenabled = false\n"
         "\n[feedback]\nenabled = false\n"

@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 import pytest
 from openai.types.chat import completion_create_params
-from openai.types.responses import Response
+from openai.types.responses import Response, ResponseStreamEvent
 from pydantic import TypeAdapter
 
 from gateway.translate import messages as anthropic_api
@@ -25,6 +25,7 @@ from gateway.translate.dropped import DROPS
 from tests.support.agent_clis import fixture
 
 CHAT_STREAM_REQUEST = TypeAdapter(completion_create_params.CompletionCreateParamsStreaming)
+STREAM_EVENT: TypeAdapter[Any] = TypeAdapter(ResponseStreamEvent)
 
 
 def valid_chat(payload: dict[str, Any]) -> dict[str, Any]:
@@ -219,3 +220,102 @@ def test_a_namespaced_call_in_the_history_is_its_flattened_function() -> None:
                       {"type": "function_call_output", "call_id": "call_9", "output": "done"}]
     messages = responses_api.to_chat(body)["messages"]
     assert messages[-2]["tool_calls"][0]["function"]["name"] == f"{namespace}__{name}"
+
+
+# Codex with its own default model: tools in an additional_tools item, a free-form exec tool
+
+
+def test_codex_default_question_every_top_level_field_is_translated_or_told(
+    drop_log: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    body = fixture("codex_default_question.json")
+    payload = valid_chat(responses_api.to_chat(copy.deepcopy(body)))
+    translated = {"model", "stream", "input", "tool_choice", "parallel_tool_calls", "reasoning", "prompt_cache_key",
+                  "store", "text"}
+    assert set(body) - translated <= told_fields(caplog)
+    assert {"include", "client_metadata", "reasoning.context"} <= told_fields(caplog)
+    assert payload["reasoning_effort"] == body["reasoning"]["effort"]
+    assert payload["verbosity"] == body["text"]["verbosity"]
+    assert (payload["tool_choice"], payload["parallel_tool_calls"]) == (body["tool_choice"], body["parallel_tool_calls"])
+
+
+def test_codex_additional_tools_are_the_requests_tools_the_root_namespace_unprefixed() -> None:
+    body = fixture("codex_default_question.json")
+    (added,) = [item for item in body["input"] if item["type"] == "additional_tools"]
+    assert "tools" not in body  # every tool comes in the item
+    expected = []
+    for group in added["tools"]:
+        assert group["type"] == "namespace"
+        prefix = "" if group["name"] == "functions" else f"{group['name']}__"
+        expected += [f"{prefix}{tool['name']}" for tool in group["tools"]]
+    payload = responses_api.to_chat(body)
+    assert [tool["function"]["name"] for tool in payload["tools"]] == expected
+    assert "exec" in expected and any("__" in name for name in expected)
+    # the item is no message: the chat messages are the other items, developer ones as system messages
+    assert [message["role"] for message in payload["messages"]] == [
+        "system" if item["role"] == "developer" else item["role"] for item in body["input"] if item["type"] == "message"]
+
+
+def test_codex_free_form_exec_tool_is_a_function_of_one_string_described_by_its_grammar() -> None:
+    body = fixture("codex_default_question.json")
+    (added,) = [item for item in body["input"] if item["type"] == "additional_tools"]
+    custom = next(tool for group in added["tools"] for tool in group["tools"] if tool["type"] == "custom")
+    assert custom["format"]["type"] == "grammar"
+    function = next(tool["function"] for tool in responses_api.to_chat(body)["tools"]
+                    if tool["function"]["name"] == custom["name"])
+    assert function["description"] == custom["description"]
+    assert function["parameters"]["required"] == ["input"] and function["parameters"]["additionalProperties"] is False
+    described = function["parameters"]["properties"]["input"]
+    assert described["type"] == "string" and custom["format"]["definition"] in described["description"]
+    assert custom["format"]["syntax"] in described["description"]
+
+
+def test_codex_custom_tool_call_and_its_output_are_a_call_and_a_tool_message() -> None:
+    body = fixture("codex_default_tool_output.json")
+    call, output = body["input"][-2:]
+    assert (call["type"], output["type"]) == ("custom_tool_call", "custom_tool_call_output")
+    messages = valid_chat(responses_api.to_chat(body))["messages"]
+    (sent,) = messages[-2]["tool_calls"]
+    assert (sent["id"], sent["function"]["name"]) == (call["call_id"], call["name"])
+    assert orjson.loads(sent["function"]["arguments"]) == {"input": call["input"]}
+    assert messages[-1] == {"role": "tool", "tool_call_id": call["call_id"],
+                            "content": [{"type": "text", "text": part["text"]} for part in output["output"]]}
+
+
+def exec_answer(body: dict[str, Any], script: str) -> dict[str, Any]:
+    arguments = orjson.dumps({"input": script}).decode()
+    call = {"id": "call_js", "type": "function", "function": {"name": "exec", "arguments": arguments}}
+    return {"id": "c", "object": "chat.completion", "created": 1, "model": body["model"], "choices": [
+        {"index": 0, "message": {"role": "assistant", "content": None, "tool_calls": [call]}, "finish_reason": "tool_calls"}]}
+
+
+def test_a_call_of_the_free_form_tool_comes_back_as_a_custom_tool_call() -> None:
+    body = fixture("codex_default_question.json")
+    script = 'text(await tools.exec_command({cmd: "ls"}));'
+    response = responses_api.from_chat(exec_answer(body, script), request=body, response_id="resp_1", created_at=1)
+    Response.model_validate(response)
+    (item,) = response["output"]
+    assert (item["type"], item["name"], item["call_id"], item["input"]) == ("custom_tool_call", "exec", "call_js", script)
+    assert "namespace" not in item and item["id"].startswith("ctc_")
+
+
+def test_a_streamed_call_of_the_free_form_tool_sends_its_input_whole_when_complete() -> None:
+    body = fixture("codex_default_question.json")
+    script = 'text("a \\"quoted\\" line");'
+    arguments = orjson.dumps({"input": script}).decode()
+    stream = responses_api.StreamTranslator(body, "resp_1", 1)
+    events = stream.feed({"choices": [{"index": 0, "delta": {"tool_calls": [
+        {"index": 0, "id": "call_js", "type": "function", "function": {"name": "exec", "arguments": arguments[:9]}}]}}]})
+    events += stream.feed({"choices": [{"index": 0, "delta": {"tool_calls": [
+        {"index": 0, "function": {"arguments": arguments[9:]}}]}, "finish_reason": "tool_calls"}]})
+    events += stream.finish()
+    payloads = [orjson.loads(event.split(b"\ndata: ", 1)[1]) for event in events]
+    for payload in payloads:
+        STREAM_EVENT.validate_python(payload)
+    kinds = [payload["type"] for payload in payloads]
+    assert "response.function_call_arguments.delta" not in kinds
+    assert kinds[2:] == ["response.output_item.added", "response.custom_tool_call_input.delta",
+                         "response.custom_tool_call_input.done", "response.output_item.done", "response.completed"]
+    assert payloads[3]["delta"] == payloads[4]["input"] == script
+    assert payloads[5]["item"]["type"] == "custom_tool_call" and payloads[5]["item"]["input"] == script
+    assert payloads[6]["response"]["output"] == [payloads[5]["item"]]

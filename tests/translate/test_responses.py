@@ -26,10 +26,11 @@ from gateway.translate.dropped import DropLog
 from gateway.translate.responses import (
     MalformedAnswer,
     StreamTranslator,
+    ToolName,
     TranslationError,
     from_chat,
-    namespaced,
     to_chat,
+    tool_names,
 )
 
 EVENT: TypeAdapter[Any] = TypeAdapter(ResponseStreamEvent)
@@ -259,6 +260,26 @@ def test_a_web_search_the_request_forces_is_refused() -> None:
     assert (caught.value.param, caught.value.code) == ("tool_choice.type", "unsupported_value")
 
 
+def test_a_custom_tool_is_a_function_of_one_string_and_its_calls_custom_tool_calls() -> None:
+    patch_tool = {"type": "custom", "name": "apply_patch", "description": "Edit files", "format": {"type": "text"}}
+    payload = to_chat(body(tools=[patch_tool], tool_choice={"type": "custom", "name": "apply_patch"},
+                           input=[{"type": "custom_tool_call", "call_id": "c1", "name": "apply_patch", "input": "*** Begin"},
+                                  {"type": "custom_tool_call_output", "call_id": "c1", "output": "done"}]))
+    assert payload["tools"] == [{"type": "function", "function": {"name": "apply_patch", "description": "Edit files", "parameters": {
+        "type": "object", "properties": {"input": {"type": "string", "description": "The tool's input, as free-form text."}},
+        "required": ["input"], "additionalProperties": False}}}]
+    assert payload["tool_choice"] == {"type": "function", "function": {"name": "apply_patch"}}
+    assert payload["messages"] == [
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function", "function": {
+            "name": "apply_patch", "arguments": '{"input":"*** Begin"}'}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "done"}]
+    assert tool_names(body(tools=[patch_tool])) == {"apply_patch": ToolName(None, "apply_patch", custom=True)}
+    # an upstream that answers with arguments that are no {"input": ...} object: the input is them as they are
+    answer = completion(None, finish="tool_calls", tool_calls=[tool_call("c2", "apply_patch", "*** raw")])
+    (item,) = from_chat(answer, request=body(tools=[patch_tool]), response_id=RESPONSE_ID, created_at=CREATED)["output"]
+    assert (item["type"], item["input"]) == ("custom_tool_call", "*** raw")
+
+
 def test_namespaced_tools_are_functions_named_after_their_namespace() -> None:
     group = {"type": "namespace", "name": "agents", "description": "Sub-agents",
              "tools": [{**WEATHER, "name": "spawn"}, {"type": "function", "name": "close"}]}
@@ -266,7 +287,8 @@ def test_namespaced_tools_are_functions_named_after_their_namespace() -> None:
     assert [tool["function"]["name"] for tool in payload["tools"]] == ["weather", "agents__spawn", "agents__close"]
     assert payload["tools"][1]["function"]["parameters"] == WEATHER["parameters"]
     assert payload["tool_choice"] == {"type": "function", "function": {"name": "agents__close"}}
-    assert namespaced(body(tools=[WEATHER, group])) == {"agents__spawn": ("agents", "spawn"), "agents__close": ("agents", "close")}
+    assert tool_names(body(tools=[WEATHER, group])) == {
+        "agents__spawn": ToolName("agents", "spawn", custom=False), "agents__close": ToolName("agents", "close", custom=False)}
 
 
 @pytest.mark.parametrize(("fields", "param", "code"), [
