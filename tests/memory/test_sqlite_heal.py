@@ -148,8 +148,8 @@ async def test_reads_of_a_deleted_file_are_refused_too_and_no_cached_conversatio
     await store.close()
 
 
-async def test_stores_of_several_processes_sharing_a_deleted_file_all_move_to_the_new_one(tmp_path: Path) -> None:
-    """Shared mode (`--workers`): each store finds out at its next job, and none removes the new file's WAL."""
+async def test_stores_sharing_a_deleted_file_all_move_to_the_new_one(tmp_path: Path) -> None:
+    """Shared mode (`--workers`; here two stores of one process): each finds out at its next job, none removes the new file's WAL."""
     path = tmp_path / "m.db"
     one, two = store_at(path, shared=True), store_at(path, shared=True)
     for store, text in ((one, "a"), (two, "b")):

@@ -141,7 +141,7 @@ async def test_workers_sharing_a_file_deleted_or_replaced_keep_every_turn_they_a
                 acknowledged.add(f"after-{index}")
             else:
                 refused += 1
-        assert 1 <= refused <= 2  # the turn each worker wrote into the old file before it found out
+        assert refused <= 2  # at most the turn each worker served from the old file, before it found out
         async with httpx.AsyncClient() as http:
             assert (await http.get(f"{base}/readyz")).status_code == 200
     finally:
