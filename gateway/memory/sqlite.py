@@ -919,9 +919,14 @@ class SQLiteStore:
             return
 
         def work() -> None:
-            if self._db is not None:
-                self._db.close()
-                self._db = self._writer = None
+            db, opened = self._db, self._opened
+            self._db = self._writer = None
+            if db is None:
+                return
+            if opened is not None and inode(self._path) != opened.main:  # its WAL would be a new file's there
+                leave_file(db, self._path, opened)
+            else:
+                db.close()
 
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._worker.submit(_Call(work, done))

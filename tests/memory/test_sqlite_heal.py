@@ -167,3 +167,17 @@ async def test_stores_sharing_a_deleted_file_all_move_to_the_new_one(tmp_path: P
     await one.close()
     await two.close()
     assert await stored(path) == ["c", "d", "e"]
+
+
+async def test_a_store_closed_after_its_file_was_replaced_leaves_nothing_to_lay_over_the_new_one(tmp_path: Path) -> None:
+    """Replaced, then the gateway stopped before its next turn: the next start must find the new file as it is."""
+    path, other = tmp_path / "m.db", tmp_path / "restored.db"
+    await made_with(other, "restored", key=("team", "restored"))
+    store = store_at(path)
+    for index in range(20):
+        await store.append(KEY, said(f"old {index}"), system=None)
+    os.replace(other, path)
+    await store.close()
+    assert not Path(f"{path}-wal").exists() and not Path(f"{path}-shm").exists()
+    assert await stored(path) is None
+    assert await stored(path, ("team", "restored")) == ["restored"]
