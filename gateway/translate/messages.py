@@ -14,6 +14,8 @@ What an OpenAI-compatible upstream cannot be told, and so is dropped or approxim
   system message at that place.
 - Claude Code's `x-anthropic-billing-header:` system block is left out: it is for Anthropic's
   billing, and it would keep a chat upstream from caching the prompt's prefix across sessions.
+- `metadata.user_id` becomes `user` when it fits OpenAI's 64 characters, and is left out when
+  longer (Claude Code's is a JSON object of ids, about 150 characters).
 - A tool with `defer_loading` is left out: Anthropic keeps it from the model until a tool search
   loads it, and a chat upstream has no such search (Claude Code's own placeholder is one).
 - What is left out is told to the log (`dropped.DROPS`), once per field at INFO.
@@ -47,6 +49,9 @@ _READ = frozenset({
     "model", "max_tokens", "system", "messages", "tools", "tool_choice", "stop_sequences", "temperature",
     "top_p", "top_k", "metadata", "output_config", "stream",
 })
+# OpenAI refuses a longer `user` (OpenRouter one past 128); Claude Code's user_id, a JSON object
+# of device and session ids, is about 150 characters: sent on, it would fail every request.
+_MAX_USER = 64
 # Claude Code's first system block: a header for Anthropic's billing, not for the model. It changes
 # between sessions, so a chat upstream that kept it would cache no prompt prefix across them.
 _BILLING_HEADER = "x-anthropic-billing-header:"
@@ -98,7 +103,7 @@ def to_chat(body: Any) -> JSON:
         if not _is_int(top_k) or top_k < 0:
             raise _invalid("top_k", "must be an integer >= 0", top_k)
         payload["top_k"] = top_k
-    if (user := _metadata_user(request.get("metadata"))) is not None:
+    if (user := _metadata_user(request.get("metadata"))) is not None and len(user) <= _MAX_USER:
         payload["user"] = user
     if (response_format := _output_format(request.get("output_config"))) is not None:
         payload["response_format"] = response_format
@@ -114,6 +119,9 @@ def to_chat(body: Any) -> JSON:
 def _dropped(request: JSON) -> list[str]:
     """What to_chat left out of a request it translated: options, cache marks, thinking, deferred tools."""
     dropped = [key for key in request if key not in _READ]
+    metadata = request.get("metadata")
+    if isinstance(metadata, dict) and isinstance(metadata.get("user_id"), str) and len(metadata["user_id"]) > _MAX_USER:
+        dropped.append(f"metadata.user_id longer than {_MAX_USER} characters")
     config = request.get("output_config")
     if isinstance(config, dict):
         dropped += [f"output_config.{key}" for key in config if key != "format"]

@@ -128,6 +128,13 @@ def test_claude_codes_billing_header_block_is_left_out_of_the_system_message() -
     assert chat_messages(request(user("hi"), system=quoted))[0]["content"] == quoted[0]["text"]
 
 
+def test_a_user_id_longer_than_openai_takes_is_left_out() -> None:
+    claude_code = '{"device_id":"' + "c" * 64 + '","account_uuid":"","session_id":"7f375be1-f588-4661-97df-3790b3bd0caa"}'
+    assert "user" not in to_chat(request(user("hi"), metadata={"user_id": claude_code}))
+    assert to_chat(request(user("hi"), metadata={"user_id": "u" * 64}))["user"] == "u" * 64
+    assert "user" not in to_chat(request(user("hi"), metadata={"user_id": "u" * 65}))
+
+
 def test_a_tool_whose_loading_is_deferred_is_left_out() -> None:
     placeholder = {"name": "DeferredToolPlaceholder", "description": "never call this tool",
                    "input_schema": {"type": "object", "properties": {}}, "defer_loading": True}
@@ -147,6 +154,7 @@ def test_what_is_left_out_is_told_once_at_info_then_at_debug(caplog: pytest.LogC
         system=[{"type": "text", "text": "x-anthropic-billing-header: cc_version=1;"}, {"type": "text", "text": "Be kind."}],
         tools=[*TOOLS, {**TOOLS[0], "name": "later", "defer_loading": True}],
         thinking={"type": "adaptive"}, context_management={"edits": []}, output_config={"effort": "medium"},
+        metadata={"user_id": "u" * 65},
     )
     sent = copy.deepcopy(body)
     with caplog.at_level(logging.DEBUG, logger="gateway.translate"), patch("gateway.translate.messages.DROPS", drops):
@@ -154,8 +162,8 @@ def test_what_is_left_out_is_told_once_at_info_then_at_debug(caplog: pytest.LogC
         to_chat(body)
     assert body == sent  # looking for what is left out changes nothing
     lines = [(record.levelno, record.getMessage()) for record in caplog.records if record.name == "gateway.translate"]
-    named = ["cache_control", "context_management", "output_config.effort", "the x-anthropic-billing-header system block",
-             "thinking", "thinking blocks", "tools with defer_loading"]
+    named = ["cache_control", "context_management", "metadata.user_id longer than 64 characters", "output_config.effort",
+             "the x-anthropic-billing-header system block", "thinking", "thinking blocks", "tools with defer_loading"]
     assert [line.split(" request: ")[1].split(" left out")[0] for _, line in lines] == named * 2
     assert [level for level, _ in lines] == [logging.INFO] * len(named) + [logging.DEBUG] * len(named)
     caplog.clear()
