@@ -2,7 +2,8 @@
 
 Its reply says how many messages it received and quotes the last user message (a text
 completion quotes its prompt), so a caller can see exactly what reached the model (memory,
-overrides) without a real upstream. Parameters OpenAI would reject get OpenAI's 400, as a Reply.
+overrides) without a real upstream. Parameters OpenAI would reject get OpenAI's 400, as a Reply:
+a text completion's prompt, embeddings' input and encoding, a chat's `user` and function names.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import hashlib
+import re
 import struct
 import time
 from collections.abc import AsyncGenerator, Mapping
@@ -29,10 +31,11 @@ _ENCODINGS = ("float", "base64")
 class _Invalid(Exception):
     """A parameter OpenAI would reject; the caller gets a 400 naming it."""
 
-    def __init__(self, message: str, param: str) -> None:
+    def __init__(self, message: str, param: str, code: str = "invalid_value") -> None:
         super().__init__(message)
         self.message = message
         self.param = param
+        self.code = code
 
 
 def _error_reply(status: int, message: str, *, type: str, param: str | None, code: str) -> Reply:
@@ -41,7 +44,7 @@ def _error_reply(status: int, message: str, *, type: str, param: str | None, cod
 
 
 def _invalid_reply(exc: _Invalid) -> Reply:
-    return _error_reply(400, exc.message, type="invalid_request_error", param=exc.param, code="invalid_value")
+    return _error_reply(400, exc.message, type="invalid_request_error", param=exc.param, code=exc.code)
 
 
 def text_of(content: Any) -> str:
@@ -110,9 +113,42 @@ def _replies(call: Call) -> tuple[list[str], int]:
         prompt = call.payload.get("prompt")
         prompts = [""] if prompt is None else split_prompts(prompt, "prompt")
         return [fixed or describe_prompt(p) for p in prompts], sum(map(_size, prompts))
+    check_chat(call.payload)
     messages = call.payload.get("messages")
     messages = messages if isinstance(messages, list) else []
     return [fixed or mock_reply(messages)], _size(orjson.dumps(messages).decode())
+
+
+_MAX_NAME = 64  # OpenAI's limit for a function's name and for `user`
+_FUNCTION_NAME = re.compile(r"[a-zA-Z0-9_-]+")
+
+
+def check_chat(payload: Mapping[str, Any]) -> None:
+    """Raise _Invalid, as OpenAI answers, for a `user` or a function name OpenAI refuses.
+
+    What a translation makes of another API's request (an agent CLI's) meets these limits
+    here first, not only at a real upstream.
+    """
+    user = payload.get("user")
+    if isinstance(user, str) and len(user) > _MAX_NAME:
+        raise _too_long("user", len(user))
+    tools = payload.get("tools")
+    for index, tool in enumerate(tools if isinstance(tools, list) else ()):
+        function = tool.get("function") if isinstance(tool, dict) else None
+        name = function.get("name") if isinstance(function, dict) else None
+        if not isinstance(name, str):
+            continue
+        param = f"tools[{index}].function.name"
+        if len(name) > _MAX_NAME:
+            raise _too_long(param, len(name))
+        if not _FUNCTION_NAME.fullmatch(name):
+            raise _Invalid(f"Invalid '{param}': string does not match pattern. Expected a string that matches the "
+                           "pattern '^[a-zA-Z0-9_-]+$'.", param, "invalid_value")
+
+
+def _too_long(param: str, length: int) -> _Invalid:
+    return _Invalid(f"Invalid '{param}': string too long. Expected a string with maximum length {_MAX_NAME}, "
+                    f"but got a string with length {length} instead.", param, "string_above_max_length")
 
 
 def _answer(call: Call, texts: list[str], prompt_tokens: int) -> dict[str, Any]:
