@@ -27,6 +27,7 @@ whose input is that string (a stream sends it whole, once the call is complete).
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
@@ -64,6 +65,7 @@ _OFFERED_ONLY = frozenset({"web_search", "web_search_preview", "web_search_2025_
                            "web_search_preview_2025_03_11"})
 _NAMESPACE_JOIN = "__"
 _ROOT_NAMESPACE = "functions"  # what a model calls `functions.x` is the tool `x`
+_MAX_NAME = 64  # the longest function name OpenAI's chat completions take
 _EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
 _VERBOSITIES = ("low", "medium", "high")
 _CHOICE_MODES = ("none", "auto", "required")
@@ -232,8 +234,16 @@ def _dropped(body: Mapping[str, Any], reasoning: Mapping[str, Any]) -> list[str]
 
 
 def qualified(namespace: str | None, name: str) -> str:
-    """The chat function name of tool `name` in `namespace` (none, or the root namespace: the name itself)."""
-    return name if namespace is None or namespace == _ROOT_NAMESPACE else f"{namespace}{_NAMESPACE_JOIN}{name}"
+    """The chat function name of tool `name` in `namespace` (none, or the root namespace: the name itself).
+
+    One longer than chat allows (64 characters) is cut, with a digest of the whole: still unique.
+    """
+    if namespace is None or namespace == _ROOT_NAMESPACE:
+        return name
+    joined = f"{namespace}{_NAMESPACE_JOIN}{name}"
+    if len(joined) <= _MAX_NAME:
+        return joined
+    return f"{joined[:_MAX_NAME - 9]}_{hashlib.sha256(joined.encode()).hexdigest()[:8]}"
 
 
 @dataclass(frozen=True)

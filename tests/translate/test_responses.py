@@ -280,6 +280,15 @@ def test_a_custom_tool_is_a_function_of_one_string_and_its_calls_custom_tool_cal
     assert (item["type"], item["input"]) == ("custom_tool_call", "*** raw")
 
 
+def test_a_namespaced_name_too_long_for_chat_is_cut_and_still_found() -> None:
+    group = {"type": "namespace", "name": "mcp__" + "s" * 40, "tools": [{"type": "function", "name": "t" * 30},
+                                                                       {"type": "function", "name": "t" * 29 + "u"}]}
+    names = [tool["function"]["name"] for tool in to_chat(body(tools=[group]))["tools"]]
+    assert [len(name) for name in names] == [64, 64] and names[0] != names[1]
+    assert all(name.startswith("mcp__" + "s" * 40 + "__") for name in names)
+    assert tool_names(body(tools=[group]))[names[1]] == ToolName(group["name"], "t" * 29 + "u", custom=False)
+
+
 def test_namespaced_tools_are_functions_named_after_their_namespace() -> None:
     group = {"type": "namespace", "name": "agents", "description": "Sub-agents",
              "tools": [{**WEATHER, "name": "spawn"}, {"type": "function", "name": "close"}]}
