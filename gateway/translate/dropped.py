@@ -27,8 +27,8 @@ class DropLog:
             self.told.add((api, name))
             log.log(
                 logging.INFO if first else logging.DEBUG,
-                "%s request: %s left out, as a chat completions target has no use for it%s",
-                api, name, "; told once, then at debug level" if first else "",
+                "%s request: %s left out for a chat completions target%s",
+                api, name, " (told once; from now on at debug level)" if first else "",
             )
 
 
