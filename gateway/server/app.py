@@ -29,6 +29,7 @@ from gateway.providers.base import Provider
 from gateway.providers.registry import Resources, kind_of
 from gateway.routing import Random
 from gateway.server import handlers, health, memory_api, surface
+from gateway.server.connections import limit_connections
 from gateway.server.cors import cors_middlewares, cors_response_hook
 from gateway.server.frontdoor import FRONT_DOOR, open_front_door
 from gateway.server.inline import INLINE_CONFIGS, InlineConfigs
@@ -130,6 +131,7 @@ def create_app(config: Config, *, rng: Random | None = None, processes: int = 1)
     door = open_front_door(app)  # last: it takes the routes and middlewares as they are now
     if door is not None:
         app[FRONT_DOOR] = door
+    limit_connections(app, config.server.max_connections)
     return app
 
 
