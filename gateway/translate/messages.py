@@ -16,8 +16,10 @@ What an OpenAI-compatible upstream cannot be told, and so is dropped or approxim
   billing, and it would keep a chat upstream from caching the prompt's prefix across sessions.
 - `metadata.user_id` becomes `user` when it fits OpenAI's 64 characters, and is left out when
   longer (Claude Code's is a JSON object of ids, about 150 characters).
-- A tool with `defer_loading` is left out: Anthropic keeps it from the model until a tool search
-  loads it, and a chat upstream has no such search (Claude Code's own placeholder is one).
+- A tool with `defer_loading` is left out until a `tool_reference` block (in a tool_result: a
+  tool search's answer, Claude Code's ToolSearch) loads it, as Anthropic keeps it from the model
+  till then; the reference becomes the tool's definition as text, `<functions><function>{...}`
+  `</function></functions>`, as Anthropic expands it.
 - What is left out is told to the log (`dropped.DROPS`), once per field at INFO.
 - A `tool_result` becomes a `tool` message with its text joined by newlines and `is_error` as an
   `Error: ` prefix; images and documents in it move to a user message right after the tool
@@ -34,6 +36,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
@@ -83,10 +86,11 @@ def to_chat(body: Any) -> JSON:
     max_tokens = _required(request, "max_tokens", "")
     if not _is_int(max_tokens) or max_tokens < 1:
         raise _invalid("max_tokens", "must be an integer >= 1", max_tokens)
+    sent = _required(request, "messages", "")
+    tools = _tools_to_chat(request.get("tools"), "tools", loaded=_referenced(sent))
     messages = _system_to_chat(request.get("system"))
-    messages += _messages_to_chat(_required(request, "messages", ""), "messages")
+    messages += _messages_to_chat(sent, "messages", {tool["function"]["name"]: tool["function"] for tool in tools})
     payload: JSON = {"model": model, "messages": messages, "max_tokens": max_tokens}
-    tools = _tools_to_chat(request.get("tools"), "tools")
     choice, parallel = _tool_choice_to_chat(request.get("tool_choice"), "tool_choice")
     if tools:  # OpenAI refuses an empty tools list, and tool_choice without tools
         payload["tools"] = tools
@@ -125,6 +129,7 @@ def _dropped(request: JSON) -> list[str]:
     config = request.get("output_config")
     if isinstance(config, dict):
         dropped += [f"output_config.{key}" for key in config if key != "format"]
+    referenced = _referenced(request.get("messages"))
     system = list(_listed(request.get("system")))  # copies: the request's own lists stay as they are
     blocks = list(_listed(request.get("tools")))
     for message in _listed(request.get("messages")):
@@ -138,9 +143,26 @@ def _dropped(request: JSON) -> list[str]:
                 dropped.append("cache_control")
             if block.get("type") in ("thinking", "redacted_thinking"):
                 dropped.append("thinking blocks")
-            if block.get("defer_loading") is True:
+            if block.get("defer_loading") is True and not _loaded(block, referenced):
                 dropped.append("tools with defer_loading")
     return dropped
+
+
+def _loaded(tool: JSON, loaded: set[str]) -> bool:
+    name = tool.get("name")
+    return isinstance(name, str) and name in loaded
+
+
+def _referenced(messages: Any) -> set[str]:
+    """The names of the tools the tool_reference blocks of `messages` load (a tool search's results)."""
+    names: set[str] = set()
+    for message in _listed(messages):
+        for block in _listed(message.get("content")) if isinstance(message, dict) else ():
+            if isinstance(block, dict) and block.get("type") == "tool_result":
+                names |= {inner["tool_name"] for inner in _listed(block.get("content"))
+                          if isinstance(inner, dict) and inner.get("type") == "tool_reference"
+                          and isinstance(inner.get("tool_name"), str)}
+    return names
 
 
 def _listed(value: Any) -> list[Any]:
@@ -167,17 +189,18 @@ def _text_of(value: Any, path: str) -> str:
     return _string(_required(block, "text", path), _at(path, "text"))
 
 
-def _messages_to_chat(value: Any, path: str) -> list[JSON]:
+def _messages_to_chat(value: Any, path: str, tools: Mapping[str, JSON]) -> list[JSON]:
+    """The chat messages of the request's messages; `tools`: its chat functions by name, for tool_reference blocks."""
     items = _array(value, path)
     if not items:
         raise TranslationError(f"{path}: must hold at least one message", path)
     out: list[JSON] = []
     for i, item in enumerate(items):
-        out += _message_to_chat(item, _item(path, i), last=i == len(items) - 1)
+        out += _message_to_chat(item, _item(path, i), tools, last=i == len(items) - 1)
     return out
 
 
-def _message_to_chat(value: Any, path: str, *, last: bool) -> list[JSON]:
+def _message_to_chat(value: Any, path: str, tools: Mapping[str, JSON], *, last: bool) -> list[JSON]:
     message = _object(value, path)
     role = message.get("role")
     if role == "system":  # instructions between turns (Claude Code's environment, reminders): chat has them too
@@ -195,11 +218,11 @@ def _message_to_chat(value: Any, path: str, *, last: bool) -> list[JSON]:
     if isinstance(content, str):
         return [{"role": role, "content": content}]
     if role == "user":
-        return _user_to_chat(content, content_path)
+        return _user_to_chat(content, content_path, tools)
     return [_assistant_to_chat(content, content_path)]
 
 
-def _user_to_chat(blocks: list[Any], path: str) -> list[JSON]:
+def _user_to_chat(blocks: list[Any], path: str, tools: Mapping[str, JSON]) -> list[JSON]:
     """Tool results first, as `tool` messages (OpenAI wants them right after the calls), then the rest."""
     results: list[JSON] = []
     moved: list[JSON] = []
@@ -208,7 +231,7 @@ def _user_to_chat(blocks: list[Any], path: str) -> list[JSON]:
         block_path = _item(path, i)
         block = _object(value, block_path)
         if block.get("type") == "tool_result":
-            result, attachments = _tool_result_to_chat(block, block_path)
+            result, attachments = _tool_result_to_chat(block, block_path, tools)
             results.append(result)
             moved += attachments
         else:
@@ -277,8 +300,11 @@ def _data_url(source: JSON, path: str) -> str:
     return f"data:{media_type};base64,{data}"
 
 
-def _tool_result_to_chat(block: JSON, path: str) -> tuple[JSON, list[JSON]]:
-    """The `tool` message of a tool_result, and the images or files it carried (for a user message)."""
+def _tool_result_to_chat(block: JSON, path: str, tools: Mapping[str, JSON]) -> tuple[JSON, list[JSON]]:
+    """The `tool` message of a tool_result, and the images or files it carried (for a user message).
+
+    A tool_reference block (a tool search's result) is the definition of the tool it loads, as text.
+    """
     call_id = _string(_required(block, "tool_use_id", path), _at(path, "tool_use_id"))
     content = block.get("content")
     texts: list[str] = []
@@ -289,7 +315,10 @@ def _tool_result_to_chat(block: JSON, path: str) -> tuple[JSON, list[JSON]]:
         content_path = _at(path, "content")
         for i, value in enumerate(_array(content, content_path)):
             inner_path = _item(content_path, i)
-            for part in _parts_to_chat(_object(value, inner_path), inner_path, allowed="text, image, document"):
+            if _object(value, inner_path).get("type") == "tool_reference":
+                texts.append(_tool_reference(value, inner_path, tools))
+                continue
+            for part in _parts_to_chat(value, inner_path, allowed="text, image, document, tool_reference"):
                 if part["type"] == "text":
                     texts.append(part["text"])
                 else:
@@ -301,6 +330,13 @@ def _tool_result_to_chat(block: JSON, path: str) -> tuple[JSON, list[JSON]]:
     if attachments:
         attachments.insert(0, {"type": "text", "text": f"Attachments of tool result {call_id}:"})
     return {"role": "tool", "tool_call_id": call_id, "content": text}, attachments
+
+
+def _tool_reference(block: JSON, path: str, tools: Mapping[str, JSON]) -> str:
+    """A loaded tool's definition as Anthropic shows it to the model: `<functions><function>{...}</function></functions>`."""
+    name = _string(_required(block, "tool_name", path), _at(path, "tool_name"))
+    definition = tools.get(name, {"name": name})
+    return f"<functions><function>{orjson.dumps(definition).decode()}</function></functions>"
 
 
 def _assistant_to_chat(blocks: list[Any], path: str) -> JSON:
@@ -337,14 +373,15 @@ def _tool_use_to_chat(block: JSON, path: str) -> JSON:
     return {"id": call_id, "type": "function", "function": {"name": name, "arguments": encoded}}
 
 
-def _tools_to_chat(value: Any, path: str) -> list[JSON]:
+def _tools_to_chat(value: Any, path: str, *, loaded: set[str]) -> list[JSON]:
+    """Chat functions for the request's tools; one whose loading is deferred only once a tool_reference loaded it."""
     if value is None:
         return []
     tools: list[JSON] = []
     for i, item in enumerate(_array(value, path)):
         tool_path = _item(path, i)
         tool = _object(item, tool_path)
-        if tool.get("defer_loading") is True:  # hidden from the model until a tool search it lacks loads it
+        if tool.get("defer_loading") is True and not _loaded(tool, loaded):  # hidden from the model till then
             continue
         kind = tool.get("type")
         if kind is not None and kind != "custom":

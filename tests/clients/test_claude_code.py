@@ -12,6 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from tests.conftest import GATEWAY_KEY, Gateway
 from tests.fakes import FakeUpstream, Step, stream_of
 from tests.support.agent_clis import (
@@ -72,3 +74,30 @@ async def test_a_tool_round_trip_through_a_chat_upstream(
     assert len(sent) == 2, [path for path, _ in recorder.bodies]
     check_against_fixture("claude_code_question.json", sent[0], tmp_path)
     check_against_fixture("claude_code_tool_result.json", sent[1], tmp_path)
+
+
+async def test_a_tool_search_loads_a_deferred_tool(
+    gateway: Gateway, upstream: FakeUpstream, tmp_path: Path, claude_code: Path, aiohttp_server: Any
+) -> None:
+    # Claude Code keeps most tools deferred: the model finds one with ToolSearch, whose result is a
+    # tool_reference that loads it (sent from then on with defer_loading). Refused, Claude Code
+    # would retry and then give up its tool search: the upstream would see more than two requests.
+    client = await gateway(config(upstream))
+    recorder = await start_recorder(aiohttp_server, str(client.base_url))
+    upstream.then(
+        Step(events=tool_call("call_search_1", "ToolSearch", {"query": "select:WebFetch"})),
+        Step(events=stream_of("WebFetch is loaded.")),
+    )
+    env = claude_code_env(tmp_path / "home", base_url=recorder.url, key=GATEWAY_KEY, model="chat")
+    ran = await run_cli([str(claude_code), "-p", "Load the web fetch tool."], env=env, cwd=tmp_path)
+    assert ran.returncode == 0, ran
+    assert "WebFetch is loaded." in ran.stdout, ran
+    assert upstream.calls == 2, [request.body["messages"][-1] for request in upstream.requests]
+    question, answered = (request.body for request in upstream.requests)
+    assert "WebFetch" not in [tool["function"]["name"] for tool in question["tools"]]  # deferred, not yet loaded
+    (fetch,) = [tool["function"] for tool in answered["tools"] if tool["function"]["name"] == "WebFetch"]
+    result = answered["messages"][-1]
+    assert (result["role"], result["tool_call_id"]) == ("tool", "call_search_1")
+    assert result["content"] == f"<functions><function>{orjson.dumps(fetch).decode()}</function></functions>"
+    sent = recorder.posted("/v1/messages")
+    check_against_fixture("claude_code_tool_search.json", sent[1], tmp_path)

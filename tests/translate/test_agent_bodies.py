@@ -121,6 +121,24 @@ def test_claude_code_tool_use_and_tool_result_are_a_call_and_a_tool_message() ->
     assert answer == {"role": "tool", "tool_call_id": use["id"], "content": result["content"]}
 
 
+def test_claude_code_tool_search_result_loads_the_deferred_tool_it_names(
+    drop_log: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    body = fixture("claude_code_tool_search.json")
+    (reference,) = body["messages"][-1]["content"][-1]["content"]
+    assert reference["type"] == "tool_reference"
+    loaded = next(tool for tool in body["tools"] if tool["name"] == reference["tool_name"])
+    assert loaded["defer_loading"] is True
+    payload = valid_chat(anthropic_api.to_chat(body))
+    (function,) = [tool["function"] for tool in payload["tools"] if tool["function"]["name"] == loaded["name"]]
+    assert function == {"name": loaded["name"], "parameters": loaded["input_schema"], "description": loaded["description"]}
+    assert payload["messages"][-1] == {"role": "tool", "tool_call_id": body["messages"][-1]["content"][-1]["tool_use_id"],
+                                       "content": f"<functions><function>{orjson.dumps(function).decode()}</function></functions>"}
+    names = {tool["function"]["name"] for tool in payload["tools"]}
+    assert names == {tool["name"] for tool in body["tools"] if not tool.get("defer_loading") or tool is loaded}
+    assert "tools with defer_loading" in told_fields(caplog)  # the placeholder is still left out
+
+
 def test_claude_code_answer_streams_back_as_its_events() -> None:
     stream = anthropic_api.StreamTranslator("claude-opus-5-5", "msg_1")
     events = stream.feed({"choices": [{"index": 0, "delta": {"role": "assistant", "content": "Hi"}}]})

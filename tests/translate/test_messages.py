@@ -145,6 +145,38 @@ def test_a_tool_whose_loading_is_deferred_is_left_out() -> None:
     assert not {"tools", "tool_choice"} & alone.keys()
 
 
+def test_a_tool_reference_loads_its_deferred_tool_and_reads_as_its_definition() -> None:
+    deferred = {**TOOLS[0], "defer_loading": True}
+    later = {**TOOLS[0], "name": "later", "defer_loading": True}
+    body = request(
+        user("Weather?"),
+        assistant([{"type": "tool_use", "id": "toolu_1", "name": "search", "input": {"query": "weather"}}]),
+        user([{"type": "tool_result", "tool_use_id": "toolu_1", "content": [
+            {"type": "tool_reference", "tool_name": "get_weather"}, {"type": "tool_reference", "tool_name": "gone"}]}]),
+        tools=[{"name": "search", "input_schema": {"type": "object"}}, deferred, later],
+    )
+    payload = valid_chat(to_chat(body))
+    assert [tool["function"]["name"] for tool in payload["tools"]] == ["search", "get_weather"]
+    weather = orjson.dumps(FUNCTIONS[0]["function"]).decode()
+    assert payload["messages"][-1] == {"role": "tool", "tool_call_id": "toolu_1", "content": (
+        f"<functions><function>{weather}</function></functions>\n"
+        '<functions><function>{"name":"gone"}</function></functions>')}
+
+
+@pytest.mark.parametrize(("reference", "param"), [
+    ({"type": "tool_reference"}, "messages[2].content[0].content[0].tool_name"),
+    ({"type": "tool_reference", "tool_name": ["x"]}, "messages[2].content[0].content[0].tool_name"),
+])
+def test_a_malformed_tool_reference_is_a_400_naming_it(reference: dict[str, Any], param: str) -> None:
+    body = request(user("hi"), assistant([{"type": "tool_use", "id": "t", "name": "search", "input": {}}]),
+                   user([{"type": "tool_result", "tool_use_id": "t", "content": [reference]}]),
+                   tools=[{"name": "search", "input_schema": {"type": "object"}},
+                          {"name": ["not", "a", "name"], "input_schema": {}, "defer_loading": True}])
+    with pytest.raises(TranslationError) as caught:
+        to_chat(body)
+    assert caught.value.param == param
+
+
 def test_what_is_left_out_is_told_once_at_info_then_at_debug(caplog: pytest.LogCaptureFixture) -> None:
     drops = DropLog()
     body = request(
