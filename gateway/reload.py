@@ -30,7 +30,7 @@ from gateway.config import Config, ConfigError, load_config
 from gateway.routing import Random
 from gateway.server.app import reloaded_app
 from gateway.server.frontdoor import FRONT_DOOR
-from gateway.server.keys import CONFIG, INFLIGHT, UPSTREAMS
+from gateway.server.keys import CONFIG, INFLIGHT, LIFECYCLE, UPSTREAMS
 
 log = logging.getLogger("gateway")
 
@@ -133,6 +133,9 @@ class Reloader:
 
     def request(self) -> None:
         """Reload now, or after the reload under way: signals that come meanwhile make one reload more."""
+        if self._app[LIFECYCLE].draining:  # stopping: nothing new will be served
+            log.info("reload of %s not done: the gateway is stopping", self._path)
+            return
         if self._asked is not None and not self._asked.done():
             self._again = True
             return

@@ -137,8 +137,9 @@ async def test_a_config_that_does_not_load_is_logged_and_the_old_one_served(tmp_
 async def test_a_stream_under_way_finishes_on_the_old_config_and_sigterm_still_drains(
     tmp_path: Path, upstream: FakeUpstream
 ) -> None:
-    release = asyncio.Event()
-    upstream.then(Step(events=[*stream_of("one ", "two ")[:2], release, *stream_of("one ", "two ")[2:]]))
+    release, held = asyncio.Event(), asyncio.Event()
+    first, second = stream_of("one ", "two "), stream_of("three ", "four ")
+    upstream.then(Step(events=[*first[:2], release, *first[2:]]), Step(events=[*second[:2], held, *second[2:]]))
     config = tmp_path / "g.yaml"
     # A client's own tree: its calls go through the session the configuration alone owns, which a
     # reload closes only once the configuration's last request has ended.
@@ -155,7 +156,7 @@ async def test_a_stream_under_way_finishes_on_the_old_config_and_sigterm_still_d
                 model="live", messages=HI, stream=True, extra_headers={"x-gateway-config": tree}  # type: ignore[arg-type]
             )
             parts = [await anext(aiter(stream))]  # the stream is under way: its first chunk came
-            config.write_text(mock_routes("next"))
+            config.write_text(f"routes:\n  next: {{provider: openai, baseUrl: '{upstream.url}', apiKey: sk-test}}\n")
             process.send_signal(signal.SIGHUP)
             await logs.wait_for("reloaded")
             with pytest.raises(openai.NotFoundError):  # new requests: the new config
@@ -171,8 +172,12 @@ async def test_a_stream_under_way_finishes_on_the_old_config_and_sigterm_still_d
             stream = await client.chat.completions.create(model="next", messages=HI, stream=True)  # type: ignore[arg-type]
             parts = [await anext(aiter(stream))]
             process.send_signal(signal.SIGTERM)
+            await logs.wait_for("stopping: requests under way may take up to")
+            process.send_signal(signal.SIGHUP)  # too late: it is stopping
+            await logs.wait_for("not done: the gateway is stopping")
+            held.set()
             parts += [part async for part in stream]
-            assert "".join(p.choices[0].delta.content or "" for p in parts if p.choices) == "from-next"
+            assert "".join(p.choices[0].delta.content or "" for p in parts if p.choices) == "three four "
         assert await asyncio.to_thread(process.wait, 30) == 0
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import random
 import time
 from collections.abc import AsyncIterator
@@ -115,6 +116,7 @@ def create_app(config: Config, *, rng: Random | None = None, processes: int = 1)
 
     async def begin_draining(app: web.Application) -> None:
         app[LIFECYCLE].draining = True
+        log.info("gateway %d stopping: requests under way may take up to %gs", os.getpid(), config.server.drain_seconds)
 
     async def memory_store(app: web.Application) -> AsyncIterator[None]:
         use_offline_encodings()
