@@ -882,16 +882,7 @@ def _read_node(section: _Section, position: str, inherited: _Inherited, names: d
 def _inherit(section: _Section, parent: _Inherited) -> _Inherited:
     override = section.mapping("overrideParams") or {}
     headers = section.mapping("headers") or {}
-    for key, value in headers.items():
-        at = f"{section.at('headers')}.{key}"
-        if not _HEADER_NAME.fullmatch(key):
-            section.errors.append(f"{at}: not an HTTP header name (letters, digits and !#$%&'*+-.^_`|~)")
-        elif key.lower() in _FRAMING_HEADERS:
-            section.errors.append(f"{at}: the HTTP client sets it (it frames the request), a target may not")
-        if not isinstance(value, str):
-            section.errors.append(f"{at}: must be a string, got {_kind(value)}")
-        elif (problem := _header_value_problem(value)) is not None:
-            section.errors.append(f"{at}: {problem}")
+    _check_headers(headers, section.at("headers"), section.errors, strict=parent.from_file)
     retry, mock, breaker = section.section("retry"), section.section("mock"), section.section("breaker")
     responses_api = section.string("responsesApi", parent.responses_api) or parent.responses_api
     if responses_api not in RESPONSES_API_MODES:
@@ -908,13 +899,12 @@ def _inherit(section: _Section, parent: _Inherited) -> _Inherited:
         if problem is not None:
             section.error("apiKey", f"{problem} (it is sent in a header)")
     _check_json(override, section.at("overrideParams"), section.errors)
-    env = {
-        **(parent.env if provider == parent.provider else {k: v for k, v in parent.env.items() if not k.startswith("providerParams.")}),
-        **{key: _env_refs(section.data[key]) for key in ("apiKey", "baseUrl") if section.has(key)},
-        **{f"overrideParams.{k}": _env_refs(v) for k, v in override.items()},
-        **{f"headers.{k}": _env_refs(v) for k, v in headers.items()},
-        **{f"providerParams.{k}": _env_refs(v) for k, v in params.items()},
-    }
+    _check_override_types(override, section.at("overrideParams"), section.errors)
+    # providerParams' values from the environment go with the providerParams
+    env = {**parent.env} if provider == parent.provider else {k: v for k, v in parent.env.items() if not k.startswith("providerParams.")}
+    env.update({key: _env_refs(section.data[key]) for key in ("apiKey", "baseUrl") if section.has(key)})
+    for setting, values in (("overrideParams", override), ("headers", headers), ("providerParams", params)):
+        env.update({f"{setting}.{key}": _env_refs(value) for key, value in values.items()})
     return _Inherited(
         provider=provider,
         api_key=api_key,
@@ -975,6 +965,26 @@ def _build_target(section: _Section, name: str, weight: float, inherited: _Inher
     )
 
 
+def _check_headers(headers: Mapping[str, Any], path: str, errors: list[str], *, strict: bool) -> None:
+    """Report each header HTTP cannot carry; not `strict` (an inline tree), only those not strings.
+
+    An inline tree's headers are held to server.inline's stricter rules, with its own messages.
+    """
+    for key, value in headers.items():
+        at = f"{path}.{key}"
+        if not isinstance(value, str):
+            errors.append(f"{at}: must be a string, got {_kind(value)}")
+            continue
+        if not strict:
+            continue
+        if not _HEADER_NAME.fullmatch(key):
+            errors.append(f"{at}: not an HTTP header name (letters, digits and !#$%&'*+-.^_`|~)")
+        elif key.lower() in _FRAMING_HEADERS:
+            errors.append(f"{at}: the HTTP client sets it (it frames the request), a target may not")
+        if (problem := _header_value_problem(value)) is not None:
+            errors.append(f"{at}: {problem}")
+
+
 def _base_url_problem(base_url: str) -> str | None:
     """Why requests could never be sent to `base_url`, or None. Never quotes its userinfo."""
     shown = mask_userinfo(base_url)
@@ -1006,11 +1016,58 @@ def _header_value_problem(value: str) -> str | None:
     """Why `value` cannot be an HTTP header value, or None."""
     if any(ch != "\t" and (ord(ch) < 0x20 or ord(ch) == 0x7F) for ch in value):
         return "must not contain control characters (CR, LF, NUL, ...)"
-    try:
-        value.encode("latin-1")
-    except UnicodeEncodeError:
-        return "must be Latin-1 text (HTTP header values are)"
+    if not value.isascii():
+        # RFC 9110 5.5 leaves other bytes obsolete; httpx-based clients (anthropic, litellm) refuse them
+        return "must be ASCII text (header values are)"
     return None
+
+
+_NUMBER: Final = (int, float)
+# Request fields the gateway reads itself (to stream, to count tokens, to translate for other
+# providers), with the types of OpenAI's API: an override of another type would break the request
+# it merges into. null is the field's default, except for model and messages, which requests need.
+_OVERRIDE_TYPES: Final[Mapping[str, tuple[str, tuple[type, ...]]]] = {
+    "model": ("a non-empty string", (str,)),
+    "messages": ("a non-empty list of messages (mappings with a role)", (list,)),
+    "stream": ("true or false", (bool,)),
+    "stream_options": ("a mapping", (dict,)),
+    "n": ("an integer", (int,)),
+    "max_tokens": ("an integer", (int,)),
+    "max_completion_tokens": ("an integer", (int,)),
+    "temperature": ("a number", _NUMBER),
+    "top_p": ("a number", _NUMBER),
+    "stop": ("a string or a list of strings", (str, list)),
+    "user": ("a string", (str,)),
+    "tools": ("a list", (list,)),
+    "tool_choice": ("a string or a mapping", (str, dict)),
+    "parallel_tool_calls": ("true or false", (bool,)),
+    "response_format": ("a mapping", (dict,)),
+    "logprobs": ("true or false", (bool,)),
+    "metadata": ("a mapping", (dict,)),
+}
+
+
+def _check_override_types(override: Mapping[str, Any], path: str, errors: list[str]) -> None:
+    """Report each override of a field the gateway reads whose type OpenAI's API would refuse."""
+    for key, value in override.items():
+        expected = _OVERRIDE_TYPES.get(key)
+        if expected is None or (value is None and key not in ("model", "messages")):
+            continue
+        wanted, types = expected
+        well_typed = isinstance(value, types) and not (isinstance(value, bool) and bool not in types)
+        if key == "model":
+            well_typed = well_typed and bool(value)
+        elif key == "messages":
+            well_typed = well_typed and bool(value) and all(
+                isinstance(item, dict) and isinstance(item.get("role"), str) for item in value
+            )
+        elif key == "stop" and isinstance(value, list):
+            well_typed = all(isinstance(item, str) for item in value)
+        elif key == "stream_options" and well_typed:
+            well_typed = isinstance(value.get("include_usage", False), (bool, type(None)))
+            wanted = "a mapping whose include_usage is true or false"
+        if not well_typed:
+            errors.append(f"{_join(path, key)}: must be {wanted}, got {_kind(value)}")
 
 
 def _check_json(value: Any, path: str, errors: list[str]) -> None:
