@@ -128,10 +128,11 @@ class OverloadedError(GatewayError):
     type = "gateway_overloaded"
     code = "gateway_overloaded"
 
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: str, message: str | None = None, *, headers: Mapping[str, str] | None = None) -> None:
+        """`reason` is what metrics count it by (emfile, ...); `headers` are added to Retry-After."""
         super().__init__(
-            f"The gateway is out of a resource of its own ({reason}) and cannot call an upstream now; retry shortly.",
-            headers={"Retry-After": str(OVERLOADED_RETRY_AFTER_SECONDS)},
+            message or f"The gateway is out of a resource of its own ({reason}) and cannot call an upstream now; retry shortly.",
+            headers={"Retry-After": str(OVERLOADED_RETRY_AFTER_SECONDS), **(headers or {})},
         )
         self.reason = reason
 

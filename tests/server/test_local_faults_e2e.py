@@ -201,3 +201,11 @@ async def test_a_shortage_after_the_commit_ends_the_stream_with_the_gateways_own
     error = orjson.loads(events[1].removeprefix(b"data: "))["error"]
     assert error["code"] == error["type"] == "gateway_overloaded" and len(events) == 2  # no [DONE]
     assert recorder.shortages == [("a", "enobufs")] and stream.closed
+
+
+def test_an_overloaded_error_of_another_shortage_keeps_retry_after() -> None:
+    """Another part of the gateway (its connection limit) can say its own words and add headers."""
+    error = OverloadedError("max_connections", "Too many connections.", headers={"Connection": "close"})
+    assert error.to_dict()["error"] == {"message": "Too many connections.", "type": "gateway_overloaded", "param": None,
+                                        "code": "gateway_overloaded"}  # fmt: skip
+    assert (error.status, error.reason, error.headers) == (503, "max_connections", {"Retry-After": "1", "Connection": "close"})
