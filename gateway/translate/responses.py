@@ -303,8 +303,10 @@ def _messages(body: Mapping[str, Any]) -> list[dict[str, Any]]:
     if isinstance(items, str):
         messages.append({"role": "user", "content": items})
     elif isinstance(items, list):
+        moved: list[dict[str, Any]] = []  # images and files of tool outputs, for a user message after them
         for index, item in enumerate(items):
-            _add_item(messages, item, f"input[{index}]")
+            _add_item(messages, item, f"input[{index}]", moved)
+        _flush(messages, moved)
     elif items is None:
         raise TranslationError("'input' is required.", "input", code="missing_required_parameter")
     else:
@@ -314,10 +316,16 @@ def _messages(body: Mapping[str, Any]) -> list[dict[str, Any]]:
     return messages
 
 
-def _add_item(messages: list[dict[str, Any]], item: Any, at: str) -> None:
-    """Append one input item's chat message; a function call joins the assistant turn before it."""
+def _add_item(messages: list[dict[str, Any]], item: Any, at: str, moved: list[dict[str, Any]]) -> None:
+    """Append one input item's chat message; a function call joins the assistant turn before it.
+
+    A tool output's images and files go to `moved`: a tool message cannot carry them, so they
+    follow, in a user message, once the tool messages of that turn are all in (`_flush`).
+    """
     item = _object(item, at)
     kind = item.get("type", "message" if "role" in item else None)
+    if kind not in ("function_call_output", "custom_tool_call_output", "reasoning", "additional_tools"):
+        _flush(messages, moved)
     match kind:
         case "message":
             messages.append(_message(item, at))
@@ -339,13 +347,17 @@ def _add_item(messages: list[dict[str, Any]], item: Any, at: str) -> None:
                 "function": {"name": qualified(namespace, _str(item.get("name"), f"{at}.name")), "arguments": arguments},
             })
         case "function_call_output" | "custom_tool_call_output":
+            call_id = _str(item.get("call_id"), f"{at}.call_id")
             output = item.get("output")
-            content: str | list[dict[str, Any]] = output if isinstance(output, str) else [
-                _text_part(part, f"{at}.output[{number}]")
-                for number, part in enumerate(_array(output, f"{at}.output"))
-            ]
-            messages.append({"role": "tool", "tool_call_id": _str(item.get("call_id"), f"{at}.call_id"),
-                             "content": content})
+            texts: list[dict[str, Any]] = []
+            attachments: list[dict[str, Any]] = []
+            for number, part in enumerate([] if isinstance(output, str) else _array(output, f"{at}.output")):
+                read = _input_part(part, f"{at}.output[{number}]")
+                (texts if read["type"] == "text" else attachments).append(read)
+            content = output if isinstance(output, str) else texts or ""
+            messages.append({"role": "tool", "tool_call_id": call_id, "content": content})
+            if attachments:
+                moved += [{"type": "text", "text": f"Attachments of tool result {call_id}:"}, *attachments]
         case "reasoning":
             pass  # the model's own earlier reasoning; a chat upstream takes none back
         case "additional_tools":
@@ -354,6 +366,13 @@ def _add_item(messages: list[dict[str, Any]], item: Any, at: str) -> None:
             raise _untranslatable(f"{at}.type", f"an input item of type {kind[:40]!r}")
         case _:
             raise _invalid(f"{at}.type", "a string", kind)
+
+
+def _flush(messages: list[dict[str, Any]], moved: list[dict[str, Any]]) -> None:
+    """Append the images and files tool outputs carried, as a user message (then none is left)."""
+    if moved:
+        messages.append({"role": "user", "content": moved.copy()})
+        moved.clear()
 
 
 def _add_call(messages: list[dict[str, Any]], call: dict[str, Any]) -> None:

@@ -10,6 +10,8 @@ translates one by one.
 
 from __future__ import annotations
 
+import struct
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -103,3 +105,40 @@ async def test_its_own_default_model_with_its_free_form_exec_tool(
     assert sent[1]["input"][-2]["type"] == "custom_tool_call"  # Codex took the call for its free-form tool
     check_against_fixture("codex_default_question.json", sent[0], tmp_path)
     check_against_fixture("codex_default_tool_output.json", sent[1], tmp_path)
+
+
+def red_png() -> bytes:
+    """A 4x4 red PNG."""
+    rows = b"".join(b"\x00" + b"\xff\x00\x00" * 4 for _ in range(4))
+
+    def chunk_of(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    header = struct.pack(">IIBBBBB", 4, 4, 8, 2, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk_of(b"IHDR", header) + chunk_of(b"IDAT", zlib.compress(rows)) + chunk_of(b"IEND", b"")
+
+
+async def test_an_image_a_tool_returns_reaches_the_model_after_the_tool_message(
+    gateway: Gateway, upstream: FakeUpstream, tmp_path: Path, codex_cli: Path, aiohttp_server: Any
+) -> None:
+    # view_image answers with an input_image, which a chat tool message cannot carry.
+    client = await gateway(config(upstream))
+    recorder = await start_recorder(aiohttp_server, str(client.base_url))
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "red.png").write_bytes(red_png())
+    upstream.then(
+        Step(events=tool_call("call_image_1", "view_image", {"path": str(work / "red.png")})),
+        Step(events=stream_of("A red square.")),
+    )
+    env = codex_env(tmp_path / "home", base_url=f"{recorder.url}/v1", key=GATEWAY_KEY, model="chat")
+    ran = await run_cli(exec_argv(codex_cli, "What is in red.png?"), env=env, cwd=work)
+    assert ran.returncode == 0, ran
+    assert "A red square." in ran.stdout, ran
+    answered = upstream.requests[1].body
+    tool, attachments = answered["messages"][-2:]
+    assert (tool["role"], tool["tool_call_id"]) == ("tool", "call_image_1")
+    assert attachments["role"] == "user"
+    assert attachments["content"][0] == {"type": "text", "text": "Attachments of tool result call_image_1:"}
+    assert attachments["content"][1]["image_url"]["url"].startswith("data:image/")
+    check_against_fixture("codex_view_image.json", recorder.posted("/v1/responses")[1], tmp_path)

@@ -202,6 +202,18 @@ def test_codex_function_call_and_its_output_are_a_call_and_a_tool_message() -> N
     assert messages[-1] == {"role": "tool", "tool_call_id": call["call_id"], "content": output["output"]}
 
 
+def test_codex_image_a_tool_returned_follows_the_tool_message_in_a_user_message() -> None:
+    body = fixture("codex_view_image.json")
+    call, output = body["input"][-2:]
+    (image,) = output["output"]
+    assert (call["name"], image["type"]) == ("view_image", "input_image")
+    tool, attachments = valid_chat(responses_api.to_chat(body))["messages"][-2:]
+    assert tool == {"role": "tool", "tool_call_id": call["call_id"], "content": ""}
+    assert attachments == {"role": "user", "content": [
+        {"type": "text", "text": f"Attachments of tool result {call['call_id']}:"},
+        {"type": "image_url", "image_url": {"url": image["image_url"], "detail": image["detail"]}}]}
+
+
 def namespaced_body() -> tuple[dict[str, Any], str, str]:
     """Codex's question, and one of its namespaced tools: (body, namespace, name)."""
     body = fixture("codex_question.json")

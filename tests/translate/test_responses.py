@@ -260,6 +260,37 @@ def test_a_web_search_the_request_forces_is_refused() -> None:
     assert (caught.value.param, caught.value.code) == ("tool_choice.type", "unsupported_value")
 
 
+def test_images_and_files_of_tool_outputs_follow_the_tool_messages_in_a_user_message() -> None:
+    image = {"type": "input_image", "image_url": "data:image/png;base64,iVBO", "detail": "high"}
+    pdf = {"type": "input_file", "filename": "a.pdf", "file_data": "data:application/pdf;base64,JVBE"}
+    payload = to_chat(body(input=[
+        {"role": "user", "content": "Look at both."},
+        {"type": "function_call", "call_id": "c1", "name": "view_image", "arguments": "{}"},
+        {"type": "function_call", "call_id": "c2", "name": "read_pdf", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c1", "output": [image]},
+        {"type": "reasoning", "id": "rs_1", "summary": []},
+        {"type": "function_call_output", "call_id": "c2", "output": [{"type": "input_text", "text": "a report"}, pdf]},
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Seen."}]},
+    ]))
+    assert payload["messages"][2:] == [
+        {"role": "tool", "tool_call_id": "c1", "content": ""},
+        {"role": "tool", "tool_call_id": "c2", "content": [{"type": "text", "text": "a report"}]},
+        {"role": "user", "content": [
+            {"type": "text", "text": "Attachments of tool result c1:"},
+            {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBO", "detail": "high"}},
+            {"type": "text", "text": "Attachments of tool result c2:"},
+            {"type": "file", "file": {"file_data": "data:application/pdf;base64,JVBE", "filename": "a.pdf"}}]},
+        {"role": "assistant", "content": "Seen."},
+    ]
+    last = to_chat(body(input=[{"type": "function_call", "call_id": "c1", "name": "view_image", "arguments": "{}"},
+                               {"type": "function_call_output", "call_id": "c1", "output": [image]}]))["messages"]
+    assert [message["role"] for message in last] == ["assistant", "tool", "user"]
+    with pytest.raises(TranslationError) as caught:  # a file the upstream would have to fetch
+        to_chat(body(input=[{"type": "function_call_output", "call_id": "c1",
+                             "output": [{"type": "input_image", "file_id": "file-1"}]}]))
+    assert caught.value.param == "input[0].output[0].file_id"
+
+
 def test_a_custom_tool_is_a_function_of_one_string_and_its_calls_custom_tool_calls() -> None:
     patch_tool = {"type": "custom", "name": "apply_patch", "description": "Edit files", "format": {"type": "text"}}
     payload = to_chat(body(tools=[patch_tool], tool_choice={"type": "custom", "name": "apply_patch"},
