@@ -8,6 +8,7 @@ the upstream's `[DONE]` until the turn is stored and ends with an in-band error 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 import time
@@ -39,6 +40,8 @@ log = logging.getLogger("gateway.memory")
 T = TypeVar("T")
 
 OFF_LOOP_CHARS = 16_384  # texts to tokenize beyond this many characters are counted on a thread
+# A request of more messages is planned on a thread: planning normalizes and compares each one.
+PLAN_ON_LOOP_MESSAGES = 256
 _NO_CONVERSATION = Conversation([], [], 0.0)
 
 
@@ -304,6 +307,24 @@ def _counted_on_loop(count: TokenCounter) -> TokenCounter:
     return guarded
 
 
+def _budgeted(count: TokenCounter) -> TokenCounter:
+    """`count` for one plan on the loop, refusing (_CountOffLoop) once its texts pass OFF_LOOP_CHARS in all.
+
+    A message at a time, each under the limit, a long request or an uncounted history would
+    otherwise all be counted on the loop.
+    """
+    left = OFF_LOOP_CHARS
+
+    def counted(message: Message) -> int:
+        nonlocal left
+        left -= text_size(message)
+        if left < 0:
+            raise _CountOffLoop
+        return count(message)
+
+    return counted
+
+
 SHORT_COUNTS = 8192  # short {role, content} messages whose counts a process remembers, per encoding
 
 
@@ -418,7 +439,8 @@ class Memory:
         """Read the newest part of the conversation the window needs and plan; read further only when it must.
 
         Planned on the loop unless a text is too large to count there (`count_on_loop` refuses it;
-        by default `count` guarded by the text's size), then on a thread.
+        by default `count` guarded by the text's size), the texts counted pass OFF_LOOP_CHARS in
+        all, or the request holds more than PLAN_ON_LOOP_MESSAGES messages: then on a thread.
         """
         conversation, loaded = await self._read(key, first_reach(settings, messages))
         trace.observer.store_timed(self.store_kind, "load", loaded)
@@ -443,13 +465,13 @@ class Memory:
             if conversation is None:
                 conversation = _NO_CONVERSATION
             system, entries, older, plain = conversation.system, conversation.entries, conversation.older, conversation.plain
-            try:
-                plan = plan_turn(system, entries, messages, settings, count=on_loop, encoding=encoding, older=older, plain=plain)
-            except _CountOffLoop:
-                work = functools.partial(
-                    plan_turn, system, entries, messages, settings, count=count, encoding=encoding, older=older, plain=plain
-                )
-                plan = await self._on_thread(work)
+            work = functools.partial(plan_turn, system, entries, messages, settings, encoding=encoding, older=older, plain=plain)
+            plan = None
+            if len(messages) <= PLAN_ON_LOOP_MESSAGES:
+                with contextlib.suppress(_CountOffLoop):
+                    plan = work(count=_budgeted(on_loop))
+            if plan is None:
+                plan = await self._on_thread(functools.partial(work, count=count))
             if not plan.wants_older:
                 return plan
             conversation, loaded = await self._read(key, wider_reach(len(entries)))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 from collections.abc import Awaitable, Callable, Mapping
@@ -33,9 +34,9 @@ from gateway.providers.apis import (
 from gateway.providers.registry import serves_natively
 from gateway.providers.token_count import estimate
 from gateway.server import pins
-from gateway.server.bodies import read_payload
+from gateway.server.bodies import OFF_LOOP_BYTES, is_large, off_loop, read_payload
 from gateway.server.keys import CONFIG, DISPATCHER, LIFECYCLE, MEMORY, TRACE, tenant_of
-from gateway.server.parsing import check_input, check_messages, check_model, check_stream
+from gateway.server.parsing import check_count, check_input, check_messages, check_model, check_stream
 from gateway.server.relay import relay_body, relay_stream
 from gateway.server.resolve import route_for
 from gateway.translate import MalformedAnswer
@@ -182,7 +183,11 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     config = app[CONFIG]  # read once too: app[...] is a Python __getitem__ called from C
     route = route_for(request, check_model(payload), config)
     trace.resolved(route, stream=check_stream(payload))
-    check_messages(payload)
+    check_count(payload, "messages", config.server.max_messages)
+    if len(raw) > OFF_LOOP_BYTES:
+        await off_loop(functools.partial(check_messages, payload))
+    else:
+        check_messages(payload)
     # _memory_ask written out: the usual request (no memoryId) takes no frame for it
     headers = request.headers
     ask = read_memory_headers(headers, route.memory, config.memory.limits) if asks_for_memory(headers) else None
@@ -198,13 +203,13 @@ async def messages(request: web.Request) -> web.StreamResponse:
     """
     raw, body = await read_payload(request)
     route = _resolve(request, body)  # first, so a request the translation refuses counts under its route
+    check_count(body, "messages", request.app[CONFIG].server.max_messages)
     trace: Trace = request[TRACE]
     ask = _memory_ask(request, route)
     if ask is None and _served_as_is(route, MESSAGES):
         call = Request(MESSAGES, body, raw, trace.stream, trace, client_headers=client_headers(request.headers))
         return await forward_as_is(request, route, call, MESSAGES_API)
-    payload = anthropic_api.to_chat(body)
-    check_messages(payload)
+    payload = await _to_chat(anthropic_api.to_chat, body, raw)
     return await _chat(request, route, None, payload, ask=ask, reshape=AnthropicReshape(str(payload.get("model", ""))))
 
 
@@ -216,6 +221,7 @@ async def responses(request: web.Request) -> web.StreamResponse:
     """
     raw, body = await read_payload(request)
     route = _resolve(request, body)
+    check_count(body, "input", request.app[CONFIG].server.max_messages)
     trace: Trace = request[TRACE]
     ask = _memory_ask(request, route)
     previous = body.get("previous_response_id")
@@ -226,8 +232,7 @@ async def responses(request: web.Request) -> web.StreamResponse:
         call = Request(RESPONSES, body, raw, trace.stream, trace)
         return await forward_as_is(request, route, call, RESPONSES_API, answered=_recording(request, route) if stored else None)
     # Translated here, by a route no target of which keeps responses (or for memory): nothing to record.
-    payload = responses_api.to_chat(body)
-    check_messages(payload)
+    payload = await _to_chat(responses_api.to_chat, body, raw)
     return await _chat(request, route, None, payload, ask=ask, reshape=ResponsesReshape(body))
 
 
@@ -235,6 +240,7 @@ async def count_tokens(request: web.Request) -> web.StreamResponse:
     """Anthropic's `POST /v1/messages/count_tokens`: asked of an anthropic target, else estimated here."""
     raw, body = await read_payload(request)
     route = _resolve(request, body)
+    check_count(body, "messages", request.app[CONFIG].server.max_messages)
     trace: Trace = request[TRACE]
     if _served_as_is(route, MESSAGES):
         call = Request(COUNT_TOKENS, body, raw, trace=trace, client_headers=client_headers(request.headers))
@@ -336,6 +342,17 @@ def _response_id(result: Result) -> object:
     assert result.first_event is not None
     response = data_of(result.first_event).get("response")
     return response.get("id") if isinstance(response, dict) else None
+
+
+async def _to_chat(translate: Callable[[dict[str, Any]], dict[str, Any]], body: dict[str, Any], raw: bytes) -> dict[str, Any]:
+    """`body` (of another API, `raw` its bytes) as a chat request, its messages checked: on a body thread when large."""
+
+    def translated() -> dict[str, Any]:
+        payload = translate(body)
+        check_messages(payload)
+        return payload
+
+    return await off_loop(translated) if is_large(raw) else translated()
 
 
 def _served_as_is(route: Route, api: str) -> bool:

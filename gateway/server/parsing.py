@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any, Final
 
 import orjson
 
-from gateway.errors import InvalidRequestError
+from gateway.errors import InvalidRequestError, PayloadTooLargeError
 
 
 def parse_object(raw: bytes) -> dict[str, Any]:
@@ -33,6 +34,52 @@ def parse_object(raw: bytes) -> dict[str, Any]:
 
 
 _WRITABLE_DEPTH: Final = 254  # the deepest nesting orjson.dumps writes
+
+# What parsing a body costs, in units: a string, a number, a `,` or `:` before a value or key
+# count 1 each (a string value costs 2 with its separator), an object or array (a container) 4.
+# orjson holds the GIL for a whole parse, on whichever thread: a body is refused past
+# JSON_BUDGET, which parses in ~60 ms at most (500k one-character strings, 250k containers)
+# and no real request reaches (10,000 messages with tool calls: ~300k).
+JSON_BUDGET: Final = 1_000_000
+CONTAINER_UNITS: Final = 4
+# A string, skipped whole (no group); an object or array opening (group 1); a `,` or `:` (group 2).
+_OUTSIDE_STRINGS: Final = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|([\[{])|([,:])')
+_UNITS: Final = (1, CONTAINER_UNITS, 1)  # by the group matched
+
+
+def json_units(raw: bytes, *, stop: int = JSON_BUDGET) -> int:
+    """What parsing `raw` costs, in JSON_BUDGET's units, or a bound of it; exact (or past `stop`) when the bound is over `stop`.
+
+    Counted in C, the bytes' quotes, separators and openings bound the cost from above (those
+    inside strings count too); only a body whose bound is over `stop` is read by scanned_units.
+    """
+    bound = 1 + raw.count(b'"') // 2 + raw.count(b",") + raw.count(b":")
+    bound += CONTAINER_UNITS * (raw.count(b"[") + raw.count(b"{"))
+    return bound if bound <= stop else scanned_units(raw, stop=stop)
+
+
+def scanned_units(raw: bytes, *, stop: int) -> int:
+    """What parsing `raw` costs, read token by token (strings skipped); the count stops past `stop`.
+
+    A Python loop, slow, but other threads run between its tokens, where a regular expression
+    or a parse runs to its end.
+    """
+    units, weights = 1, _UNITS
+    for token in _OUTSIDE_STRINGS.finditer(raw):
+        units += weights[token.lastindex or 0]
+        if units > stop:
+            break
+    return units
+
+
+def check_json_cost(raw: bytes) -> None:
+    """A 413 when parsing `raw` would hold the interpreter longer than JSON_BUDGET allows."""
+    if json_units(raw) > JSON_BUDGET:
+        raise PayloadTooLargeError(
+            f"The request body holds too many JSON values to parse at once (more than {JSON_BUDGET:,}, "
+            f"an object or array counting as {CONTAINER_UNITS}); send fewer, larger values.",
+            code="request_too_complex",
+        )
 
 
 # Body fields that would point an upstream elsewhere or carry credentials: litellm-style
@@ -86,6 +133,21 @@ def drop_redirect_fields(payload: dict[str, Any]) -> dict[str, Any] | None:
         assert isinstance(extra, dict)
         kept["extra_body"] = {key: value for key, value in extra.items() if not is_redirect_field(key)}
     return kept
+
+
+def check_count(payload: dict[str, Any], key: str, limit: int) -> None:
+    """A 413 when `payload[key]` is an array of more than `limit` items (messages, input items).
+
+    Checked before any work on the items: a request is refused for their number alone.
+    """
+    items = payload.get(key)
+    if type(items) is list and len(items) > limit:
+        raise PayloadTooLargeError(
+            f"'{key}' holds {len(items):,} items, more than the {limit:,} one request may carry "
+            "(server.maxMessages).",
+            param=key,
+            code="too_many_messages",
+        )
 
 
 def _kind(value: Any) -> str:
