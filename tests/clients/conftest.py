@@ -25,12 +25,24 @@ def _unavailable(message: str) -> None:
     pytest.skip(message)
 
 
+def _stale() -> bool:
+    """Whether a package pinned to an exact version in package.json is missing or of another version."""
+    wanted = orjson.loads((NODE_DIR / "package.json").read_bytes())["dependencies"]
+    for name, version in wanted.items():
+        if not version[:1].isdigit():
+            continue  # a range: whatever npm ci installed from the lockfile
+        manifest = NODE_DIR / "node_modules" / name / "package.json"
+        if not manifest.is_file() or orjson.loads(manifest.read_bytes()).get("version") != version:
+            return True
+    return False
+
+
 def _installed(path: str) -> Path:
-    """NODE_DIR/node_modules/`path`, after `npm ci` installed package-lock.json when it is missing."""
+    """NODE_DIR/node_modules/`path`, after `npm ci` installed package-lock.json when it or a pin is missing."""
     if shutil.which("node") is None or shutil.which("npm") is None:
         _unavailable("node and npm are not installed (Debian: apt-get install nodejs npm)")
     installed = NODE_DIR / "node_modules" / path
-    if not installed.exists():
+    if not installed.exists() or _stale():
         done = subprocess.run(
             ["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=NODE_DIR, capture_output=True, timeout=600
         )
