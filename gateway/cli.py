@@ -105,11 +105,9 @@ def serve(
 ) -> None:
     """Run one gateway process until SIGTERM/SIGINT, draining in-flight requests on the way out.
 
-    SIGHUP reloads the config file (gateway.reload).
+    SIGHUP reloads the config file (gateway.reload); it stays blocked (`main` and the workers'
+    parent block it) until the reloader listens.
     """
-    # Blocked until the reloader listens (a worker inherits it blocked from its parent): a SIGHUP
-    # sent while the process starts then waits to reload it instead of ending it.
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGHUP})
     from aiohttp import web
 
     from gateway.reload import Reloader
@@ -224,6 +222,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--workers must be >= 1")
     if not args.access_log_flush >= 0:  # also rejects nan
         parser.error("--access-log-flush must be >= 0")
+    # From here until the process can reload (a worker inherits it blocked), a SIGHUP waits
+    # instead of ending the process: its default action.
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGHUP})
     path = _config_path(args.config)
     # Resolved here, where stderr is the operator's: workers are told the format, not left to guess.
     logs = {

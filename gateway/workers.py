@@ -109,6 +109,7 @@ def supervise(
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGHUP, ask_reload)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGHUP})  # `gateway serve` blocked it until now
 
     slots = [_Slot(_started(start), time.monotonic()) for _ in range(workers)]
     while not stopping:

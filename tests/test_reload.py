@@ -325,3 +325,40 @@ async def test_a_config_file_that_is_gone_changes_nothing(tmp_path: Path, aiohtt
     assert "cannot read" in caplog.text
     async with openai.AsyncOpenAI(base_url=url + "v1", api_key="x", max_retries=0) as client:
         assert await answer(client, "a") == "from-a"
+
+
+def sighup_is_held(pid: int) -> bool:
+    """Whether process `pid` blocks or catches SIGHUP now (else SIGHUP would end it)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return False
+    masks = dict(line.split(":\t", 1) for line in status.splitlines() if line.startswith(("SigBlk", "SigCgt")))
+    return any(int(masks[name], 16) & (1 << (signal.SIGHUP - 1)) for name in ("SigBlk", "SigCgt"))
+
+
+def held_within(pid: int, seconds: float) -> bool:
+    """Whether `pid` holds SIGHUP (`sighup_is_held`) within `seconds`, polled."""
+    deadline = time.monotonic() + seconds
+    while not sighup_is_held(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.002)
+    return True
+
+
+async def test_a_sighup_while_the_workers_start_reloads_them_once_they_can(tmp_path: Path) -> None:
+    config = tmp_path / "g.yaml"
+    config.write_text(mock_routes("a"))
+    port = free_port()
+    with stopped_at_exit() as processes:
+        process = start_gateway(config, port, "--workers", "2")
+        processes.append(process)
+        logs = LogLines(process)
+        assert await asyncio.to_thread(held_within, process.pid, 30)
+        process.send_signal(signal.SIGHUP)  # the workers are not listening yet
+        await wait_ready(port, process)
+        await logs.wait_for("reloaded", count=2)  # each worker, once it could
+        assert process.poll() is None
+        assert not logs.matching("died")
+        assert len(worker_pids(process.pid)) == 2
