@@ -122,7 +122,7 @@ def to_chat(body: Any) -> JSON:
 
 def _dropped(request: JSON) -> list[str]:
     """What to_chat left out of a request it translated: options, cache marks, thinking, deferred tools."""
-    dropped = [key for key in request if key not in _READ]
+    dropped = [key for key, value in request.items() if key not in _READ and value is not None]
     metadata = request.get("metadata")
     if isinstance(metadata, dict) and isinstance(metadata.get("user_id"), str) and len(metadata["user_id"]) > _MAX_USER:
         dropped.append(f"metadata.user_id longer than {_MAX_USER} characters")
@@ -149,6 +149,7 @@ def _dropped(request: JSON) -> list[str]:
 
 
 def _loaded(tool: JSON, loaded: set[str]) -> bool:
+    """Whether `tool` is one a tool_reference loaded (`loaded`: their names)."""
     name = tool.get("name")
     return isinstance(name, str) and name in loaded
 

@@ -329,23 +329,8 @@ def _add_item(messages: list[dict[str, Any]], item: Any, at: str, moved: list[di
     match kind:
         case "message":
             messages.append(_message(item, at))
-        case "function_call":
-            namespace = _optional(item, "namespace", _str, f"{at}.namespace")
-            call = {
-                "id": _str(item.get("call_id"), f"{at}.call_id"),
-                "type": "function",
-                "function": {"name": qualified(namespace, _str(item.get("name"), f"{at}.name")),
-                             "arguments": _str(item.get("arguments"), f"{at}.arguments")},
-            }
-            _add_call(messages, call)
-        case "custom_tool_call":
-            namespace = _optional(item, "namespace", _str, f"{at}.namespace")
-            arguments = orjson.dumps({"input": _str(item.get("input"), f"{at}.input")}).decode()
-            _add_call(messages, {
-                "id": _str(item.get("call_id"), f"{at}.call_id"),
-                "type": "function",
-                "function": {"name": qualified(namespace, _str(item.get("name"), f"{at}.name")), "arguments": arguments},
-            })
+        case "function_call" | "custom_tool_call":
+            _add_call(messages, _call(item, at, custom=kind == "custom_tool_call"))
         case "function_call_output" | "custom_tool_call_output":
             call_id = _str(item.get("call_id"), f"{at}.call_id")
             output = item.get("output")
@@ -366,6 +351,18 @@ def _add_item(messages: list[dict[str, Any]], item: Any, at: str, moved: list[di
             raise _untranslatable(f"{at}.type", f"an input item of type {kind[:40]!r}")
         case _:
             raise _invalid(f"{at}.type", "a string", kind)
+
+
+def _call(item: dict[str, Any], at: str, *, custom: bool) -> dict[str, Any]:
+    """The chat tool call of a function_call item, or of a custom_tool_call (its input the `input` argument)."""
+    namespace = _optional(item, "namespace", _str, f"{at}.namespace")
+    if custom:
+        arguments = orjson.dumps({"input": _str(item.get("input"), f"{at}.input")}).decode()
+    else:
+        arguments = _str(item.get("arguments"), f"{at}.arguments")
+    name = qualified(namespace, _str(item.get("name"), f"{at}.name"))
+    return {"id": _str(item.get("call_id"), f"{at}.call_id"), "type": "function",
+            "function": {"name": name, "arguments": arguments}}
 
 
 def _flush(messages: list[dict[str, Any]], moved: list[dict[str, Any]]) -> None:
@@ -641,10 +638,11 @@ def _render(item: _Item, item_id: str, status: str, *, empty: bool = False) -> d
         content = [] if empty else [part.render() for part in item.parts]
         return {"id": item_id, "type": "message", "role": "assistant", "status": status, "content": content}
     rendered: dict[str, Any] = {"id": item_id, "type": "function_call", "status": status, "call_id": item.call_id,
-                                "name": item.name, "arguments": "" if empty else "".join(item.pieces)}
+                                "name": item.name}
     if item.custom:
-        del rendered["arguments"]
         rendered.update(type="custom_tool_call", input="" if empty else item.input())
+    else:
+        rendered["arguments"] = "" if empty else "".join(item.pieces)
     if item.namespace is not None:
         rendered["namespace"] = item.namespace
     return rendered

@@ -15,13 +15,14 @@ from typing import Any
 import orjson
 
 from tests.conftest import GATEWAY_KEY, Gateway
-from tests.fakes import FakeUpstream, Step, stream_of
+from tests.fakes import FakeUpstream
 from tests.support.agent_clis import (
     check_against_fixture,
     claude_code_env,
+    note_in,
     run_cli,
     start_recorder,
-    tool_call,
+    tool_round_trip,
 )
 
 
@@ -52,28 +53,18 @@ async def test_a_tool_round_trip_through_a_chat_upstream(
 ) -> None:
     client = await gateway(config(upstream))
     recorder = await start_recorder(aiohttp_server, str(client.base_url))
-    work = tmp_path / "work"
-    work.mkdir()
-    (work / "note.txt").write_text("the secret word is pelican\n")
-    upstream.then(
-        Step(events=tool_call("call_read_1", "Read", {"file_path": str(work / "note.txt")})),
-        Step(events=stream_of("The note says ", "pelican.")),
-    )
+    work = note_in(tmp_path)
     env = claude_code_env(tmp_path / "home", base_url=recorder.url, key=GATEWAY_KEY, model="chat")
-    ran = await run_cli([str(claude_code), "-p", "What does note.txt say?"], env=env, cwd=work)
-    assert ran.returncode == 0, ran
-    assert "The note says pelican." in ran.stdout, ran
-    question, answered = (request.body for request in upstream.requests)
-    assert [tool["function"]["name"] for tool in question["tools"]].count("Read") == 1
-    assert "user" not in question  # Claude Code's user_id is longer than OpenAI takes (64 characters)
-    assert answered["messages"][-2]["tool_calls"][0]["function"]["name"] == "Read"
-    result = answered["messages"][-1]
-    assert (result["role"], result["tool_call_id"]) == ("tool", "call_read_1")
-    assert "the secret word is pelican" in result["content"]
-    sent = recorder.posted("/v1/messages")
-    assert len(sent) == 2, [path for path, _ in recorder.bodies]
-    check_against_fixture("claude_code_question.json", sent[0], tmp_path)
-    check_against_fixture("claude_code_tool_result.json", sent[1], tmp_path)
+    trip = await tool_round_trip(
+        upstream, recorder, [str(claude_code), "-p", "What does note.txt say?"], env=env, cwd=work,
+        call=("call_read_1", "Read", {"file_path": str(work / "note.txt")}), answer="The note says pelican.",
+        path="/v1/messages",
+    )
+    assert [tool["function"]["name"] for tool in trip.question["tools"]].count("Read") == 1
+    assert "user" not in trip.question  # Claude Code's user_id is longer than OpenAI takes (64 characters)
+    assert "the secret word is pelican" in trip.result("call_read_1", "Read")["content"]
+    check_against_fixture("claude_code_question.json", trip.sent[0], tmp_path)
+    check_against_fixture("claude_code_tool_result.json", trip.sent[1], tmp_path)
 
 
 async def test_a_tool_search_loads_a_deferred_tool(
@@ -84,20 +75,14 @@ async def test_a_tool_search_loads_a_deferred_tool(
     # would retry and then give up its tool search: the upstream would see more than two requests.
     client = await gateway(config(upstream))
     recorder = await start_recorder(aiohttp_server, str(client.base_url))
-    upstream.then(
-        Step(events=tool_call("call_search_1", "ToolSearch", {"query": "select:WebFetch"})),
-        Step(events=stream_of("WebFetch is loaded.")),
-    )
     env = claude_code_env(tmp_path / "home", base_url=recorder.url, key=GATEWAY_KEY, model="chat")
-    ran = await run_cli([str(claude_code), "-p", "Load the web fetch tool."], env=env, cwd=tmp_path)
-    assert ran.returncode == 0, ran
-    assert "WebFetch is loaded." in ran.stdout, ran
-    assert upstream.calls == 2, [request.body["messages"][-1] for request in upstream.requests]
-    question, answered = (request.body for request in upstream.requests)
-    assert "WebFetch" not in [tool["function"]["name"] for tool in question["tools"]]  # deferred, not yet loaded
-    (fetch,) = [tool["function"] for tool in answered["tools"] if tool["function"]["name"] == "WebFetch"]
-    result = answered["messages"][-1]
-    assert (result["role"], result["tool_call_id"]) == ("tool", "call_search_1")
+    trip = await tool_round_trip(
+        upstream, recorder, [str(claude_code), "-p", "Load the web fetch tool."], env=env, cwd=tmp_path,
+        call=("call_search_1", "ToolSearch", {"query": "select:WebFetch"}), answer="WebFetch is loaded.",
+        path="/v1/messages",
+    )
+    assert "WebFetch" not in [tool["function"]["name"] for tool in trip.question["tools"]]  # deferred, not yet loaded
+    (fetch,) = [tool["function"] for tool in trip.answered["tools"] if tool["function"]["name"] == "WebFetch"]
+    result = trip.result("call_search_1", "ToolSearch")
     assert result["content"] == f"<functions><function>{orjson.dumps(fetch).decode()}</function></functions>"
-    sent = recorder.posted("/v1/messages")
-    check_against_fixture("claude_code_tool_search.json", sent[1], tmp_path)
+    check_against_fixture("claude_code_tool_search.json", trip.sent[1], tmp_path)

@@ -18,8 +18,15 @@ from typing import Any
 import orjson
 
 from tests.conftest import GATEWAY_KEY, Gateway
-from tests.fakes import FakeUpstream, Step, stream_of
-from tests.support.agent_clis import check_against_fixture, codex_env, run_cli, start_recorder, tool_call
+from tests.fakes import FakeUpstream
+from tests.support.agent_clis import (
+    check_against_fixture,
+    codex_env,
+    note_in,
+    run_cli,
+    start_recorder,
+    tool_round_trip,
+)
 
 
 def config(upstream: FakeUpstream, *, default: str | None = None) -> str:
@@ -50,27 +57,17 @@ async def test_a_tool_round_trip_through_a_chat_upstream(
 ) -> None:
     client = await gateway(config(upstream))
     recorder = await start_recorder(aiohttp_server, str(client.base_url))
-    work = tmp_path / "work"
-    work.mkdir()
-    (work / "note.txt").write_text("the secret word is pelican\n")
-    upstream.then(
-        Step(events=tool_call("call_exec_1", "exec_command", {"cmd": "cat note.txt"})),
-        Step(events=stream_of("The note says ", "pelican.")),
-    )
+    work = note_in(tmp_path)
     env = codex_env(tmp_path / "home", base_url=f"{recorder.url}/v1", key=GATEWAY_KEY, model="chat")
-    ran = await run_cli(exec_argv(codex_cli, "What does note.txt say?"), env=env, cwd=work)
-    assert ran.returncode == 0, ran
-    assert "The note says pelican." in ran.stdout, ran
-    question, answered = (request.body for request in upstream.requests)
-    assert "exec_command" in [tool["function"]["name"] for tool in question["tools"]]
-    assert answered["messages"][-2]["tool_calls"][0]["function"]["name"] == "exec_command"
-    result = answered["messages"][-1]
-    assert (result["role"], result["tool_call_id"]) == ("tool", "call_exec_1")
-    assert "the secret word is pelican" in result["content"]
-    sent = recorder.posted("/v1/responses")
-    assert len(sent) == 2, [path for path, _ in recorder.bodies]
-    check_against_fixture("codex_question.json", sent[0], tmp_path)
-    check_against_fixture("codex_tool_output.json", sent[1], tmp_path)
+    trip = await tool_round_trip(
+        upstream, recorder, exec_argv(codex_cli, "What does note.txt say?"), env=env, cwd=work,
+        call=("call_exec_1", "exec_command", {"cmd": "cat note.txt"}), answer="The note says pelican.",
+        path="/v1/responses",
+    )
+    assert "exec_command" in [tool["function"]["name"] for tool in trip.question["tools"]]
+    assert "the secret word is pelican" in trip.result("call_exec_1", "exec_command")["content"]
+    check_against_fixture("codex_question.json", trip.sent[0], tmp_path)
+    check_against_fixture("codex_tool_output.json", trip.sent[1], tmp_path)
 
 
 async def test_its_own_default_model_with_its_free_form_exec_tool(
@@ -81,30 +78,20 @@ async def test_its_own_default_model_with_its_free_form_exec_tool(
     # calls the shell through the nested exec_command.
     client = await gateway(config(upstream, default="chat"))
     recorder = await start_recorder(aiohttp_server, str(client.base_url))
-    work = tmp_path / "work"
-    work.mkdir()
-    (work / "note.txt").write_text("the secret word is pelican\n")
+    work = note_in(tmp_path)
     script = 'const done = await tools.exec_command({cmd: "cat note.txt"}); text(done);'
-    upstream.then(
-        Step(events=tool_call("call_js_1", "exec", {"input": script})),
-        Step(events=stream_of("The note says ", "pelican.")),
-    )
     env = codex_env(tmp_path / "home", base_url=f"{recorder.url}/v1", key=GATEWAY_KEY, model=None)
-    ran = await run_cli(exec_argv(codex_cli, "What does note.txt say?"), env=env, cwd=work)
-    assert ran.returncode == 0, ran
-    assert "The note says pelican." in ran.stdout, ran
-    question, answered = (request.body for request in upstream.requests)
-    (exec_tool,) = [tool["function"] for tool in question["tools"] if tool["function"]["name"] == "exec"]
+    trip = await tool_round_trip(
+        upstream, recorder, exec_argv(codex_cli, "What does note.txt say?"), env=env, cwd=work,
+        call=("call_js_1", "exec", {"input": script}), answer="The note says pelican.", path="/v1/responses",
+    )
+    (exec_tool,) = [tool["function"] for tool in trip.question["tools"] if tool["function"]["name"] == "exec"]
     assert exec_tool["parameters"]["required"] == ["input"]
-    assert answered["messages"][-2]["tool_calls"][0]["function"] == {"name": "exec", "arguments": orjson.dumps({"input": script}).decode()}
-    result = answered["messages"][-1]
-    assert (result["role"], result["tool_call_id"]) == ("tool", "call_js_1")
-    assert "the secret word is pelican" in orjson.dumps(result["content"]).decode()
-    sent = recorder.posted("/v1/responses")
-    assert len(sent) == 2, [path for path, _ in recorder.bodies]
-    assert sent[1]["input"][-2]["type"] == "custom_tool_call"  # Codex took the call for its free-form tool
-    check_against_fixture("codex_default_question.json", sent[0], tmp_path)
-    check_against_fixture("codex_default_tool_output.json", sent[1], tmp_path)
+    assert "the secret word is pelican" in orjson.dumps(trip.result("call_js_1", "exec")["content"]).decode()
+    assert trip.sent[1]["input"][-2] | {"id": None, "status": None} == {  # Codex took the call for its free-form tool
+        "type": "custom_tool_call", "id": None, "status": None, "call_id": "call_js_1", "name": "exec", "input": script}
+    check_against_fixture("codex_default_question.json", trip.sent[0], tmp_path)
+    check_against_fixture("codex_default_tool_output.json", trip.sent[1], tmp_path)
 
 
 def red_png() -> bytes:
@@ -124,21 +111,16 @@ async def test_an_image_a_tool_returns_reaches_the_model_after_the_tool_message(
     # view_image answers with an input_image, which a chat tool message cannot carry.
     client = await gateway(config(upstream))
     recorder = await start_recorder(aiohttp_server, str(client.base_url))
-    work = tmp_path / "work"
-    work.mkdir()
-    (work / "red.png").write_bytes(red_png())
-    upstream.then(
-        Step(events=tool_call("call_image_1", "view_image", {"path": str(work / "red.png")})),
-        Step(events=stream_of("A red square.")),
-    )
+    (tmp_path / "red.png").write_bytes(red_png())
     env = codex_env(tmp_path / "home", base_url=f"{recorder.url}/v1", key=GATEWAY_KEY, model="chat")
-    ran = await run_cli(exec_argv(codex_cli, "What is in red.png?"), env=env, cwd=work)
-    assert ran.returncode == 0, ran
-    assert "A red square." in ran.stdout, ran
-    answered = upstream.requests[1].body
-    tool, attachments = answered["messages"][-2:]
-    assert (tool["role"], tool["tool_call_id"]) == ("tool", "call_image_1")
+    trip = await tool_round_trip(
+        upstream, recorder, exec_argv(codex_cli, "What is in red.png?"), env=env, cwd=tmp_path,
+        call=("call_image_1", "view_image", {"path": str(tmp_path / "red.png")}), answer="A red square.",
+        path="/v1/responses",
+    )
+    trip.result("call_image_1", "view_image")
+    attachments = trip.answered["messages"][-1]
     assert attachments["role"] == "user"
     assert attachments["content"][0] == {"type": "text", "text": "Attachments of tool result call_image_1:"}
     assert attachments["content"][1]["image_url"]["url"].startswith("data:image/")
-    check_against_fixture("codex_view_image.json", recorder.posted("/v1/responses")[1], tmp_path)
+    check_against_fixture("codex_view_image.json", trip.sent[1], tmp_path)

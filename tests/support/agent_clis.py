@@ -21,7 +21,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 from yarl import URL
 
-from tests.fakes import chunk
+from tests.fakes import FakeUpstream, Step, chunk, stream_of
 
 FIXTURES = Path(__file__).parent.parent / "clients" / "fixtures"
 REFRESH = "GATEWAY_REFRESH_CLIENT_FIXTURES"  # set to 1: the CLI tests rewrite the fixtures they compare with
@@ -119,6 +119,52 @@ def tool_call(call_id: str, name: str, arguments: dict[str, Any]) -> list[bytes 
         chunk({}, "tool_calls"),
         b"data: [DONE]\n\n",
     ]
+
+
+@dataclass
+class RoundTrip:
+    """One CLI run where the scripted model called a tool, then answered: what went up and what the CLI sent."""
+
+    question: dict[str, Any]  # the upstream's first chat request
+    answered: dict[str, Any]  # its second: the history with the call and its result
+    sent: list[Any]  # the CLI's own bodies, as the recorder kept them
+
+    def result(self, call_id: str, name: str) -> dict[str, Any]:
+        """The tool message of call `call_id`, found after the assistant's call of `name`."""
+        messages = self.answered["messages"]
+        index = next(i for i, message in enumerate(messages) if message["role"] == "tool" and message["tool_call_id"] == call_id)
+        (call,) = messages[index - 1]["tool_calls"]
+        assert (call["id"], call["function"]["name"]) == (call_id, name)
+        return messages[index]  # type: ignore[no-any-return]
+
+
+async def tool_round_trip(
+    upstream: FakeUpstream, recorder: Recorder, argv: list[str], *, env: dict[str, str], cwd: Path,
+    call: tuple[str, str, dict[str, Any]], answer: str, path: str,
+) -> RoundTrip:
+    """Run `argv` where the upstream's model first calls tool `call` (id, name, arguments), then says `answer`.
+
+    The CLI must end well with the answer on its stdout, after two requests (a refusal would have
+    been retried, or the run would have failed); `path` is the API path the CLI posts to.
+    """
+    call_id, name, arguments = call
+    upstream.then(Step(events=tool_call(call_id, name, arguments)), Step(events=stream_of(answer)))
+    ran = await run_cli(argv, env=env, cwd=cwd)
+    assert ran.returncode == 0, ran
+    assert answer in ran.stdout, ran
+    assert upstream.calls == 2, [request.body["messages"][-1] for request in upstream.requests]
+    sent = recorder.posted(path)
+    assert len(sent) == 2, [at for at, _ in recorder.bodies]
+    question, answered = (request.body for request in upstream.requests)
+    return RoundTrip(question, answered, sent)
+
+
+def note_in(tmp_path: Path) -> Path:
+    """A fresh working directory holding note.txt, which says the secret word is pelican."""
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "note.txt").write_text("the secret word is pelican\n")
+    return work
 
 
 @dataclass

@@ -151,19 +151,25 @@ def test_claude_code_answer_streams_back_as_its_events() -> None:
 # Codex
 
 
+@pytest.mark.parametrize(("name", "told"), [
+    ("codex_question.json", {"include", "client_metadata", "reasoning.summary", "the web_search tool"}),
+    ("codex_default_question.json", {"include", "client_metadata", "reasoning.context"}),
+])
 def test_codex_question_every_top_level_field_is_translated_or_told(
-    drop_log: None, caplog: pytest.LogCaptureFixture
+    name: str, told: set[str], drop_log: None, caplog: pytest.LogCaptureFixture
 ) -> None:
-    body = fixture("codex_question.json")
+    body = fixture(name)
     payload = valid_chat(responses_api.to_chat(copy.deepcopy(body)))
     translated = {"model", "stream", "input", "tools", "tool_choice", "parallel_tool_calls", "reasoning",
                   "prompt_cache_key", "store", "instructions", "text"}
     assert set(body) - translated <= told_fields(caplog)
-    assert {"include", "client_metadata", "reasoning.summary", "the web_search tool"} <= told_fields(caplog)
-    assert not {"include", "client_metadata", "store", "reasoning", "input"} & set(payload)
+    assert told <= told_fields(caplog)
+    assert not {"include", "client_metadata", "store", "reasoning", "input", "text"} & set(payload)
     assert (payload["model"], payload["stream"], payload["stream_options"]) == (body["model"], True, {"include_usage": True})
     assert (payload["tool_choice"], payload["parallel_tool_calls"]) == (body["tool_choice"], body["parallel_tool_calls"])
     assert payload["prompt_cache_key"] == body["prompt_cache_key"]
+    assert payload.get("reasoning_effort") == body["reasoning"].get("effort")
+    assert payload.get("verbosity") == body.get("text", {}).get("verbosity")
 
 
 def test_codex_developer_messages_are_system_messages_in_their_place() -> None:
@@ -254,20 +260,6 @@ def test_a_namespaced_call_in_the_history_is_its_flattened_function() -> None:
 
 
 # Codex with its own default model: tools in an additional_tools item, a free-form exec tool
-
-
-def test_codex_default_question_every_top_level_field_is_translated_or_told(
-    drop_log: None, caplog: pytest.LogCaptureFixture
-) -> None:
-    body = fixture("codex_default_question.json")
-    payload = valid_chat(responses_api.to_chat(copy.deepcopy(body)))
-    translated = {"model", "stream", "input", "tool_choice", "parallel_tool_calls", "reasoning", "prompt_cache_key",
-                  "store", "text"}
-    assert set(body) - translated <= told_fields(caplog)
-    assert {"include", "client_metadata", "reasoning.context"} <= told_fields(caplog)
-    assert payload["reasoning_effort"] == body["reasoning"]["effort"]
-    assert payload["verbosity"] == body["text"]["verbosity"]
-    assert (payload["tool_choice"], payload["parallel_tool_calls"]) == (body["tool_choice"], body["parallel_tool_calls"])
 
 
 def test_codex_additional_tools_are_the_requests_tools_the_root_namespace_unprefixed() -> None:
