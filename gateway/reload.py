@@ -131,21 +131,28 @@ class Reloader:
             loop.remove_signal_handler(signal.SIGHUP)
             await self.close()
 
-    def request(self) -> None:
-        """Reload now, or after the reload under way: signals that come meanwhile make one reload more."""
+    def request(self) -> asyncio.Task[None] | None:
+        """Reload now, or after the reload under way: signals that come meanwhile make one reload more.
+
+        Returns the task that reloads (None while the gateway stops).
+        """
         if self._app[LIFECYCLE].draining:  # stopping: nothing new will be served
             log.info("reload of %s not done: the gateway is stopping", self._path)
-            return
+            return None
         if self._asked is not None and not self._asked.done():
             self._again = True
-            return
+            return self._asked
         self._asked = asyncio.create_task(self._reload_while_asked())
+        return self._asked
 
     async def _reload_while_asked(self) -> None:
         self._again = True
         while self._again:
             self._again = False
-            await self.reload()
+            try:
+                await self.reload()
+            except Exception as exc:  # a task's error would otherwise be seen by no one
+                log.error("reload of %s failed (%s); still serving the configuration loaded before", self._path, type(exc).__name__)
 
     async def reload(self) -> bool:
         """Serve the config file as it is now; False (and the errors logged) when it cannot be."""
@@ -180,7 +187,14 @@ class Reloader:
         """Close what `app` alone owns once its last request has ended."""
         await app[INFLIGHT].drained()
         self._replaced.remove(app)
-        await app[UPSTREAMS].aclose()
+        try:
+            await app[UPSTREAMS].aclose()
+        except Exception as exc:  # a shared store gone, say: nothing is left to serve with them anyway
+            log.warning("closing the upstreams of the configuration replaced failed (%s)", type(exc).__name__)
+
+    async def retired(self) -> None:
+        """Return once every configuration replaced so far has drained and been closed."""
+        await asyncio.gather(*self._retiring)
 
     async def close(self) -> None:
         """Stop reloading and close what every application made by a reload owns (the server has drained)."""

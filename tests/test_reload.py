@@ -24,7 +24,7 @@ from aiohttp.test_utils import TestServer
 from gateway.config import parse_config
 from gateway.reload import RESTART_ONLY, Reloader, keep_restart_only
 from gateway.server.app import create_app
-from gateway.server.keys import InFlight
+from gateway.server.keys import CONFIG, UPSTREAMS, InFlight
 from tests.fakes import FakeUpstream, Step, stream_of
 from tests.support.processes import LogLines, free_port, start_gateway, stopped_at_exit, wait_ready
 
@@ -362,3 +362,66 @@ async def test_a_sighup_while_the_workers_start_reloads_them_once_they_can(tmp_p
         assert process.poll() is None
         assert not logs.matching("died")
         assert len(worker_pids(process.pid)) == 2
+
+
+async def test_upstreams_that_cannot_be_set_up_change_nothing_and_stay_unnamed(
+    tmp_path: Path, aiohttp_server: Any, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "g.yaml"
+    path.write_text(mock_routes("a"))
+    reloader, url = await reloadable(aiohttp_server, path)
+    served = reloader.serving
+
+    async def refused(*args: Any, **kwargs: Any) -> None:
+        raise ValueError("cannot reach redis://user:s3cret@store:6379")
+
+    monkeypatch.setattr("gateway.reload.reloaded_app", refused)
+    path.write_text(mock_routes("b"))
+    assert not await reloader.reload()
+    assert reloader.serving is served
+    assert "failed setting up its upstreams (ValueError)" in caplog.text and "s3cret" not in caplog.text
+    async with openai.AsyncOpenAI(base_url=url + "v1", api_key="x", max_retries=0) as client:
+        assert await answer(client, "a") == "from-a"
+
+
+async def test_a_reload_that_fails_unexpectedly_is_logged_and_the_next_one_works(
+    tmp_path: Path, aiohttp_server: Any, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "g.yaml"
+    path.write_text(mock_routes("a"))
+    reloader, _ = await reloadable(aiohttp_server, path)
+
+    async def broken() -> bool:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(reloader, "reload", broken)
+    task = reloader.request()
+    assert task is not None
+    await task  # the error stays inside, logged
+    assert "failed (RuntimeError)" in caplog.text
+    monkeypatch.undo()
+    path.write_text(mock_routes("b"))
+    task = reloader.request()
+    assert task is not None
+    await task
+    assert list(reloader.serving[CONFIG].routes) == ["b"]
+
+
+async def test_a_replaced_configuration_is_closed_once_drained_and_a_failure_to_close_is_logged(
+    tmp_path: Path, aiohttp_server: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "g.yaml"
+    path.write_text(mock_routes("a"))
+    reloader, _ = await reloadable(aiohttp_server, path)
+    closed: list[str] = []
+
+    async def close_first() -> None:
+        closed.append("first")
+        raise ConnectionError("store gone")
+
+    reloader.serving[UPSTREAMS].push_async_callback(close_first)
+    path.write_text(mock_routes("b"))
+    assert await reloader.reload()
+    await reloader.retired()
+    assert closed == ["first"]
+    assert "closing the upstreams of the configuration replaced failed (ConnectionError)" in caplog.text
