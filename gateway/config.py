@@ -31,6 +31,10 @@ DEFAULT_TRIGGER_CODES: Final = frozenset({429, 500, 502, 503, 504})
 DEFAULT_OPENAI_BASE_URL: Final = KINDS["openai"].default_base_url
 MODES: Final = ("single", "fallback", "loadbalance")
 OTHER_ROUTE: Final = "other"  # the metrics' route label for requests that resolve to no route
+# Bounds on every duration and count: no wait needs more than 10 years nor any count more than a
+# billion, and past them a clock's or a store's arithmetic overflows (a datetime, a SQLite integer).
+MAX_SECONDS: Final = 10 * 365 * 24 * 3600.0
+MAX_COUNT: Final = 10**9
 
 # Portkey spells these in snake_case; any snake_case key is read as its camelCase twin.
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
@@ -471,12 +475,23 @@ class _Section:
             return default
         return float(value)
 
-    def integer(self, key: str, default: int, *, minimum: int = 0, maximum: int | None = None) -> int:
+    def seconds(self, key: str, default: float, *, positive: bool = False) -> float:
+        """A duration, at most MAX_SECONDS."""
+        value = self.number(key, default, positive=positive)
+        if value > MAX_SECONDS:
+            self.error(key, f"must be at most {MAX_SECONDS:g} seconds (10 years), got {value:g}")
+            return default
+        return value
+
+    def integer(self, key: str, default: int, *, minimum: int = 0, maximum: int = MAX_COUNT) -> int:
         value = self._numeric(key, int)
         if value is None:
             return default
-        if value < minimum or (maximum is not None and value > maximum):
-            bound = f"between {minimum} and {maximum}" if maximum is not None else f">= {minimum}"
+        if value < minimum or value > maximum:
+            if maximum != MAX_COUNT:
+                bound = f"between {minimum} and {maximum}"
+            else:
+                bound = f">= {minimum}" if value < minimum else f"at most {MAX_COUNT} (a billion)"
             self.error(key, f"must be {bound}, got {value}")
             return default
         return int(value)
@@ -673,11 +688,10 @@ def _read_server(section: _Section | None) -> ServerConfig:
         port=section.integer("port", defaults.port, maximum=65535),
         max_body_bytes=section.integer("maxBodyBytes", defaults.max_body_bytes, minimum=1),
         max_response_bytes=section.integer("maxResponseBytes", defaults.max_response_bytes, minimum=1),
-        body_read_timeout_seconds=section.number(
-            "bodyReadTimeoutSeconds", defaults.body_read_timeout_seconds, positive=True
+        body_read_timeout_seconds=section.seconds("bodyReadTimeoutSeconds", defaults.body_read_timeout_seconds, positive=True
         ),
         backlog=section.integer("backlog", defaults.backlog, minimum=1, maximum=65535),
-        drain_seconds=section.number("drainSeconds", defaults.drain_seconds),
+        drain_seconds=section.seconds("drainSeconds", defaults.drain_seconds),
         max_messages=section.integer("maxMessages", defaults.max_messages, minimum=1),
         max_connections=section.integer("maxConnections", defaults.max_connections),
     )
@@ -694,6 +708,10 @@ def _read_cors(section: _Section | None) -> CorsConfig:
         allow_headers=tuple(h.lower() for h in _read_strings(section, "allowHeaders")),
         max_age_seconds=section.integer("maxAgeSeconds", defaults.max_age_seconds),
     )
+    for i, header in enumerate(cors.allow_headers):
+        if header != "*" and not _HEADER_NAME.fullmatch(header):
+            # sent back in Access-Control-Allow-Headers, which a control character would break
+            section.errors.append(f"{section.at('allowHeaders')}[{i}]: must be '*' or a header name, got {header!r}")
     for i, origin in enumerate(cors.allow_origins):
         try:
             url = URL(origin)
@@ -788,9 +806,9 @@ def _read_memory(section: _Section) -> MemoryConfig:
         store=store,
         path=section.string("path", base.path) or base.path,
         url=url or base.url,
-        ttl_seconds=section.number("ttlSeconds", base.ttl_seconds, positive=True),
+        ttl_seconds=section.seconds("ttlSeconds", base.ttl_seconds, positive=True),
         max_stored_messages=section.integer("maxStoredMessages", base.max_stored_messages, minimum=1),
-        lock_timeout_seconds=section.number("lockTimeoutSeconds", base.lock_timeout_seconds, positive=True),
+        lock_timeout_seconds=section.seconds("lockTimeoutSeconds", base.lock_timeout_seconds, positive=True),
         defaults=defaults,
         limits=limits,
     )
@@ -911,8 +929,8 @@ def _inherit(section: _Section, parent: _Inherited) -> _Inherited:
         base_url=section.string("baseUrl", parent.base_url),
         override_params={**parent.override_params, **override},
         headers={**parent.headers, **{k: str(v) for k, v in headers.items()}},
-        timeout=section.number("timeout", parent.timeout, positive=True),
-        stream_idle_timeout=section.number("streamIdleTimeout", parent.stream_idle_timeout, positive=True),
+        timeout=section.seconds("timeout", parent.timeout, positive=True),
+        stream_idle_timeout=section.seconds("streamIdleTimeout", parent.stream_idle_timeout, positive=True),
         retry=parent.retry if retry is None else _read_retry(retry, parent.retry),
         breaker=parent.breaker if breaker is None else _read_breaker(breaker, parent.breaker),
         responses_api=responses_api,
@@ -1126,9 +1144,9 @@ def _read_retry(section: _Section, base: RetryPolicy) -> RetryPolicy:
     policy = RetryPolicy(
         attempts=section.integer("attempts", base.attempts, maximum=10),
         on_status_codes=base.on_status_codes if codes is None else codes,
-        backoff_seconds=section.number("backoffSeconds", base.backoff_seconds),
-        max_backoff_seconds=section.number("maxBackoffSeconds", base.max_backoff_seconds),
-        max_retry_after_seconds=section.number("maxRetryAfterSeconds", base.max_retry_after_seconds),
+        backoff_seconds=section.seconds("backoffSeconds", base.backoff_seconds),
+        max_backoff_seconds=section.seconds("maxBackoffSeconds", base.max_backoff_seconds),
+        max_retry_after_seconds=section.seconds("maxRetryAfterSeconds", base.max_retry_after_seconds),
     )
     section.finish()
     return policy
@@ -1140,9 +1158,9 @@ def _read_breaker(section: _Section, base: BreakerPolicy) -> BreakerPolicy:
         failures=section.integer("failures", base.failures, minimum=1),
         failure_rate=section.number("failureRate", base.failure_rate, positive=True),
         min_requests=section.integer("minRequests", base.min_requests, minimum=1),
-        window_seconds=section.number("windowSeconds", base.window_seconds, positive=True),
-        cooldown_seconds=section.number("cooldownSeconds", base.cooldown_seconds, positive=True),
-        max_cooldown_seconds=section.number("maxCooldownSeconds", base.max_cooldown_seconds, positive=True),
+        window_seconds=section.seconds("windowSeconds", base.window_seconds, positive=True),
+        cooldown_seconds=section.seconds("cooldownSeconds", base.cooldown_seconds, positive=True),
+        max_cooldown_seconds=section.seconds("maxCooldownSeconds", base.max_cooldown_seconds, positive=True),
     )
     if policy.failure_rate > 1:
         section.error("failureRate", f"must be a fraction between 0 and 1, got {policy.failure_rate:g}")
@@ -1154,11 +1172,11 @@ def _read_breaker(section: _Section, base: BreakerPolicy) -> BreakerPolicy:
 
 def _read_mock(section: _Section, base: MockOptions) -> MockOptions:
     options = MockOptions(
-        latency=section.number("latency", base.latency),
+        latency=section.seconds("latency", base.latency),
         reply=section.string("reply", base.reply),
         statuses=_read_status_sequence(section, "statuses", base.statuses),
         chunk_size=section.integer("chunkSize", base.chunk_size, minimum=1),
-        chunk_delay=section.number("chunkDelay", base.chunk_delay),
+        chunk_delay=section.seconds("chunkDelay", base.chunk_delay),
     )
     section.finish()
     return options

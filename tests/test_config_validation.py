@@ -199,3 +199,30 @@ def test_override_params_of_the_api_types_load() -> None:
         "routes: {m: {provider: mock, overrideParams: {stream_options: {include_usage: true}, stop: null, n: 2,"
         " temperature: 1, top_p: 0.5, messages: [{role: system, content: hi}], tool_choice: auto, custom: [1]}}}"
     )
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        # each was a 500 or a crash: SQLite's purge overflowed, the health page's datetime too
+        ("memory: {store: sqlite, ttlSeconds: 1.0e+300}\n" + MOCK, "memory.ttlSeconds: must be at most"),
+        ("memory: {maxStoredMessages: 1000000000000000000000}\n" + MOCK, "memory.maxStoredMessages: must be at most"),
+        ("memory: {defaults: {maxMessages: 10000000000}}\n" + MOCK, "memory.defaults.maxMessages: must be at most"),
+        ("routes: {m: {provider: mock, breaker: {cooldownSeconds: 1.0e+300, maxCooldownSeconds: 1.0e+300}}}", "cooldownSeconds: must be at most"),
+        ("routes: {m: {provider: mock, retry: {backoffSeconds: 1.0e+300}}}", "routes.m.retry.backoffSeconds: must be at most"),
+        ("routes: {m: {provider: mock, timeout: 1.0e+300}}", "routes.m.timeout: must be at most 3.1536e+08 seconds"),
+        ("server: {bodyReadTimeoutSeconds: 1.0e+20}\n" + MOCK, "server.bodyReadTimeoutSeconds: must be at most"),
+    ],
+)
+def test_durations_and_counts_past_what_clocks_and_stores_hold(text: str, problem: str) -> None:
+    assert any(problem in error for error in errors_of(text)), errors_of(text)
+
+
+def test_long_durations_and_large_counts_load() -> None:
+    loads("memory: {ttlSeconds: 315360000, maxStoredMessages: 1000000000}\nroutes: {m: {provider: mock, timeout: 86400}}")
+
+
+@pytest.mark.parametrize("header", ['"a\\nb"', '"x a"', '"é"'])
+def test_cors_allow_headers_are_header_names(header: str) -> None:
+    errors = errors_of(f"cors: {{allowOrigins: ['*'], allowHeaders: [x-ok, {header}]}}\n{MOCK}")
+    assert any(error.startswith("cors.allowHeaders[1]: must be '*' or a header name") for error in errors), errors

@@ -31,7 +31,7 @@ from aiohttp.test_utils import TestServer
 from hypothesis import HealthCheck, given, reject, settings
 from hypothesis import strategies as st
 
-from gateway.config import ConfigError, parse_config
+from gateway.config import MAX_COUNT, MAX_SECONDS, ConfigError, parse_config
 from gateway.server.app import create_app
 from tests.conftest import GATEWAY_KEY
 from tests.servers import free_port
@@ -47,6 +47,7 @@ ENV = {"TENANT_TOKEN": "tenant-tok-1", "UPSTREAM_KEY": "sk-env-2"}
 UPSTREAM = "UPSTREAM"  # replaced by the upstream's host:port once it listens
 CLOSED = "CLOSED"  # replaced by a port nothing listens on
 _files = itertools.count()
+LONGEST = int(MAX_SECONDS)  # for periods no request waits out: a TTL, a breaker's window and cooldown
 
 # baseUrl forms the loader takes, some odd: case, trailing slashes, dot segments, escapes, ${VAR}
 URL_FORMS = [
@@ -101,9 +102,9 @@ breaker = st.fixed_dictionaries(
         "failures": st.integers(1, 3),
         "failureRate": st.sampled_from([0.1, 0.5, 1]),
         "minRequests": st.integers(1, 4),
-        "windowSeconds": st.sampled_from([1, 30]),
-        "cooldownSeconds": st.sampled_from([0.01, 5]),
-        "maxCooldownSeconds": st.sampled_from([30, 300]),
+        "windowSeconds": st.sampled_from([1, 30, LONGEST]),
+        "cooldownSeconds": st.sampled_from([0.01, 5, LONGEST]),
+        "maxCooldownSeconds": st.sampled_from([30, 300, LONGEST]),
     },
 )
 mock = st.fixed_dictionaries(
@@ -147,19 +148,19 @@ memory_settings = st.fixed_dictionaries(
     {},
     optional={
         "memoryType": st.sampled_from(["message_window", "token_window", "round_window"]),
-        "maxMessages": st.integers(1, 30),
-        "maxTokens": st.integers(1, 3000),
-        "maxRounds": st.integers(1, 5),
-        "maxChars": st.integers(1, 3000),
+        "maxMessages": st.integers(1, 30) | st.just(MAX_COUNT),
+        "maxTokens": st.integers(1, 3000) | st.just(MAX_COUNT),
+        "maxRounds": st.integers(1, 5) | st.just(MAX_COUNT),
+        "maxChars": st.integers(1, 3000) | st.just(MAX_COUNT),
     },
 )
 memory_limits = st.fixed_dictionaries(
     {},
     optional={
-        "maxMessages": st.integers(1, 30),
-        "maxTokens": st.integers(1, 3000),
-        "maxRounds": st.integers(1, 5),
-        "maxChars": st.integers(1, 3000),
+        "maxMessages": st.integers(1, 30) | st.just(MAX_COUNT),
+        "maxTokens": st.integers(1, 3000) | st.just(MAX_COUNT),
+        "maxRounds": st.integers(1, 5) | st.just(MAX_COUNT),
+        "maxChars": st.integers(1, 3000) | st.just(MAX_COUNT),
     },
 )
 routes = st.dictionaries(
@@ -174,8 +175,8 @@ documents = st.fixed_dictionaries(
         "memory": st.fixed_dictionaries(
             {"store": st.sampled_from(["memory", "sqlite", "redis", "redis-closed"])},
             optional={
-                "ttlSeconds": st.sampled_from([1, 3600]),
-                "maxStoredMessages": st.integers(1, 50),
+                "ttlSeconds": st.sampled_from([1, 3600, LONGEST]),
+                "maxStoredMessages": st.integers(1, 50) | st.just(MAX_COUNT),
                 "lockTimeoutSeconds": st.sampled_from([0.5, 5]),
                 "defaults": memory_settings,
                 "limits": memory_limits,
