@@ -30,6 +30,7 @@ from gateway.providers.base import Provider
 from gateway.providers.registry import Resources, kind_of
 from gateway.routing import Random
 from gateway.server import handlers, health, memory_api, surface
+from gateway.server.connections import REASON as CONNECTIONS_REFUSED
 from gateway.server.connections import limit_connections
 from gateway.server.cors import cors_middlewares, cors_response_hook
 from gateway.server.frontdoor import FRONT_DOOR, open_front_door
@@ -133,7 +134,9 @@ def create_app(config: Config, *, rng: Random | None = None, processes: int = 1)
     door = open_front_door(app)  # last: it takes the routes and middlewares as they are now
     if door is not None:
         app[FRONT_DOOR] = door
-    limit_connections(app, config.server.max_connections)
+    metrics = app.get(METRICS)
+    refused = metrics.overloaded_requests.labels(CONNECTIONS_REFUSED).inc if metrics is not None else None
+    limit_connections(app, config.server.max_connections, refused=refused)
     return app
 
 

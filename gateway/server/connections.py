@@ -35,7 +35,7 @@ from typing import Any, Final
 import aiohttp
 from aiohttp import web
 
-from gateway.errors import GatewayError
+from gateway.errors import OverloadedError
 from gateway.server.middlewares import error_response, new_request_id
 
 log = logging.getLogger("gateway")
@@ -46,7 +46,7 @@ MIN_CONNECTIONS: Final = 8
 NEAR_LIMIT: Final = 0.9  # of the limit: from here on idle keep-alive connections are closed
 OVER_LIMIT_ROOM: Final = 16  # connections past the limit that still get an answer
 FIRST_REQUEST_SECONDS: Final = 5.0  # how long a connection past the limit may take to send its request
-RETRY_AFTER_SECONDS: Final = 1
+REASON: Final = "max_connections"  # what gateway_overloaded_total counts refused connections by
 HEALTH_PATHS: Final = frozenset({"/healthz", "/readyz"})
 
 RequestHandler = Callable[[web.BaseRequest], Awaitable[web.StreamResponse]]
@@ -78,14 +78,12 @@ def connection_limit(configured: int, *, nofile: int | None = None) -> int:
     return max((nofile - RESERVED_FDS) // 2, MIN_CONNECTIONS)
 
 
-def overloaded(limit: int) -> GatewayError:
+def overloaded(limit: int) -> OverloadedError:
     """The answer to a request on a connection past the limit."""
-    return GatewayError(
+    return OverloadedError(
+        REASON,
         f"The gateway has {limit} client connections open, its limit (server.maxConnections); retry shortly.",
-        status=503,
-        type="gateway_overloaded",
-        code="gateway_overloaded",
-        headers={"Retry-After": str(RETRY_AFTER_SECONDS), "Connection": "close"},
+        headers={"Connection": "close"},
     )
 
 
@@ -98,12 +96,13 @@ def _idle(connection: web.RequestHandler) -> bool:
 class ConnectionGuard:
     """Counts a Server's connections and holds each new one to the limit (see the module docstring)."""
 
-    def __init__(self, server: web.Server, limit: int) -> None:
+    def __init__(self, server: web.Server, limit: int, *, refused: Callable[[], None] | None = None) -> None:
+        """Watch `server`'s connections from now on; `refused` is told of each connection past the limit."""
         self.limit = limit
         self.near = max(int(limit * NEAR_LIMIT), 1)
         self.open: set[web.RequestHandler] = set()  # not counting the idle ones closed, which are on their way out
         self.full = False
-        self.refused = 0  # connections past the limit so far
+        self._refused = refused or (lambda: None)
         self._handle: RequestHandler = server.request_handler
         self._made = server.connection_made
         self._lost = server.connection_lost
@@ -122,7 +121,7 @@ class ConnectionGuard:
                 self.full = False
                 log.info("%d client connections open: under server.maxConnections (%d) again", count, self.limit)
             return
-        self.refused += 1
+        self._refused()
         if not self.full:
             self.full = True
             log.warning(
@@ -158,8 +157,13 @@ class ConnectionGuard:
         return response
 
 
-def limit_connections(app: web.Application, configured: int) -> int | None:
-    """Hold the server `app` is served by to `connection_limit(configured)`; that limit, or None when this aiohttp cannot."""
+def limit_connections(
+    app: web.Application, configured: int, *, refused: Callable[[], None] | None = None
+) -> int | None:
+    """Hold the server `app` is served by to `connection_limit(configured)`; that limit, or None when this aiohttp cannot.
+
+    `refused` is told of each connection past the limit.
+    """
     limit = connection_limit(configured)
     if not supported():
         log.warning("server.maxConnections is not enforced: aiohttp %s lacks the server parts it needs", aiohttp.__version__)
@@ -168,7 +172,7 @@ def limit_connections(app: web.Application, configured: int) -> int | None:
 
     def make_guarded_handler(**kwargs: Any) -> web.Server:
         server = make_handler(**kwargs)
-        ConnectionGuard(server, limit)  # kept by the server, whose methods it took
+        ConnectionGuard(server, limit, refused=refused)  # kept by the server, whose methods it took
         return server
 
     app._make_handler = make_guarded_handler  # type: ignore[method-assign]

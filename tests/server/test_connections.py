@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import re
 import resource
 import time
 from collections.abc import Callable
@@ -167,6 +168,9 @@ async def test_past_the_limit_new_connections_get_503_and_health_checks_answer(c
                 break
         assert status == 200
         await logs.wait_for("under server.maxConnections", level="info")
+        async with aiohttp.ClientSession() as session, session.get(f"http://127.0.0.1:{port}/metrics") as response:
+            refused = re.search(r'gateway_overloaded_total\{reason="max_connections"\} (\S+)', await response.text())
+        assert refused is not None and float(refused[1]) >= 1
 
 
 async def test_without_the_server_parts_the_limit_is_not_enforced_and_the_gateway_serves(
