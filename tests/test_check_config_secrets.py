@@ -1,18 +1,23 @@
 """check-config never prints a value that came from the environment: it shows the `${VAR}` as written.
 
 Also what the loader keeps for the rest of the gateway: `Target.env_values`, every value of a
-target's settings that came from `${VAR}` (the substituted pieces, not whole strings).
+target's settings that came from `${VAR}` (the substituted pieces, not whole strings); and a
+running gateway's logs and answers never carry the memory URL's password or a gateway key.
 """
 
 from __future__ import annotations
 
+import logging
 import textwrap
 from pathlib import Path
 
+import aiohttp
 import pytest
 
 from gateway.cli import main
 from gateway.config import iter_targets, parse_config
+from tests.conftest import GATEWAY_KEY, Gateway
+from tests.servers import free_port
 
 SECRETS = {
     "OPENAI_KEY": "sk-env-key-0001",
@@ -125,3 +130,30 @@ def test_env_values_are_each_targets_substituted_pieces() -> None:
         env=SECRETS,
     )
     assert plain.routes["r"].first_target.env_values == ()
+
+
+@pytest.mark.parametrize("reachable", [True, False], ids=["redis", "closed-port"])
+async def test_the_memory_urls_password_and_the_auth_keys_never_reach_logs_or_answers(
+    reachable: bool, redis_url: str, gateway: Gateway, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    host = redis_url.split("://", 1)[1].split("/", 1)[0] if reachable else f"127.0.0.1:{free_port()}"
+    env = {"REDIS_PASSWORD": "redis-pass-0005", "GATEWAY_KEY": GATEWAY_KEY}
+    config = parse_config(
+        textwrap.dedent(f"""
+        memory: {{store: redis, url: "redis://:${{REDIS_PASSWORD}}@{host}/0"}}
+        auth: {{keys: [{{name: ops, key: "${{GATEWAY_KEY}}"}}]}}
+        routes: {{m: {{provider: mock}}}}
+        """),
+        env=env,
+    )
+    client = await gateway(config)
+    body = {"model": "m", "messages": [{"role": "user", "content": "q"}]}
+    headers = {"Authorization": f"Bearer {GATEWAY_KEY}", "memoryId": "c1"}
+    async with aiohttp.ClientSession() as session, session.post(
+        f"{client.base_url}chat/completions", json=body, headers=headers
+    ) as response:
+        answer = await response.text()
+    assert response.status == (200 if reachable else 503), answer
+    for secret in ("redis-pass-0005", GATEWAY_KEY):
+        assert secret not in answer and secret not in caplog.text

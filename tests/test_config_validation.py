@@ -226,3 +226,8 @@ def test_long_durations_and_large_counts_load() -> None:
 def test_cors_allow_headers_are_header_names(header: str) -> None:
     errors = errors_of(f"cors: {{allowOrigins: ['*'], allowHeaders: [x-ok, {header}]}}\n{MOCK}")
     assert any(error.startswith("cors.allowHeaders[1]: must be '*' or a header name") for error in errors), errors
+
+
+def test_a_password_with_an_unescaped_slash_is_not_quoted() -> None:
+    errors = errors_of(f"memory: {{store: redis, url: 'redis://:pa/ss-word@h:6379/0'}}\n{MOCK}")
+    assert errors and not any("ss-word" in error for error in errors), errors

@@ -72,7 +72,8 @@ def redis_url_problems(url: str) -> list[str]:
         if port == 0:
             problems.append("port must be between 1 and 65535, got 0")
         if parts.path not in ("", "/") and not re.fullmatch(r"/\d+", parts.path):
-            problems.append(f"the path must be a database number like /0, got {mask_password(parts.path, url)!r}")
+            # not quoted: an unescaped '/' or '#' in a password would put its rest here
+            problems.append("the path must be a database number like /0")
     taken = _redis_options_taken(parts.scheme)
     for name, values in parse_qs(parts.query, keep_blank_values=True).items():
         value = values[0]
