@@ -22,7 +22,7 @@ from aiohttp.test_utils import TestServer
 from gateway.config import parse_config
 from gateway.server import connections
 from gateway.server.app import create_app
-from gateway.server.connections import connection_limit
+from gateway.server.connections import OVER_LIMIT_ROOM, connection_limit
 from tests.support.processes import LogLines, free_port, start_gateway, stopped_at_exit, wait_ready
 
 FDS = 256
@@ -156,6 +156,10 @@ async def test_past_the_limit_new_connections_get_503_and_health_checks_answer(c
                 assert headers["connection"] == "close"  # the connection past the limit is not kept
                 assert await probe[0].read() == b""
                 probe[1].close()
+            # connections past the limit that send nothing are not kept either (aiohttp would keep them 75 s)
+            silent = [await connect(port) for _ in range(OVER_LIMIT_ROOM + 4)]
+            busy += silent
+            assert await closed_by_the_gateway(silent, at_least=len(silent)) == len(silent)
         finally:
             close_all(busy)
         # once the busy clients left, everyone is served again
