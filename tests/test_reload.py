@@ -425,3 +425,17 @@ async def test_a_replaced_configuration_is_closed_once_drained_and_a_failure_to_
     await reloader.retired()
     assert closed == ["first"]
     assert "closing the upstreams of the configuration replaced failed (ConnectionError)" in caplog.text
+
+
+async def test_without_a_front_door_a_reload_is_refused_and_logged(
+    tmp_path: Path, aiohttp_server: Any, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("gateway.server.app.open_front_door", lambda app: None)  # an aiohttp the door does not know
+    path = tmp_path / "g.yaml"
+    path.write_text(mock_routes("a"))
+    reloader, url = await reloadable(aiohttp_server, path)
+    path.write_text(mock_routes("b"))
+    assert not await reloader.reload()
+    assert "not possible with this aiohttp version; restart the gateway to apply it" in caplog.text
+    async with openai.AsyncOpenAI(base_url=url + "v1", api_key="x", max_retries=0) as client:
+        assert await answer(client, "a") == "from-a"
