@@ -110,3 +110,21 @@ async def test_the_gateway_answers_without_a_500(
     async with aiohttp.ClientSession() as session, session.get(f"{base}/gateway/health") as health:
         assert health.status == 200
     assert "s3cret-pw" not in caplog.text
+
+
+async def test_response_pins_on_such_a_store_are_never_a_500(
+    gateway: Gateway, make_upstream: object, refused_url: str
+) -> None:
+    upstream: FakeUpstream = await make_upstream(Step(body={"id": "resp_1", "object": "response", "output": []}))  # type: ignore[operator]
+    client = await gateway(fallback_config(upstream, upstream, refused_url))
+    base = str(client.base_url).rstrip("/")
+    auth = {"Authorization": "Bearer k"}
+    async with aiohttp.ClientSession(headers=auth) as session:
+        # answered, though which target answered cannot be recorded
+        body = {"model": "chat", "input": "q", "previous_response_id": "resp_0"}
+        async with session.post(f"{base}/responses", json=body) as answered:
+            assert answered.status == 200, await answered.text()
+        for method in ("GET", "DELETE"):  # the store cannot say where resp_1 lives
+            async with session.request(method, f"{base}/responses/resp_1") as stored:
+                assert stored.status == 503, await stored.text()
+                assert (await stored.json())["error"]["code"] == "memory_unavailable"
