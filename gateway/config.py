@@ -660,6 +660,8 @@ def _read_request_config(section: _Section | None) -> RequestConfigSettings:
 
 
 _RESERVED_PATHS = ("/v1/", "/healthz", "/readyz")
+_SEGMENT = r"[A-Za-z0-9._~!$&'()*+,;=:@-]+"
+_METRICS_PATH: Final = re.compile(rf"/({_SEGMENT}(/{_SEGMENT})*/?)?")
 
 
 def _read_metrics(section: _Section | None) -> MetricsConfig:
@@ -673,8 +675,11 @@ def _read_metrics(section: _Section | None) -> MetricsConfig:
         stream_usage=section.flag("streamUsage", defaults.stream_usage),
     )
     path = metrics.path
-    if not path.startswith("/") or path.startswith(_RESERVED_PATHS) or not path.isascii() or " " in path:
-        section.error("path", f"must be an absolute path outside /v1/, /healthz and /readyz, got {path!r}")
+    if not _METRICS_PATH.fullmatch(path) or path.startswith(_RESERVED_PATHS):
+        # a query, a fragment or an empty segment is never matched; aiohttp reads braces as a pattern
+        section.error(
+            "path", f"must be an absolute path of plain segments outside /v1/, /healthz and /readyz, got {path!r}"
+        )
     section.finish()
     return metrics
 
@@ -1012,6 +1017,8 @@ def _base_url_problem(base_url: str) -> str | None:
         return f"must be an http(s) URL, got {shown!r}"
     if url.scheme not in ("http", "https") or not url.host:
         return f"must be an http(s) URL, got {shown!r}"
+    if url.explicit_port == 0:
+        return f"port must be between 1 and 65535, got {shown!r}"
     if url.user is not None or url.password is not None:
         # aiohttp would send them as Basic auth, which clashes with the Bearer apiKey (every request
         # fails) and shows them in every URL logged: credentials go in apiKey or headers

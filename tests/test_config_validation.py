@@ -88,6 +88,7 @@ def test_a_redis_url_error_never_shows_its_password() -> None:
         ("ftp://127.0.0.1/v1", "must be an http(s) URL"),
         ("http:///v1", "must be an http(s) URL"),
         ("http://127.0.0.1:70000/v1", "must be an http(s) URL"),
+        ("http://127.0.0.1:0/v1", "port must be between 1 and 65535"),
     ],
 )
 @pytest.mark.parametrize("api_key", ["", "apiKey: sk-1, "])
@@ -231,3 +232,15 @@ def test_cors_allow_headers_are_header_names(header: str) -> None:
 def test_a_password_with_an_unescaped_slash_is_not_quoted() -> None:
     errors = errors_of(f"memory: {{store: redis, url: 'redis://:pa/ss-word@h:6379/0'}}\n{MOCK}")
     assert errors and not any("ss-word" in error for error in errors), errors
+
+
+@pytest.mark.parametrize("path", ["/m?x", "/m#x", "/{x}", "/{tail:.*}", "//m", "/a//b", "m", "/m m", "/métrics"])
+def test_metrics_paths_never_matched_or_matching_everything(path: str) -> None:
+    # '/{x}' served the metrics at every one-segment path, '/m?x' at none
+    errors = errors_of(f"metrics: {{path: '{path}'}}\n{MOCK}")
+    assert any(error.startswith("metrics.path: must be an absolute path of plain segments") for error in errors), errors
+
+
+@pytest.mark.parametrize("path", ["/", "/metrics", "/internal/metrics/", "/m-1.txt"])
+def test_plain_metrics_paths_load(path: str) -> None:
+    loads(f"metrics: {{path: '{path}'}}\n{MOCK}")
