@@ -26,7 +26,14 @@ from gateway.reload import RESTART_ONLY, Reloader, keep_restart_only
 from gateway.server.app import create_app
 from gateway.server.keys import CONFIG, UPSTREAMS, InFlight
 from tests.fakes import FakeUpstream, Step, stream_of
-from tests.support.processes import LogLines, free_port, start_gateway, stopped_at_exit, wait_ready
+from tests.support.processes import (
+    LogLines,
+    free_port,
+    running_gateway,
+    start_gateway,
+    stopped_at_exit,
+    wait_ready,
+)
 
 HI = [{"role": "user", "content": "hi"}]
 
@@ -84,12 +91,8 @@ async def test_inflight_drained_waits_for_the_last_request() -> None:
 async def test_sighup_serves_the_changed_routes_and_keeps_the_process(tmp_path: Path) -> None:
     config = tmp_path / "g.yaml"
     config.write_text(mock_routes("old", "kept"))
-    port = free_port()
-    with stopped_at_exit() as processes:
-        process = start_gateway(config, port)
-        processes.append(process)
-        logs = LogLines(process)
-        await wait_ready(port, process)
+    async with running_gateway(config) as gateway:
+        process, port, logs = gateway.process, gateway.port, gateway.logs
         async with client_of(port) as client:
             assert await answer(client, "old") == "from-old"
             config.write_text(mock_routes("new", "kept"))
@@ -114,12 +117,8 @@ async def test_sighup_serves_the_changed_routes_and_keeps_the_process(tmp_path: 
 async def test_a_config_that_does_not_load_is_logged_and_the_old_one_served(tmp_path: Path) -> None:
     config = tmp_path / "g.yaml"
     config.write_text(mock_routes("a"))
-    port = free_port()
-    with stopped_at_exit() as processes:
-        process = start_gateway(config, port)
-        processes.append(process)
-        logs = LogLines(process)
-        await wait_ready(port, process)
+    async with running_gateway(config) as gateway:
+        process, port, logs = gateway.process, gateway.port, gateway.logs
         config.write_text("routes:\n  a: {provider: mock, weight: -1}\n  b: {provider: nope}\n")
         process.send_signal(signal.SIGHUP)
         await logs.wait_for("routes.a.weight: must be >= 0, got -1", level="error")
@@ -145,12 +144,8 @@ async def test_a_stream_under_way_finishes_on_the_old_config_and_sigterm_still_d
     # reload closes only once the configuration's last request has ended.
     config.write_text("requestConfig: {enabled: true, allowedHosts: [127.0.0.1]}\n" + mock_routes("live"))
     tree = orjson.dumps({"provider": "openai", "baseUrl": upstream.url, "apiKey": "sk-test", "name": "live"}).decode()
-    port = free_port()
-    with stopped_at_exit() as processes:
-        process = start_gateway(config, port, "--access-log-flush", "0")
-        processes.append(process)
-        logs = LogLines(process)
-        await wait_ready(port, process)
+    async with running_gateway(config, "--access-log-flush", "0") as gateway:
+        process, port, logs = gateway.process, gateway.port, gateway.logs
         async with client_of(port) as client:
             stream = await client.chat.completions.create(
                 model="live", messages=HI, stream=True, extra_headers={"x-gateway-config": tree}  # type: ignore[arg-type]
@@ -220,12 +215,8 @@ def worker_pids(parent: int) -> set[int]:
 async def test_workers_all_reload_and_no_connection_is_refused(tmp_path: Path) -> None:
     config = tmp_path / "g.yaml"
     config.write_text(mock_routes("old", "kept"))
-    port = free_port()
-    with stopped_at_exit() as processes:
-        process = start_gateway(config, port, "--workers", "2")
-        processes.append(process)
-        logs = LogLines(process)
-        await wait_ready(port, process)
+    async with running_gateway(config, "--workers", "2") as gateway:
+        process, port, logs = gateway.process, gateway.port, gateway.logs
         await logs.wait_for("listening on", count=2)
         workers = worker_pids(process.pid)
         assert len(workers) == 2

@@ -23,7 +23,7 @@ from gateway.config import parse_config
 from gateway.server import connections
 from gateway.server.app import create_app
 from gateway.server.connections import OVER_LIMIT_ROOM, connection_limit
-from tests.support.processes import LogLines, free_port, start_gateway, stopped_at_exit, wait_ready
+from tests.support.processes import running_gateway
 
 FDS = 256
 LIMIT = connection_limit(0, nofile=FDS)
@@ -97,13 +97,9 @@ def config(tmp_path: Path) -> Path:
 
 
 async def test_idle_keep_alive_connections_make_room_for_new_clients(config: Path) -> None:
-    port = free_port()
     opened: list[Connection] = []
-    with stopped_at_exit() as processes:
-        process = start_gateway(config, port, preexec_fn=fd_limit(FDS))
-        processes.append(process)
-        logs = LogLines(process)
-        await wait_ready(port, process)
+    async with running_gateway(config, preexec_fn=fd_limit(FDS)) as gateway:
+        port, logs = gateway.port, gateway.logs
         await logs.wait_for(f"accepting up to {LIMIT} client connections")
         try:
             clients = LIMIT + LIMIT // 2
@@ -125,13 +121,9 @@ async def test_idle_keep_alive_connections_make_room_for_new_clients(config: Pat
 
 
 async def test_past_the_limit_new_connections_get_503_and_health_checks_answer(config: Path) -> None:
-    port = free_port()
     busy: list[Connection] = []
-    with stopped_at_exit() as processes:
-        process = start_gateway(config, port, preexec_fn=fd_limit(FDS))
-        processes.append(process)
-        logs = LogLines(process)
-        await wait_ready(port, process)
+    async with running_gateway(config, preexec_fn=fd_limit(FDS)) as gateway:
+        port, logs = gateway.port, gateway.logs
         try:
             for _ in range(LIMIT):  # every connection the gateway keeps, busy with a slow request
                 connection = await connect(port)

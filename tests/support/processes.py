@@ -10,8 +10,9 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -116,3 +117,26 @@ class LogLines:
         with self._lock:
             tail = "\n".join(self.text[-40:])
         raise AssertionError(f"no {count} log lines with {message!r} {fields} within {seconds}s; last lines:\n{tail}")
+
+
+@dataclass
+class Gateway:
+    """A running `gateway serve`: its process, port and log lines."""
+
+    process: subprocess.Popen[bytes]
+    port: int
+    logs: LogLines
+
+
+@asynccontextmanager
+async def running_gateway(
+    config: Path, *extra: str, preexec_fn: Callable[[], None] | None = None
+) -> AsyncIterator[Gateway]:
+    """`gateway serve` of `config` on a free port, once it takes connections; killed at the end if still running."""
+    port = free_port()
+    with stopped_at_exit() as processes:
+        process = start_gateway(config, port, *extra, preexec_fn=preexec_fn)
+        processes.append(process)
+        logs = LogLines(process)
+        await wait_ready(port, process)
+        yield Gateway(process, port, logs)
