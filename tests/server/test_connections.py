@@ -69,6 +69,21 @@ async def connect(port: int) -> Connection:
     return await asyncio.open_connection("127.0.0.1", port)
 
 
+async def answer_on_new_connections(
+    port: int, request: bytes, *, until: int, seconds: float = 30
+) -> tuple[int, dict[str, str], bytes]:
+    """`request` on a new connection each time, until the answer's status is `until` or `seconds` passed: the last answer."""
+    deadline = time.monotonic() + seconds
+    while True:
+        probe = await connect(port)
+        try:
+            answer = await ask(probe, request)
+        finally:
+            probe[1].close()
+        if answer[0] == until or time.monotonic() > deadline:
+            return answer
+
+
 async def closed_by_the_gateway(opened: list[Connection], *, at_least: int, seconds: float = 30) -> int:
     """How many of `opened` the gateway closed (each reads to its end), once `at_least` did or `seconds` passed."""
     pending = {asyncio.create_task(reader.read()) for reader, _ in opened}
@@ -129,13 +144,8 @@ async def test_past_the_limit_new_connections_get_503_and_health_checks_answer(c
                 connection = await connect(port)
                 connection[1].write(slow_chat())
                 busy.append(connection)
-            deadline = time.monotonic() + 30
-            while True:  # until the gateway has taken them all in
-                probe = await connect(port)
-                status, headers, body = await ask(probe, get("/v1/models"))
-                probe[1].close()
-                if status == 503 or time.monotonic() > deadline:
-                    break
+            # once the gateway has taken them all in
+            status, headers, body = await answer_on_new_connections(port, get("/v1/models"), until=503)
             assert status == 503
             error = orjson.loads(body)["error"]
             assert (error["type"], error["code"]) == ("gateway_overloaded", "gateway_overloaded")
@@ -155,13 +165,7 @@ async def test_past_the_limit_new_connections_get_503_and_health_checks_answer(c
         finally:
             close_all(busy)
         # once the busy clients left, everyone is served again
-        deadline = time.monotonic() + 30
-        while True:
-            probe = await connect(port)
-            status, _, _ = await ask(probe, get("/v1/models"))
-            probe[1].close()
-            if status == 200 or time.monotonic() > deadline:
-                break
+        status, _, _ = await answer_on_new_connections(port, get("/v1/models"), until=200)
         assert status == 200
         await logs.wait_for("under server.maxConnections", level="info")
         async with aiohttp.ClientSession() as session, session.get(f"http://127.0.0.1:{port}/metrics") as response:
