@@ -361,11 +361,11 @@ def _env_refs(value: Any) -> dict[str, str]:
 
 
 def _is_text(value: str) -> bool:
-    """Whether YAML reads `value` as a string (not a number, boolean or null)."""
-    try:
-        return isinstance(yaml.safe_load(value), str)
-    except yaml.YAMLError:
-        return True
+    """Whether `value` reads as text, not as a number, a boolean or null."""
+    return not _SCALAR.fullmatch(value.strip().lower())
+
+
+_SCALAR: Final = re.compile(r"[-+]?(\d[\d_]*(\.\d*)?|\.\d+)(e[-+]?\d+)?|[-+]?\.?inf|\.?nan|true|false|yes|no|on|off|null|~|")
 
 
 def _longest_first(refs: Mapping[str, str]) -> Mapping[str, str]:

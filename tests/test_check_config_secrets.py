@@ -15,7 +15,7 @@ import aiohttp
 import pytest
 
 from gateway.cli import main
-from gateway.config import iter_targets, parse_config
+from gateway.config import ConfigError, iter_targets, parse_config
 from tests.conftest import GATEWAY_KEY, Gateway
 from tests.servers import free_port
 
@@ -157,3 +157,11 @@ async def test_the_memory_urls_password_and_the_auth_keys_never_reach_logs_or_an
     assert response.status == (200 if reachable else 503), answer
     for secret in ("redis-pass-0005", GATEWAY_KEY):
         assert secret not in answer and secret not in caplog.text
+
+
+def test_numbers_and_booleans_from_the_environment_are_settings_not_secrets() -> None:
+    # shown in errors as they are: masking '1' or 'true' everywhere would garble every message
+    with pytest.raises(ConfigError) as caught:
+        parse_config("routes: {m: {provider: mock, timeout: '${T}', weight: '${W}'}}", env={"T": "-5", "W": "true"})
+    assert "routes.m.timeout: must be > 0, got -5" in caught.value.errors
+    assert "routes.m.weight: must be a number, got a boolean" in caught.value.errors
