@@ -365,7 +365,7 @@ def _is_text(value: str) -> bool:
     return not _SCALAR.fullmatch(value.strip().lower())
 
 
-_SCALAR: Final = re.compile(r"[-+]?(\d[\d_]*(\.\d*)?|\.\d+)(e[-+]?\d+)?|[-+]?\.?inf|\.?nan|true|false|yes|no|on|off|null|~|")
+_SCALAR: Final = re.compile(r"[-+]?(\d[\d_]*(\.\d*)?|\.\d+)(e[-+]?\d+)?|[-+]?\.?inf|\.?nan|true|false|yes|no|on|off|null|~")
 
 
 def _longest_first(refs: Mapping[str, str]) -> Mapping[str, str]:
@@ -693,7 +693,8 @@ def _read_server(section: _Section | None) -> ServerConfig:
         port=section.integer("port", defaults.port, maximum=65535),
         max_body_bytes=section.integer("maxBodyBytes", defaults.max_body_bytes, minimum=1),
         max_response_bytes=section.integer("maxResponseBytes", defaults.max_response_bytes, minimum=1),
-        body_read_timeout_seconds=section.seconds("bodyReadTimeoutSeconds", defaults.body_read_timeout_seconds, positive=True
+        body_read_timeout_seconds=section.seconds(
+            "bodyReadTimeoutSeconds", defaults.body_read_timeout_seconds, positive=True
         ),
         backlog=section.integer("backlog", defaults.backlog, minimum=1, maximum=65535),
         drain_seconds=section.seconds("drainSeconds", defaults.drain_seconds),
@@ -923,8 +924,9 @@ def _inherit(section: _Section, parent: _Inherited) -> _Inherited:
             section.error("apiKey", f"{problem} (it is sent in a header)")
     _check_json(override, section.at("overrideParams"), section.errors)
     _check_override_types(override, section.at("overrideParams"), section.errors)
-    # providerParams' values from the environment go with the providerParams
-    env = {**parent.env} if provider == parent.provider else {k: v for k, v in parent.env.items() if not k.startswith("providerParams.")}
+    env = dict(parent.env)
+    if provider != parent.provider:  # their values from the environment go with the providerParams
+        env = {setting: found for setting, found in env.items() if not setting.startswith("providerParams.")}
     env.update({key: _env_refs(section.data[key]) for key in ("apiKey", "baseUrl") if section.has(key)})
     for setting, values in (("overrideParams", override), ("headers", headers), ("providerParams", params)):
         env.update({f"{setting}.{key}": _env_refs(value) for key, value in values.items()})
@@ -960,13 +962,7 @@ def _build_target(section: _Section, name: str, weight: float, inherited: _Inher
         problem = _base_url_problem(base_url)
         if problem is not None:
             section.error("baseUrl", problem)
-    refs: dict[str, str] = {}
-    for setting, found in inherited.env.items():
-        for value, reference in found.items():
-            refs.setdefault(value, reference)
-            if setting == "baseUrl" and value.rstrip("/") not in ("", value):  # the URL is kept without it
-                refs.setdefault(value.rstrip("/"), reference)
-    env_refs = _longest_first(refs)
+    env_refs = _target_env_refs(inherited.env)
     return Target(
         name=name,
         provider=provider,
@@ -986,6 +982,17 @@ def _build_target(section: _Section, name: str, weight: float, inherited: _Inher
         env_values=tuple(env_refs),
         env_refs=env_refs,
     )
+
+
+def _target_env_refs(env: Mapping[str, Mapping[str, str]]) -> Mapping[str, str]:
+    """A target's values from the environment → their references, longest first, from its settings'."""
+    refs: dict[str, str] = {}
+    for setting, found in env.items():
+        for value, reference in found.items():
+            refs.setdefault(value, reference)
+            if setting == "baseUrl" and value.rstrip("/") not in ("", value):  # the URL is kept without it
+                refs.setdefault(value.rstrip("/"), reference)
+    return _longest_first(refs)
 
 
 def _check_headers(headers: Mapping[str, Any], path: str, errors: list[str], *, strict: bool) -> None:
