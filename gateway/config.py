@@ -232,7 +232,7 @@ class BreakersConfig:
     """
 
     store: str | None = None
-    url: str | None = None
+    url: str | None = field(default=None, repr=False)  # its password must never reach a log
 
 
 @dataclass(frozen=True, slots=True)

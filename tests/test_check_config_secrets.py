@@ -8,6 +8,7 @@ running gateway's logs and answers never carry the memory URL's password or a ga
 from __future__ import annotations
 
 import logging
+import re
 import textwrap
 from pathlib import Path
 
@@ -165,3 +166,12 @@ def test_numbers_and_booleans_from_the_environment_are_settings_not_secrets() ->
         parse_config("routes: {m: {provider: mock, timeout: '${T}', weight: '${W}'}}", env={"T": "-5", "W": "true"})
     assert "routes.m.timeout: must be > 0, got -5" in caught.value.errors
     assert "routes.m.weight: must be a number, got a boolean" in caught.value.errors
+
+
+def test_the_configs_repr_carries_no_redis_password() -> None:
+    config = parse_config(
+        "memory: {store: redis, url: 'redis://:pw-0009@h:6379/0'}\n"
+        "breakers: {store: redis, url: 'redis://:pw-0010@h:6379/1'}\n"
+        "routes: {m: {provider: openai, apiKey: sk-0011}}"
+    )
+    assert not {"pw-0009", "pw-0010", "sk-0011"} & set(re.findall(r"[\w-]+", repr(config)))

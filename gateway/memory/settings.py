@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 from urllib.parse import parse_qs, unquote, urlsplit
 
@@ -27,7 +27,7 @@ class MemorySettings:
 class MemoryConfig:
     store: str = "sqlite"
     path: str = "./data/memory.db"
-    url: str = "redis://127.0.0.1:6379/0"
+    url: str = field(default="redis://127.0.0.1:6379/0", repr=False)  # its password must never reach a log
     ttl_seconds: float = 30 * 24 * 3600.0
     max_stored_messages: int = 1000
     lock_timeout_seconds: float = 120.0
