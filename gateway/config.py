@@ -88,11 +88,12 @@ class MockOptions:
     chunk_delay: float = 0.0
 
 
-@dataclass(frozen=True, slots=True, eq=False)
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
 class Target:
     """A leaf of the strategy tree with every inherited setting already resolved.
 
-    Compared and hashed by identity, so providers can key per-target caches on it.
+    Compared and hashed by identity, so providers can key per-target caches on it. Its repr names
+    it and where it goes, never its keys, headers or values from the environment.
     """
 
     name: str
@@ -120,6 +121,10 @@ class Target:
     # The same values, each with the reference it came from as written (`${TENANT_TOKEN}`), longest
     # value first: what check-config shows in their place.
     env_refs: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}), repr=False)
+
+    def __repr__(self) -> str:
+        shown = mask_userinfo(show_references(self.base_url, self.env_refs))
+        return f"Target(name={self.name!r}, provider={self.provider!r}, base_url={shown!r})"
 
     @property
     def model(self) -> str | None:

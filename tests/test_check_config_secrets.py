@@ -168,10 +168,13 @@ def test_numbers_and_booleans_from_the_environment_are_settings_not_secrets() ->
     assert "routes.m.weight: must be a number, got a boolean" in caught.value.errors
 
 
-def test_the_configs_repr_carries_no_redis_password() -> None:
+def test_the_configs_repr_carries_no_secret() -> None:
     config = parse_config(
         "memory: {store: redis, url: 'redis://:pw-0009@h:6379/0'}\n"
         "breakers: {store: redis, url: 'redis://:pw-0010@h:6379/1'}\n"
-        "routes: {m: {provider: openai, apiKey: sk-0011}}"
+        "routes: {m: {provider: openai, apiKey: sk-0011, baseUrl: 'https://h/v1/${TOKEN}', headers: {x-key: '${TOKEN}'}}}",
+        env={"TOKEN": "tok-0012"},
     )
-    assert not {"pw-0009", "pw-0010", "sk-0011"} & set(re.findall(r"[\w-]+", repr(config)))
+    shown = repr(config)
+    assert not {"pw-0009", "pw-0010", "sk-0011", "tok-0012"} & set(re.findall(r"[\w-]+", shown))
+    assert "base_url='https://h/v1/${TOKEN}'" in shown
