@@ -810,7 +810,7 @@ def _read_memory(section: _Section) -> MemoryConfig:
     limits_section = section.section("limits")
     limits = base.limits if limits_section is None else _read_memory_settings(limits_section, base.limits, typed=False)
     url = section.string("url")
-    if url is not None:
+    if url:  # empty: an unset ${VAR}, already reported
         for problem in redis_url_problems(url):
             section.error("url", problem)
     config = MemoryConfig(
