@@ -70,6 +70,24 @@ async def test_a_tool_round_trip_through_a_chat_upstream(
     check_against_fixture("codex_tool_output.json", trip.sent[1], tmp_path)
 
 
+async def test_an_mcp_tool_is_called_by_its_namespaced_name(
+    gateway: Gateway, upstream: FakeUpstream, tmp_path: Path, codex_cli: Path, aiohttp_server: Any
+) -> None:
+    # Codex sends an MCP server's tools in a namespace; the chat model calls mcp__demo__shout, and
+    # Codex must get the call back as the tool shout of the namespace mcp__demo to run it.
+    client = await gateway(config(upstream))
+    recorder = await start_recorder(aiohttp_server, str(client.base_url))
+    env = codex_env(tmp_path / "home", base_url=f"{recorder.url}/v1", key=GATEWAY_KEY, model="chat", mcp=True)
+    trip = await tool_round_trip(
+        upstream, recorder, exec_argv(codex_cli, "Shout hello."), env=env, cwd=tmp_path,
+        call=("call_mcp_1", "mcp__demo__shout", {"text": "hello"}), answer="It said HELLO.", path="/v1/responses",
+    )
+    assert "HELLO" in orjson.dumps(trip.result("call_mcp_1", "mcp__demo__shout")["content"]).decode()
+    call = trip.sent[1]["input"][-2]
+    assert (call["type"], call["namespace"], call["name"]) == ("function_call", "mcp__demo", "shout")
+    check_against_fixture("codex_mcp_tool_output.json", trip.sent[1], tmp_path)
+
+
 async def test_its_own_default_model_with_its_free_form_exec_tool(
     gateway: Gateway, upstream: FakeUpstream, tmp_path: Path, codex_cli: Path, aiohttp_server: Any
 ) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from yarl import URL
 from tests.fakes import FakeUpstream, Step, chunk, stream_of
 
 FIXTURES = Path(__file__).parent.parent / "clients" / "fixtures"
+MCP_SERVER = Path(__file__).parent / "mcp_demo_server.py"
 REFRESH = "GATEWAY_REFRESH_CLIENT_FIXTURES"  # set to 1: the CLI tests rewrite the fixtures they compare with
 CLI_TIMEOUT = 180  # seconds for one CLI run; a run takes a few, the first start of a binary longer
 
@@ -82,12 +84,13 @@ def claude_code_env(home: Path, *, base_url: str, key: str, model: str) -> dict[
     }
 
 
-def codex_env(home: Path, *, base_url: str, key: str, model: str | None) -> dict[str, str]:
+def codex_env(home: Path, *, base_url: str, key: str, model: str | None, mcp: bool = False) -> dict[str, str]:
     """The Codex CLI's environment: CODEX_HOME with a config.toml whose provider is the gateway at `base_url` (…/v1).
 
     `model` None leaves Codex its default model, one it knows: it then sends its newer request
     shape (tools in an `additional_tools` input item, a free-form `exec` tool), where for a model
-    it does not know it sends plain function tools.
+    it does not know it sends plain function tools. `mcp`: with tests/support/mcp_demo_server.py
+    as the MCP server `demo` (its tool `shout` is sent in the namespace `mcp__demo`).
     """
     codex_home = home / "codex"
     codex_home.mkdir(parents=True, exist_ok=True)
@@ -104,6 +107,7 @@ def codex_env(home: Path, *, base_url: str, key: str, model: str | None) -> dict
         'wire_api = "responses"\n'
         "request_max_retries = 0\n"
         "stream_max_retries = 0\n"
+        + (f'\n[mcp_servers.demo]\ncommand = "{sys.executable}"\nargs = ["{MCP_SERVER}"]\n' if mcp else "")
     )
     return {**base_env(home), "CODEX_HOME": str(codex_home), "GATEWAY_KEY": key}
 

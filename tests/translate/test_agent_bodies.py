@@ -220,6 +220,18 @@ def test_codex_image_a_tool_returned_follows_the_tool_message_in_a_user_message(
         {"type": "image_url", "image_url": {"url": image["image_url"], "detail": image["detail"]}}]}
 
 
+def test_codex_call_of_an_mcp_tool_in_the_history_is_its_flattened_function() -> None:
+    body = fixture("codex_mcp_tool_output.json")
+    call, output = body["input"][-2:]
+    assert (call["type"], call["namespace"]) == ("function_call", "mcp__demo")
+    payload = valid_chat(responses_api.to_chat(body))
+    assert f"mcp__demo__{call['name']}" in [tool["function"]["name"] for tool in payload["tools"]]
+    (sent,) = payload["messages"][-2]["tool_calls"]
+    assert sent == {"id": call["call_id"], "type": "function",
+                    "function": {"name": f"mcp__demo__{call['name']}", "arguments": call["arguments"]}}
+    assert payload["messages"][-1]["tool_call_id"] == output["call_id"]
+
+
 def namespaced_body() -> tuple[dict[str, Any], str, str]:
     """Codex's question, and one of its namespaced tools: (body, namespace, name)."""
     body = fixture("codex_question.json")
