@@ -1,7 +1,9 @@
 """Agent CLIs (Claude Code, the Codex CLI) run against a gateway: their settings, a recorder, a runner.
 
 Each CLI runs offline in a home of its own under the test's tmp_path: its telemetry, error
-reports and update checks are off, and its environment holds only what is set here. The
+reports, update checks and (Codex) plugin marketplace are off, and its environment holds only
+what is set here. So set, neither opens a connection or looks a name up beyond the loopback
+gateway (checked under `strace -f -e trace=connect,sendto`). The
 `Recorder` sits between a CLI and the gateway, keeps every body the CLI sent and relays the
 answers as they stream, so a test can compare what the CLI sends today with the fixture
 captured when its version was pinned (`shape`).
@@ -100,6 +102,7 @@ def codex_env(home: Path, *, base_url: str, key: str, model: str | None, mcp: bo
         "check_for_update_on_startup = false\n"
         "\n[analytics]\nenabled = false\n"
         "\n[feedback]\nenabled = false\n"
+        "\n[features]\nplugins = false\n"  # else it fetches its plugin marketplace from GitHub at start
         "\n[model_providers.gateway]\n"
         'name = "gateway"\n'
         f'base_url = "{base_url}"\n'
