@@ -3,10 +3,10 @@
 Each CLI runs offline in a home of its own under the test's tmp_path: its telemetry, error
 reports, update checks and (Codex) plugin marketplace are off, and its environment holds only
 what is set here. So set, neither opens a connection or looks a name up beyond the loopback
-gateway (checked under `strace -f -e trace=connect,sendto`). The
-`Recorder` sits between a CLI and the gateway, keeps every body the CLI sent and relays the
-answers as they stream, so a test can compare what the CLI sends today with the fixture
-captured when its version was pinned (`shape`).
+gateway (checked under `strace -f -e trace=connect,sendto`). The `Recorder` sits between a CLI
+and the gateway, keeps every body the CLI sent and relays the answers as they stream, so a test
+can compare what the CLI sends today with the fixture captured when its version was pinned
+(`shape`). `tool_round_trip` runs one turn in which the scripted model calls a tool.
 """
 
 from __future__ import annotations
