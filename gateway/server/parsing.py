@@ -39,7 +39,9 @@ _WRITABLE_DEPTH: Final = 254  # the deepest nesting orjson.dumps writes
 # count 1 each (a string value costs 2 with its separator), an object or array (a container) 4.
 # orjson holds the GIL for a whole parse, on whichever thread: a body is refused past
 # JSON_BUDGET, which parses in ~60 ms at most (500k one-character strings, 250k containers)
-# and no real request reaches (10,000 messages with tool calls: ~300k).
+# and no real request reaches (10,000 messages with tool calls: ~300k). Containers made also
+# start the cyclic GC, whose full collections inside the parse walk every tracked object of
+# the process: that figure holds for a process whose start-up objects are frozen (gc.freeze).
 JSON_BUDGET: Final = 1_000_000
 CONTAINER_UNITS: Final = 4
 # A string, skipped whole (no group); an object or array opening (group 1); a `,` or `:` (group 2).
