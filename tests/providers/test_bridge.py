@@ -155,7 +155,7 @@ async def test_each_call_is_passed_through_or_translated_by_its_target() -> None
 async def test_a_request_the_translation_refuses_is_that_attempts_400() -> None:
     chat = Recorder()
     reply = await Bridge(chat).complete(Call(targets()["claude"], RESPONSES, {"model": "m", "input": "hi",
-                                                                               "tools": [{"type": "web_search"}]}))
+                                                                               "tools": [{"type": "file_search", "vector_store_ids": ["vs_1"]}]}))
     error = orjson.loads(reply.body)["error"]
     assert reply.status == 400 and error["param"] == "tools[0].type" and not chat.calls
 

@@ -159,9 +159,9 @@ async def test_structured_output_is_parsed_into_the_model(gateway: Gateway, upst
     ("options", "param"),
     [
         ({"previous_response_id": "resp_earlier"}, "previous_response_id"),
-        ({"tools": [{"type": "web_search"}]}, "tools[0].type"),
+        ({"tools": [{"type": "file_search", "vector_store_ids": ["vs_1"]}]}, "tools[0].type"),
     ],
-    ids=["previous_response_id", "web_search"],
+    ids=["previous_response_id", "file_search"],
 )
 async def test_what_chat_completions_cannot_do_is_a_400_naming_the_param(
     gateway: Gateway, upstream: FakeUpstream, options: dict[str, Any], param: str

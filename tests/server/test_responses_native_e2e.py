@@ -222,6 +222,9 @@ async def test_a_fallback_to_an_anthropic_target_translates_that_attempt(
     assert claude.requests[0].body["messages"] == [{"role": "user", "content": [{"type": "text", "text": "hello"}]}]
 
 
+FILE_SEARCH = {"type": "file_search", "vector_store_ids": ["vs_1"]}  # needs OpenAI's vector stores
+
+
 async def test_a_translated_attempt_refuses_what_only_the_responses_api_can_do(
     gateway: Gateway, make_responses: Make, upstream: FakeUpstream
 ) -> None:
@@ -230,9 +233,9 @@ async def test_a_translated_attempt_refuses_what_only_the_responses_api_can_do(
     chat_target = f'{{name: chat-up, provider: openai, baseUrl: "{upstream.url}", apiKey: k, responsesApi: translate}}'
     client = await gateway(fallback(target(up), chat_target))
     with pytest.raises(openai.BadRequestError) as caught:
-        await client.responses.create(model="chat", input="hello", tools=[{"type": "web_search"}])
+        await client.responses.create(model="chat", input="hello", tools=[FILE_SEARCH])
     assert caught.value.param == "tools[0].type" and "up: 503" in error_of(caught.value)["message"]
-    assert up.requests[0].body["tools"] == [{"type": "web_search"}] and upstream.calls == 0
+    assert up.requests[0].body["tools"] == [FILE_SEARCH] and upstream.calls == 0
 
 
 # ---------------------------------------------------------------- previous_response_id pins the request
