@@ -379,7 +379,7 @@ class Metrics(Observer):
             ("route", "target"),
         )  # fmt: skip
         self.overloaded_requests = families.counter(
-            "gateway_overloaded", "Requests refused (503) for the gateway's own shortage, by reason (emfile, enfile, enobufs, enomem).",
+            "gateway_overloaded", "Requests refused (503) for the gateway's own shortage, by reason (emfile, enfile, enobufs, enomem, max_connections).",
             ("reason",),
         )  # fmt: skip
         self.breaker_state = families.gauge(
@@ -416,8 +416,9 @@ class Metrics(Observer):
         ).labels()  # fmt: skip
         build_info.labels(version()).set(1)
         config_routes.set(len(config.routes))
+        self._config_routes = config_routes
 
-        prices = load_prices() if prices is None else prices
+        prices = self._prices = load_prices() if prices is None else prices
         # What a request adds to, found with one lookup per event; the bundles a request may need
         # are made here (their series show from the start), the rest on first use.
         self._endings: dict[tuple[str, int, bool], _Ending] = {}
@@ -432,6 +433,21 @@ class Metrics(Observer):
         self._overloaded = {reason: self.overloaded_requests.labels(reason) for reason in SHORTAGES.values()}
         self._store: dict[tuple[str, str], Child] = {}
         self._stores: dict[str, _StoreChildren] = {}
+
+    def adopt(self, config: Config) -> None:
+        """Count the routes and targets of `config` too (a reload): every series keeps its value.
+
+        A route or target of the same name is counted in the same series as before; requests
+        still under way on the configuration replaced go on counting where they were.
+        """
+        for name in config.routes:
+            if name not in self._routes:
+                self._routes[name] = self._route_children(name)
+        for route in config.routes.values():
+            for target, triggers in _leaves_with_triggers(route.root):
+                if target not in self._targets:
+                    self._targets[target] = self._target_children(route, target, triggers, self._prices)
+        self._config_routes.set(len(config.routes))
 
     def _route_children(self, name: str) -> _RouteChildren:
         children = _RouteChildren(

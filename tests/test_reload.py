@@ -430,3 +430,21 @@ async def test_without_a_front_door_a_reload_is_refused_and_logged(
     assert "not possible with this aiohttp version; restart the gateway to apply it" in caplog.text
     async with openai.AsyncOpenAI(base_url=url + "v1", api_key="x", max_retries=0) as client:
         assert await answer(client, "a") == "from-a"
+
+
+async def test_metrics_series_keep_their_values_across_a_reload(tmp_path: Path, aiohttp_server: Any) -> None:
+    path = tmp_path / "g.yaml"
+    path.write_text(mock_routes("kept", "gone"))
+    reloader, url = await reloadable(aiohttp_server, path)
+    async with openai.AsyncOpenAI(base_url=url + "v1", api_key="x", max_retries=0) as client:
+        for model in ("kept", "kept", "gone"):
+            await answer(client, model)
+        path.write_text(mock_routes("kept", "new"))
+        assert await reloader.reload()
+        for model in ("kept", "new"):
+            await answer(client, model)
+    async with aiohttp.ClientSession() as session, session.get(url + "metrics") as response:
+        text = await response.text()
+    for route, count in (("kept", 3), ("gone", 1), ("new", 1)):
+        assert f'gateway_requests_total{{route="{route}",status_code="200",stream="false"}} {count}.0' in text, route
+    assert "gateway_config_routes 2.0" in text

@@ -140,15 +140,16 @@ def create_app(config: Config, *, rng: Random | None = None, processes: int = 1)
     return app
 
 
-def config_app(config: Config, lifecycle: Lifecycle) -> web.Application:
+def config_app(config: Config, lifecycle: Lifecycle, *, metrics: Metrics | None = None) -> web.Application:
     """The application for `config`: routes, middlewares and what handlers reach, but no resources.
 
     The upstream session, the memory and the dispatcher are added by whoever runs it:
     `create_app`'s cleanup contexts for the server's first configuration, `reloaded_app` for
-    those that replace it.
+    those that replace it. `metrics`: the process's, which a reload keeps (else made here, when enabled).
     """
     auth = Authenticator(config.api_keys)
-    metrics = Metrics(config) if config.metrics.enabled else None
+    if metrics is None and config.metrics.enabled:
+        metrics = Metrics(config)
     observer = combine([*([metrics] if metrics is not None else []), RequestLog(quiet_paths=("/healthz", "/readyz", config.metrics.path))])
     inflight = InFlight()
     model_paths = {**handlers.MODEL_PATHS, **surface.SURFACE_PATHS}
@@ -217,7 +218,10 @@ async def reloaded_app(served: web.Application, config: Config, *, rng: Random) 
 
     Its own resources (app[UPSTREAMS]) are the caller's to close, once it is replaced and drained.
     """
-    app = config_app(config, served[LIFECYCLE])
+    metrics = served.get(METRICS)
+    if metrics is not None:  # one set of series for the process's life: a reload adds to it
+        metrics.adopt(config)
+    app = config_app(config, served[LIFECYCLE], metrics=metrics)
     app[SESSION] = session = served[SESSION]
     app[MEMORY] = served[MEMORY]
     upstreams = app[UPSTREAMS] = AsyncExitStack()
