@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from gateway.memory.policies import Message, normalize
+from gateway.pieces import TextPieces
 
 
 def reply_message(answer: Any) -> Message | None:
@@ -31,45 +32,10 @@ class ReplyTooLarge(Exception):
     """A streamed reply grew past what the gateway buffers to store."""
 
 
-JOIN_EVERY: Final = 1024  # pieces of a text kept apart before they are joined into one string
 # What a tool call costs before its first character (its objects; in JSON, its skeleton is ~60
 # bytes), counted against the reply's limit: an upstream opening call after call with nothing in
 # them fills the limit, not the memory.
 CALL_BYTES: Final = 512
-
-
-class _Text:
-    """A text arriving in pieces, held in memory proportional to its length however small the pieces.
-
-    Each str costs ~50 bytes besides its characters: a list of a stream's 2-character deltas
-    is ~30 times their size. Joined every JOIN_EVERY pieces, the text is its characters plus a
-    string header per batch; the final join adds one copy, which replaces the batches.
-    (io.StringIO would widen all it holds to 4 bytes a character at the first one past
-    U+FFFF, and copy its value once more on getvalue.)
-    """
-
-    __slots__ = ("_batches", "_pieces")
-
-    def __init__(self) -> None:
-        self._batches: list[str] = []
-        self._pieces: list[str] = []
-
-    def add(self, piece: str) -> None:
-        pieces = self._pieces
-        pieces.append(piece)
-        if len(pieces) >= JOIN_EVERY:
-            self._batches.append("".join(pieces))
-            pieces.clear()
-
-    def text(self) -> str:
-        """The whole text so far; from now on held as that one string."""
-        batches = self._batches
-        if self._pieces:
-            batches.append("".join(self._pieces))
-            self._pieces.clear()
-        if len(batches) != 1:
-            batches[:] = ["".join(batches)]
-        return batches[0]
 
 
 class _Call:
@@ -80,8 +46,8 @@ class _Call:
     def __init__(self) -> None:
         self.id: str | None = None
         self.type = "function"
-        self.name = _Text()
-        self.arguments = _Text()
+        self.name = TextPieces()
+        self.arguments = TextPieces()
 
     def message(self) -> dict[str, Any]:
         return {
@@ -95,12 +61,12 @@ class ReplyAssembler:
     """Collects choice 0's content and tool-call fragments from stream chunks, up to `max_bytes`.
 
     What it holds stays within about twice the reply's size as Python strings: nothing of a
-    chunk is kept but the characters it adds (see _Text), and a call opened is counted as
+    chunk is kept but the characters it adds (see TextPieces), and a call opened is counted as
     CALL_BYTES against the limit.
     """
 
     def __init__(self, *, max_bytes: int) -> None:
-        self._content = _Text()
+        self._content = TextPieces()
         self._calls: dict[int, _Call] = {}
         self._size = 0
         self._max_bytes = max_bytes

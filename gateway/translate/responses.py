@@ -34,6 +34,7 @@ from typing import Any, Literal, TypeVar
 
 import orjson
 
+from gateway.pieces import TextPieces
 from gateway.translate import MalformedAnswer, TranslationError
 from gateway.translate.dropped import DROPS
 
@@ -588,10 +589,10 @@ class _Part:
     """One content part of the assistant message, as the pieces it arrived in."""
 
     kind: _PartKind
-    pieces: list[str] = field(default_factory=list)
+    pieces: TextPieces = field(default_factory=TextPieces)
 
     def render(self, text: str | None = None) -> dict[str, Any]:
-        text = "".join(self.pieces) if text is None else text
+        text = self.pieces.text() if text is None else text
         if self.kind == "refusal":
             return {"type": "refusal", "refusal": text}
         return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
@@ -608,13 +609,13 @@ class _Call:
 
     call_id: str
     name: str
-    pieces: list[str] = field(default_factory=list)
+    pieces: TextPieces = field(default_factory=TextPieces)
     namespace: str | None = None
     custom: bool = False
 
     def input(self) -> str:
         """A custom tool call's input: what the function's `input` argument holds (else the arguments as they are)."""
-        arguments = "".join(self.pieces)
+        arguments = self.pieces.text()
         try:
             parsed = orjson.loads(arguments)
         except orjson.JSONDecodeError:
@@ -642,7 +643,7 @@ def _render(item: _Item, item_id: str, status: str, *, empty: bool = False) -> d
     if item.custom:
         rendered.update(type="custom_tool_call", input="" if empty else item.input())
     else:
-        rendered["arguments"] = "" if empty else "".join(item.pieces)
+        rendered["arguments"] = "" if empty else item.pieces.text()
     if item.namespace is not None:
         rendered["namespace"] = item.namespace
     return rendered
@@ -749,7 +750,7 @@ def from_chat(
         raise MalformedAnswer("choices[0].message is not an object")
     reply = _Reply(request, response_id, created_at, _model(answer, request), usage=answer.get("usage"))
     at = "choices[0].message"
-    parts = [_Part(kind, [text]) for kind, key in _PART_KEYS
+    parts = [_Part(kind, TextPieces(text)) for kind, key in _PART_KEYS
              if (text := _answer_text(message.get(key), f"{at}.{key}"))]
     if parts:
         reply.items.append(_Message(parts))
@@ -766,7 +767,7 @@ def from_chat(
             raise MalformedAnswer(f"{where}.function.name is missing")
         call_id = _answer_text(call.get("id"), f"{where}.id") or f"call_{response_id}_{number}"
         arguments = _answer_text(function.get("arguments"), f"{where}.function.arguments") or ""
-        reply.items.append(call := _Call(call_id, name, [arguments]))
+        reply.items.append(call := _Call(call_id, name, TextPieces(arguments)))
         reply.name(call)
     finish = choices[0].get("finish_reason")
     reply.finish_reason = finish if isinstance(finish, str) else None
@@ -905,7 +906,7 @@ class StreamTranslator:
             message.parts.append(part)
             events.append(self._event("response.content_part.added", **where,
                                       content_index=len(message.parts) - 1, part=part.render("")))
-        part.pieces.append(text)
+        part.pieces.add(text)
         number = message.parts.index(part)
         if kind == "refusal":
             events.append(self._event("response.refusal.delta", **where, content_index=number, delta=text))
@@ -929,7 +930,7 @@ class StreamTranslator:
         if output_index is None:  # once announced, its id and name are what the client has
             call.call_id, call.name = call.call_id or call_id or "", call.name or name or ""
         if arguments:
-            call.pieces.append(arguments)
+            call.pieces.add(arguments)
         events: list[bytes] = []
         if output_index is None and call.name:
             output_index = self._indexes[index] = len(self._reply.items)
@@ -937,7 +938,7 @@ class StreamTranslator:
             self._reply.name(call)
             self._reply.items.append(call)
             events.append(self._added(output_index))
-            arguments = "".join(call.pieces)  # what arrived before the name, if anything
+            arguments = call.pieces.text()  # what arrived before the name, if anything
         if output_index is not None and arguments and not call.custom:
             events.append(self._event("response.function_call_arguments.delta", output_index=output_index,
                                       item_id=self._reply.item_id(output_index), delta=arguments))

@@ -958,3 +958,28 @@ def test_hostile_chunks_become_valid_events_or_are_malformed(chunks: list[Any]) 
         events.append(translator.error_event("malformed", "upstream_error"))
     decoded = decode(events)
     assert [event["sequence_number"] for event in decoded] == list(range(len(decoded)))
+
+
+def test_a_streamed_answer_of_tiny_deltas_is_held_in_memory_proportional_to_its_size() -> None:
+    """The translator keeps the whole answer for response.completed: ~50 bytes a delta kept apart would be ~30x."""
+    import tracemalloc
+
+    deltas = 200_000  # of two characters each, text and a call's arguments: 800 kB in all
+    text = orjson.dumps({"choices": [{"index": 0, "delta": {"content": "ab"}}]})
+    opening = {"index": 0, "id": "call_1", "type": "function", "function": {"name": "f", "arguments": ""}}
+    opened = orjson.dumps({"choices": [{"index": 0, "delta": {"tool_calls": [opening]}}]})
+    argument = orjson.dumps({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": "cd"}}]}}]})
+    tracemalloc.start()
+    try:
+        translator = StreamTranslator(body(), RESPONSE_ID, CREATED)
+        tracemalloc.reset_peak()
+        before = tracemalloc.get_traced_memory()[0]
+        for _ in range(deltas):
+            translator.feed(orjson.loads(text))
+        translator.feed(orjson.loads(opened))
+        for _ in range(deltas):
+            translator.feed(orjson.loads(argument))
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert held <= 3 * 4 * deltas, held
