@@ -133,3 +133,20 @@ def test_every_third_party_import_comes_from_a_declared_dependency() -> None:
                     if not providers.get(top, set()) & closure:
                         undeclared.setdefault(top, str(path.relative_to(ROOT)))
     assert not undeclared, f"imported but not declared in pyproject.toml: {undeclared}"
+
+
+def test_serve_freezes_what_start_up_made_before_it_serves(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Full collections during a big body's parse would otherwise walk every start-up object, GIL held."""
+    import gc
+
+    from aiohttp import web
+
+    frozen: list[int] = []
+    monkeypatch.setattr(web, "run_app", lambda *args, **kwargs: frozen.append(gc.get_freeze_count()))
+    monkeypatch.setattr("gateway.cli.configure_logging", lambda *args, **kwargs: None)
+    monkeypatch.setattr("uvloop.install", lambda: None)  # the event loop policy stays the tests'
+    try:
+        cli.serve(cli.PACKAGED_CONFIG, "127.0.0.1", 0)
+    finally:
+        gc.unfreeze()
+    assert frozen and frozen[0] > 0
