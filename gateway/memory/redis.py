@@ -145,11 +145,12 @@ class RedisStore:
                 pipe.hgetall(f"{prefix}:meta")
                 pipe.lrange(f"{prefix}:msgs", 0, -1)
                 meta, rows = await pipe.execute()
-        if not meta:
-            return None
-        return Conversation(
-            orjson.loads(meta.get(b"system", b"[]")), [load_entry(row) for row in rows], float(meta[b"updated_at"])
-        )
+            if not meta:
+                return None
+            # read here too: a conversation stored unreadable is a store fault (503), not a 500
+            return Conversation(
+                orjson.loads(meta.get(b"system", b"[]")), [load_entry(row) for row in rows], float(meta[b"updated_at"])
+            )
 
     async def load_tail(self, key: Key, reach: Reach) -> Conversation | None:
         """The newest entries, fetched from the end of the list in chunks until `reach` is covered.
@@ -173,12 +174,12 @@ class RedisStore:
                 if not rows:  # shorter than it was: nothing older to read
                     break
                 entries[:0] = [load_entry(row) for row in rows]
-        return Conversation(
-            orjson.loads(meta.get(b"system", b"[]")),
-            entries,
-            float(meta[b"updated_at"]),
-            max(total - len(entries), 0),
-        )
+            return Conversation(
+                orjson.loads(meta.get(b"system", b"[]")),
+                entries,
+                float(meta[b"updated_at"]),
+                max(total - len(entries), 0),
+            )
 
     def append(self, key: Key, entries: Sequence[Entry], *, system: Sequence[Message] | None) -> Awaitable[None]:
         """Runs as its own task: a caller that leaves does not cut it, and the lock waits for it."""

@@ -14,10 +14,12 @@ import textwrap
 import aiohttp
 import openai
 import pytest
+import redis.asyncio as aioredis
 
 from gateway.breakers.redis import RedisBreakers
 from gateway.config import Config, parse_config
-from gateway.memory.redis import RedisStore
+from gateway.memory.reach import Reach
+from gateway.memory.redis import RedisStore, key_prefix
 from gateway.memory.store import StoreUnavailable
 from gateway.routing import Outcome
 from tests.conftest import Gateway
@@ -128,3 +130,21 @@ async def test_response_pins_on_such_a_store_are_never_a_500(
             async with session.request(method, f"{base}/responses/resp_1") as stored:
                 assert stored.status == 503, await stored.text()
                 assert (await stored.json())["error"]["code"] == "memory_unavailable"
+
+
+async def test_a_conversation_stored_unreadable_is_the_store_unavailable(redis_url: str) -> None:
+    """Keys another program wrote where a conversation lives: a 503 for its turns, not a 500."""
+    client = aioredis.Redis.from_url(redis_url)
+    store = RedisStore(redis_url, ttl_seconds=60, max_messages=10, lock_timeout=1)
+    key = ("t", "garbled")
+    prefix = key_prefix(key)
+    try:
+        await client.hset(f"{prefix}:meta", mapping={"system": "{not json"})  # and no updated_at
+        await client.rpush(f"{prefix}:msgs", b"\xff not an entry")
+        for read in (store.load(key), store.load_tail(key, Reach(messages=5))):
+            with pytest.raises(StoreUnavailable):
+                await read
+    finally:
+        await client.delete(f"{prefix}:meta", f"{prefix}:msgs")
+        await client.aclose()
+        await store.close()
