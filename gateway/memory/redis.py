@@ -248,7 +248,7 @@ class RedisStore:
     async def get_value(self, key: str) -> str | None:
         with self._unavailable():
             value = await self._redis.get(f"{_VALUE_PREFIX}{key}")
-        return value.decode() if isinstance(value, bytes) else value
+            return value.decode() if isinstance(value, bytes) else value  # not UTF-8: not the store's
 
     async def delete_value(self, key: str) -> bool:
         with self._unavailable():

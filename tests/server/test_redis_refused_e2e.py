@@ -141,10 +141,11 @@ async def test_a_conversation_stored_unreadable_is_the_store_unavailable(redis_u
     try:
         await client.hset(f"{prefix}:meta", mapping={"system": "{not json"})  # and no updated_at
         await client.rpush(f"{prefix}:msgs", b"\xff not an entry")
-        for read in (store.load(key), store.load_tail(key, Reach(messages=5))):
+        await client.set("gw:value:response:resp_garbled", b"\xff\xfe")  # a pinned response's record
+        for read in (store.load(key), store.load_tail(key, Reach(messages=5)), store.get_value("response:resp_garbled")):
             with pytest.raises(StoreUnavailable):
                 await read
     finally:
-        await client.delete(f"{prefix}:meta", f"{prefix}:msgs")
+        await client.delete(f"{prefix}:meta", f"{prefix}:msgs", "gw:value:response:resp_garbled")
         await client.aclose()
         await store.close()
