@@ -881,3 +881,37 @@ async def test_litellm_does_not_retry_by_itself(gateway: Gateway, upstream: Fake
         assert caught.value.status_code == status
     assert upstream.calls == 2
     assert upstream.requests[0].path == "/v1/openai/deployments/m/chat/completions"
+
+
+def test_a_python_error_behind_litellm_s_500_is_the_attempt_s_failure_not_an_upstream_500() -> None:
+    exc = provider.litellm.InternalServerError("AnthropicException - 'ascii' codec can't encode", "anthropic", "claude")
+    exc.__cause__ = UnicodeEncodeError("ascii", "café", 3, 4, "ordinal not in range(128)")
+    failure = map_failure(exc, _target())
+    assert isinstance(failure, TransportError) and failure.status == 502
+    assert "UnicodeEncodeError" in failure.detail and "café" not in failure.detail
+
+
+async def test_a_litellm_target_whose_call_cannot_be_made_is_a_502_its_fallback_answers(
+    gateway: Gateway, upstream: FakeUpstream
+) -> None:
+    """A header value httpx refuses (the loader would refuse it; the runtime must hold alone)."""
+    from tests.support.configs import with_targets
+
+    text = f"""
+        routes:
+          alone: {{provider: anthropic, apiKey: k, baseUrl: "{upstream.url.removesuffix('/v1')}"}}
+          backed:
+            strategy: {{mode: fallback}}
+            targets:
+              - {{name: broken, provider: anthropic, apiKey: k, baseUrl: "{upstream.url.removesuffix('/v1')}"}}
+              - {{name: steady, provider: openai, apiKey: k, baseUrl: "{upstream.url}"}}
+    """
+    config = with_targets(parse_config(textwrap.dedent(text)), {"alone": {"headers": {"x-team": "café"}},
+                                                                 "broken": {"headers": {"x-team": "café"}}})
+    client = await gateway(config)
+    messages: Any = [{"role": "user", "content": "hi"}]
+    with pytest.raises(openai.APIStatusError) as caught:
+        await client.chat.completions.create(model="alone", messages=messages)
+    assert caught.value.status_code == 502
+    reply = await client.chat.completions.with_raw_response.create(model="backed", messages=messages)
+    assert reply.http_response.status_code == 200

@@ -130,3 +130,23 @@ async def test_a_mixed_prompt_list_is_a_400_naming_it(gateway: Gateway) -> None:
         await client.completions.create(model="m", prompt=["text", 5])  # type: ignore[list-item]
     assert caught.value.code == "invalid_value"
     assert "'prompt'" in caught.value.body["message"]  # type: ignore[index]
+
+
+@pytest.mark.parametrize("options", [3, [1], "yes", None])
+async def test_a_stream_whose_override_set_stream_options_to_a_non_object_is_answered(
+    gateway: Gateway, options: Any
+) -> None:
+    """The loader refuses such an override; the mock must still answer when handed one."""
+    from types import MappingProxyType
+
+    from gateway.config import parse_config
+    from tests.support.configs import with_targets
+
+    config = with_targets(
+        parse_config("routes:\n  m: {provider: mock}\n"),
+        {"m": {"override_params": MappingProxyType({"stream_options": options})}},
+    )
+    client = await gateway(config)
+    stream = await client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}], stream=True)
+    texts = [chunk.choices[0].delta.content async for chunk in stream if chunk.choices and chunk.choices[0].delta.content]
+    assert "".join(texts).startswith("Mock reply")

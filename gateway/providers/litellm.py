@@ -225,6 +225,11 @@ def map_failure(exc: Exception, target: Target) -> Reply | TransportError | Over
             return TransportError(f"cannot connect to upstream ({message})")
         if isinstance(inner, aiohttp.ClientPayloadError | httpx.RemoteProtocolError | httpx.ReadError):
             return TransportError(f"upstream response was cut off ({message})", kind=STREAM_ERROR)
+    for inner in _chain(exc):
+        # A request httpx could not encode (a header value that is not ASCII) behind litellm's
+        # made-up 500 failed on this side: the attempt failed, no upstream answered 500.
+        if isinstance(inner, UnicodeEncodeError):
+            return TransportError(f"the call to the upstream could not be made ({type(inner).__name__})")
     # litellm's catch-all for an answer it could not make sense of; it carries a made-up 500
     status = None if isinstance(exc, APIConnectionError) else _status(exc)
     if status is None:

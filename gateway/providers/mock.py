@@ -214,7 +214,8 @@ async def _events(call: Call, answer: dict[str, Any], texts: list[str]) -> Async
     """The answer as OpenAI streams it: chat deltas, or text pieces for a text completion."""
     options = call.target.mock
     chat = call.endpoint != "completions"
-    include_usage = bool((call.payload.get("stream_options") or {}).get("include_usage"))
+    stream_options = call.payload.get("stream_options")  # an override may set it to anything (the loader refuses it)
+    include_usage = isinstance(stream_options, dict) and bool(stream_options.get("include_usage"))
     base = {"id": answer["id"], "object": "chat.completion.chunk" if chat else "text_completion",
             "created": answer["created"], "model": answer["model"]}
     if include_usage:
