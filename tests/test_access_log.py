@@ -27,7 +27,7 @@ from gateway.logs import (
     access_fields,
     configure_logging,
 )
-from tests.test_cli import free_port, wait_ready
+from tests.support.processes import free_port, wait_ready
 
 
 class Sink(io.StringIO):

@@ -25,12 +25,7 @@ from gateway.logs import default_log_format
 from gateway.memory.policies import Entry
 from gateway.memory.sqlite import SQLiteStore
 from gateway.workers import describe_exit, restart_delay
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+from tests.support.processes import free_port, start_gateway, wait_ready
 
 
 def test_check_config_prints_resolved_tree(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -86,28 +81,6 @@ def slow_config(tmp_path: Path) -> Path:
         "  slow-stream: {provider: mock, mock: {chunkSize: 4, chunkDelay: 0.05}}\n"
     )
     return path
-
-
-def start_gateway(config: Path, port: int, *extra: str, output: int | None = None) -> subprocess.Popen[bytes]:
-    """`gateway serve` with stdout and stderr into one pipe, or into the file descriptor `output`."""
-    return subprocess.Popen(
-        [sys.executable, "-m", "gateway", "serve", "--config", str(config), "--host", "127.0.0.1", "--port", str(port), *extra],
-        stdout=subprocess.PIPE if output is None else output,
-        stderr=subprocess.STDOUT,
-    )
-
-
-async def wait_ready(port: int, process: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        assert process.poll() is None, process.stdout.read() if process.stdout else ""
-        try:
-            _, writer = await asyncio.open_connection("127.0.0.1", port)
-            writer.close()
-            return
-        except OSError:
-            await asyncio.sleep(0.1)
-    raise AssertionError("gateway did not start")
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ from gateway import observe
 from gateway.config import Target, parse_config
 from gateway.logs import JsonFormatter, RequestLog, TextFormatter, configure_logging
 from tests.fakes import FakeUpstream, Step, chat_completion, error_body, stream_of
-from tests.test_cli import free_port, wait_ready
+from tests.support.processes import free_port, wait_ready
 
 ISO_UTC = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
 
