@@ -369,6 +369,7 @@ class SQLiteStore:
         error = StoreUnavailable(f"sqlite store at {self._path}: the file was {what} while open; nothing was stored there")
         for job in jobs:
             job.error = error
+        self._unwritable = f"the file was {what} while open"  # until the file at the path takes a write
         self._db = self._writer = None
         self._opened = None
         self._forget_file()

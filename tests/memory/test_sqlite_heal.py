@@ -181,3 +181,20 @@ async def test_a_store_closed_after_its_file_was_replaced_leaves_nothing_to_lay_
     assert not Path(f"{path}-wal").exists() and not Path(f"{path}-shm").exists()
     assert await stored(path) is None
     assert await stored(path, ("team", "restored")) == ["restored"]
+
+
+async def test_a_file_gone_from_its_path_leaves_the_store_unready_until_the_path_takes_writes_again(tmp_path: Path) -> None:
+    """Found out by a batch, the store is said unwritable at once: /readyz need not wait for the next turn to fail."""
+    path = tmp_path / "m.db"
+    store = store_at(path)
+    await store.append(KEY, said("one"), system=None)
+    os.remove(path)
+    path.mkdir()  # what is at the path now cannot be opened as the store's file
+    with pytest.raises(StoreUnavailable, match="replaced"):
+        await store.append(KEY, said("lost"), system=None)
+    assert await store.unwritable() is not None
+    path.rmdir()
+    assert await store.unwritable() is None  # the store's own probe made the file afresh
+    await store.append(KEY, said("two"), system=None)
+    await store.close()
+    assert await stored(path) == ["two"]
