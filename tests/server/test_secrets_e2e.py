@@ -5,7 +5,9 @@ and its upstream fails every way that once put the URL into an error text: nothi
 its answer has a 100 KB header line, its body or stream is cut off, it echoes the path in its
 own error. For each, streamed or not, the client's bytes, every log record (access lines
 among them, formatted as the gateway writes them) and the /metrics exposition hold neither the
-token nor the URL's path; the client's error names the target instead.
+token nor the URL's path; the client's error names the target instead. A token with characters
+the URL escapes (non-ASCII, reserved ones, `%`) is masked in the escaped spelling an upstream
+echoes too.
 """
 
 from __future__ import annotations
@@ -14,11 +16,13 @@ import logging
 import textwrap
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any
 
 import aiohttp
 import openai
 import orjson
 import pytest
+from aiohttp import web
 
 from gateway.config import parse_config
 from gateway.logs import JsonFormatter
@@ -144,6 +148,31 @@ async def test_an_upstream_that_echoes_the_path_has_it_masked(
     hides_the_secret(text)
     hides_the_secret(records())
     hides_the_secret(await metrics_text(client))
+
+
+ENCODED_TOKENS = ["pathSECRETdé[x]", "a+SECRET&b=c;d", "at@SECRET:c", "50%SECRET", "x%41SECRETy", "日本SECRET語", "q\"SECRET<>{|}"]
+
+
+async def echo_raw_path(request: web.Request) -> web.Response:
+    """Answers 404 quoting the path as it arrived, percent-escapes and all, as OpenAI's "Invalid URL" does."""
+    return web.json_response(error_body(404, f"Invalid URL (POST {request.raw_path})"), status=404)
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
+@pytest.mark.parametrize("token", ENCODED_TOKENS)
+async def test_a_path_token_echoed_percent_encoded_is_masked(
+    gateway: Gateway, aiohttp_server: Any, records: Callable[[], str], token: str, stream: bool
+) -> None:
+    """A token with characters the URL escapes comes back escaped: that spelling is masked too."""
+    echo = web.Application()
+    echo.router.add_post("/{tail:.*}", echo_raw_path)
+    server = await aiohttp_server(echo)
+    config = config_text(str(server.make_url("/v1")))
+    client = await gateway(parse_config(config, {"TENANT_TOKEN": token}))
+    status, text = await post(client, stream=stream)
+    assert status == 404 and "Invalid URL (POST /v1/***/chat/completions)" in text, text
+    assert "SECRET" not in text, text
+    assert "SECRET" not in records()
 
 
 def test_the_config_names_the_token_by_its_variable() -> None:
