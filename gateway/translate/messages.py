@@ -580,7 +580,7 @@ def _count(value: Any) -> int | None:
 
 @dataclass(slots=True)
 class _ToolCall:
-    """One streamed tool call: its block index once started (it starts when its name is known)."""
+    """One streamed tool call: its block index once started (it starts when its name is whole)."""
 
     id: str | None = None
     name: str = ""
@@ -594,7 +594,10 @@ class StreamTranslator:
     `feed` each parsed chunk, then `finish` once the upstream's stream ended well. One content
     block is open at a time: text, or a tool call (a new block per tool call index). A tool call's
     argument pieces that arrive after another block opened (interleaved calls) are sent to its
-    own, already stopped, block; the SDK's accumulator takes them, by index.
+    own, already stopped, block; the SDK's accumulator takes them, by index. A tool call's block
+    starts once its name is whole: OpenAI sends a name in one piece, but some compatible servers
+    split it over several deltas, so its pieces are joined until the call's arguments begin,
+    another call or text comes, or the choice finishes.
     """
 
     def __init__(self, model: str, message_id: str) -> None:
@@ -630,6 +633,7 @@ class StreamTranslator:
                 events += self._delta(delta)
             if isinstance(reason := choice.get("finish_reason"), str):
                 self._finish_reason = reason
+                events += self._start_named()
             if isinstance(matched := choice.get("stop_reason"), str):
                 self._matched = matched
         return events
@@ -678,11 +682,11 @@ class StreamTranslator:
         events: list[bytes] = []
         content = delta.get("content")
         if isinstance(content, str) and content:
-            events += self._text(content)
+            events += self._start_named() + self._text(content)
         refusal = delta.get("refusal")
         if isinstance(refusal, str) and refusal:
             self._refused = True
-            events += self._text(refusal)
+            events += self._start_named() + self._text(refusal)
         fragments = delta.get("tool_calls")
         if isinstance(fragments, list):
             for fragment in fragments:
@@ -706,21 +710,28 @@ class StreamTranslator:
     def _tool_fragment(self, fragment: JSON) -> list[bytes]:
         given = fragment.get("index")
         index = given if _is_int(given) else 0
+        events = self._start_named(besides=index)  # another call's piece: their names are whole
         call = self._calls.setdefault(index, _ToolCall())
         if call.id is None and isinstance(fragment.get("id"), str) and fragment["id"]:
             call.id = fragment["id"]
         function = fragment.get("function")
         function = function if isinstance(function, dict) else {}
-        events: list[bytes] = []
         if call.block is None:
             if isinstance(name := function.get("name"), str):
                 call.name += name
             if isinstance(piece := function.get("arguments"), str) and piece:
                 call.pending.append(piece)
-            if call.name:
-                events += self._start_call(index, call)
+                events += self._start_named()  # its arguments began: its name is whole
         elif isinstance(piece := function.get("arguments"), str) and piece:
             events.append(_json_delta(call.block, piece))
+        return events
+
+    def _start_named(self, *, besides: int | None = None) -> list[bytes]:
+        """Start the block of every named call not yet started (but call `besides`)."""
+        events: list[bytes] = []
+        for index, call in self._calls.items():
+            if index != besides and call.block is None and call.name:
+                events += self._start_call(index, call)
         return events
 
     def _start_call(self, index: int, call: _ToolCall) -> list[bytes]:

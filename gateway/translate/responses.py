@@ -778,7 +778,10 @@ class StreamTranslator:
     """Chat completion chunks in, Responses SSE events out: encoded, numbered, in order.
 
     Items stay open until `finish`, since a chat stream may interleave parallel tool calls and an
-    item once done takes no more deltas. A tool call is announced once its name is known.
+    item once done takes no more deltas. A tool call is announced once its name is whole: OpenAI
+    sends a name in one piece, but some compatible servers split it over several deltas, so its
+    pieces are joined until the call's arguments begin, another call or text comes, or the choice
+    finishes.
     """
 
     def __init__(self, request: Mapping[str, Any], response_id: str, created_at: int) -> None:
@@ -822,9 +825,9 @@ class StreamTranslator:
 
     def finish(self, usage: Mapping[str, Any] | None = None) -> list[bytes]:
         """The closing events of every item, then `response.completed` (or `.incomplete`)."""
-        if unnamed := [index for index in self._calls if index not in self._indexes]:
+        if unnamed := [index for index, call in self._calls.items() if not call.name]:
             raise MalformedAnswer(f"the stream's tool call {unnamed[0]} never got a function name")
-        events = self._start()
+        events = self._start() + self._announce_named()
         if usage is not None:
             self._reply.usage = usage
         reply = self._reply
@@ -880,7 +883,7 @@ class StreamTranslator:
         events: list[bytes] = []
         for kind, key in _PART_KEYS:
             if text := _answer_text(delta.get(key), f"delta.{key}"):
-                events += self._text(kind, text)
+                events += self._announce_named() + self._text(kind, text)
         calls = delta.get("tool_calls") or []
         if not isinstance(calls, list):
             raise MalformedAnswer("a stream chunk's delta.tool_calls is not an array")
@@ -888,6 +891,7 @@ class StreamTranslator:
             events += self._call(call, position)
         if isinstance(finish := choice.get("finish_reason"), str):
             self._reply.finish_reason = finish
+            events += self._announce_named()
         return events
 
     def _text(self, kind: _PartKind, text: str) -> list[bytes]:
@@ -925,23 +929,34 @@ class StreamTranslator:
         call_id = _answer_text(delta.get("id"), "tool_calls[].id")
         name = _answer_text(function.get("name"), "tool_calls[].function.name")
         arguments = _answer_text(function.get("arguments"), "tool_calls[].function.arguments")
+        events = self._announce_named(besides=index)  # another call's piece: their names are whole
         call = self._calls.setdefault(index, _Call("", ""))
         output_index = self._indexes.get(index)
         if output_index is None:  # once announced, its id and name are what the client has
-            call.call_id, call.name = call.call_id or call_id or "", call.name or name or ""
+            call.call_id, call.name = call.call_id or call_id or "", call.name + (name or "")
         if arguments:
             call.pieces.add(arguments)
+            if output_index is None:
+                events += self._announce_named()  # its arguments began: its name is whole
+            elif not call.custom:
+                events.append(self._event("response.function_call_arguments.delta", output_index=output_index,
+                                          item_id=self._reply.item_id(output_index), delta=arguments))
+        return events
+
+    def _announce_named(self, *, besides: int | None = None) -> list[bytes]:
+        """Announce every named call not yet announced (but call `besides`), with the arguments it already has."""
         events: list[bytes] = []
-        if output_index is None and call.name:
+        for index, call in self._calls.items():
+            if index == besides or index in self._indexes or not call.name:
+                continue
             output_index = self._indexes[index] = len(self._reply.items)
             call.call_id = call.call_id or f"call_{self._reply.response_id}_{index}"
             self._reply.name(call)
             self._reply.items.append(call)
             events.append(self._added(output_index))
-            arguments = call.pieces.text()  # what arrived before the name, if anything
-        if output_index is not None and arguments and not call.custom:
-            events.append(self._event("response.function_call_arguments.delta", output_index=output_index,
-                                      item_id=self._reply.item_id(output_index), delta=arguments))
+            if (arguments := call.pieces.text()) and not call.custom:
+                events.append(self._event("response.function_call_arguments.delta", output_index=output_index,
+                                          item_id=self._reply.item_id(output_index), delta=arguments))
         return events
 
     def _added(self, index: int) -> bytes:
