@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 import orjson
@@ -181,12 +181,13 @@ class _Chunks:
         return self.relay(rest, out)
 
     async def finish(self, event: Event) -> bytes:
-        if self.sink is not None:
+        if self.sink is not None:  # before the translator's end, whose events would number an error after them
             try:
                 await self.sink.finish()
             except GatewayError as exc:
                 raise _Failure(exc.message, exc.code or "internal_error", exc.type, exc.status) from None
-        return event.raw if self.translator is None else b"".join(self.translator.finish(self.usage))
+        # an answer the translator cannot end (a tool call that never got its name) is the upstream's, as in _fed
+        return event.raw if self.translator is None else self._translated(self.translator.finish, self.usage)
 
     def _read(self, event: Event) -> Any:
         """The event's payload; raises _Failure for an error event or one that is not JSON."""
@@ -238,11 +239,15 @@ class _Chunks:
         if self.sink is not None:
             self.sink.feed(chunk)
         if self.translator is not None:
-            try:
-                return b"".join(self.translator.feed(chunk))
-            except MalformedAnswer as exc:
-                raise _Failure(f"{self.target.name}: {redact(str(exc), self.target)}", "upstream_stream_error") from None
+            return self._translated(self.translator.feed, chunk)
         return raw
+
+    def _translated(self, step: Callable[[Any], list[bytes]], argument: Any) -> bytes:
+        """The translator's bytes for `step(argument)`; a chat answer it cannot translate is the upstream's failure."""
+        try:
+            return b"".join(step(argument))
+        except MalformedAnswer as exc:
+            raise _upstream_failure(self.target, str(exc)) from None
 
 
 class _Events:
