@@ -4,8 +4,12 @@ Each connection holds a file descriptor, and each of its requests one more to it
 process out of descriptors can neither accept clients nor reach upstreams, and idle keep-alive
 connections alone can hold every one of them for their keep-alive time. So, with `limit` open:
 
-- from NEAR_LIMIT of it on, keep-alive connections idle between requests are closed as new
-  connections arrive (a client opens a new one when it has something to ask);
+- from NEAR_LIMIT of it on, as new connections arrive, connections with no request in progress are
+  closed, least recently active first, until the count is under NEAR_LIMIT again: keep-alive
+  connections between requests (a client opens a new one when it has something to ask), and
+  connections that have sent no whole request in SILENT_SECONDS (silent, or a header sent slowly:
+  they would hold their descriptor for the keep-alive time). A connection in a request, or
+  streaming its answer, is never closed. `QuietConnections` finds the next one to close in O(1);
 - past it a new connection gets one answer and is closed: /healthz and /readyz as always (a
   busy process must not look dead to its orchestrator), anything else a 503 gateway_overloaded
   with Retry-After; one that sends nothing is closed after FIRST_REQUEST_SECONDS;
@@ -18,10 +22,12 @@ This is the one module that reaches into aiohttp's server, as aiohttp 3.14 has i
 checks that the parts are there; without them the limit is not enforced, and that is logged:
 - `Application._make_handler`, which makes the Server a runner serves, is wrapped to watch it;
 - `Server.connection_made` / `connection_lost`, which each connection calls, count them;
+- `Server.request_handler`, which each connection takes when made, is wrapped
+  (`ConnectionGuard.serve`) to see each request start and end;
 - a connection's (RequestHandler's) `_request_handler` is read per request, so a connection past
   the limit is given `ConnectionGuard.answer_past_limit`; its `_keepalive_timeout`, read once the
-  connection is made, is the deadline of its first request; `_waiter`, `_messages` and
-  `_request_count` tell a connection idle between requests, as aiohttp's keep-alive timer does.
+  connection is made, is the deadline of its first request; `_waiter` and `_messages` tell a
+  connection waiting for a request, as aiohttp's keep-alive timer does.
 """
 
 from __future__ import annotations
@@ -29,8 +35,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import resource
-from collections.abc import Awaitable, Callable
-from typing import Any, Final
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Hashable
+from typing import Any, Final, Generic, TypeVar
 
 import aiohttp
 from aiohttp import web
@@ -43,14 +51,17 @@ log = logging.getLogger("gateway")
 RESERVED_FDS: Final = 64  # for the process's own: listening sockets, logs, the store's files and connections, DNS
 UNLIMITED_FDS: Final = 1 << 20  # what an unlimited RLIMIT_NOFILE counts as
 MIN_CONNECTIONS: Final = 8
-NEAR_LIMIT: Final = 0.9  # of the limit: from here on idle keep-alive connections are closed
+NEAR_LIMIT: Final = 0.9  # of the limit: from here on connections with no request in progress are closed
+SILENT_SECONDS: Final = 1.0  # a connection without a whole request after this long is silent, not about to ask
+PUT_BACK_AT_MOST: Final = 8  # per new connection: those found finishing an answer, or starting a request, and passed over
 OVER_LIMIT_ROOM: Final = 16  # connections past the limit that still get an answer
 FIRST_REQUEST_SECONDS: Final = 5.0  # how long a connection past the limit may take to send its request
 REASON: Final = "max_connections"  # what gateway_overloaded_total counts refused connections by
 HEALTH_PATHS: Final = frozenset({"/healthz", "/readyz"})
 
 RequestHandler = Callable[[web.BaseRequest], Awaitable[web.StreamResponse]]
-_CONNECTION_PARTS: Final = ("_request_handler", "_keepalive_timeout", "_waiter", "_messages", "_request_count")
+_CONNECTION_PARTS: Final = ("_request_handler", "_keepalive_timeout", "_waiter", "_messages")
+Connection = TypeVar("Connection", bound=Hashable)
 
 
 def supported() -> bool:
@@ -87,25 +98,85 @@ def overloaded(limit: int) -> OverloadedError:
     )
 
 
-def _idle(connection: web.RequestHandler) -> bool:
-    """Whether `connection` served a request and now waits for the next (aiohttp's keep-alive timer asks the same)."""
+def waits_for_request(connection: web.RequestHandler) -> bool:
+    """Whether `connection` waits for a request: none in progress or queued (aiohttp's keep-alive timer asks the same)."""
     waiter = connection._waiter
-    return connection._request_count > 0 and not connection._messages and waiter is not None and not waiter.done()
+    return not connection._messages and waiter is not None and not waiter.done()
+
+
+class QuietConnections(Generic[Connection]):
+    """The connections with no request in progress, each since when: the one to close first, in O(1).
+
+    Two queues, least recently active first: `waiting` holds connections that have sent no whole
+    request yet, since they were accepted; `kept` holds keep-alive connections between requests,
+    since their last request ended. A waiting connection is closable only once it has waited
+    `grace` seconds (a client that has just connected is about to ask). Each queue is an
+    OrderedDict, whose first entry, removal and move to the end are O(1) (a plain dict's first
+    entry costs a walk over the entries removed before it).
+    """
+
+    def __init__(self, *, grace: float) -> None:
+        """Empty queues; a waiting connection is closable after `grace` seconds."""
+        self.grace = grace
+        self.waiting: OrderedDict[Connection, float] = OrderedDict()
+        self.kept: OrderedDict[Connection, float] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self.waiting) + len(self.kept)
+
+    def opened(self, connection: Connection, now: float) -> None:
+        """`connection` was accepted at `now`: waiting for its first request."""
+        self.waiting[connection] = now
+
+    def remove(self, connection: Connection) -> None:
+        """`connection` started a request, or closed: not closable."""
+        self.waiting.pop(connection, None)
+        self.kept.pop(connection, None)
+
+    def served(self, connection: Connection, now: float) -> None:
+        """`connection` ended a request at `now` and stays open: the most recently active kept one."""
+        self.kept[connection] = now
+        self.kept.move_to_end(connection)
+
+    def touch(self, connection: Connection, now: float) -> None:
+        """`connection` was active at `now`: the most recently active of its queue."""
+        queue = self.waiting if connection in self.waiting else self.kept
+        queue[connection] = now
+        queue.move_to_end(connection)
+
+    def first(self, now: float) -> Connection | None:
+        """The connection to close first at `now`: the less recently active of the first kept one and the first waiting one past its grace."""
+        kept = next(iter(self.kept.items()), None)
+        waiting = next(iter(self.waiting.items()), None)
+        if waiting is not None and (now - waiting[1] < self.grace or (kept is not None and kept[1] <= waiting[1])):
+            waiting = None
+        chosen = waiting or kept
+        return None if chosen is None else chosen[0]
 
 
 class ConnectionGuard:
     """Counts a Server's connections and holds each new one to the limit (see the module docstring)."""
 
-    def __init__(self, server: web.Server, limit: int, *, refused: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        server: web.Server,
+        limit: int,
+        *,
+        refused: Callable[[], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         """Watch `server`'s connections from now on; `refused` is told of each connection past the limit."""
         self.limit = limit
         self.near = max(int(limit * NEAR_LIMIT), 1)
-        self.open: set[web.RequestHandler] = set()  # not counting the idle ones closed, which are on their way out
+        self.open: set[web.RequestHandler] = set()  # not counting the quiet ones closed, which are on their way out
+        self.quiet: QuietConnections[web.RequestHandler] = QuietConnections(grace=SILENT_SECONDS)
         self.full = False
         self._refused = refused or (lambda: None)
+        self._clock = clock
         self._handle: RequestHandler = server.request_handler
         self._made = server.connection_made
         self._lost = server.connection_lost
+        server.request_handler = self.serve
         server.connection_made = self.connection_made  # type: ignore[method-assign]
         server.connection_lost = self.connection_lost  # type: ignore[method-assign]
 
@@ -114,9 +185,10 @@ class ConnectionGuard:
         self._made(handler, transport)
         self.open.add(handler)
         if len(self.open) >= self.near:
-            self.close_idle()
+            self.close_quiet()
         count = len(self.open)
         if count <= self.limit:
+            self.quiet.opened(handler, self._clock())
             if self.full and count < self.near:
                 self.full = False
                 log.info("%d client connections open: under server.maxConnections (%d) again", count, self.limit)
@@ -137,15 +209,41 @@ class ConnectionGuard:
 
     def connection_lost(self, handler: web.RequestHandler, exc: BaseException | None = None) -> None:
         self.open.discard(handler)
+        self.quiet.remove(handler)
         self._lost(handler, exc)
 
-    def close_idle(self) -> int:
-        """Close every keep-alive connection idle between requests; how many."""
-        idle = [connection for connection in self.open if _idle(connection)]
-        for connection in idle:
-            connection.force_close()  # what aiohttp's keep-alive timer does to an idle connection
-            self.open.discard(connection)
-        return len(idle)
+    def close_quiet(self) -> int:
+        """Close connections with no request in progress, least recently active first, until under `near`; how many.
+
+        One found not waiting for a request (still sending its last answer, or its next request
+        just arrived) is passed over to the end of its queue, PUT_BACK_AT_MOST at most: the work
+        is the connections closed, each once, plus that constant.
+        """
+        closed = put_back = 0
+        now = self._clock()
+        while len(self.open) >= self.near and put_back < PUT_BACK_AT_MOST:
+            connection = self.quiet.first(now)
+            if connection is None:
+                break
+            if waits_for_request(connection):
+                connection.force_close()  # what aiohttp's keep-alive timer does to an idle connection
+                self.open.discard(connection)
+                self.quiet.remove(connection)
+                closed += 1
+            else:
+                self.quiet.touch(connection, now)
+                put_back += 1
+        return closed
+
+    async def serve(self, request: web.BaseRequest) -> web.StreamResponse:
+        """The Server's request handler: `request`'s connection is not closable until it ends."""
+        connection = request.protocol
+        self.quiet.remove(connection)
+        try:
+            return await self._handle(request)
+        finally:
+            if connection in self.open:
+                self.quiet.served(connection, self._clock())
 
     async def answer_past_limit(self, request: web.BaseRequest) -> web.StreamResponse:
         """The one answer of a connection past the limit: a health check's, else a 503; then the connection closes."""

@@ -10,8 +10,9 @@ import random
 import re
 import resource
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import openai
@@ -22,7 +23,8 @@ from aiohttp.test_utils import TestServer
 from gateway.config import parse_config
 from gateway.server import connections
 from gateway.server.app import create_app
-from gateway.server.connections import OVER_LIMIT_ROOM, connection_limit
+from gateway.server.connections import OVER_LIMIT_ROOM, SILENT_SECONDS, QuietConnections, connection_limit
+from tests.fakes import FakeUpstream, Step, stream_of
 from tests.support.processes import running_gateway
 
 FDS = 256
@@ -60,9 +62,16 @@ def get(path: str) -> bytes:
     return f"GET {path} HTTP/1.1\r\nHost: gateway\r\n\r\n".encode()
 
 
-def slow_chat() -> bytes:
-    body = orjson.dumps({"model": "slow", "messages": [{"role": "user", "content": "hold on"}]})
+def chat(model: str) -> bytes:
+    body = orjson.dumps({"model": model, "messages": [{"role": "user", "content": "hold on"}]})
     return b"POST /v1/chat/completions HTTP/1.1\r\nHost: gateway\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+
+
+def slow_chat() -> bytes:
+    return chat("slow")
+
+
+PARTIAL_HEADER = b"POST /v1/chat/completions HTTP/1.1\r\nHost: gateway\r\n"  # and never the rest: slowloris
 
 
 async def connect(port: int) -> Connection:
@@ -185,3 +194,141 @@ async def test_without_the_server_parts_the_limit_is_not_enforced_and_the_gatewa
         for session in (one, two):
             async with session.get(server.make_url("/v1/models")) as response:
                 assert response.status == 200
+
+
+async def served_by_sdk(port: int, model: str = "quick", *, seconds: float = 30) -> str:
+    """A chat completion from the official SDK, asked again (new connection each time) until it is answered 200; its text."""
+    deadline = time.monotonic() + seconds
+    async with openai.AsyncOpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="x", max_retries=0) as client:
+        while True:
+            try:
+                completion = await client.chat.completions.create(model=model, messages=[{"role": "user", "content": "hi"}])
+                return completion.choices[0].message.content or ""
+            except (openai.APIStatusError, openai.APIConnectionError):
+                if time.monotonic() > deadline:
+                    raise
+            await asyncio.sleep(0.2)
+
+
+@pytest.mark.parametrize("sent", [b"", PARTIAL_HEADER], ids=["silent", "partial-header"])
+async def test_connections_that_never_finish_a_request_make_room_for_new_clients(config: Path, sent: bytes) -> None:
+    stalled: list[Connection] = []
+    async with running_gateway(config, preexec_fn=fd_limit(FDS)) as gateway:
+        port = gateway.port
+        await gateway.logs.wait_for(f"accepting up to {LIMIT} client connections")
+        try:
+            for _ in range(LIMIT + 4):  # every connection the gateway keeps, and more, none finishing a request
+                connection = await connect(port)
+                connection[1].write(sent)
+                stalled.append(connection)
+            # aiohttp would keep them for its keep-alive time (75 s); the gateway closes the oldest for new clients
+            assert await served_by_sdk(port)
+            assert await closed_by_the_gateway(stalled, at_least=1) >= 1
+            status, _, _ = await answer_on_new_connections(port, get("/healthz"), until=200)
+            assert status == 200
+        finally:
+            close_all(stalled)
+
+
+async def test_connections_in_a_request_or_a_stream_are_never_closed_to_make_room(
+    tmp_path: Path, make_upstream: Callable[..., Awaitable[FakeUpstream]]
+) -> None:
+    resume = asyncio.Event()
+    upstream = await make_upstream(Step(events=[*stream_of("first")[:2], resume, *stream_of("second")[1:]]))
+    path = tmp_path / "g.yaml"
+    path.write_text(f'routes:\n  quick: {{provider: mock}}\n  up: {{provider: openai, baseUrl: "{upstream.url}", apiKey: k}}\n')
+    body = orjson.dumps({"model": "quick", "messages": [{"role": "user", "content": "hi"}]})
+    head = b"POST /v1/chat/completions HTTP/1.1\r\nHost: gateway\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body)
+    silent: list[Connection] = []
+    async with running_gateway(path, preexec_fn=fd_limit(FDS)) as gateway:
+        port = gateway.port
+        await gateway.logs.wait_for(f"accepting up to {LIMIT} client connections")
+        async with openai.AsyncOpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="x", max_retries=0) as client:
+            stream = await client.chat.completions.create(model="up", messages=[{"role": "user", "content": "hi"}], stream=True)
+            pieces = [chunk.choices[0].delta.content async for chunk in _first(stream, 2)]
+            assert pieces == ["", "first"]
+            sending = await connect(port)  # a request whose body is on its way
+            sending[1].write(head + body[:10])
+            try:
+                silent += [await connect(port) for _ in range(LIMIT)]
+                # room was made: silent connections were closed, once silent for long enough
+                assert await served_by_sdk(port)
+                assert await closed_by_the_gateway(silent, at_least=1) >= 1
+                resume.set()
+                pieces += [chunk.choices[0].delta.content async for chunk in stream]
+                assert "".join(piece or "" for piece in pieces) == "firstsecond"
+                sending[1].write(body[10:])
+                status, _, answer = await ask(sending, b"")
+                assert status == 200 and orjson.loads(answer)["choices"][0]["message"]["content"]
+            finally:
+                sending[1].close()
+                close_all(silent)
+
+
+async def _first(stream: openai.AsyncStream[Any], count: int) -> AsyncIterator[Any]:
+    """The next `count` items of `stream`, leaving it open for the rest."""
+    for _ in range(count):
+        yield await anext(stream)
+
+
+def test_quiet_connections_close_the_least_recently_active_first_and_new_ones_after_their_grace() -> None:
+    quiet: QuietConnections[str] = QuietConnections(grace=SILENT_SECONDS)
+    quiet.opened("silent", 0.0)
+    quiet.served("kept", 0.2)
+    quiet.opened("new", 0.5)
+    assert quiet.first(0.3) == "kept"  # "silent" may yet ask
+    assert quiet.first(SILENT_SECONDS + 0.1) == "silent"  # silent since before "kept" was last active
+    quiet.remove("silent")  # it asked
+    assert quiet.first(SILENT_SECONDS + 0.1) == "kept"
+    quiet.touch("kept", SILENT_SECONDS + 0.6)
+    assert quiet.first(SILENT_SECONDS + 0.6) == "new"
+    quiet.remove("new")
+    quiet.remove("kept")
+    assert quiet.first(100.0) is None and not quiet
+
+
+async def test_a_new_connection_near_the_limit_examines_one_connection_not_all(
+    monkeypatch: pytest.MonkeyPatch, aiohttp_server: Callable[..., Awaitable[TestServer]]
+) -> None:
+    examined: list[object] = []
+    waits_for_request = connections.waits_for_request
+
+    def counted(connection: Any) -> bool:
+        examined.append(connection)
+        return waits_for_request(connection)
+
+    monkeypatch.setattr(connections, "waits_for_request", counted)
+    limit = 100
+    config = parse_config(f"server: {{maxConnections: {limit}}}\nroutes:\n  quick: {{provider: mock}}\n")
+    server = await aiohttp_server(create_app(config, rng=random.Random(1)))
+    port = server.port
+    assert port is not None
+    body = orjson.dumps({"model": "quick", "messages": [{"role": "user", "content": "hi"}]})
+    head = b"POST /v1/chat/completions HTTP/1.1\r\nHost: gateway\r\nContent-Length: %d\r\n\r\n" % len(body)
+    busy: list[Connection] = []
+    kept: list[Connection] = []
+    try:
+        for _ in range(40):  # in a request: their bodies are on their way
+            connection = await connect(port)
+            connection[1].write(head + body[:5])
+            busy.append(connection)
+        for _ in range(int(limit * connections.NEAR_LIMIT) - 1 - len(busy)):  # keep-alive, between requests
+            connection = await connect(port)
+            kept.append(connection)
+            assert (await ask(connection, get("/healthz")))[0] == 200
+        assert not examined
+        arrivals = 30
+        for _ in range(arrivals):  # each at NEAR_LIMIT: one connection closed, the least recently active
+            connection = await connect(port)
+            kept.append(connection)
+            assert (await ask(connection, get("/healthz")))[0] == 200
+        assert len(examined) == arrivals  # the busy ones are not even looked at
+        assert await closed_by_the_gateway(kept[:arrivals], at_least=arrivals) == arrivals
+        for connection in kept[arrivals:]:
+            assert (await ask(connection, get("/healthz")))[0] == 200
+        for _, writer in busy:
+            writer.write(body[5:])
+        for connection in busy:
+            assert (await ask(connection, b""))[0] == 200
+    finally:
+        close_all(busy + kept)
