@@ -25,7 +25,12 @@ What an OpenAI-compatible upstream cannot be told, and so is dropped or approxim
   `Error: ` prefix; images and documents in it move to a user message right after the tool
   messages, as a tool message cannot carry them.
 - Documents: a base64 PDF becomes a `file` part, plain-text and content sources become text;
-  URL and Files API sources are refused, as are `file` image sources and server tools.
+  URL and Files API sources are refused, as are `file` image sources.
+- Anthropic's server tools that only add to what the model may do (`web_search_*`,
+  `web_fetch_*`, `code_execution_*`: Claude Code's WebSearch offers one in a request of its
+  own) are left out, and the model answers without them, as the Responses translation does
+  with `web_search`; a `tool_choice` that forces one is refused. Other typed tools (Anthropic's
+  client tools: bash, text editor, computer, memory) are refused: the model would not know them.
 - Answers: reasoning an upstream returns (`reasoning_content`) is not turned into thinking
   blocks (they need Anthropic's signature). Tool-call arguments that are not a JSON object come
   back as `{"_raw": "<the arguments>"}` (a stream passes them on as they are). `stop_sequence`
@@ -55,6 +60,8 @@ _READ = frozenset({
 # OpenAI refuses a longer `user` (OpenRouter one past 128); Claude Code's user_id, a JSON object
 # of device and session ids, is about 150 characters: sent on, it would fail every request.
 _MAX_USER = 64
+# Anthropic's server tools a request may offer and the model do without (its `type`, dated).
+_OFFERED_ONLY = re.compile(r"(web_search|web_fetch|code_execution)_\d{8}")
 # Claude Code's first system block: a header for Anthropic's billing, not for the model. It changes
 # between sessions, so a chat upstream that kept it would cache no prompt prefix across them.
 _BILLING_HEADER = "x-anthropic-billing-header:"
@@ -92,6 +99,9 @@ def to_chat(body: Any) -> JSON:
     messages += _messages_to_chat(sent, "messages", {tool["function"]["name"]: tool["function"] for tool in tools})
     payload: JSON = {"model": model, "messages": messages, "max_tokens": max_tokens}
     choice, parallel = _tool_choice_to_chat(request.get("tool_choice"), "tool_choice")
+    if isinstance(choice, dict) and (forced := choice["function"]["name"]) in _offered_only(request.get("tools")):
+        raise TranslationError(f"tool_choice.name: the server tool {forced[:40]!r} needs an Anthropic target "
+                               "(a chat completions target has no such tool)", "tool_choice.name")
     if tools:  # OpenAI refuses an empty tools list, and tool_choice without tools
         payload["tools"] = tools
         if choice is not None:
@@ -145,7 +155,14 @@ def _dropped(request: JSON) -> list[str]:
                 dropped.append("thinking blocks")
             if block.get("defer_loading") is True and not _loaded(block, referenced):
                 dropped.append("tools with defer_loading")
+    dropped += [f"the {kind} tool" for kind in _offered_only(request.get("tools")).values()]
     return dropped
+
+
+def _offered_only(tools: Any) -> dict[str, str]:
+    """The server tools of `tools` that a translation leaves out, by name: their types."""
+    return {str(tool.get("name")): tool["type"] for tool in _listed(tools)
+            if isinstance(tool, dict) and isinstance(tool.get("type"), str) and _OFFERED_ONLY.fullmatch(tool["type"])}
 
 
 def _loaded(tool: JSON, loaded: set[str]) -> bool:
@@ -385,8 +402,11 @@ def _tools_to_chat(value: Any, path: str, *, loaded: set[str]) -> list[JSON]:
         if tool.get("defer_loading") is True and not _loaded(tool, loaded):  # hidden from the model till then
             continue
         kind = tool.get("type")
+        if isinstance(kind, str) and _OFFERED_ONLY.fullmatch(kind):
+            continue  # an offer the model can do without: it answers from what it knows
         if kind is not None and kind != "custom":
-            raise _invalid(_at(tool_path, "type"), "must be 'custom': Anthropic's server tools need an Anthropic target", kind)
+            raise _invalid(_at(tool_path, "type"), "must be 'custom' (or a server tool the model can do without, "
+                           "as web_search_20250305): Anthropic's other typed tools need an Anthropic target", kind)
         function: JSON = {
             "name": _string(_required(tool, "name", tool_path), _at(tool_path, "name")),
             "parameters": _object(_required(tool, "input_schema", tool_path), _at(tool_path, "input_schema")),

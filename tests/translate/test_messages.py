@@ -145,6 +145,37 @@ def test_a_tool_whose_loading_is_deferred_is_left_out() -> None:
     assert not {"tools", "tool_choice"} & alone.keys()
 
 
+@pytest.mark.parametrize("server_tool", [
+    {"type": "web_search_20250305", "name": "web_search", "max_uses": 8, "allowed_domains": ["example.com"]},
+    {"type": "web_fetch_20250910", "name": "web_fetch", "max_uses": 2},
+    {"type": "code_execution_20250825", "name": "code_execution"},
+])
+def test_an_offered_server_tool_is_left_out_and_told_and_the_model_answers_without_it(
+    server_tool: dict[str, Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    # Claude Code's WebSearch asks so in a request of its own; the Responses translation drops web_search alike.
+    drops = DropLog()
+    with caplog.at_level(logging.INFO, logger="gateway.translate"), patch("gateway.translate.messages.DROPS", drops):
+        payload = valid_chat(to_chat(request(user("hi"), tools=[*TOOLS, server_tool], tool_choice={"type": "auto"})))
+        alone = to_chat(request(user("hi"), tools=[server_tool], tool_choice={"type": "any"}))
+    assert payload["tools"] == FUNCTIONS
+    assert not {"tools", "tool_choice"} & alone.keys()
+    assert [record.getMessage() for record in caplog.records] == [
+        f"messages request: the {server_tool['type']} tool left out for a chat completions target"
+        " (told once; from now on at debug level)"]
+
+
+def test_a_server_tool_the_request_forces_is_refused() -> None:
+    forced = request(user("hi"), tools=[*TOOLS, {"type": "web_search_20250305", "name": "web_search"}],
+                     tool_choice={"type": "tool", "name": "web_search"})
+    with pytest.raises(TranslationError) as caught:
+        to_chat(forced)
+    assert caught.value.param == "tool_choice.name"
+    assert "web_search" in str(caught.value) and "Anthropic target" in str(caught.value)
+    assert to_chat({**forced, "tool_choice": {"type": "tool", "name": TOOLS[0]["name"]}})["tool_choice"] == {
+        "type": "function", "function": {"name": TOOLS[0]["name"]}}
+
+
 def test_a_tool_reference_loads_its_deferred_tool_and_reads_as_its_definition() -> None:
     deferred = {**TOOLS[0], "defer_loading": True}
     later = {**TOOLS[0], "name": "later", "defer_loading": True}
@@ -386,7 +417,9 @@ BAD_REQUESTS: dict[str, tuple[Callable[[dict[str, Any]], Any], str | None]] = {
                                       "messages[1].content[0].input"),
     "tool_result without id": (lambda b: b["messages"][2]["content"][0].pop("tool_use_id"), "messages[2].content[0].tool_use_id"),
     "is_error not a boolean": (lambda b: b["messages"][2]["content"][0].update(is_error="yes"), "messages[2].content[0].is_error"),
-    "server tool": (lambda b: b.update(tools=[{"type": "web_search_20250305", "name": "web_search"}]), "tools[0].type"),
+    "client tool of Anthropic's": (lambda b: b.update(tools=[{"type": "bash_20250124", "name": "bash"}]), "tools[0].type"),
+    "server tool forced": (lambda b: b.update(tools=[{"type": "web_search_20250305", "name": "web_search"}],
+                                              tool_choice={"type": "tool", "name": "web_search"}), "tool_choice.name"),
     "tool without schema": (lambda b: b.update(tools=[{"name": "f"}]), "tools[0].input_schema"),
     "unknown tool_choice": (lambda b: b.update(tool_choice={"type": "some"}), "tool_choice.type"),
     "temperature a string": (lambda b: b.update(temperature="0.5"), "temperature"),
