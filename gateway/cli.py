@@ -14,12 +14,13 @@ from collections.abc import Sequence
 from importlib import metadata
 from multiprocessing.process import BaseProcess
 from pathlib import Path
+from typing import NoReturn
 
-from gateway.config import Config, ConfigError, load_config
+from gateway.config import Config, ConfigError, parse_config
 from gateway.describe import describe_route
 from gateway.logs import ACCESS_FLUSH_SECONDS, FORMATS, LEVELS, configure_logging, default_log_format
 from gateway.metrics import multiprocess_dir, worker_exited
-from gateway.workers import end_with_parent, supervise
+from gateway.workers import AcceptedConfig, accepted_config, end_with_parent, supervise
 
 DEFAULT_CONFIG = "configs/gateway.yaml"
 # The offline default shipped inside the package: what `gateway serve` runs from any directory.
@@ -43,14 +44,30 @@ def version() -> str:
         return "unknown"
 
 
-def _load_or_exit(path: str) -> Config:
+def read_config(path: str) -> tuple[str, Config]:
+    """The text of the config file at `path` and the configuration it holds; ConfigError when it does not load."""
     try:
-        return load_config(path)
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError([f"{path}: cannot read ({exc.strerror})"]) from None
+    except UnicodeDecodeError:
+        raise ConfigError([f"{path}: cannot read (not UTF-8 text)"]) from None
+    return text, parse_config(text)
+
+
+def _load_or_exit(path: str, text: str | None = None) -> Config:
+    """The configuration in the file at `path` (or in `text`, read from it); exit 2, every error printed, when it does not load."""
+    try:
+        return read_config(path)[1] if text is None else parse_config(text)
     except ConfigError as exc:
-        print(f"{path}: invalid configuration", file=sys.stderr)
-        for error in exc.errors:
-            print(f"  {error}", file=sys.stderr)
-        raise SystemExit(2) from None
+        _exit_refused(path, exc)
+
+
+def _exit_refused(path: str, refused: ConfigError) -> NoReturn:
+    print(f"{path}: invalid configuration", file=sys.stderr)
+    for error in refused.errors:
+        print(f"  {error}", file=sys.stderr)
+    raise SystemExit(2) from None
 
 
 def check_config(path: str) -> int:
@@ -99,24 +116,66 @@ def serve(
     host: str | None,
     port: int | None,
     *,
-    workers: int = 1,
     log_format: str = "json",
     log_level: str = "info",
     access_log_flush: float = ACCESS_FLUSH_SECONDS,
 ) -> None:
     """Run one gateway process until SIGTERM/SIGINT, draining in-flight requests on the way out.
 
-    SIGHUP reloads the config file (gateway.reload); it stays blocked (`main` and the workers'
-    parent block it) until the reloader listens.
+    SIGHUP reloads the config file (gateway.reload); it stays blocked (`main` blocks it) until
+    the reloader listens.
     """
+    _serve(
+        _load_or_exit(path), host, port, reloads=path, shown_as=path, processes=1,
+        log_format=log_format, log_level=log_level, access_log_flush=access_log_flush,
+    )  # fmt: skip
+
+
+def serve_worker(
+    accepted: AcceptedConfig,
+    host: str | None,
+    port: int | None,
+    *,
+    workers: int,
+    log_format: str,
+    log_level: str,
+    access_log_flush: float,
+) -> None:
+    """Run one of `serve --workers`' processes on what its parent accepted, never on the file as it is now.
+
+    A worker started after reloads (one replacing a dead one) serves what its siblings serve: the
+    settings only a restart changes as the workers started, the rest as the parent last accepted.
+    SIGHUP reloads the parent's copy; the parent blocked it before starting the worker.
+    """
+    from gateway.reload import keep_restart_only  # imports the server: not for the parent
+
+    end_with_parent()
+    started = _load_or_exit(accepted.shown_as, accepted.started)
+    config, _ = keep_restart_only(started, _load_or_exit(accepted.shown_as, accepted.text))
+    _serve(
+        config, host, port, reloads=accepted.path, shown_as=accepted.shown_as, processes=workers,
+        log_format=log_format, log_level=log_level, access_log_flush=access_log_flush,
+    )  # fmt: skip
+
+
+def _serve(
+    config: Config,
+    host: str | None,
+    port: int | None,
+    *,
+    reloads: str,
+    shown_as: str,
+    processes: int,
+    log_format: str,
+    log_level: str,
+    access_log_flush: float,
+) -> None:
+    """Serve `config` until SIGTERM/SIGINT; SIGHUP reloads the file at `reloads` (the logs name `shown_as`)."""
     from aiohttp import web
 
     from gateway.reload import Reloader
     from gateway.server.app import create_app
 
-    if workers > 1:
-        end_with_parent()
-    config = _load_or_exit(path)
     configure_logging(log_format, log_level, flush_seconds=access_log_flush)
     try:
         import uvloop
@@ -128,10 +187,10 @@ def serve(
     port = config.server.port if port is None else port
     log.info(
         "gateway %d listening on %s:%d with %d routes from %s",
-        os.getpid(), host, port, len(config.routes), os.path.abspath(path),
+        os.getpid(), host, port, len(config.routes), os.path.abspath(shown_as),
     )  # fmt: skip
-    app = create_app(config, processes=workers)
-    app.cleanup_ctx.append(Reloader(app, path).listen)
+    app = create_app(config, processes=processes)
+    app.cleanup_ctx.append(Reloader(app, reloads, shown_as=shown_as).listen)
     # What start-up made (imports, litellm's tables) lives as long as the process: out of the
     # collector's reach, a full collection during a large body's parse on a body thread holds
     # the GIL for ~10 ms instead of ~60-200 ms (measured on a 250k-container body).
@@ -144,7 +203,7 @@ def serve(
         backlog=config.server.backlog,
         access_log=None,
         print=None,
-        reuse_port=workers > 1 or None,
+        reuse_port=processes > 1 or None,
         handler_cancellation=True,
         shutdown_timeout=config.server.drain_seconds,
     )
@@ -160,27 +219,43 @@ def serve_workers(
     log_level: str = "info",
     access_log_flush: float = ACCESS_FLUSH_SECONDS,
 ) -> int:
-    """Run `workers` processes sharing one port (SO_REUSEPORT), supervised (see gateway.workers)."""
-    config = _load_or_exit(path)  # fail once, in the parent, on a bad config
+    """Run `workers` processes sharing one port (SO_REUSEPORT), supervised (see gateway.workers).
+
+    The file is read once at start and once per SIGHUP, here: workers start and reload from what
+    this process accepted (AcceptedConfig), so a file it refused never reaches one.
+    """
+    try:
+        text, config = read_config(path)
+    except ConfigError as exc:
+        _exit_refused(path, exc)
     configure_logging(log_format, log_level)
     context = multiprocessing.get_context("spawn")
     options = {"workers": workers, "log_format": log_format, "log_level": log_level, "access_log_flush": access_log_flush}
+    # The metrics directory is made before the first worker starts: they pick it up at import.
+    metrics_dir = multiprocess_dir() if config.metrics.enabled else contextlib.nullcontext()
+    with accepted_config(path, text) as accepted, metrics_dir:
 
-    def start() -> BaseProcess:
-        process = context.Process(target=serve, args=(path, host, port), kwargs=options)
-        process.start()
-        return process
+        def start() -> BaseProcess:  # the worker gets `accepted` as it is now: spawn pickles it
+            process = context.Process(target=serve_worker, args=(accepted, host, port), kwargs=options)
+            process.start()
+            return process
 
-    def loads() -> bool:
-        """Whether the config file loads now: the workers are told to reload only then (its errors logged once, here)."""
-        from gateway.reload import load_or_log  # imports the server: not for check-config
+        def reload() -> bool:
+            """Accept the config file if it loads: the workers are told to reload only then (its errors logged once, here)."""
+            from gateway.reload import log_refused  # imports the server: not for check-config
 
-        return load_or_log(path, "the workers keep serving the configuration loaded before") is not None
+            try:
+                accepted.accept(read_config(path)[0])
+            except ConfigError as exc:
+                log_refused(path, exc, "the workers keep serving the configuration loaded before")
+                return False
+            except OSError as exc:
+                log.error("reload of %s not passed on to the workers: cannot write %s (%s)", path, accepted.path, exc.strerror)
+                return False
+            log.info("reload of %s accepted; the workers reload it", path)
+            return True
 
-    if not config.metrics.enabled:
-        return supervise(start, workers, reload=loads)
-    with multiprocess_dir():  # before the first worker starts: they pick it up at import
-        return supervise(start, workers, on_exit=worker_exited, reload=loads)
+        return supervise(start, workers, on_exit=worker_exited if config.metrics.enabled else None, reload=reload)
 
 
 def build_parser() -> argparse.ArgumentParser:

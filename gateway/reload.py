@@ -11,6 +11,9 @@ finish on the application they started on; once its last one has ended, what it 
 What a running process cannot change (RESTART_ONLY: the address it listens on, the memory store,
 the metrics mode, ...) keeps its value, and each such setting the file changed is logged as
 taking effect at the next restart.
+
+Under `--workers` the parent checks the file and a worker reloads the parent's copy of the text
+it accepted (gateway.workers.AcceptedConfig), never the file itself.
 """
 
 from __future__ import annotations
@@ -80,17 +83,19 @@ def keep_restart_only(served: Config, loaded: Config) -> tuple[Config, list[str]
     return kept, changed
 
 
-def load_or_log(path: str, keeping: str = "still serving the configuration loaded before") -> Config | None:
-    """The configuration in the file at `path`; None, each error logged, when it does not load.
+def log_refused(path: str, refused: ConfigError, keeping: str = "still serving the configuration loaded before") -> None:
+    """Log each error of the config file at `path` that a reload refused; `keeping` says what goes on meanwhile."""
+    log.error("reload of %s failed with %d errors; %s", path, len(refused.errors), keeping)
+    for error in refused.errors:
+        log.error("reload of %s: %s", path, error)
 
-    `keeping` says what goes on meanwhile.
-    """
+
+def load_or_log(path: str) -> Config | None:
+    """The configuration in the file at `path`; None, each error logged, when it does not load."""
     try:
         return load_config(path)
     except ConfigError as exc:
-        log.error("reload of %s failed with %d errors; %s", path, len(exc.errors), keeping)
-        for error in exc.errors:
-            log.error("reload of %s: %s", path, error)
+        log_refused(path, exc)
         return None
 
 
@@ -98,12 +103,14 @@ class Reloader:
     """Reloads the served application's config file on SIGHUP (or `reload()`), one reload at a time.
 
     `app` is the application the server runs (create_app's, with a FrontDoor); every reloaded
-    application shares its process-wide resources.
+    application shares its process-wide resources. `path` is the file read; `shown_as`, the one
+    log lines name (a worker reads its parent's copy of the operator's file).
     """
 
-    def __init__(self, app: web.Application, path: str, *, rng: Random | None = None) -> None:
+    def __init__(self, app: web.Application, path: str, *, shown_as: str | None = None, rng: Random | None = None) -> None:
         self._app = app
-        self._path = os.path.abspath(path)  # as the start-up line names it
+        self._source = path
+        self._path = os.path.abspath(shown_as or path)  # as the start-up line names it
         self._rng = rng or random.Random()
         self._serving = app
         self._replaced: list[web.Application] = []  # replaced, with requests maybe still under way
@@ -160,7 +167,7 @@ class Reloader:
         if door is None:  # an aiohttp whose internals the door does not know: it serves one application
             log.error("reload of %s is not possible with this aiohttp version; restart the gateway to apply it", self._path)
             return False
-        loaded = await asyncio.to_thread(load_or_log, self._path)  # YAML of any size: off the loop
+        loaded = await asyncio.to_thread(load_or_log, self._source)  # YAML of any size: off the loop
         if loaded is None:
             return False
         config, kept = keep_restart_only(self._serving[CONFIG], loaded)

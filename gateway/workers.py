@@ -2,8 +2,10 @@
 
 A worker that dies is logged (exit code or signal) and restarted after a backoff; workers that
 keep dying at start-up mean a broken config or host, and the parent gives up with exit code 1.
-SIGHUP is passed on to every worker, each of which reloads its config in place (gateway.reload):
-the port stays served throughout.
+On SIGHUP the parent checks the config file; when it loads, the parent keeps a copy of its text
+(AcceptedConfig) and passes SIGHUP on to every worker, each of which reloads that copy in place
+(gateway.reload): the port stays served throughout. Workers read only that copy, never the file:
+a worker started after a refused reload serves what its siblings serve, not the file refused.
 """
 
 from __future__ import annotations
@@ -16,8 +18,10 @@ import os
 import signal
 import socket
 import sys
+import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from multiprocessing.connection import wait
 from multiprocessing.process import BaseProcess
@@ -65,6 +69,40 @@ def describe_exit(exitcode: int) -> str:
 
 
 @dataclass(slots=True)
+class AcceptedConfig:
+    """The config a workers' parent accepted, as each worker gets it at its start: strings, for spawn.
+
+    `started` is the text the first workers started on: the settings only a restart changes keep
+    its values in every worker, replacements too. `text` is the text the parent last accepted: a
+    worker starts on it without reading any file. `path` is the parent's private copy of it, which
+    workers reload from: replaced whole at each accepted reload, so a worker never reads a text the
+    parent has not checked, nor half of one. `shown_as` is the operator's file, as logs name it.
+    """
+
+    shown_as: str
+    started: str
+    text: str
+    path: str
+
+    def accept(self, text: str) -> None:
+        """Make `text`, checked, what workers start and reload from (OSError, and nothing changed, if it cannot be written)."""
+        fresh = f"{self.path}.new"
+        with open(fresh, "w", encoding="utf-8") as file:
+            file.write(text)
+        os.replace(fresh, self.path)
+        self.text = text
+
+
+@contextmanager
+def accepted_config(shown_as: str, text: str) -> Iterator[AcceptedConfig]:
+    """An AcceptedConfig of `text` (the file at `shown_as` as the workers start on it), its copy in a private directory removed at exit."""
+    with tempfile.TemporaryDirectory(prefix="gateway-config-") as folder:  # mode 0700: the text may hold keys
+        accepted = AcceptedConfig(shown_as, text, text, os.path.join(folder, "accepted.yaml"))
+        accepted.accept(text)
+        yield accepted
+
+
+@dataclass(slots=True)
 class _Slot:
     """One of the N worker places: its running process, or when to start the next one."""
 
@@ -87,7 +125,7 @@ def supervise(
     Returns 1 after stopping the rest when a slot's workers keep dying at start-up. SIGTERM or
     SIGINT stops restarting, passes SIGTERM on to each worker and waits for them to drain;
     the result is 0 if every worker exited cleanly. `on_exit` is told each dead worker's pid.
-    SIGHUP is passed on to every running worker when `reload()` says the config loads.
+    SIGHUP is passed on to every running worker when `reload()` accepts the config file.
     """
     on_exit = on_exit or (lambda pid: None)
     stopping = False

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import os
 import random
 import re
 import signal
@@ -269,6 +270,90 @@ async def test_workers_all_reload_and_no_connection_is_refused(tmp_path: Path) -
         await logs.wait_for("the workers keep serving the configuration loaded before", level="error")
         process.send_signal(signal.SIGTERM)
         assert await asyncio.to_thread(process.wait, 30) == 0
+
+
+def listening_worker(logs: LogLines, known: set[int]) -> tuple[int, str]:
+    """The pid of the worker not in `known` that logged it listens, and that line."""
+    for record in logs.matching("listening on"):
+        pid = int(re.search(r"gateway (\d+) listening", record["message"])[1])  # type: ignore[index]
+        if pid not in known:
+            return pid, record["message"]
+    raise AssertionError(f"no worker but {known} listens")
+
+
+async def models_of_worker(port: int, pid: int) -> list[str]:
+    """The models worker `pid` serves on `port`, asked on new connections until one lands on it (the kernel spreads them)."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        answered, models = await models_served_by(port)
+        if answered == pid:
+            return models
+    raise AssertionError(f"worker {pid} answered no connection on port {port}")
+
+
+async def test_a_worker_started_after_a_refused_reload_serves_the_last_accepted_config(tmp_path: Path) -> None:
+    config = tmp_path / "g.yaml"
+    config.write_text(mock_routes("a"))
+    async with running_gateway(config, "--workers", "2") as gateway:
+        process, port, logs = gateway.process, gateway.port, gateway.logs
+        await logs.wait_for("listening on", count=2)
+        config.write_text(mock_routes("b"))
+        process.send_signal(signal.SIGHUP)
+        await logs.wait_for("reloaded", count=2)
+        config.write_text("routes: {x: {provider: nope}}\n")  # refused: the workers keep serving b
+        process.send_signal(signal.SIGHUP)
+        await logs.wait_for("the workers keep serving the configuration loaded before", level="error")
+        workers = worker_pids(process.pid)
+        os.kill(min(workers), signal.SIGKILL)
+        await logs.wait_for("listening on", count=3)  # its replacement starts, on what the parent accepted
+        replacement, _ = listening_worker(logs, workers)
+        assert await models_of_worker(port, replacement) == ["b"]
+        assert await models_of_worker(port, max(workers)) == ["b"]
+        assert not logs.matching("giving up") and process.poll() is None
+        process.send_signal(signal.SIGTERM)
+        assert await asyncio.to_thread(process.wait, 30) == 0
+
+
+async def test_a_worker_started_after_a_reload_keeps_the_settings_only_a_restart_changes(tmp_path: Path) -> None:
+    first, second = free_port(), free_port()
+    config = tmp_path / "g.yaml"
+    config.write_text(f"server: {{host: 127.0.0.1, port: {first}}}\n" + mock_routes("a"))
+    with stopped_at_exit() as processes:
+        process = start_gateway(config, None, "--workers", "2")  # listening where the config says
+        processes.append(process)
+        logs = LogLines(process)
+        await wait_ready(first, process)
+        await logs.wait_for("listening on", count=2)
+        config.write_text(f"server: {{host: 127.0.0.1, port: {second}}}\n" + mock_routes("b"))
+        process.send_signal(signal.SIGHUP)
+        await logs.wait_for("server.port changed; it takes effect at the next restart", count=2)
+        await logs.wait_for("reloaded", count=2)
+        workers = worker_pids(process.pid)
+        os.kill(min(workers), signal.SIGKILL)
+        await logs.wait_for("listening on", count=3)
+        replacement, line = listening_worker(logs, workers)
+        assert f"listening on 127.0.0.1:{first} " in line
+        assert await models_of_worker(first, replacement) == ["b"]  # the port of the start, the routes of the reload
+        with pytest.raises(OSError):  # nobody listens on the port the reload named
+            await asyncio.open_connection("127.0.0.1", second)
+        process.send_signal(signal.SIGTERM)
+        assert await asyncio.to_thread(process.wait, 30) == 0
+
+
+async def test_a_worker_sent_sighup_alone_reloads_only_what_the_parent_accepted(tmp_path: Path) -> None:
+    config = tmp_path / "g.yaml"
+    config.write_text(mock_routes("a"))
+    async with running_gateway(config, "--workers", "2") as gateway:
+        process, port, logs = gateway.process, gateway.port, gateway.logs
+        await logs.wait_for("listening on", count=2)
+        worker = min(worker_pids(process.pid))
+        config.write_text(mock_routes("b"))  # a file the parent has not checked
+        os.kill(worker, signal.SIGHUP)  # `kill -HUP` of the process group reaches a worker so too
+        await logs.wait_for(f"gateway {worker} reloaded")
+        assert await models_of_worker(port, worker) == ["a"]
+        process.send_signal(signal.SIGHUP)  # once the parent accepted it, every worker serves it
+        await logs.wait_for("reloaded", count=3)
+        assert await models_of_worker(port, worker) == ["b"]
 
 
 async def reloadable(aiohttp_server: Any, path: Path) -> tuple[Reloader, str]:

@@ -25,14 +25,18 @@ def free_port() -> int:
 
 def start_gateway(
     config: Path,
-    port: int,
+    port: int | None,
     *extra: str,
     output: int | None = None,
     preexec_fn: Callable[[], None] | None = None,
 ) -> subprocess.Popen[bytes]:
-    """`gateway serve` with stdout and stderr into one pipe, or into the file descriptor `output`."""
+    """`gateway serve` with stdout and stderr into one pipe, or into the file descriptor `output`.
+
+    On 127.0.0.1:`port`; with `port` None, where the config says (no --host, no --port).
+    """
+    address = [] if port is None else ["--host", "127.0.0.1", "--port", str(port)]
     return subprocess.Popen(
-        [sys.executable, "-m", "gateway", "serve", "--config", str(config), "--host", "127.0.0.1", "--port", str(port), *extra],
+        [sys.executable, "-m", "gateway", "serve", "--config", str(config), *address, *extra],
         stdout=subprocess.PIPE if output is None else output,
         stderr=subprocess.STDOUT,
         preexec_fn=preexec_fn,
