@@ -437,9 +437,9 @@ def _error_event(message: str, code: str | None, kind: str = "upstream_error") -
 async def relay_body(request: web.Request, result: Result, headers: Mapping[str, str], *, trace: Trace) -> web.StreamResponse:
     """A 2xx answer's unread body (speech audio) relayed as it arrives, nothing buffered.
 
-    Silence past the target's streamIdleTimeout, or an upstream that cuts the body off, drops the
-    client's connection before the body's end: the client sees a cut-off answer, never a short
-    one that looks whole.
+    Silence past the target's streamIdleTimeout, an upstream that cuts the body off, or the
+    gateway's own shortage or failure mid-body drops the client's connection before the body's
+    end: the client sees a cut-off answer, never a short one that looks whole.
     """
     reply, target = result.reply, result.target
     assert reply is not None and reply.unread is not None
@@ -467,18 +467,41 @@ async def relay_body(request: web.Request, result: Result, headers: Mapping[str,
     except TransportError as exc:
         detail = f"{target.name}: {redact(exc.detail, target)}"
         return _cut_off(request, response, trace, detail, 502, "upstream_stream_error")
+    except OverloadedError as exc:  # the gateway's own shortage: the upstream did nothing wrong
+        trace.overloaded(target, exc.reason)
+        detail = f"{target.name}: the gateway ran short ({exc.reason})"
+        return _cut_off(request, response, trace, detail, exc.status, exc.code or "gateway_overloaded")
     except ConnectionResetError:  # the client left
         return response
+    except Exception:
+        if not response.prepared:
+            raise
+        # The gateway itself failed: once the status is out, only a cut-off body says so.
+        detail = f"the gateway failed while relaying the body of {target.name}"
+        return _cut_off(request, response, trace, detail, 500, "internal_error", failed=True)
     finally:
         deadline.close()
         await body.close()
 
 
 def _cut_off(
-    request: web.Request, response: web.StreamResponse, trace: Trace, detail: str, status: int, code: str
+    request: web.Request,
+    response: web.StreamResponse,
+    trace: Trace,
+    detail: str,
+    status: int,
+    code: str,
+    *,
+    failed: bool = False,
 ) -> web.StreamResponse:
-    """End a body under way without its end (no final chunk): the only error a binary answer can carry."""
-    log.warning("the answer body was cut off: %s", detail)
+    """End a body under way without its end (no final chunk): the only error a binary answer can carry.
+
+    `failed`: the gateway's own fault, logged with the exception being handled.
+    """
+    if failed:
+        log.exception("the answer body was cut off: %s", detail)
+    else:
+        log.warning("the answer body was cut off: %s", detail)
     trace.failed(status, code)
     if request.transport is not None:
         request.transport.abort()
