@@ -45,6 +45,7 @@ Translator = StreamReshape  # turns the upstream's chat chunks into another API'
 
 
 _SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+_SHORTAGE = "gateway_overloaded"  # a stream the gateway's own shortage ended: no outcome of the upstream's
 
 
 class _EventStreamResponse(web.StreamResponse):
@@ -347,7 +348,7 @@ async def relay_stream(
     chunks: _Reader = _Chunks(target, sink, translator, hide_usage) if api is None else _Events(target, api)
     plain = isinstance(chunks, _Chunks) and chunks.plain  # its finish() would give `[DONE]` as it came
     out: list[bytes] = []  # the current read's bytes for the client, written once it is looked at
-    outcome: str | None = None  # how the attempt ended, when not as the upstream's status
+    outcome: str | None = None  # how the attempt ended, when not as the upstream's status (_SHORTAGE: none of its own)
     idle = target.stream_idle_timeout
     deadline: IdleDeadline | None = None  # set at the first wait: a stream that came in one read has none
     try:
@@ -388,6 +389,7 @@ async def relay_stream(
         outcome = await _end_with(response, cut, chunks, out, trace)
     except OverloadedError as exc:  # the gateway's own shortage: the upstream did nothing wrong
         trace.overloaded(target, exc.reason)
+        outcome = _SHORTAGE
         short = _Failure(exc.message, exc.code or "gateway_overloaded", exc.type, exc.status)
         await _end_with(response, short, chunks, out, trace)
     except ConnectionResetError:  # the client left; closing the upstream below is all there is to do
@@ -406,7 +408,8 @@ async def relay_stream(
             deadline.close()
         await stream.close()
         trace.usage(target, chunks.usage)
-        trace.attempt_ended(target, outcome or str(stream.status), time.monotonic() - result.started)
+        if outcome != _SHORTAGE:  # counted as gateway_overloaded already, never as the upstream's attempt
+            trace.attempt_ended(target, outcome or str(stream.status), time.monotonic() - result.started)
     return response
 
 

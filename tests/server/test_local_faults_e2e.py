@@ -22,16 +22,15 @@ import orjson
 import pytest
 from aiohttp import web
 
-from gateway.config import Target, parse_config
-from gateway.dispatch import Result
+from gateway.config import parse_config
 from gateway.errors import OverloadedError
-from gateway.observe import Observer, Trace
+from gateway.metrics import Metrics
+from gateway.observe import Trace
 from gateway.providers.base import shortage
-from gateway.routing import answered
 from gateway.server.relay import relay_stream
-from gateway.sse import Event, parse_event
 from tests.conftest import Gateway
 from tests.fakes import FakeUpstream, chunk
+from tests.support.committed import ScriptedStream, committed
 from tests.support.descriptors import exhausted_descriptors
 from tests.support.scrape import health, metrics_text, samples, total
 
@@ -155,42 +154,14 @@ def test_the_count_is_kept_alone_and_across_workers(tmp_path: Any) -> None:
         assert total(found, "gateway_upstream_requests_total") == 0
 
 
-class _Recorder(Observer):
-    def __init__(self) -> None:
-        self.shortages: list[tuple[str, str]] = []
-
-    def overloaded(self, trace: Trace, target: Target, reason: str) -> None:
-        self.shortages.append((target.name, reason))
-
-
-class _ShortAfterTheCommit:
-    """A committed stream whose next read fails for the gateway's own shortage."""
-
-    def __init__(self) -> None:
-        self.status = 200
-        self.headers: dict[str, str] = {}
-        self.closed = False
-
-    async def next_event(self) -> Event | None:
-        raise OverloadedError("enobufs")
-
-    async def next_batch(self) -> list[Event]:
-        raise OverloadedError("enobufs")
-
-    def ready(self) -> list[Event]:
-        return []
-
-    async def close(self) -> None:
-        self.closed = True
-
-
 async def test_a_shortage_after_the_commit_ends_the_stream_with_the_gateways_own_error(aiohttp_client: Any) -> None:
-    target = parse_config("routes: {chat: {name: a, provider: mock}}").routes["chat"].first_target
-    recorder, stream = _Recorder(), _ShortAfterTheCommit()
+    """Counted as the gateway's shortage, never as the upstream's attempt (its 200, its duration)."""
+    config = parse_config("routes: {chat: {name: a, provider: mock}}")
+    target, metrics = config.routes["chat"].first_target, Metrics(config)
+    trace, stream = Trace(metrics), ScriptedStream([OverloadedError("enobufs")])
 
     async def relay(request: web.Request) -> web.StreamResponse:
-        result = Result(target, [], answered(200), "ok", None, stream, parse_event(FIRST[:-2]), None, ())
-        return await relay_stream(request, result, {}, trace=Trace(recorder))
+        return await relay_stream(request, committed(target, FIRST, stream), {}, trace=trace)
 
     app = web.Application()
     app.router.add_get("/", relay)
@@ -200,7 +171,11 @@ async def test_a_shortage_after_the_commit_ends_the_stream_with_the_gateways_own
     assert response.status == 200 and events[0] + b"\n\n" == FIRST
     error = orjson.loads(events[1].removeprefix(b"data: "))["error"]
     assert error["code"] == error["type"] == "gateway_overloaded" and len(events) == 2  # no [DONE]
-    assert recorder.shortages == [("a", "enobufs")] and stream.closed
+    assert stream.closed and (trace.failed_status, trace.error_code) == (503, "gateway_overloaded")
+    found = samples(metrics.exposition().decode())
+    assert total(found, "gateway_overloaded_total", reason="enobufs") == 1
+    assert total(found, "gateway_upstream_requests_total") == 0 and trace.attempts == 0
+    assert total(found, "gateway_upstream_duration_seconds_count") == 0
 
 
 def test_an_overloaded_error_of_another_shortage_keeps_retry_after() -> None:
