@@ -15,13 +15,14 @@ from typing import Any
 import orjson
 
 from tests.conftest import GATEWAY_KEY, Gateway
-from tests.fakes import FakeUpstream
+from tests.fakes import FakeUpstream, Step, stream_of
 from tests.support.agent_clis import (
     check_against_fixture,
     claude_code_env,
     note_in,
     run_cli,
     start_recorder,
+    tool_call,
     tool_round_trip,
 )
 
@@ -86,3 +87,30 @@ async def test_a_tool_search_loads_a_deferred_tool(
     result = trip.result("call_search_1", "ToolSearch")
     assert result["content"] == f"<functions><function>{orjson.dumps(fetch).decode()}</function></functions>"
     check_against_fixture("claude_code_tool_search.json", trip.sent[1], tmp_path)
+
+
+async def test_a_web_search_is_answered_without_searching(
+    gateway: Gateway, upstream: FakeUpstream, tmp_path: Path, claude_code: Path, aiohttp_server: Any
+) -> None:
+    # Once the model loaded and called WebSearch, Claude Code asks the route, in a request of its
+    # own, for an answer with Anthropic's server tool web_search offered. A chat target has no such
+    # tool: it is left out (as the Responses translation leaves out web_search), the model answers
+    # from what it knows, and that answer is WebSearch's result.
+    client = await gateway(config(upstream))
+    recorder = await start_recorder(aiohttp_server, str(client.base_url))
+    env = claude_code_env(tmp_path / "home", base_url=recorder.url, key=GATEWAY_KEY, model="chat")
+    upstream.then(Step(events=tool_call("call_load_1", "ToolSearch", {"query": "select:WebSearch"})),
+                  Step(events=tool_call("call_web_1", "WebSearch", {"query": "pelican facts"})),
+                  Step(events=stream_of("Pelicans are large water birds.")),  # the search request's answer
+                  Step(events=stream_of("Pelicans are birds.")))
+    argv = [str(claude_code), "-p", "Search the web for pelican facts.", "--allowedTools", "WebSearch"]
+    ran = await run_cli(argv, env=env, cwd=tmp_path)
+    assert ran.returncode == 0, ran
+    assert "Pelicans are birds." in ran.stdout, ran
+    assert upstream.calls == 4, [request.body["messages"][-1] for request in upstream.requests]
+    search = recorder.posted("/v1/messages")[2]
+    assert [tool["type"] for tool in search["tools"]] == ["web_search_20250305"]
+    assert "tools" not in upstream.requests[2].body and "tool_choice" not in upstream.requests[2].body
+    result = upstream.requests[3].body["messages"][-1]
+    assert result["tool_call_id"] == "call_web_1" and "Pelicans are large water birds." in result["content"]
+    check_against_fixture("claude_code_web_search.json", search, tmp_path)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -248,18 +249,56 @@ def fixture(name: str) -> Any:
     return orjson.loads((FIXTURES / name).read_bytes())
 
 
-def check_against_fixture(name: str, body: Any, run_dir: Path) -> None:
-    """Fail naming every field `body` has that fixture `name` lacks; with $GATEWAY_REFRESH_CLIENT_FIXTURES=1, rewrite it.
+# What a fixture keeps of a body: every key, type, role, tool name and enum, and the fields the
+# translation reads; not the clients' own prose (their system prompts, tool descriptions and
+# instructions are theirs, not ours to publish). A string under one of these keys is left out
+# whole; any other string longer than KEPT characters keeps its first line's first HEAD
+# characters (a block's kind: `<system-reminder>`, `x-anthropic-billing-header:`), unless it is
+# data (a data: URL, a JSON object of ids).
+_PROSE_KEYS = frozenset({"description", "instructions", "definition"})
+_KEPT = 80
+_HEAD = 40
+LEFT_OUT = "[left out]"
 
-    `run_dir` (the test's tmp_path, which holds the CLI's home and working directory) is written
-    as /run, so that a fixture holds no path of the machine it was captured on.
+
+def cleaned(value: Any, run_dir: Path | None = None, key: str = "") -> Any:
+    """`value` as a fixture holds it: `run_dir` written as /run (also as a CLI spells it in a file name), prose left out."""
+    if isinstance(value, dict):
+        return {name: cleaned(item, run_dir, name) for name, item in value.items()}
+    if isinstance(value, list):
+        return [cleaned(item, run_dir, key) for item in value]
+    if not isinstance(value, str):
+        return value
+    if run_dir is not None:  # Claude Code names a project's directory after its path, each other character a dash
+        value = value.replace(str(run_dir), "/run").replace(re.sub(r"[^A-Za-z0-9]", "-", str(run_dir)), "-run")
+    if key in _PROSE_KEYS:
+        return LEFT_OUT
+    if len(value) <= _KEPT or value.startswith("data:") or _json_object(value):
+        return value
+    return f"{value.split(chr(10), 1)[0][:_HEAD]}… {LEFT_OUT}"
+
+
+def _json_object(text: str) -> bool:
+    try:
+        return isinstance(orjson.loads(text), dict)
+    except orjson.JSONDecodeError:
+        return False
+
+
+def check_against_fixture(name: str, body: Any, run_dir: Path) -> None:
+    """Fail naming every field `body` has that fixture `name` lacks, or lacks that it has; with $GATEWAY_REFRESH_CLIENT_FIXTURES=1, rewrite it.
+
+    The fixture is written `cleaned`: `run_dir` (the test's tmp_path, which holds the CLI's home
+    and working directory) as /run, the clients' prose left out.
     """
     if os.environ.get(REFRESH) == "1":
-        text = orjson.dumps(body, option=orjson.OPT_INDENT_2).decode().replace(str(run_dir), "/run")
+        text = orjson.dumps(cleaned(body, run_dir), option=orjson.OPT_INDENT_2).decode()
         (FIXTURES / name).write_text(text + "\n")
         return
-    new = sorted(shape(body) - shape(fixture(name)))
-    assert not new, (
-        f"the client sends fields that tests/clients/fixtures/{name} lacks: {new}. Check that the translation "
-        f"handles them (tests/translate/test_agent_bodies.py), then refresh the fixture: {REFRESH}=1 pytest tests/clients"
+    sent, kept = shape(body), shape(fixture(name))
+    new, gone = sorted(sent - kept), sorted(kept - sent)
+    assert not new and not gone, (
+        f"the client sends fields that tests/clients/fixtures/{name} lacks: {new}, and no longer sends {gone}. "
+        "Check that the translation handles them (tests/translate/test_agent_bodies.py), then refresh the fixture: "
+        f"{REFRESH}=1 pytest tests/clients"
     )
