@@ -139,6 +139,18 @@ def test_claude_code_tool_search_result_loads_the_deferred_tool_it_names(
     assert "tools with defer_loading" in told_fields(caplog)  # the placeholder is still left out
 
 
+def test_claude_code_web_search_request_is_answered_without_the_server_tool(
+    drop_log: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    body = fixture("claude_code_web_search.json")
+    (tool,) = body["tools"]
+    assert tool["type"].startswith("web_search_") and body["tool_choice"] == {"type": "auto"}
+    payload = valid_chat(anthropic_api.to_chat(body))
+    assert not {"tools", "tool_choice"} & set(payload)
+    assert payload["messages"][-1] == {"role": "user", "content": [{"type": "text", "text": body["messages"][-1]["content"][0]["text"]}]}
+    assert f"the {tool['type']} tool" in told_fields(caplog)
+
+
 def test_claude_code_answer_streams_back_as_its_events() -> None:
     stream = anthropic_api.StreamTranslator("claude-opus-5-5", "msg_1")
     events = stream.feed({"choices": [{"index": 0, "delta": {"role": "assistant", "content": "Hi"}}]})
