@@ -31,7 +31,7 @@ from aiohttp import web
 
 from gateway.config import Config, ConfigError, load_config
 from gateway.routing import Random
-from gateway.server.app import reloaded_app
+from gateway.server.app import commit_reload, reloaded_app
 from gateway.server.frontdoor import FRONT_DOOR
 from gateway.server.keys import CONFIG, INFLIGHT, LIFECYCLE, UPSTREAMS
 
@@ -181,6 +181,7 @@ class Reloader:
             return False
         door.serve(app)
         replaced, self._serving = self._serving, app
+        commit_reload(app, replaced)
         self._replaced.append(replaced)
         retiring = asyncio.create_task(self._retire(replaced))
         self._retiring.add(retiring)

@@ -20,6 +20,7 @@ import aiohttp
 import openai
 import orjson
 import pytest
+from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from gateway.config import parse_config
@@ -303,6 +304,9 @@ async def test_a_worker_started_after_a_refused_reload_serves_the_last_accepted_
         config.write_text("routes: {x: {provider: nope}}\n")  # refused: the workers keep serving b
         process.send_signal(signal.SIGHUP)
         await logs.wait_for("the workers keep serving the configuration loaded before", level="error")
+        config.write_bytes(b"routes: {\xff: 1}\n")  # not text at all
+        process.send_signal(signal.SIGHUP)
+        await logs.wait_for("cannot read (not UTF-8 text)", level="error")
         workers = worker_pids(process.pid)
         os.kill(min(workers), signal.SIGKILL)
         await logs.wait_for("listening on", count=3)  # its replacement starts, on what the parent accepted
@@ -360,6 +364,11 @@ async def reloadable(aiohttp_server: Any, path: Path) -> tuple[Reloader, str]:
     """The gateway for the config file at `path` on a loopback test server, with its Reloader; and its URL."""
     app = create_app(parse_config(path.read_text()), rng=random.Random(7))
     reloader = Reloader(app, str(path), rng=random.Random(7))
+
+    async def close_reloaded(app: web.Application) -> None:  # what `listen` does, without taking SIGHUP
+        await reloader.close()
+
+    app.on_shutdown.append(close_reloaded)
     server: TestServer = await aiohttp_server(app)
     return reloader, str(server.make_url("/"))
 
@@ -533,3 +542,45 @@ async def test_metrics_series_keep_their_values_across_a_reload(tmp_path: Path, 
     for route, count in (("kept", 3), ("gone", 1), ("new", 1)):
         assert f'gateway_requests_total{{route="{route}",status_code="200",stream="false"}} {count}.0' in text, route
     assert "gateway_config_routes 2.0" in text
+
+
+async def test_an_open_gateway_is_logged_at_start_and_on_a_reload_only_when_it_opens(
+    tmp_path: Path, aiohttp_server: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "g.yaml"
+    path.write_text(mock_routes("a"))
+    reloader, _ = await reloadable(aiohttp_server, path)
+
+    def warnings() -> int:
+        return caplog.text.count("auth.keys is empty: the gateway is open")
+
+    assert warnings() == 1
+    path.write_text(mock_routes("b"))
+    assert await reloader.reload()
+    assert warnings() == 1  # open before, open still: nothing new to say
+    path.write_text("auth: {keys: [{name: a, key: key-one}]}\n" + mock_routes("b"))
+    assert await reloader.reload()
+    assert warnings() == 1
+    path.write_text(mock_routes("b"))
+    assert await reloader.reload()
+    assert warnings() == 2  # the keys are gone: open again
+
+
+async def test_a_reload_whose_upstreams_fail_adds_no_metric_series(
+    tmp_path: Path, aiohttp_server: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "g.yaml"
+    path.write_text(mock_routes("a"))
+    reloader, url = await reloadable(aiohttp_server, path)
+
+    def unreachable(*args: Any, **kwargs: Any) -> None:
+        raise ConnectionError("the breakers' store is gone")
+
+    monkeypatch.setattr("gateway.server.app.open_breakers", unreachable)
+    path.write_text(mock_routes("b", "c"))
+    assert not await reloader.reload()
+    async with aiohttp.ClientSession() as session, session.get(url + "metrics") as response:
+        text = await response.text()
+    assert 'route="a"' in text
+    assert 'route="b"' not in text and 'route="c"' not in text
+    assert "gateway_config_routes 1.0" in text

@@ -102,6 +102,13 @@ def create_app(config: Config, *, rng: Random | None = None, processes: int = 1)
     """
     rng = rng or random.Random()
     app = config_app(config, Lifecycle(started_at=int(time.time()), processes=processes))
+    warn_open(config)
+    if processes > 1 and config.memory.store == "memory":  # a setting only a restart changes: said once
+        log.warning(
+            "memory.store memory with %d processes: each process keeps its own conversations; "
+            "use sqlite or redis to share them",
+            processes,
+        )
 
     async def upstream_session(app: web.Application) -> AsyncIterator[None]:
         connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=60, ttl_dns_cache=300)
@@ -186,15 +193,13 @@ def config_app(config: Config, lifecycle: Lifecycle, *, metrics: Metrics | None 
     app.router.add_get("/readyz", health.readyz)
     if metrics is not None:
         app.router.add_get(config.metrics.path, metrics_handler(metrics, auth if config.metrics.require_auth else None))
+    return app
+
+
+def warn_open(config: Config) -> None:
+    """Log that anyone may call the gateway, when `config` has no keys."""
     if not config.api_keys:
         log.warning("auth.keys is empty: the gateway is open to anyone who can reach it")
-    if lifecycle.processes > 1 and config.memory.store == "memory":
-        log.warning(
-            "memory.store memory with %d processes: each process keeps its own conversations; "
-            "use sqlite or redis to share them",
-            lifecycle.processes,
-        )
-    return app
 
 
 @asynccontextmanager
@@ -217,10 +222,9 @@ async def reloaded_app(served: web.Application, config: Config, *, rng: Random) 
     """An application for `config` that shares `served`'s process-wide resources, frozen, ready for FrontDoor.serve.
 
     Its own resources (app[UPSTREAMS]) are the caller's to close, once it is replaced and drained.
+    Nothing that outlives it changes until the caller, serving it, calls `commit_reload`.
     """
     metrics = served.get(METRICS)
-    if metrics is not None:  # one set of series for the process's life: a reload adds to it
-        metrics.adopt(config)
     app = config_app(config, served[LIFECYCLE], metrics=metrics)
     app[SESSION] = session = served[SESSION]
     app[MEMORY] = served[MEMORY]
@@ -232,3 +236,17 @@ async def reloaded_app(served: web.Application, config: Config, *, rng: Random) 
         raise
     app.freeze()
     return app
+
+
+def commit_reload(app: web.Application, replaced: web.Application) -> None:
+    """Make what `app` (from reloaded_app) changes beyond itself take effect, now that it serves instead of `replaced`.
+
+    The process's metrics count its routes and targets too (a reload that fails adds no series),
+    and a gateway the reload left open is logged, once: when `replaced` had keys.
+    """
+    config = app[CONFIG]
+    metrics = app.get(METRICS)
+    if metrics is not None:  # one set of series for the process's life: a reload adds to it
+        metrics.adopt(config)
+    if replaced[CONFIG].api_keys:
+        warn_open(config)
