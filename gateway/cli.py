@@ -44,7 +44,7 @@ def version() -> str:
         return "unknown"
 
 
-def read_config(path: str) -> tuple[str, Config]:
+def _read_config(path: str) -> tuple[str, Config]:
     """The text of the config file at `path` and the configuration it holds; ConfigError when it does not load."""
     try:
         text = Path(path).read_text(encoding="utf-8")
@@ -58,12 +58,13 @@ def read_config(path: str) -> tuple[str, Config]:
 def _load_or_exit(path: str, text: str | None = None) -> Config:
     """The configuration in the file at `path` (or in `text`, read from it); exit 2, every error printed, when it does not load."""
     try:
-        return read_config(path)[1] if text is None else parse_config(text)
+        return _read_config(path)[1] if text is None else parse_config(text)
     except ConfigError as exc:
         _exit_refused(path, exc)
 
 
 def _exit_refused(path: str, refused: ConfigError) -> NoReturn:
+    """Print every error of the config file at `path` and exit 2, as check-config does."""
     print(f"{path}: invalid configuration", file=sys.stderr)
     for error in refused.errors:
         print(f"  {error}", file=sys.stderr)
@@ -225,7 +226,7 @@ def serve_workers(
     this process accepted (AcceptedConfig), so a file it refused never reaches one.
     """
     try:
-        text, config = read_config(path)
+        text, config = _read_config(path)
     except ConfigError as exc:
         _exit_refused(path, exc)
     configure_logging(log_format, log_level)
@@ -245,7 +246,7 @@ def serve_workers(
             from gateway.reload import log_refused  # imports the server: not for check-config
 
             try:
-                accepted.accept(read_config(path)[0])
+                accepted.accept(_read_config(path)[0])
             except ConfigError as exc:
                 log_refused(path, exc, "the workers keep serving the configuration loaded before")
                 return False
