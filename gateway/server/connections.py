@@ -1,8 +1,9 @@
 """server.maxConnections: the client connections one process keeps open, and what comes past them.
 
 Each connection holds a file descriptor, and each of its requests one more to its upstream: a
-process out of descriptors can neither accept clients nor reach upstreams, and idle keep-alive
-connections alone can hold every one of them for their keep-alive time. So, with `limit` open:
+process out of descriptors can neither accept clients nor reach upstreams, and connections idle
+between requests, or that never finish one, can alone hold every one of them for their keep-alive
+time. So, with `limit` open:
 
 - from NEAR_LIMIT of it on, as new connections arrive, connections with no request in progress are
   closed, least recently active first, until the count is under NEAR_LIMIT again: keep-alive
@@ -10,9 +11,10 @@ connections alone can hold every one of them for their keep-alive time. So, with
   connections that have sent no whole request in SILENT_SECONDS (silent, or a header sent slowly:
   they would hold their descriptor for the keep-alive time). A connection in a request, or
   streaming its answer, is never closed. `QuietConnections` finds the next one to close in O(1);
-- past it a new connection gets one answer and is closed: /healthz and /readyz as always (a
-  busy process must not look dead to its orchestrator), anything else a 503 gateway_overloaded
-  with Retry-After; one that sends nothing is closed after FIRST_REQUEST_SECONDS;
+- past it, with none of those left to close, a new connection gets one answer and is closed:
+  /healthz and /readyz as always (a busy process must not look dead to its orchestrator),
+  anything else a 503 gateway_overloaded with Retry-After; one that sends nothing is closed
+  after FIRST_REQUEST_SECONDS;
 - past it by OVER_LIMIT_ROOM more, a new connection is closed at once.
 
 `maxConnections: 0` (the default) takes the limit from the process's file-descriptor limit
