@@ -187,15 +187,15 @@ async def test_a_stream_that_ends_without_message_stop_is_cut_off(start: Start, 
 async def test_a_translated_attempt_is_refused_for_what_only_anthropic_can_do(
     start: Start, claude: FakeAnthropic, upstream: FakeUpstream
 ) -> None:
-    """A server tool goes to the anthropic target as it is; the openai one cannot take it."""
+    """An Anthropic client tool goes to the anthropic target as it is; the openai one cannot take it."""
     claude.then(Answer(529, anthropic_error("overloaded_error", "Overloaded")))
     clients = await start(mixed_route(claude, upstream))
+    bash = {"type": "bash_20250124", "name": "bash"}  # run by the client, defined by Anthropic: no chat form
     with pytest.raises(anthropic.BadRequestError) as caught:
         await clients.anthropic_client.messages.create(
-            model="chat", max_tokens=64, messages=HELLO,
-            tools=[{"type": "web_search_20250305", "name": "web_search"}],  # type: ignore[list-item]
+            model="chat", max_tokens=64, messages=HELLO, tools=[bash],  # type: ignore[list-item]
         )  # fmt: skip
-    assert claude.requests[0].body["tools"] == [{"type": "web_search_20250305", "name": "web_search"}]
+    assert claude.requests[0].body["tools"] == [bash]
     assert "claude: 529" in caught.value.body["error"]["message"]  # type: ignore[index]
     assert upstream.calls == 0
 
