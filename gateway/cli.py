@@ -16,7 +16,7 @@ from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import NoReturn
 
-from gateway.config import Config, ConfigError, parse_config
+from gateway.config import Config, ConfigError, parse_config, read_config_text
 from gateway.describe import describe_route
 from gateway.logs import ACCESS_FLUSH_SECONDS, FORMATS, LEVELS, configure_logging, default_log_format
 from gateway.metrics import multiprocess_dir, worker_exited
@@ -46,12 +46,7 @@ def version() -> str:
 
 def _read_config(path: str) -> tuple[str, Config]:
     """The text of the config file at `path` and the configuration it holds; ConfigError when it does not load."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError([f"{path}: cannot read ({exc.strerror})"]) from None
-    except UnicodeDecodeError:
-        raise ConfigError([f"{path}: cannot read (not UTF-8 text)"]) from None
+    text = read_config_text(path)
     return text, parse_config(text)
 
 

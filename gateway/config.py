@@ -277,11 +277,17 @@ class Config:
 
 def load_config(path: str | os.PathLike[str], env: Mapping[str, str] | None = None) -> Config:
     """Read and validate a YAML config file."""
+    return parse_config(read_config_text(path), env=env)
+
+
+def read_config_text(path: str | os.PathLike[str]) -> str:
+    """The text of a config file; ConfigError when it cannot be read or is not UTF-8."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        return Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError([f"{path}: cannot read ({exc.strerror})"]) from None
-    return parse_config(text, env=env)
+    except UnicodeDecodeError:
+        raise ConfigError([f"{path}: cannot read (not UTF-8 text)"]) from None
 
 
 def parse_config(text: str, env: Mapping[str, str] | None = None) -> Config:

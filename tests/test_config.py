@@ -469,3 +469,10 @@ def test_an_inline_tree_is_read_without_interpolation_and_with_paths_from_its_to
     assert "targets[0].weight: must be >= 0, got -1" in caught.value.errors
     with pytest.raises(ConfigError):
         read_inline_route(["not", "a", "tree"], name="inline", memory=MemorySettings())
+
+
+def test_a_config_file_that_is_not_utf8_is_a_config_error(tmp_path: Path) -> None:
+    path = tmp_path / "latin1.yaml"
+    path.write_bytes("routes:\n  caf\xe9: {provider: mock}\n".encode("latin-1"))
+    with pytest.raises(ConfigError, match="not UTF-8"):
+        load_config(path)
