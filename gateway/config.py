@@ -819,9 +819,11 @@ def _read_memory(section: _Section) -> MemoryConfig:
     if url:  # empty: an unset ${VAR}, already reported
         for problem in redis_url_problems(url):
             section.error("url", problem)
+    path = section.string("path", base.path) or base.path
     config = MemoryConfig(
         store=store,
-        path=section.string("path", base.path) or base.path,
+        path=path,
+        shown_path=show_references(path, _env_refs(section.data.get("path"))),
         url=url or base.url,
         ttl_seconds=section.seconds("ttlSeconds", base.ttl_seconds, positive=True),
         max_stored_messages=section.integer("maxStoredMessages", base.max_stored_messages, minimum=1),

@@ -178,3 +178,29 @@ def test_the_configs_repr_carries_no_secret() -> None:
     shown = repr(config)
     assert not {"pw-0009", "pw-0010", "sk-0011", "tok-0012"} & set(re.findall(r"[\w-]+", shown))
     assert "base_url='https://h/v1/${TOKEN}'" in shown
+
+
+async def test_a_memory_path_from_the_environment_is_shown_as_its_reference_in_logs_and_answers(
+    gateway: Gateway, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The SQLite store's errors and log lines name `${MEMORY_DIR}/m.db`, never the directory it stands for."""
+    import os
+
+    import openai
+
+    secret_dir = tmp_path / "dir-token-0009"
+    config = parse_config(
+        "memory: {store: sqlite, path: '${MEMORY_DIR}/m.db'}\nroutes:\n  m: {provider: mock}\n",
+        env={"MEMORY_DIR": str(secret_dir)},
+    )
+    assert config.memory.path == f"{secret_dir}/m.db" and config.memory.shown_path == "${MEMORY_DIR}/m.db"
+    client = await gateway(config)
+    turn: dict = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "extra_headers": {"x-memory-id": "c"}}
+    await client.chat.completions.create(**turn)
+    os.remove(secret_dir / "m.db")  # found out by the next write: logged, and that turn refused
+    with caplog.at_level(logging.DEBUG), pytest.raises(openai.APIStatusError) as caught:
+        await client.chat.completions.create(**turn)
+    assert caught.value.status_code == 503
+    told = str(caught.value.body) + "\n".join(record.getMessage() for record in caplog.records)
+    assert "dir-token-0009" not in told
+    assert "${MEMORY_DIR}/m.db" in "\n".join(record.getMessage() for record in caplog.records)

@@ -27,6 +27,8 @@ class MemorySettings:
 class MemoryConfig:
     store: str = "sqlite"
     path: str = "./data/memory.db"
+    # The path as logs and errors show it: values from the environment as their ${VAR} ("" : the path itself)
+    shown_path: str = ""
     url: str = field(default="redis://127.0.0.1:6379/0", repr=False)  # its password must never reach a log
     ttl_seconds: float = 30 * 24 * 3600.0
     max_stored_messages: int = 1000

@@ -237,8 +237,10 @@ class SQLiteStore:
         shared: bool = False,
         busy_timeout: float = 10.0,
         clock: Callable[[], float] = time.time,
+        shown_path: str = "",
     ) -> None:
         self._path = path
+        self._shown_path = shown_path or path  # what logs and errors name: no value from the environment
         self._shared = shared
         self._busy_timeout_ms = max(round(busy_timeout * 1000), 0)
         self._owner = f"{os.getpid()}-{os.urandom(4).hex()}"
@@ -269,7 +271,7 @@ class SQLiteStore:
     # ---- the thread's side: every statement runs here
 
     def _closed(self) -> StoreUnavailable:
-        return StoreUnavailable(f"sqlite store at {self._path}: the store is closed")
+        return StoreUnavailable(f"sqlite store at {self._shown_path}: the store is closed")
 
     async def _run(self, work: Callable[[sqlite3.Connection], T], then: Callable[[T], None] | None = None) -> T:
         """Run `work` on the store's thread with the open file; its sqlite errors are StoreUnavailable."""
@@ -311,7 +313,7 @@ class SQLiteStore:
                     self._close_file()
         else:
             return exc
-        error = StoreUnavailable(f"sqlite store at {self._path}: {exc}")
+        error = StoreUnavailable(f"sqlite store at {self._shown_path}: {exc}")
         error.__cause__ = exc
         return error
 
@@ -335,7 +337,7 @@ class SQLiteStore:
         opened = OpenFile.at(self._path)
         last = self._opened
         if last is not None and (opened is None or opened.main != last.main):
-            log.error("sqlite memory store: %s is not the file last open there (deleted or replaced meanwhile); going on with it", self._path)
+            log.error("sqlite memory store: %s is not the file last open there (deleted or replaced meanwhile); going on with it", self._shown_path)
             self._forget_file()
         self._db, self._opened = db, opened
         cursor = self._writer = db.cursor()
@@ -362,18 +364,18 @@ class SQLiteStore:
         log.error(
             "sqlite memory store: %s was %s while open; %d jobs served there were refused (their turns are not stored), "
             "and the store goes on with a file made afresh at that path, or the one there now",
-            self._path,
+            self._shown_path,
             what,
             len(jobs),
         )
-        error = StoreUnavailable(f"sqlite store at {self._path}: the file was {what} while open; nothing was stored there")
+        error = StoreUnavailable(f"sqlite store at {self._shown_path}: the file was {what} while open; nothing was stored there")
         for job in jobs:
             job.error = error
         self._unwritable = f"the file was {what} while open"  # until the file at the path takes a write
         self._db = self._writer = None
         self._opened = None
         self._forget_file()
-        leave_file(db, self._path, opened)
+        leave_file(db, self._path, opened, shown_path=self._shown_path)
 
     def _ready(self) -> sqlite3.Cursor:
         """The thread's cursor on the open file, purged of expired rows when that is due.
@@ -925,7 +927,7 @@ class SQLiteStore:
             if db is None:
                 return
             if opened is not None and inode(self._path) != opened.main:  # its WAL would be a new file's there
-                leave_file(db, self._path, opened)
+                leave_file(db, self._path, opened, shown_path=self._shown_path)
             else:
                 db.close()
 

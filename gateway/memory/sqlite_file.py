@@ -163,7 +163,7 @@ class OpenFile(NamedTuple):
         return None if main is None else cls(main, inode(path + "-wal"), inode(path + "-shm"))
 
 
-def leave_file(db: sqlite3.Connection, path: str, opened: OpenFile) -> None:
+def leave_file(db: sqlite3.Connection, path: str, opened: OpenFile, *, shown_path: str = "") -> None:
     """Close `db`, whose database is gone from `path`, and remove the WAL and shared memory it leaves there.
 
     SQLite keeps those when its database was unlinked or replaced (it checkpoints and removes them
@@ -181,7 +181,10 @@ def leave_file(db: sqlite3.Connection, path: str, opened: OpenFile) -> None:
             if was is not None and inode(name) == was:
                 os.remove(name)
     except (sqlite3.Error, OSError) as exc:
-        log.warning("sqlite memory store: the old file's WAL and shared memory beside %s were left there (%s)", path, exc)
+        reason = exc.strerror if isinstance(exc, OSError) else exc  # an OSError's text names the path
+        log.warning(
+            "sqlite memory store: the old file's WAL and shared memory beside %s were left there (%s)", shown_path or path, reason
+        )
     finally:
         with contextlib.suppress(sqlite3.Error):  # on the store's thread, which must go on serving
             db.close()

@@ -65,7 +65,9 @@ def open_store(config: MemoryConfig, *, processes: int = 1) -> MemoryStore:
         return RedisStore(config.url, ttl_seconds=ttl, max_messages=cap, lock_timeout=wait)
     if config.store == "memory":
         return InProcessStore(ttl_seconds=ttl, max_messages=cap, lock_timeout=wait)
-    return SQLiteStore(config.path, ttl_seconds=ttl, max_messages=cap, lock_timeout=wait, shared=processes > 1)
+    return SQLiteStore(
+        config.path, ttl_seconds=ttl, max_messages=cap, lock_timeout=wait, shared=processes > 1, shown_path=config.shown_path
+    )
 
 
 def metrics_handler(metrics: Metrics, auth: Authenticator | None) -> Handler:
