@@ -732,9 +732,10 @@ def _read_cors(section: _Section | None) -> CorsConfig:
     for i, origin in enumerate(cors.allow_origins):
         try:
             url = URL(origin)
-        except ValueError:  # yarl refuses a port out of range, an unclosed IPv6 bracket, ...
-            url = URL()
-        if origin != "*" and (url.scheme not in ("http", "https") or not url.host or url.path not in ("", "/")):
+            host = url.host  # decoded when read: a label that is not IDNA raises UnicodeError here
+        except ValueError:  # yarl refuses a port out of range, an unclosed IPv6 bracket, 'xn--a', ...
+            url, host = URL(), None
+        if origin != "*" and (url.scheme not in ("http", "https") or not host or url.path not in ("", "/")):
             section.errors.append(
                 f"{section.at('allowOrigins')}[{i}]: must be '*' or an origin like https://app.example.com, got {origin!r}"
             )
@@ -1033,9 +1034,10 @@ def _base_url_problem(base_url: str) -> str | None:
     shown = mask_userinfo(base_url)
     try:
         url = URL(base_url)
-    except ValueError:  # yarl refuses a port out of range, an unclosed IPv6 bracket, ...
+        host = url.host  # decoded when read: a label that is not IDNA raises UnicodeError here
+    except ValueError:  # yarl refuses a port out of range, an unclosed IPv6 bracket, 'xn--a', ...
         return f"must be an http(s) URL, got {shown!r}"
-    if url.scheme not in ("http", "https") or not url.host:
+    if url.scheme not in ("http", "https") or not host:
         return f"must be an http(s) URL, got {shown!r}"
     if url.explicit_port == 0:
         return f"port must be between 1 and 65535, got {shown!r}"

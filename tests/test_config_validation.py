@@ -244,3 +244,14 @@ def test_metrics_paths_never_matched_or_matching_everything(path: str) -> None:
 @pytest.mark.parametrize("path", ["/", "/metrics", "/internal/metrics/", "/m-1.txt"])
 def test_plain_metrics_paths_load(path: str) -> None:
     loads(f"metrics: {{path: '{path}'}}\n{MOCK}")
+
+
+@pytest.mark.parametrize("host", ["xn--a.com", "xn--zz", "xn--a-ecp.ru"])
+def test_a_host_that_is_not_idna_is_refused_with_its_path(host: str) -> None:
+    for text, path in (
+        (f"routes:\n  a: {{provider: openai, baseUrl: 'http://{host}/v1'}}\n", "routes.a.baseUrl"),
+        (f"cors: {{allowOrigins: ['http://{host}']}}\nroutes:\n  a: {{provider: mock}}\n", "cors.allowOrigins[0]"),
+    ):
+        with pytest.raises(ConfigError) as caught:
+            parse_config(text)
+        assert any(error.startswith(f"{path}: ") for error in caught.value.errors), caught.value.errors

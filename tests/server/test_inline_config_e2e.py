@@ -276,3 +276,12 @@ async def test_the_header_given_twice_is_refused(gateway: Gateway, aiohttp_clien
             assert (await answer.json())["error"]["param"] == "x-gateway-config"
 
 
+
+
+@pytest.mark.parametrize("host", ["xn--a.com", "xn--zz", "xn--a-ecp.ru"])
+async def test_a_tree_whose_host_is_not_idna_is_an_invalid_config_not_a_500(gateway: Gateway, host: str) -> None:
+    """yarl decodes a punycode label only when its host is read, and raises UnicodeError there."""
+    client = await gateway(enabled(host))
+    with pytest.raises(openai.BadRequestError) as caught:
+        await ask(client, tree({"provider": "openai", "baseUrl": f"http://{host}/v1"}))
+    assert "baseUrl" in refused(caught, "invalid_config")
