@@ -309,8 +309,11 @@ def parse_config(text: str, env: Mapping[str, str] | None = None) -> Config:
         raise ConfigError(["top level: nested too deeply"]) from None
     if errors:
         # a message may quote a value; one from the environment is shown as its reference (numbers
-        # and booleans aside: they are settings, not secrets, and would garble every message)
-        quoted = _longest_first({value: ref for value, ref in refs.items() if _is_text(value)})
+        # and booleans aside: they are settings, not secrets, and would garble every message), also
+        # where the message quotes it with repr (a token read from a file ends in an escaped newline)
+        quoted = _longest_first(
+            {form: ref for value, ref in refs.items() if _is_text(value) for form in (value, repr(value)[1:-1])}
+        )
         raise ConfigError([show_references(error, quoted) for error in errors])
     assert config is not None
     return config
@@ -881,7 +884,11 @@ def _read_route(
 
 def _read_node(section: _Section, position: str, inherited: _Inherited, names: dict[str, str]) -> Node | None:
     """Read a target or strategy node; `position` (e.g. `smart.targets[1]`) is its default name."""
+    given = section.data.get("name")
     name = section.string("name", position) or position
+    if isinstance(given, _Interpolated) and given.refs:
+        # a name is shown in answer headers, metrics labels, logs and /v1/gateway/health
+        section.error("name", "must be written out, not taken from the environment (it is shown in headers and metrics)")
     if name in names:
         section.error("name", f"duplicate target name {name!r} (also at {names[name]})")
     names[name] = section.path

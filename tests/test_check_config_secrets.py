@@ -204,3 +204,22 @@ async def test_a_memory_path_from_the_environment_is_shown_as_its_reference_in_l
     told = str(caught.value.body) + "\n".join(record.getMessage() for record in caplog.records)
     assert "dir-token-0009" not in told
     assert "${MEMORY_DIR}/m.db" in "\n".join(record.getMessage() for record in caplog.records)
+
+
+@pytest.mark.parametrize("token", ["tenantsecret42\n", "tenant\tsecret42", "tenantsecret42\x00", "tenant'secret\"42\r\n"])
+def test_a_value_with_control_characters_is_shown_as_its_reference_in_errors(token: str) -> None:
+    """A token read from a file keeps its newline: the error quotes the URL with repr, escapes and all."""
+    with pytest.raises(ConfigError) as caught:
+        parse_config("routes:\n  a: {provider: openai, baseUrl: 'http://h/v1/${TOK}/x'}\n", env={"TOK": token})
+    told = "\n".join(caught.value.errors)
+    assert "secret" not in told and "${TOK}" in told, told
+
+
+def test_a_node_name_from_the_environment_is_refused() -> None:
+    """Names are shown in answer headers, metrics labels, logs and the health page."""
+    text = "routes:\n  r:\n    strategy: {mode: fallback}\n    targets:\n      - {name: '${TEAM}', provider: mock}\n"
+    with pytest.raises(ConfigError) as caught:
+        parse_config(text, env={"TEAM": "team-secret-0010"})
+    assert caught.value.errors == (
+        "routes.r.targets[0].name: must be written out, not taken from the environment (it is shown in headers and metrics)",
+    )

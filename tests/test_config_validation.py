@@ -255,3 +255,13 @@ def test_a_host_that_is_not_idna_is_refused_with_its_path(host: str) -> None:
         with pytest.raises(ConfigError) as caught:
             parse_config(text)
         assert any(error.startswith(f"{path}: ") for error in caught.value.errors), caught.value.errors
+
+
+@pytest.mark.parametrize(
+    "query", ["client_name=x%20y", "client_name=a%0d%0aFLUSHALL", "username=%00", "password=a%0Ab"]
+)
+def test_redis_text_options_the_server_would_refuse_are_refused(query: str) -> None:
+    """Sent as CLIENT SETNAME / AUTH, such values fail every command: memory would be unavailable for good."""
+    with pytest.raises(ConfigError) as caught:
+        parse_config(f"memory: {{store: redis, url: 'redis://127.0.0.1:6379/0?{query}'}}\nroutes:\n  a: {{provider: mock}}\n")
+    assert all(error.startswith("memory.url: query option") for error in caught.value.errors), caught.value.errors

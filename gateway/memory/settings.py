@@ -84,6 +84,11 @@ def redis_url_problems(url: str) -> list[str]:
             problems.append(f"query option {name!r} is not one the Redis client takes ({', '.join(sorted(taken))})")
         elif not value:
             problems.append(f"query option {name!r} needs a value")
+        elif name == "client_name" and any(ch.isspace() or not ch.isprintable() for ch in value):
+            # sent as CLIENT SETNAME, which Redis refuses with spaces: every command would then fail
+            problems.append("query option 'client_name' must not contain spaces or control characters")
+        elif name in ("username", "password") and not value.isprintable():
+            problems.append(f"query option {name!r} must not contain control characters")
         elif parser is not None:
             try:
                 parsed = parser(value)
