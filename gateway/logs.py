@@ -24,7 +24,7 @@ import sys
 import time
 from collections.abc import Collection, Iterator, Mapping
 from math import floor
-from typing import Any, BinaryIO, TextIO, cast
+from typing import Any, BinaryIO, Final, TextIO, cast
 
 import orjson
 
@@ -280,6 +280,10 @@ def default_log_format(stream: TextIO) -> str:
         return "json"
 
 
+# The HTTP clients' own loggers, kept at INFO or above even at --log-level debug.
+CLIENT_LOGGERS: Final = ("openai", "anthropic", "httpx", "httpcore", "LiteLLM", "litellm", "urllib3", "botocore")
+
+
 def configure_logging(
     fmt: str, level: str, *, stream: TextIO | None = None, flush_seconds: float = ACCESS_FLUSH_SECONDS
 ) -> logging.Handler:
@@ -305,6 +309,8 @@ def configure_logging(
         old.flush()
     root.addHandler(handler)
     root.setLevel(level.upper())
+    for name in CLIENT_LOGGERS:  # their debug lines carry request URLs and headers, secrets among them
+        logging.getLogger(name).setLevel(max(logging.INFO, root.level))
     logging.captureWarnings(True)  # a warnings.warn() becomes a line in the same format
     _installed = handler
     return handler

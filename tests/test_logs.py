@@ -420,3 +420,23 @@ async def test_a_line_logged_while_serving_a_request_carries_its_id(tmp_path: Pa
     assert error["request_id"] == "t-memory-down"
     [access] = [line for line in lines if line["logger"] == "gateway.access"]
     assert (access["request_id"], access["status"], access["error_code"]) == ("t-memory-down", 503, "memory_unavailable")
+
+
+def test_at_debug_the_http_clients_own_debug_lines_stay_off() -> None:
+    """openai's and httpx's debug lines carry the request's URL (a path token) and headers."""
+    import io
+
+    from gateway.logs import CLIENT_LOGGERS, configure_logging
+
+    root_level = logging.getLogger().level
+    handler = configure_logging("json", "debug", stream=io.StringIO())
+    try:
+        assert logging.getLogger("gateway").isEnabledFor(logging.DEBUG)
+        for name in (*CLIENT_LOGGERS, "openai._base_client", "httpcore.http11"):
+            assert not logging.getLogger(name).isEnabledFor(logging.DEBUG), name
+            assert logging.getLogger(name).isEnabledFor(logging.INFO), name
+    finally:
+        logging.getLogger().removeHandler(handler)
+        logging.getLogger().setLevel(root_level)
+        for name in CLIENT_LOGGERS:
+            logging.getLogger(name).setLevel(logging.NOTSET)
