@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any, Final
+from typing import Final
 
 import orjson
 from aiohttp import web
@@ -35,7 +35,7 @@ from gateway.errors import InvalidRequestError
 from gateway.guarded import INLINE_PROVIDERS
 from gateway.memory.settings import MemorySettings
 from gateway.net import HostPolicy
-from gateway.server.parsing import is_redirect_field
+from gateway.server.parsing import is_redirect_field, nests_deeper
 
 HEADER: Final = "x-gateway-config"
 # Metrics label routes and targets from the config only: an inline tree counts under the
@@ -67,20 +67,6 @@ def _listed(errors: Sequence[str]) -> str:
 
 def _join(path: str, key: str) -> str:
     return f"{path}.{key}" if path else key
-
-
-def _depth(value: Any) -> int:
-    """How deeply containers nest in a JSON value (0 for a scalar), without recursing."""
-    deepest, pending = 0, [(value, 1)]
-    while pending:
-        item, depth = pending.pop()
-        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
-        if children is None:
-            continue
-        deepest = max(deepest, depth)
-        if depth <= MAX_DEPTH:
-            pending.extend((child, depth + 1) for child in children)
-    return deepest
 
 
 def _printable(value: str) -> bool:
@@ -135,7 +121,7 @@ def read_tree(text: str, policy: HostPolicy) -> Node:
         data = orjson.loads(text)
     except orjson.JSONDecodeError as exc:
         raise _invalid(f"{HEADER} is not valid JSON ({exc}).", "invalid_config") from None
-    if _depth(data) > MAX_DEPTH:
+    if nests_deeper(data, MAX_DEPTH):
         raise _invalid(f"{HEADER}: the tree nests deeper than {MAX_DEPTH} levels.", "invalid_config")
     try:
         root = read_inline_route(data, name="inline", memory=MemorySettings()).root

@@ -20,20 +20,52 @@ def parse_object(raw: bytes) -> dict[str, Any]:
         raise InvalidRequestError(f"The request body is not valid JSON: {exc}", code="invalid_json") from None
     if not isinstance(payload, dict):
         raise InvalidRequestError("The request body must be a JSON object.", code="invalid_json")
-    # orjson reads JSON nested up to 1,024 levels but writes at most 254: a body the gateway
-    # changes (memory, overrideParams, a translation) is written again. Only a body of more
-    # brackets than that can nest so deep, so the usual one costs a length test.
-    if len(raw) > 2 * _WRITABLE_DEPTH and raw.count(b"[") + raw.count(b"{") > _WRITABLE_DEPTH:
-        try:
-            orjson.dumps(payload)
-        except orjson.JSONEncodeError:
-            raise InvalidRequestError(
-                f"The request body nests JSON deeper than {_WRITABLE_DEPTH} levels.", code="invalid_json"
-            ) from None
+    check_depth(raw, payload)
     return payload
 
 
-_WRITABLE_DEPTH: Final = 254  # the deepest nesting orjson.dumps writes
+# How deep arrays and objects may nest in a request body. orjson 3.13.0 reads 1,024 levels and
+# refuses to write past 254, but corrupts the heap writing some structures nested ~200-252 deep
+# (the process dies of SIGABRT); the gateway writes a body again for memory, overrideParams and
+# translations. Far below that, far above real requests (JSON schemas in tools nest 10-30).
+MAX_JSON_DEPTH: Final = 128
+
+
+def check_depth(raw: bytes, payload: Any) -> None:
+    """A 400 when the JSON of `raw` (parsed as `payload`) nests deeper than MAX_JSON_DEPTH.
+
+    Each level opens a bracket: a body with no more openings than the limit, counted in C over
+    its bytes (those inside strings too), cannot nest past it, and only others are walked.
+    """
+    if len(raw) <= 2 * MAX_JSON_DEPTH or raw.count(b"[") + raw.count(b"{") <= MAX_JSON_DEPTH:
+        return
+    if nests_deeper(payload, MAX_JSON_DEPTH):
+        raise InvalidRequestError(
+            f"The request body nests JSON arrays and objects deeper than {MAX_JSON_DEPTH} levels.",
+            code="invalid_json",
+        )
+
+
+def nests_deeper(value: Any, limit: int) -> bool:
+    """Whether arrays and objects nest in `value` more than `limit` levels deep (a scalar is 0).
+
+    Level by level, without recursing, each container visited once; it stops at the level past
+    `limit`. Before any orjson.dumps of a value parsed from a client's text.
+    """
+    level = [value] if type(value) is dict or type(value) is list else []
+    depth = 0
+    while level:
+        depth += 1
+        if depth > limit:
+            return True
+        below = []
+        for item in level:
+            for child in item.values() if type(item) is dict else item:
+                if type(child) is dict or type(child) is list:
+                    below.append(child)
+        level = below
+    return False
+
 
 # What parsing a body costs, in units: a string, a number, a `,` or `:` before a value or key
 # count 1 each (a string value costs 2 with its separator), an object or array (a container) 4.
