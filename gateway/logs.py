@@ -280,8 +280,9 @@ def default_log_format(stream: TextIO) -> str:
         return "json"
 
 
-# The HTTP clients' own loggers, kept at INFO or above even at --log-level debug.
-CLIENT_LOGGERS: Final = ("openai", "anthropic", "httpx", "httpcore", "LiteLLM", "litellm", "urllib3", "botocore")
+# The HTTP clients' own loggers, kept at INFO or above even at --log-level debug (litellm's own
+# are set to WARNING by its provider, which imports it).
+CLIENT_LOGGERS: Final = ("openai", "anthropic", "httpx", "httpcore", "urllib3", "botocore")
 
 
 def configure_logging(

@@ -429,6 +429,7 @@ def test_at_debug_the_http_clients_own_debug_lines_stay_off() -> None:
     from gateway.logs import CLIENT_LOGGERS, configure_logging
 
     root_level = logging.getLogger().level
+    levels = {name: logging.getLogger(name).level for name in CLIENT_LOGGERS}  # litellm's provider sets its own
     handler = configure_logging("json", "debug", stream=io.StringIO())
     try:
         assert logging.getLogger("gateway").isEnabledFor(logging.DEBUG)
@@ -438,5 +439,5 @@ def test_at_debug_the_http_clients_own_debug_lines_stay_off() -> None:
     finally:
         logging.getLogger().removeHandler(handler)
         logging.getLogger().setLevel(root_level)
-        for name in CLIENT_LOGGERS:
-            logging.getLogger(name).setLevel(logging.NOTSET)
+        for name, level in levels.items():
+            logging.getLogger(name).setLevel(level)
