@@ -150,3 +150,19 @@ async def test_a_stream_whose_override_set_stream_options_to_a_non_object_is_ans
     stream = await client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}], stream=True)
     texts = [chunk.choices[0].delta.content async for chunk in stream if chunk.choices and chunk.choices[0].delta.content]
     assert "".join(texts).startswith("Mock reply")
+
+
+def test_the_mock_counts_words_as_split_does_at_single_and_double_spaces() -> None:
+    from hypothesis import given
+    from hypothesis import strategies as st
+
+    from gateway.providers.mock import _words
+
+    words = st.text(st.characters(blacklist_categories=("Zs", "Cc", "Zl", "Zp")), min_size=1, max_size=5)
+
+    @given(st.lists(st.tuples(words, st.sampled_from([" ", "  "])), max_size=20), st.sampled_from(["", " ", "  "]))
+    def agrees(pieces: list[tuple[str, str]], edge: str) -> None:
+        text = edge + "".join(word + gap for word, gap in pieces)
+        assert _words(text) == len(text.split())
+
+    agrees()
