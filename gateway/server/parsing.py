@@ -25,9 +25,10 @@ def parse_object(raw: bytes) -> dict[str, Any]:
 
 
 # How deep arrays and objects may nest in a request body. orjson 3.13.0 reads 1,024 levels and
-# refuses to write past 254, but corrupts the heap writing some structures nested ~200-252 deep
-# (the process dies of SIGABRT); the gateway writes a body again for memory, overrideParams and
-# translations. Far below that, far above real requests (JSON schemas in tools nest 10-30).
+# refuses to write past 254, but writes past its buffer on some structures nested 211-252 deep
+# (seen under valgrind from 211, none at 205 or less; the process dies of SIGABRT), and the
+# gateway writes a body again for memory, overrideParams and translations. Far below that, far
+# above real requests (JSON schemas in tools nest 10-30).
 MAX_JSON_DEPTH: Final = 128
 
 

@@ -1,6 +1,6 @@
 """Request bodies nested deeper than MAX_JSON_DEPTH: a 400 at the door, before orjson writes any of it.
 
-orjson 3.13.0 corrupts the heap writing some structures nested 200-252 deep (the process dies of
+orjson 3.13.0 corrupts the heap writing some structures nested 211-252 deep (the process dies of
 SIGABRT); the gateway writes a body again for memory, overrideParams and translations. The end to
 end test runs a real `gateway serve` process, so a crash shows as a dead process, not a dead pytest.
 """
