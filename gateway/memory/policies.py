@@ -23,6 +23,7 @@ import orjson
 
 from gateway.memory.plain import PlainHistory
 from gateway.memory.settings import MemorySettings
+from gateway.nesting import too_deep
 
 if TYPE_CHECKING:
     from gateway.memory.store import Conversation
@@ -357,9 +358,12 @@ def _json_meaning(arguments: Any) -> Any:
     if not isinstance(arguments, str):
         return arguments
     try:
-        return orjson.dumps(orjson.loads(arguments), option=orjson.OPT_SORT_KEYS)
-    except (orjson.JSONDecodeError, orjson.JSONEncodeError):  # not JSON, or nested past what dumps takes
+        parsed = orjson.loads(arguments)
+    except orjson.JSONDecodeError:
         return arguments
+    if too_deep(arguments, parsed):  # orjson may write past its buffer on such nesting
+        return arguments
+    return orjson.dumps(parsed, option=orjson.OPT_SORT_KEYS)
 
 
 def _unit_ending_at(history: Sequence[Entry], end: int) -> tuple[int, list[int]]:

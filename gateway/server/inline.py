@@ -34,8 +34,9 @@ from gateway.config import (
 from gateway.errors import InvalidRequestError
 from gateway.guarded import INLINE_PROVIDERS
 from gateway.memory.settings import MemorySettings
+from gateway.nesting import nests_deeper
 from gateway.net import HostPolicy
-from gateway.server.parsing import is_redirect_field, nests_deeper
+from gateway.server.parsing import is_redirect_field
 
 HEADER: Final = "x-gateway-config"
 # Metrics label routes and targets from the config only: an inline tree counts under the

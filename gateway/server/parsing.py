@@ -8,6 +8,7 @@ from typing import Any, Final
 import orjson
 
 from gateway.errors import InvalidRequestError, PayloadTooLargeError
+from gateway.nesting import MAX_JSON_DEPTH, too_deep
 
 
 def parse_object(raw: bytes) -> dict[str, Any]:
@@ -24,48 +25,13 @@ def parse_object(raw: bytes) -> dict[str, Any]:
     return payload
 
 
-# How deep arrays and objects may nest in a request body. orjson 3.13.0 reads 1,024 levels and
-# refuses to write past 254, but writes past its buffer on some structures nested 211-252 deep
-# (seen under valgrind from 211, none at 205 or less; the process dies of SIGABRT), and the
-# gateway writes a body again for memory, overrideParams and translations. Far below that, far
-# above real requests (JSON schemas in tools nest 10-30).
-MAX_JSON_DEPTH: Final = 128
-
-
 def check_depth(raw: bytes, payload: Any) -> None:
-    """A 400 when the JSON of `raw` (parsed as `payload`) nests deeper than MAX_JSON_DEPTH.
-
-    Each level opens a bracket: a body with no more openings than the limit, counted in C over
-    its bytes (those inside strings too), cannot nest past it, and only others are walked.
-    """
-    if len(raw) <= 2 * MAX_JSON_DEPTH or raw.count(b"[") + raw.count(b"{") <= MAX_JSON_DEPTH:
-        return
-    if nests_deeper(payload, MAX_JSON_DEPTH):
+    """A 400 when the JSON of `raw` (parsed as `payload`) nests deeper than MAX_JSON_DEPTH."""
+    if too_deep(raw, payload):
         raise InvalidRequestError(
             f"The request body nests JSON arrays and objects deeper than {MAX_JSON_DEPTH} levels.",
             code="invalid_json",
         )
-
-
-def nests_deeper(value: Any, limit: int) -> bool:
-    """Whether arrays and objects nest in `value` more than `limit` levels deep (a scalar is 0).
-
-    Level by level, without recursing, each container visited once; it stops at the level past
-    `limit`. Before any orjson.dumps of a value parsed from a client's text.
-    """
-    level = [value] if type(value) is dict or type(value) is list else []
-    depth = 0
-    while level:
-        depth += 1
-        if depth > limit:
-            return True
-        below = []
-        for item in level:
-            for child in item.values() if type(item) is dict else item:
-                if type(child) is dict or type(child) is list:
-                    below.append(child)
-        level = below
-    return False
 
 
 # What parsing a body costs, in units: a string, a number, a `,` or `:` before a value or key

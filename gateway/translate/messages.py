@@ -47,6 +47,7 @@ from typing import Any, TypeGuard
 
 import orjson
 
+from gateway.nesting import too_deep
 from gateway.translate import MalformedAnswer, TranslationError
 from gateway.translate.dropped import DROPS
 
@@ -559,7 +560,8 @@ def _tool_input(arguments: Any) -> JSON:
         parsed = orjson.loads(arguments)
     except orjson.JSONDecodeError:
         return {"_raw": arguments}
-    return parsed if isinstance(parsed, dict) else {"_raw": arguments}
+    # the input is written again in the Anthropic body: orjson may write past its buffer on deep nesting
+    return parsed if isinstance(parsed, dict) and not too_deep(arguments, parsed) else {"_raw": arguments}
 
 
 def _stop_reason(finish_reason: Any, matched: Any, *, tool_use: bool, refused: bool) -> tuple[str, str | None]:
