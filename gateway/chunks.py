@@ -12,6 +12,7 @@ from typing import Any
 
 import orjson
 
+from gateway.nesting import MAX_JSON_DEPTH, too_deep
 from gateway.sse import DONE, DONE_EVENT, Event, encode, parse_event
 
 
@@ -33,6 +34,8 @@ def read_chunk(event: Event) -> tuple[Any, dict[str, Any] | None]:
         if event.name == b"error":
             return None, {"message": data[:300].decode(errors="replace")}
         raise MalformedEvent(f"upstream sent a stream event that is not JSON: {data[:80]!r}") from None
+    if too_deep(data, payload):  # translated or stored, it would be written again by orjson
+        raise MalformedEvent(f"upstream sent a stream event nested deeper than {MAX_JSON_DEPTH} levels")
     if isinstance(payload, dict) and "error" not in payload and event.name is None:  # the common chunk
         return payload, None
     if event.name == b"error":

@@ -32,6 +32,7 @@ from gateway.chunks import MalformedEvent, ReplayedStream, read_chunk, replay
 from gateway.config import RetryPolicy, Route, Target
 from gateway.deadline import Deadline, Deadlines
 from gateway.errors import Attempt, OverloadedError, UpstreamError
+from gateway.nesting import MAX_JSON_DEPTH, too_deep
 from gateway.observe import CLIENT_CLOSED, INVALID_RESPONSE, STREAM_ERROR, TIMEOUT, Trace
 from gateway.providers.base import JSON, Call, EventStream, Provider, Reply, TransportError
 from gateway.routing import CIRCUIT_OPEN, Force, Health, Outcome, Random, Skip, Step, answered, walk
@@ -495,6 +496,9 @@ def _judge_reply(call: Call, reply: Reply, attempts: list[Attempt]) -> Result:
         data = reply.data = orjson.loads(reply.body)
     except orjson.JSONDecodeError:
         return _broken(target, attempts, f"malformed upstream response (status {status}, not JSON)", INVALID_RESPONSE)
+    if too_deep(reply.body, data):  # reshaped, stored or translated, it would be written again by orjson
+        detail = f"malformed upstream response (JSON nested deeper than {MAX_JSON_DEPTH} levels)"
+        return _broken(target, attempts, detail, INVALID_RESPONSE)
     if isinstance(data, dict) and (error := data.get("error")) and "object" not in data and "choices" not in data:
         # an error where the answer should be: the SDK would hand the caller an answer without choices
         fields = _error_fields(reply.body)

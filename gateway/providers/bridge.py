@@ -17,6 +17,7 @@ import orjson
 
 from gateway.chunks import MalformedEvent, ReplayedStream, read_chunk, replay
 from gateway.errors import GatewayError, NotFoundError
+from gateway.nesting import MAX_JSON_DEPTH, too_deep
 from gateway.observe import INVALID_RESPONSE, STREAM_ERROR
 from gateway.providers.apis import API_OF, COUNT_TOKENS, DELETE, MESSAGES, RESPONSES, RETRIEVE, STREAMS
 from gateway.providers.base import Call, EventStream, Provider, Reply, TransportError
@@ -77,8 +78,16 @@ class Bridge:
         if not reply.ok:
             return reply
         try:
-            answer = reshape.answer(orjson.loads(reply.body))
-        except (orjson.JSONDecodeError, MalformedAnswer) as exc:
+            parsed = orjson.loads(reply.body)
+        except orjson.JSONDecodeError as exc:
+            raise TransportError(f"malformed upstream response ({exc})", kind=INVALID_RESPONSE) from None
+        if too_deep(reply.body, parsed):  # the translation is written again by orjson
+            raise TransportError(
+                f"malformed upstream response (JSON nested deeper than {MAX_JSON_DEPTH} levels)", kind=INVALID_RESPONSE
+            )
+        try:
+            answer = reshape.answer(parsed)
+        except MalformedAnswer as exc:
             raise TransportError(f"malformed upstream response ({exc})", kind=INVALID_RESPONSE) from None
         return Reply(reply.status, orjson.dumps(answer), headers=reply.headers)
 
@@ -113,9 +122,11 @@ def _translated(call: Call) -> tuple[Reshape, dict[str, Any]]:
 def _replayed(reply: Reply) -> ReplayedStream:
     """A chat answer to a stream request, as the stream it stands for."""
     try:
-        events = replay(orjson.loads(reply.body), endpoint=CHAT, include_usage=True)
+        answer = orjson.loads(reply.body)
     except orjson.JSONDecodeError:
-        events = None
+        answer = None
+    # replayed, its events are written again by orjson: too deep, it is no completion
+    events = None if too_deep(reply.body, answer) else replay(answer, endpoint=CHAT, include_usage=True)
     if events is None:
         raise TransportError("malformed upstream response (a stream was asked for; the JSON is not a completion)",
                              kind=INVALID_RESPONSE)
