@@ -158,7 +158,7 @@ async def test_memory_poisoned_by_a_list_tool_call_id_is_refused(gateway: Gatewa
 
 @pytest.mark.parametrize("headers", [b"", b"memoryId: deep\r\n"])
 async def test_json_nested_deeper_than_it_can_be_written_again_is_a_400(gateway: Gateway, headers: bytes) -> None:
-    """orjson reads 1,024 levels but writes 254: a memory turn (which writes the body again) was a 500."""
+    """orjson reads 1,024 levels but writes 254 (and past its buffer from ~211): the gateway refuses past 128."""
     where = await address(gateway)
     deep = b'{"model": "m", "messages": [{"role": "user", "content": "hi", "x": ' + b"[" * 300 + b"]" * 300 + b"}]}"
     status, _, body = await exchange(where, request(AUTH + headers, deep))
