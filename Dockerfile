@@ -37,7 +37,7 @@ COPY gateway/default.yaml /etc/gateway/gateway.yaml
 
 # The tokenizer files must already be in the image: load both encodings with no network at all.
 # get_encoding() degrades to an estimate instead of failing, so tiktoken is asked directly.
-RUN --network=none python -c "import tiktoken; from gateway.memory.tokens import use_offline_encodings; use_offline_encodings(); [tiktoken.get_encoding(name) for name in ('cl100k_base', 'o200k_base')]"
+RUN --network=none python -c "import tiktoken; from gateway.tokens import use_offline_encodings; use_offline_encodings(); [tiktoken.get_encoding(name) for name in ('cl100k_base', 'o200k_base')]"
 
 # Relative paths in the config (the default SQLite file ./data/memory.db) land on the volume.
 WORKDIR /var/lib/gateway

@@ -17,10 +17,10 @@ import itertools
 import time
 from collections.abc import Iterator
 
+from gateway.core.memory.entries import Entry
 from gateway.memory import sqlite_file
-from gateway.memory.policies import Entry
 from gateway.memory.sqlite_file import open_file
-from gateway.memory.tokens import count_message, get_encoding
+from gateway.tokens import count_message, get_encoding
 
 MESSAGES = [
     {"role": "user", "content": "Say hello in one short sentence."},

@@ -68,7 +68,7 @@ def serve(out: str, kind: str, argv: list[str]) -> None:
         sys.argv = ["floor_aiohttp.py", *argv[1:]]
         exec(compile(source, "floor_aiohttp.py", "exec"), {"__name__": "__main__"})
     else:
-        from gateway.cli import main
+        from gateway.cli.main import main
 
         sys.exit(main(argv))
 

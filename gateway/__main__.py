@@ -1,5 +1,5 @@
 """`python -m gateway` runs the command line."""
 
-from gateway.cli import main
+from gateway.cli.main import main
 
 raise SystemExit(main())

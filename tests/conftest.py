@@ -9,7 +9,8 @@ import openai
 import pytest
 from aiohttp.test_utils import TestServer
 
-from gateway.config import Config, parse_config
+from gateway.config.loader import parse_config
+from gateway.core.settings import Config
 from gateway.server.app import create_app
 from tests.fakes import FakeUpstream, Step
 from tests.servers import redis_server

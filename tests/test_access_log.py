@@ -18,8 +18,10 @@ from typing import Any
 import openai
 import pytest
 
-from gateway import cli, logs, observe
-from gateway.logs import (
+from gateway.cli import main as cli
+from gateway.observe import logs
+from gateway.observe import trace as observe
+from gateway.observe.logs import (
     ACCESS_BUFFER_LINES,
     JsonFormatter,
     RequestLog,

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from gateway import observe
-from gateway.config import Target, parse_config
+from gateway.config.loader import parse_config
+from gateway.core.tree import Target
+from gateway.observe import trace as observe
 
 
 class Recorder(observe.Observer):

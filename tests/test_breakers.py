@@ -11,13 +11,12 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
-from gateway.breakers import CLOSED, HALF_OPEN, OPEN, PROBE, REFUSED, Breakers, LocalBreakers
-from gateway.breakers.board import ORDINARY
-from gateway.breakers.redis import RedisBreakers
-from gateway.breakers.state import Breaker
-from gateway.config import BreakerPolicy, Fallback, LoadBalance, Route, Single, Target
-from gateway.memory.settings import MemorySettings
-from gateway.routing import Outcome
+from gateway.core.breaker import CLOSED, HALF_OPEN, OPEN, ORDINARY, PROBE, REFUSED, Breaker
+from gateway.core.memory.settings import MemorySettings
+from gateway.core.routing import Outcome
+from gateway.core.tree import BreakerPolicy, Fallback, LoadBalance, Route, Single, Target
+from gateway.upstream.breakers.board import Breakers, LocalBreakers
+from gateway.upstream.breakers.redis import RedisBreakers
 from tests.servers import RedisProcess, flush_redis
 
 POLICY = BreakerPolicy(failures=3, failure_rate=0.5, min_requests=10, window_seconds=10, cooldown_seconds=5, max_cooldown_seconds=20)

@@ -15,8 +15,9 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from gateway.cli import main
-from gateway.config import ConfigError, iter_targets, parse_config
+from gateway.cli.main import main
+from gateway.config.loader import ConfigError, parse_config
+from gateway.core.tree import iter_targets
 from tests.conftest import GATEWAY_KEY, Gateway
 from tests.servers import free_port
 

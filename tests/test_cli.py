@@ -20,11 +20,11 @@ from typing import IO
 import openai
 import pytest
 
-from gateway.cli import build_parser, main
-from gateway.logs import default_log_format
-from gateway.memory.policies import Entry
+from gateway.cli.main import build_parser, main
+from gateway.cli.workers import describe_exit, restart_delay
+from gateway.core.memory.entries import Entry
 from gateway.memory.sqlite import SQLiteStore
-from gateway.workers import describe_exit, restart_delay
+from gateway.observe.logs import default_log_format
 from tests.support.processes import free_port, start_gateway, wait_ready
 
 
@@ -281,7 +281,7 @@ def test_a_worker_killed_by_a_signal_never_counts_as_a_failed_start() -> None:
     """A request that crashes workers (OOM, a segfault) must not make the parent give up on healthy ones."""
     from types import SimpleNamespace
 
-    from gateway.workers import MAX_STARTUP_FAILURES, _replace_dead_worker, _Slot
+    from gateway.cli.workers import MAX_STARTUP_FAILURES, _replace_dead_worker, _Slot
 
     def died(exitcode: int) -> _Slot:
         return _Slot(SimpleNamespace(pid=1, exitcode=exitcode), started_at=0.0)  # type: ignore[arg-type]

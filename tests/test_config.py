@@ -6,17 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from gateway.config import (
-    DEFAULT_OPENAI_BASE_URL,
-    ConfigError,
-    Fallback,
-    LoadBalance,
-    Single,
-    Target,
-    iter_targets,
-    load_config,
-    parse_config,
-)
+from gateway.config.loader import DEFAULT_OPENAI_BASE_URL, ConfigError, load_config, parse_config
+from gateway.core.tree import Fallback, LoadBalance, Single, Target, iter_targets
 
 ENV = {"OPENAI_API_KEY": "sk-env", "TEAM_A_KEY": "team-a-secret"}
 
@@ -457,8 +448,8 @@ routes: {a: {apiKey: k, responsesApi: both, breaker: {failureRate: 2, cooldownSe
 
 
 def test_an_inline_tree_is_read_without_interpolation_and_with_paths_from_its_top() -> None:
-    from gateway.config import read_inline_route
-    from gateway.memory.settings import MemorySettings
+    from gateway.config.loader import read_inline_route
+    from gateway.core.memory.settings import MemorySettings
 
     tree = {"strategy": {"mode": "fallback"}, "targets": [{"baseUrl": "http://h/${HOME}", "apiKey": "${SECRET}"}]}
     route = read_inline_route(tree, name="inline", memory=MemorySettings())

@@ -12,7 +12,7 @@ import textwrap
 
 import pytest
 
-from gateway.config import ConfigError, parse_config
+from gateway.config.loader import ConfigError, parse_config
 
 
 def errors_of(text: str, env: dict[str, str] | None = None) -> list[str]:

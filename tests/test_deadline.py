@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from gateway.deadline import Deadline, Deadlines
+from gateway.upstream.deadline import Deadline, Deadlines
 
 
 async def test_a_block_that_outlasts_its_deadline_raises_timeout_error() -> None:

@@ -27,7 +27,8 @@ from typing import Any
 import pytest
 import yaml
 
-from gateway.config import iter_targets, load_config
+from gateway.config.loader import load_config
+from gateway.core.tree import iter_targets
 from tests.servers import free_port, wait_for_port
 
 ROOT = Path(__file__).resolve().parent.parent

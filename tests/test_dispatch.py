@@ -9,10 +9,10 @@ from types import MappingProxyType
 import orjson
 import pytest
 
-from gateway.config import RetryPolicy, Target
-from gateway.dispatch import Dispatcher, Request, Result, _backoff, _judge_reply, retry_after_seconds
-from gateway.providers.base import Call, Reply
-from gateway.routing import Outcome
+from gateway.core.routing import Outcome
+from gateway.core.tree import RetryPolicy, Target
+from gateway.upstream.dispatch import Dispatcher, Request, Result, _backoff, _judge_reply, retry_after_seconds
+from gateway.upstream.providers.base import Call, Reply
 
 
 def target(**override: object) -> Target:

@@ -16,7 +16,7 @@ from pathlib import Path
 import openai
 import pytest
 
-from gateway import cli
+from gateway.cli import main as cli
 from tests.servers import free_port, wait_for_port
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -143,7 +143,7 @@ def test_serve_freezes_what_start_up_made_before_it_serves(monkeypatch: pytest.M
 
     frozen: list[int] = []
     monkeypatch.setattr(web, "run_app", lambda *args, **kwargs: frozen.append(gc.get_freeze_count()))
-    monkeypatch.setattr("gateway.cli.configure_logging", lambda *args, **kwargs: None)
+    monkeypatch.setattr("gateway.cli.main.configure_logging", lambda *args, **kwargs: None)
     monkeypatch.setattr("uvloop.install", lambda: None)  # the event loop policy stays the tests'
     try:
         cli.serve(cli.PACKAGED_CONFIG, "127.0.0.1", 0)

@@ -20,10 +20,11 @@ import yaml
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from gateway.config import Config, ConfigError, parse_config, read_inline_route
-from gateway.errors import InvalidRequestError
-from gateway.memory.settings import MemorySettings
-from gateway.net import HostPolicy
+from gateway.config.loader import ConfigError, parse_config, read_inline_route
+from gateway.core.errors import InvalidRequestError
+from gateway.core.hosts import HostPolicy
+from gateway.core.memory.settings import MemorySettings
+from gateway.core.settings import Config
 from gateway.server.inline import read_tree
 from tests.conftest import Gateway
 from tests.fakes import FakeUpstream

@@ -19,10 +19,16 @@ import openai
 import orjson
 import pytest
 
-from gateway.config import parse_config
-from gateway.providers import litellm as provider  # litellm as the gateway configures it (offline)
-from gateway.providers.base import Call, Reply, TransportError
-from gateway.providers.litellm import LOGGERS, ChunkEvents, litellm_arguments, map_failure, relayed_headers
+from gateway.config.loader import parse_config
+from gateway.upstream.providers import litellm as provider
+from gateway.upstream.providers.base import Call, Reply, TransportError
+from gateway.upstream.providers.litellm import (
+    LOGGERS,
+    ChunkEvents,
+    litellm_arguments,
+    map_failure,
+    relayed_headers,
+)
 from tests.conftest import GATEWAY_KEY, Gateway
 from tests.fakes import FakeUpstream, Step, error_body
 from tests.fakes_anthropic import (
@@ -809,7 +815,7 @@ sys.addaudithook(audit)
 
 from aiohttp import ClientSession
 from aiohttp.test_utils import TestServer
-from gateway.config import parse_config
+from gateway.config.loader import parse_config
 from gateway.server.app import create_app
 from tests.fakes import FakeUpstream
 from tests.fakes_anthropic import FakeAnthropic

@@ -18,9 +18,10 @@ from typing import Any
 import openai
 import pytest
 
-from gateway import observe
-from gateway.config import Target, parse_config
-from gateway.logs import JsonFormatter, RequestLog, TextFormatter, configure_logging
+from gateway.config.loader import parse_config
+from gateway.core.tree import Target
+from gateway.observe import trace as observe
+from gateway.observe.logs import JsonFormatter, RequestLog, TextFormatter, configure_logging
 from tests.fakes import FakeUpstream, Step, chat_completion, error_body, stream_of
 from tests.support.processes import free_port, wait_ready
 
@@ -426,7 +427,7 @@ def test_at_debug_the_http_clients_own_debug_lines_stay_off() -> None:
     """openai's and httpx's debug lines carry the request's URL (a path token) and headers."""
     import io
 
-    from gateway.logs import CLIENT_LOGGERS, configure_logging
+    from gateway.observe.logs import CLIENT_LOGGERS, configure_logging
 
     root_level = logging.getLogger().level
     levels = {name: logging.getLogger(name).level for name in CLIENT_LOGGERS}  # litellm's provider sets its own

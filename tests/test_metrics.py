@@ -12,7 +12,7 @@ import orjson
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from gateway.config import ConfigError, parse_config
+from gateway.config.loader import ConfigError, parse_config
 from tests.conftest import GATEWAY_KEY, Gateway
 from tests.fakes import FakeUpstream, Step, chat_completion, chunk, error_body, stream_of
 
@@ -500,13 +500,13 @@ def test_only_the_metrics_module_knows_prometheus() -> None:
     from pathlib import Path
 
     package = Path(__file__).parent.parent / "gateway"
-    reporters = [package / "routing.py", package / "dispatch.py", package / "observe.py"]
-    reporters += [*(package / "memory").glob("*.py"), *(package / "providers").glob("*.py")]
+    reporters = [package / "core" / "routing.py", package / "upstream" / "dispatch.py", package / "observe" / "trace.py"]
+    reporters += [*(package / "memory").glob("*.py"), *(package / "upstream" / "providers").glob("*.py")]
     for path in reporters:
         tree = ast.parse(path.read_text())
         imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
         imported |= {node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
-        assert not {m for m in imported if m.startswith(("prometheus_client", "gateway.metrics", "gateway.logs"))}, path
+        assert not {m for m in imported if m.startswith(("prometheus_client", "gateway.observe.metrics", "gateway.observe.logs"))}, path
     users = [p for p in package.rglob("*.py") if "prometheus_client" in p.read_text()]
     assert [p.name for p in users] == ["metrics.py"]
 
@@ -515,7 +515,7 @@ def test_in_one_process_metrics_expose_exactly_what_prometheus_client_would() ->
     """The plain-number families (the hot path's) and prometheus-client's, fed the same values."""
     import prometheus_client
 
-    from gateway.metrics import LATENCY_BUCKETS, _Families
+    from gateway.observe.metrics import LATENCY_BUCKETS, _Families
 
     exposed = []
     for shared in (False, True):
@@ -580,8 +580,8 @@ def test_with_workers_the_breaker_gauge_shows_the_latest_state(tmp_path: Any) ->
     import sys
 
     script = (
-        "from gateway.config import parse_config\n"
-        "from gateway.metrics import Metrics\n"
+        "from gateway.config.loader import parse_config\n"
+        "from gateway.observe.metrics import Metrics\n"
         "config = parse_config('routes: {chat: {name: up, provider: mock}}')\n"
         "metrics = Metrics(config, prices={})\n"
         "metrics.breaker_changed(config.routes['chat'].first_target, 1)\n"

@@ -12,9 +12,9 @@ from prometheus_client.parser import text_string_to_metric_families
 # Every event a request reports, on series made at load and on ones made on first use (a 418,
 # a new outcome), priced targets, a stream, an unresolved request and one that is no model request.
 SCRIPT = """
-from gateway.config import parse_config
-from gateway.metrics import Metrics, Price
-from gateway.observe import Trace
+from gateway.config.loader import parse_config
+from gateway.observe.metrics import Metrics, Price
+from gateway.observe.trace import Trace
 
 config = parse_config(
     "routes:\\n"

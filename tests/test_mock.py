@@ -139,7 +139,7 @@ async def test_a_stream_whose_override_set_stream_options_to_a_non_object_is_ans
     """The loader refuses such an override; the mock must still answer when handed one."""
     from types import MappingProxyType
 
-    from gateway.config import parse_config
+    from gateway.config.loader import parse_config
     from tests.support.configs import with_targets
 
     config = with_targets(
@@ -156,7 +156,7 @@ def test_the_mock_counts_words_as_split_does_at_single_and_double_spaces() -> No
     from hypothesis import given
     from hypothesis import strategies as st
 
-    from gateway.providers.mock import _words
+    from gateway.upstream.providers.mock import _words
 
     words = st.text(st.characters(blacklist_categories=("Zs", "Cc", "Zl", "Zp")), min_size=1, max_size=5)
 

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from gateway.memory.policies import _json_meaning
-from gateway.nesting import MAX_JSON_DEPTH, too_deep
-from gateway.translate.messages import _tool_input
+from gateway.core.memory.policies import _json_meaning
+from gateway.core.nesting import MAX_JSON_DEPTH, too_deep
+from gateway.core.translate.messages import _tool_input
 from tests.conftest import Gateway
 from tests.fakes import FakeUpstream, Step
 

@@ -12,8 +12,9 @@ from aiohttp import web
 from aiohttp.abc import AbstractResolver, ResolveResult
 from aiohttp.test_utils import TestServer
 
-from gateway.config import ConfigError, parse_config
-from gateway.guarded import (
+from gateway.config.loader import ConfigError, parse_config
+from gateway.core.hosts import HostPolicy, allowed_host_problems, non_public_kind, parse_address
+from gateway.upstream.guarded import (
     GuardedResolver,
     RefusedDestination,
     RefusedTarget,
@@ -21,9 +22,8 @@ from gateway.guarded import (
     guarded_session,
     split_providers,
 )
-from gateway.net import HostPolicy, allowed_host_problems, non_public_kind, parse_address
-from gateway.providers.base import Call, EventStream, Reply, TransportError
-from gateway.providers.registry import Resources
+from gateway.upstream.providers.base import Call, EventStream, Reply, TransportError
+from gateway.upstream.providers.registry import Resources
 
 
 @pytest.mark.parametrize(

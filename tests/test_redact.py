@@ -16,8 +16,9 @@ from urllib.parse import quote, quote_plus, unquote
 import pytest
 from yarl import URL
 
-from gateway.config import Target, parse_config
-from gateway.dispatch import redact
+from gateway.config.loader import parse_config
+from gateway.core.tree import Target
+from gateway.upstream.dispatch import redact
 
 TOKENS = [
     "pathSECRETdé[x]",  # the review's: non-ASCII and brackets

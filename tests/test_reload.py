@@ -23,8 +23,8 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from gateway.config import parse_config
-from gateway.reload import RESTART_ONLY, Reloader, keep_restart_only
+from gateway.cli.reload import RESTART_ONLY, Reloader, keep_restart_only
+from gateway.config.loader import parse_config
 from gateway.server.app import create_app
 from gateway.server.keys import CONFIG, UPSTREAMS, InFlight
 from tests.fakes import FakeUpstream, Step, stream_of
@@ -460,7 +460,7 @@ async def test_upstreams_that_cannot_be_set_up_change_nothing_and_stay_unnamed(
     async def refused(*args: Any, **kwargs: Any) -> None:
         raise ValueError("cannot reach redis://user:s3cret@store:6379")
 
-    monkeypatch.setattr("gateway.reload.reloaded_app", refused)
+    monkeypatch.setattr("gateway.cli.reload.reloaded_app", refused)
     path.write_text(mock_routes("b"))
     assert not await reloader.reload()
     assert reloader.serving is served

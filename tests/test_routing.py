@@ -6,8 +6,7 @@ from collections.abc import Callable
 
 import pytest
 
-from gateway.config import DEFAULT_TRIGGER_CODES, Fallback, LoadBalance, Node, Single, Target
-from gateway.routing import (
+from gateway.core.routing import (
     CIRCUIT_OPEN,
     Force,
     Outcome,
@@ -18,6 +17,7 @@ from gateway.routing import (
     usable_targets,
     walk,
 )
+from gateway.core.tree import DEFAULT_TRIGGER_CODES, Fallback, LoadBalance, Node, Single, Target
 
 OK = Outcome(200)
 

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gateway.sse import MAX_EVENT_BYTES, Event, EventParser, EventTooLarge
+from gateway.core.sse import MAX_EVENT_BYTES, Event, EventParser, EventTooLarge
 
 LINE_ENDS = [b"\n", b"\r\n", b"\r"]
 

@@ -17,7 +17,7 @@ HEAVY = ("litellm", "tiktoken", "pydantic", "openai", "redis", "numpy")
 PROBE = """
 import asyncio, sys
 from aiohttp import web
-from gateway.config import load_config
+from gateway.config.loader import load_config
 from gateway.server.app import create_app
 
 async def main(port):

@@ -20,7 +20,8 @@ import anthropic
 import openai
 import pytest
 
-from gateway.config import Config, parse_config
+from gateway.config.loader import parse_config
+from gateway.core.settings import Config
 from tests.conftest import GATEWAY_KEY, Gateway
 from tests.fakes import FakeUpstream
 from tests.support.configs import with_targets

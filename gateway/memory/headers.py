@@ -13,8 +13,8 @@ from typing import Any, Final, NamedTuple
 
 from multidict import CIMultiDictProxy, istr
 
-from gateway.errors import InvalidRequestError
-from gateway.memory.settings import MEMORY_TYPES, MemorySettings
+from gateway.core.errors import InvalidRequestError
+from gateway.core.memory.settings import MEMORY_TYPES, MemorySettings
 
 MEMORY_ID: Final = re.compile(r"[A-Za-z0-9._:@-]{1,256}")
 # canonical name -> (its x-memory- spelling, and the MemorySettings field it sets); memoryId first

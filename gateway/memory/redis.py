@@ -26,20 +26,11 @@ from redis.backoff import ExponentialWithJitterBackoff
 from redis.commands.core import AsyncScript
 from redis.exceptions import LockNotOwnedError, ResponseError
 
-from gateway.memory.policies import Entry, Message
-from gateway.memory.reach import Reach
-from gateway.memory.settings import mask_password
-from gateway.memory.store import (
-    Conversation,
-    Key,
-    KeyLocks,
-    LockLost,
-    LockTimeout,
-    StoreUnavailable,
-    dump_entry,
-    last_turn_start,
-    load_entry,
-)
+from gateway.core.masks import mask_password
+from gateway.core.memory.conversation import Conversation
+from gateway.core.memory.entries import Entry, Message, dump_entry, last_turn_start, load_entry
+from gateway.core.memory.reach import Reach
+from gateway.memory.store import Key, KeyLocks, LockLost, LockTimeout, StoreUnavailable
 
 LEASE_SECONDS = 30.0
 _VALUE_PREFIX = "gw:value:"

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from gateway.memory.policies import Message, normalize
-from gateway.pieces import TextPieces
+from gateway.core.memory.entries import Message
+from gateway.core.memory.policies import normalize
+from gateway.core.pieces import TextPieces
 
 
 def reply_message(answer: Any) -> Message | None:

@@ -49,9 +49,10 @@ from typing import Any, Final, NamedTuple, TypeVar
 
 import orjson
 
-from gateway.memory.plain import PlainHistory
-from gateway.memory.policies import Entry, Message
-from gateway.memory.reach import Reach, Tally, stored_count
+from gateway.core.memory.conversation import Conversation
+from gateway.core.memory.entries import Entry, Message
+from gateway.core.memory.plain import PlainHistory
+from gateway.core.memory.reach import Reach, Tally, stored_count
 from gateway.memory.sqlite_file import (
     DAY,
     MOST_IN_A_ROW,
@@ -69,7 +70,7 @@ from gateway.memory.sqlite_file import (
     row_floor,
     transaction,
 )
-from gateway.memory.store import Conversation, Key, KeyLocks, LockLost, LockTimeout, StoreUnavailable
+from gateway.memory.store import Key, KeyLocks, LockLost, LockTimeout, StoreUnavailable
 from gateway.memory.worker import Worker
 
 T = TypeVar("T")

@@ -46,8 +46,7 @@ from typing import Any, Final, NamedTuple
 
 import orjson
 
-from gateway.memory.policies import Entry
-from gateway.memory.store import load_entry
+from gateway.core.memory.entries import Entry, load_entry
 
 log = logging.getLogger("gateway.memory")
 

@@ -17,13 +17,12 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
-import orjson
-
-from gateway.memory.plain import PlainHistory
-from gateway.memory.policies import Entry, Message
-from gateway.memory.reach import Reach
+from gateway.core.memory.conversation import Conversation
+from gateway.core.memory.entries import Entry, Message, last_turn_start
+from gateway.core.memory.plain import PlainHistory
+from gateway.core.memory.reach import Reach
 
 Key = tuple[str, str]  # (tenant, memoryId)
 
@@ -40,22 +39,6 @@ class LockLost(StoreUnavailable):
     """The conversation's lock expired or passed to another holder before the write; nothing was written."""
 
 
-@dataclass(slots=True)  # not frozen: made on every turn, and a frozen __init__ costs twice as much
-class Conversation:
-    """A stored conversation, or its newest part: `older` entries before `entries` were not read.
-
-    `plain`: the entries as a PlainHistory, when the store keeps one (no tool messages among them).
-    """
-
-    system: list[Message]
-    entries: list[Entry]
-    updated_at: float
-    older: int = 0
-    plain: PlainHistory | None = None
-
-    @property
-    def messages(self) -> list[Message]:
-        return [entry.message for entry in self.entries]
 
 
 class MemoryStore(Protocol):
@@ -116,21 +99,10 @@ class Writability(Protocol):
         ...
 
 
-def last_turn_start(entries: Sequence[Entry]) -> int:
-    """Index of the last user message (0 when there is none: the whole history is one turn)."""
-    for index in range(len(entries) - 1, -1, -1):
-        if entries[index].message.get("role") == "user":
-            return index
-    return 0
 
 
-def dump_entry(entry: Entry) -> bytes:
-    return orjson.dumps({"m": entry.message, "t": entry.tokens}, default=dict)  # an Entry's default counts: a mapping proxy
 
 
-def load_entry(raw: bytes | str) -> Entry:
-    data: dict[str, Any] = orjson.loads(raw)
-    return Entry(data["m"], data.get("t") or {})
 
 
 class KeyLocks:

@@ -18,23 +18,23 @@ from contextlib import AbstractAsyncContextManager
 from types import TracebackType
 from typing import Any, TypeVar
 
-from gateway.errors import ConflictError, GatewayError
-from gateway.memory.policies import (
+from gateway.core.errors import ConflictError, GatewayError
+from gateway.core.memory.conversation import Conversation
+from gateway.core.memory.entries import Entry, Message
+from gateway.core.memory.policies import (
     SYSTEM_ROLES,
     CommonTurn,
-    Entry,
-    Message,
     Plan,
     TokenCounter,
     plan_common_turn,
     plan_turn,
 )
-from gateway.memory.reach import Reach, first_reach, wider_reach
+from gateway.core.memory.reach import Reach, first_reach, wider_reach
+from gateway.core.memory.settings import MemorySettings
 from gateway.memory.replies import ReplyAssembler, ReplyTooLarge, reply_message
-from gateway.memory.settings import MemorySettings
-from gateway.memory.store import Conversation, Held, Key, LockLost, LockTimeout, MemoryStore, StoreUnavailable
-from gateway.memory.tokens import Encoding, count_message, encoding_name, get_encoding, text_size
-from gateway.observe import Observer, Trace
+from gateway.memory.store import Held, Key, LockLost, LockTimeout, MemoryStore, StoreUnavailable
+from gateway.observe.trace import Observer, Trace
+from gateway.tokens import Encoding, count_message, encoding_name, get_encoding, text_size
 
 log = logging.getLogger("gateway.memory")
 T = TypeVar("T")

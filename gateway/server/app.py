@@ -14,21 +14,17 @@ import aiohttp
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from gateway.breakers import open_breakers
-from gateway.config import Config, iter_targets
-from gateway.dispatch import Dispatcher
-from gateway.guarded import guarded_providers
-from gateway.logs import RequestLog
-from gateway.memory.settings import MemoryConfig
+from gateway.config.providers import kind_of
+from gateway.core.memory.settings import MemoryConfig
+from gateway.core.routing import Random
+from gateway.core.settings import Config
+from gateway.core.tree import iter_targets
 from gateway.memory.sqlite import SQLiteStore
 from gateway.memory.store import InProcessStore, MemoryStore
-from gateway.memory.tokens import use_offline_encodings
 from gateway.memory.turns import Memory
-from gateway.metrics import CONTENT_TYPE, Metrics
-from gateway.observe import combine
-from gateway.providers.base import Provider
-from gateway.providers.registry import Resources, kind_of
-from gateway.routing import Random
+from gateway.observe.logs import RequestLog
+from gateway.observe.metrics import CONTENT_TYPE, Metrics
+from gateway.observe.trace import combine
 from gateway.server import handlers, health, memory_api, surface
 from gateway.server.connections import REASON as CONNECTIONS_REFUSED
 from gateway.server.connections import limit_connections
@@ -49,6 +45,12 @@ from gateway.server.keys import (
     Lifecycle,
 )
 from gateway.server.middlewares import Authenticator, gateway_middleware
+from gateway.tokens import use_offline_encodings
+from gateway.upstream.breakers import open_breakers
+from gateway.upstream.dispatch import Dispatcher
+from gateway.upstream.guarded import guarded_providers
+from gateway.upstream.providers.base import Provider
+from gateway.upstream.providers.registry import Resources, factory_of
 
 log = logging.getLogger("gateway")
 
@@ -91,9 +93,10 @@ def build_providers(config: Config, resources: Resources) -> dict[str, Provider]
             kind = kind_of(target.provider)
             if kind is None or target.provider in providers:
                 continue
-            if kind.factory not in made:
-                made[kind.factory] = kind.factory(resources)
-            providers[target.provider] = made[kind.factory]
+            factory = factory_of(target.provider)
+            if factory not in made:
+                made[factory] = factory(resources)
+            providers[target.provider] = made[factory]
     return providers
 
 

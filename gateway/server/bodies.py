@@ -12,13 +12,13 @@ import orjson
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
-from gateway.config import ServerConfig
-from gateway.errors import (
+from gateway.core.errors import (
     InvalidRequestError,
     PayloadTooLargeError,
     RequestTimeoutError,
     UnsupportedEncodingError,
 )
+from gateway.core.settings import ServerConfig
 from gateway.server.keys import CONFIG
 from gateway.server.parsing import check_json_cost, drop_redirect_fields, parse_object
 

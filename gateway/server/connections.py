@@ -45,7 +45,7 @@ from typing import Any, Final, Generic, TypeVar
 import aiohttp
 from aiohttp import web
 
-from gateway.errors import OverloadedError
+from gateway.core.errors import OverloadedError
 from gateway.server.middlewares import error_response, new_request_id
 
 log = logging.getLogger("gateway")

@@ -14,8 +14,8 @@ from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
 from yarl import URL
 
-from gateway.config import CorsConfig
-from gateway.errors import GatewayError
+from gateway.core.errors import GatewayError
+from gateway.core.settings import CorsConfig
 from gateway.server.middlewares import error_response, new_request_id
 
 ALLOWED_METHODS = "GET, POST, DELETE, OPTIONS"

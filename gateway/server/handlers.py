@@ -11,15 +11,26 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from gateway.config import Route, iter_targets
-from gateway.dispatch import Request, Result, redact
-from gateway.errors import GatewayError, InvalidRequestError, NotFoundError
+from gateway.core.errors import GatewayError, InvalidRequestError, NotFoundError
+from gateway.core.kinds import serves_natively
+from gateway.core.translate import MalformedAnswer
+from gateway.core.translate import messages as anthropic_api
+from gateway.core.translate import responses as responses_api
+from gateway.core.translate.reshape import AnthropicReshape, Reshape, ResponsesReshape
+from gateway.core.tree import Route, iter_targets
 from gateway.memory.headers import MemoryAsk, asks_for_memory, read_memory_headers
 from gateway.memory.store import StoreUnavailable
 from gateway.memory.turns import Memory, Turn, store_errors
-from gateway.observe import Trace
-from gateway.providers.anthropic import client_headers
-from gateway.providers.apis import (
+from gateway.observe.trace import Trace
+from gateway.server import pins
+from gateway.server.bodies import OFF_LOOP_BYTES, is_large, off_loop, read_payload
+from gateway.server.keys import CONFIG, DISPATCHER, LIFECYCLE, MEMORY, TRACE, tenant_of
+from gateway.server.parsing import check_count, check_input, check_messages, check_model, check_stream
+from gateway.server.relay import relay_body, relay_stream
+from gateway.server.resolve import route_for
+from gateway.upstream.dispatch import Request, Result, redact
+from gateway.upstream.providers.anthropic import client_headers
+from gateway.upstream.providers.apis import (
     COUNT_TOKENS,
     DELETE,
     MESSAGES,
@@ -31,18 +42,7 @@ from gateway.providers.apis import (
     chat_usage,
     data_of,
 )
-from gateway.providers.registry import serves_natively
-from gateway.providers.token_count import estimate
-from gateway.server import pins
-from gateway.server.bodies import OFF_LOOP_BYTES, is_large, off_loop, read_payload
-from gateway.server.keys import CONFIG, DISPATCHER, LIFECYCLE, MEMORY, TRACE, tenant_of
-from gateway.server.parsing import check_count, check_input, check_messages, check_model, check_stream
-from gateway.server.relay import relay_body, relay_stream
-from gateway.server.resolve import route_for
-from gateway.translate import MalformedAnswer
-from gateway.translate import messages as anthropic_api
-from gateway.translate import responses as responses_api
-from gateway.translate.reshape import AnthropicReshape, Reshape, ResponsesReshape
+from gateway.upstream.providers.token_count import estimate
 
 log = logging.getLogger("gateway")
 

@@ -18,10 +18,11 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from gateway.breakers import CLOSED, TargetHealth
-from gateway.config import iter_targets
+from gateway.core.breaker import CLOSED
+from gateway.core.tree import iter_targets
 from gateway.memory.store import Writability
 from gateway.server.keys import CONFIG, DISPATCHER, LIFECYCLE, MEMORY
+from gateway.upstream.breakers.board import TargetHealth
 
 
 async def healthz(request: web.Request) -> web.Response:

@@ -21,22 +21,15 @@ import orjson
 from aiohttp import web
 from yarl import URL
 
-from gateway.config import (
-    OTHER_ROUTE,
-    Config,
-    ConfigError,
-    Node,
-    RequestConfigSettings,
-    Route,
-    Target,
-    read_inline_route,
-)
-from gateway.errors import InvalidRequestError
-from gateway.guarded import INLINE_PROVIDERS
-from gateway.memory.settings import MemorySettings
-from gateway.nesting import nests_deeper
-from gateway.net import HostPolicy
+from gateway.config.loader import OTHER_ROUTE, ConfigError, read_inline_route
+from gateway.core.errors import InvalidRequestError
+from gateway.core.hosts import HostPolicy
+from gateway.core.memory.settings import MemorySettings
+from gateway.core.nesting import nests_deeper
+from gateway.core.settings import Config, RequestConfigSettings
+from gateway.core.tree import Node, Route, Target
 from gateway.server.parsing import is_redirect_field
+from gateway.upstream.guarded import INLINE_PROVIDERS
 
 HEADER: Final = "x-gateway-config"
 # Metrics label routes and targets from the config only: an inline tree counts under the

@@ -16,11 +16,11 @@ from dataclasses import dataclass
 import aiohttp
 from aiohttp import web
 
-from gateway.config import Config
-from gateway.dispatch import Dispatcher
+from gateway.core.settings import Config
 from gateway.memory.turns import Memory
-from gateway.metrics import Metrics
-from gateway.observe import Observer, Trace
+from gateway.observe.metrics import Metrics
+from gateway.observe.trace import Observer, Trace
+from gateway.upstream.dispatch import Dispatcher
 
 
 @dataclass(slots=True)

@@ -7,9 +7,10 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from gateway.errors import NotFoundError
+from gateway.core.errors import NotFoundError
+from gateway.core.memory.conversation import Conversation
 from gateway.memory.headers import check_memory_id
-from gateway.memory.store import Conversation, Key
+from gateway.memory.store import Key
 from gateway.memory.turns import store_errors
 from gateway.server.keys import MEMORY, tenant_of
 

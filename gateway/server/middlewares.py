@@ -14,9 +14,7 @@ import orjson
 from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
 
-from gateway import observe
-from gateway.config import ApiKey
-from gateway.errors import (
+from gateway.core.errors import (
     AuthenticationError,
     GatewayError,
     InvalidRequestError,
@@ -24,9 +22,11 @@ from gateway.errors import (
     NotFoundError,
     PayloadTooLargeError,
 )
-from gateway.observe import Observer, Trace
+from gateway.core.settings import ApiKey
+from gateway.core.translate.messages import error_body as anthropic_error_body
+from gateway.observe import trace as observe
+from gateway.observe.trace import Observer, Trace
 from gateway.server.keys import STREAM_STARTED, TRACE, InFlight
-from gateway.translate.messages import error_body as anthropic_error_body
 
 log = logging.getLogger("gateway")
 

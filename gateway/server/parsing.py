@@ -7,8 +7,8 @@ from typing import Any, Final
 
 import orjson
 
-from gateway.errors import InvalidRequestError, PayloadTooLargeError
-from gateway.nesting import MAX_JSON_DEPTH, too_deep
+from gateway.core.errors import InvalidRequestError, PayloadTooLargeError
+from gateway.core.nesting import MAX_JSON_DEPTH, too_deep
 
 
 def parse_object(raw: bytes) -> dict[str, Any]:

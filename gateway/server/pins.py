@@ -15,7 +15,8 @@ import logging
 
 import orjson
 
-from gateway.config import Config, Route, Target, iter_targets
+from gateway.core.settings import Config
+from gateway.core.tree import Route, Target, iter_targets
 from gateway.memory.store import MemoryStore, StoreUnavailable
 
 log = logging.getLogger("gateway")

@@ -14,19 +14,19 @@ from aiohttp import web
 from orjson import JSONDecodeError
 from orjson import loads as _loads
 
-from gateway.chunks import MalformedEvent, read_chunk
-from gateway.config import Target
-from gateway.deadline import IdleDeadline
-from gateway.dispatch import Result, redact
-from gateway.errors import GatewayError, OverloadedError
-from gateway.observe import STREAM_ERROR, TIMEOUT, Trace
-from gateway.providers.apis import MESSAGES, RESPONSES, Api, chat_usage, data_of, event_type, failure
-from gateway.providers.base import TransportError
+from gateway.core.chunks import MalformedEvent, read_chunk
+from gateway.core.errors import GatewayError, OverloadedError
+from gateway.core.sse import DONE, Event, encode
+from gateway.core.translate import MalformedAnswer
+from gateway.core.translate import messages as anthropic_api
+from gateway.core.translate.reshape import StreamReshape
+from gateway.core.tree import Target
+from gateway.observe.trace import STREAM_ERROR, TIMEOUT, Trace
 from gateway.server.keys import STREAM_STARTED
-from gateway.sse import DONE, Event, encode
-from gateway.translate import MalformedAnswer
-from gateway.translate import messages as anthropic_api
-from gateway.translate.reshape import StreamReshape
+from gateway.upstream.deadline import IdleDeadline
+from gateway.upstream.dispatch import Result, redact
+from gateway.upstream.providers.apis import MESSAGES, RESPONSES, Api, chat_usage, data_of, event_type, failure
+from gateway.upstream.providers.base import TransportError
 
 log = logging.getLogger("gateway")
 

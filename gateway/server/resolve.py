@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from gateway.config import Config, Route
-from gateway.errors import NotFoundError
+from gateway.core.errors import NotFoundError
+from gateway.core.settings import Config
+from gateway.core.tree import Route
 from gateway.server.inline import HEADER, INLINE_CONFIGS, route_from_header
 from gateway.server.keys import CONFIG
 

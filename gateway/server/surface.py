@@ -18,15 +18,15 @@ from aiohttp.helpers import parse_mimetype
 from aiohttp.multipart import parse_content_disposition
 from aiohttp.typedefs import Handler
 
-from gateway.config import Route, iter_targets
-from gateway.dispatch import Request
-from gateway.errors import InvalidRequestError
-from gateway.observe import Trace
+from gateway.core.errors import InvalidRequestError
+from gateway.core.tree import Route, iter_targets
+from gateway.observe.trace import Trace
 from gateway.server.bodies import read_body, read_payload
 from gateway.server.handlers import forward
 from gateway.server.keys import TRACE
 from gateway.server.parsing import check_input, check_model, is_redirect_field
 from gateway.server.resolve import route_for
+from gateway.upstream.dispatch import Request
 
 SURFACE_PATHS: Final = {
     "/v1/images/generations": "images/generations",

@@ -14,9 +14,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from multidict import CIMultiDict, CIMultiDictProxy
 
-from gateway.errors import InvalidRequestError
+from gateway.core.errors import InvalidRequestError
+from gateway.core.memory.settings import MemorySettings
 from gateway.memory.headers import MemoryAsk, asks_for_memory, read_memory_headers
-from gateway.memory.settings import MemorySettings
 
 DEFAULTS = MemorySettings()
 LIMITS = MemorySettings(max_messages=200, max_tokens=128000, max_rounds=50, max_chars=400000)

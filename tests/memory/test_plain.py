@@ -7,10 +7,11 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gateway.memory.plain import PlainHistory
-from gateway.memory.policies import Entry, plan_turn
-from gateway.memory.settings import MemorySettings
-from gateway.memory.tokens import count_message, get_encoding
+from gateway.core.memory.entries import Entry
+from gateway.core.memory.plain import PlainHistory
+from gateway.core.memory.policies import plan_turn
+from gateway.core.memory.settings import MemorySettings
+from gateway.tokens import count_message, get_encoding
 
 O200K = get_encoding("o200k_base")
 

@@ -8,10 +8,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.memory import policies
-from gateway.memory.policies import NOTICE, Entry, normalize, plan_turn, resent_length
-from gateway.memory.settings import MemorySettings
-from gateway.memory.tokens import count_message, count_messages, encoding_name, get_encoding
+from gateway.core.memory import policies
+from gateway.core.memory.entries import Entry
+from gateway.core.memory.policies import NOTICE, normalize, plan_turn, resent_length
+from gateway.core.memory.settings import MemorySettings
+from gateway.tokens import count_message, count_messages, encoding_name, get_encoding
 
 O200K = get_encoding("o200k_base")
 

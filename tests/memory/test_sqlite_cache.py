@@ -11,13 +11,14 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gateway.memory.policies import Entry, plan_turn
-from gateway.memory.reach import Reach
-from gateway.memory.settings import MemorySettings
+from gateway.core.memory.entries import Entry
+from gateway.core.memory.policies import plan_turn
+from gateway.core.memory.reach import Reach
+from gateway.core.memory.settings import MemorySettings
 from gateway.memory.sqlite import SQLiteStore
 from gateway.memory.store import Key
 from gateway.memory.turns import Memory
-from gateway.observe import Trace
+from gateway.observe.trace import Trace
 from tests.memory.test_stores import Clock
 from tests.memory.test_tail_reads import count, stored, tool_unit, window_settings
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.memory.policies import Entry
+from gateway.core.memory.entries import Entry
 from gateway.memory.sqlite import _TRIM_EVERY, SQLiteStore
 from gateway.memory.sqlite_file import DAY, MOST_IN_A_ROW, open_file, read_row
 from gateway.memory.store import Key, StoreUnavailable

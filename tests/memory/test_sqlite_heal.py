@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.memory.policies import Entry
+from gateway.core.memory.entries import Entry
 from gateway.memory.sqlite import SQLiteStore
 from gateway.memory.store import Key, StoreUnavailable
 from tests.support.readonly import immutable

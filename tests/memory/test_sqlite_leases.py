@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.memory.policies import Entry
+from gateway.core.memory.entries import Entry
 from gateway.memory.sqlite import LEASE_SECONDS, SQLiteStore
 from gateway.memory.store import LockLost, LockTimeout, StoreUnavailable
 

@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.memory.policies import Entry
-from gateway.memory.reach import Reach, Tally, stored_count
+from gateway.core.memory.entries import Entry
+from gateway.core.memory.reach import Reach, Tally, stored_count
 from gateway.memory.sqlite import SQLiteStore
 from gateway.memory.sqlite_file import MOST_IN_A_ROW
 from gateway.memory.store import Key, StoreUnavailable

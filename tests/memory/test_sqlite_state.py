@@ -11,9 +11,9 @@ from pathlib import Path
 import orjson
 import pytest
 
+from gateway.core.memory.entries import Entry
+from gateway.core.memory.reach import Reach
 from gateway.memory import sqlite
-from gateway.memory.policies import Entry
-from gateway.memory.reach import Reach
 from gateway.memory.sqlite import _INSERT, SQLiteStore
 from gateway.memory.sqlite_file import DAY, STATE, live_state, settle
 from gateway.memory.store import Key, StoreUnavailable

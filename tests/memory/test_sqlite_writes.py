@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from gateway.core.memory.entries import Entry
 from gateway.memory import sqlite
-from gateway.memory.policies import Entry
 from gateway.memory.sqlite import SQLiteStore
 from gateway.memory.store import Key
 

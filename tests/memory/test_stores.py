@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from gateway.memory.policies import Entry
+from gateway.core.memory.entries import Entry
 from gateway.memory.redis import RedisStore
 from gateway.memory.sqlite import SQLiteStore
 from gateway.memory.store import InProcessStore, KeyLocks, LockTimeout, MemoryStore

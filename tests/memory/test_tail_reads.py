@@ -15,16 +15,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gateway.memory.policies import Entry, plan_turn
-from gateway.memory.reach import Reach
+from gateway.core.memory.conversation import Conversation
+from gateway.core.memory.entries import Entry
+from gateway.core.memory.policies import plan_turn
+from gateway.core.memory.reach import Reach
+from gateway.core.memory.settings import MemorySettings
 from gateway.memory.redis import RedisStore
-from gateway.memory.settings import MemorySettings
 from gateway.memory.sqlite import SQLiteStore
 from gateway.memory.sqlite_file import STATE, live_state
-from gateway.memory.store import Conversation, Key, MemoryStore
-from gateway.memory.tokens import count_message, get_encoding
+from gateway.memory.store import Key, MemoryStore
 from gateway.memory.turns import Memory
-from gateway.observe import Trace
+from gateway.observe.trace import Trace
+from gateway.tokens import count_message, get_encoding
 from tests.memory.test_sqlite_leases import _OLD_SCHEMA
 
 ENCODINGS = {name: get_encoding(name) for name in ("o200k_base", "cl100k_base")}

@@ -6,8 +6,8 @@ import threading
 from typing import Any
 
 from gateway.memory.store import InProcessStore
-from gateway.memory.tokens import EXACT_CHARS, PIECE_CHARS, count_message, count_text, get_encoding
 from gateway.memory.turns import OFF_LOOP_CHARS, Memory
+from gateway.tokens import EXACT_CHARS, PIECE_CHARS, count_message, count_text, get_encoding
 
 O200K = get_encoding("o200k_base")
 

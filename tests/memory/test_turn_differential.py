@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 
+from gateway.core.memory.settings import MemorySettings
 from gateway.memory import turns
-from gateway.memory.settings import MemorySettings
 from gateway.memory.sqlite import SQLiteStore
 from gateway.memory.store import InProcessStore, MemoryStore
 from gateway.memory.turns import Memory, Turn
-from gateway.observe import Trace
+from gateway.observe.trace import Trace
 
 _ONE_PASS = turns.plan_common_turn
 SYSTEMS = [

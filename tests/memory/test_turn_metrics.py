@@ -6,9 +6,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
-from gateway.config import parse_config
-from gateway.metrics import LOCK_BUCKETS, STORE_BUCKETS, Metrics
-from gateway.observe import Observer, Trace
+from gateway.config.loader import parse_config
+from gateway.observe.metrics import LOCK_BUCKETS, STORE_BUCKETS, Metrics
+from gateway.observe.trace import Observer, Trace
 
 CONFIG = parse_config("routes:\n  chat: {provider: mock}\n")
 # every bound, a hair on either side of it, nothing, and far past the last

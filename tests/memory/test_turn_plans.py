@@ -8,14 +8,16 @@ import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
+from gateway.core.memory.conversation import Conversation
+from gateway.core.memory.entries import Entry
+from gateway.core.memory.plain import PlainHistory
+from gateway.core.memory.policies import CommonTurn, plan_common_turn, plan_turn
+from gateway.core.memory.settings import MemorySettings
 from gateway.memory import turns
-from gateway.memory.plain import PlainHistory
-from gateway.memory.policies import CommonTurn, Entry, plan_common_turn, plan_turn
-from gateway.memory.settings import MemorySettings
-from gateway.memory.store import Conversation, InProcessStore
-from gateway.memory.tokens import count_message, get_encoding
+from gateway.memory.store import InProcessStore
 from gateway.memory.turns import OFF_LOOP_CHARS, Memory, Turn, _Counts
-from gateway.observe import Trace
+from gateway.observe.trace import Trace
+from gateway.tokens import count_message, get_encoding
 
 O200K = get_encoding("o200k_base")
 

@@ -7,15 +7,16 @@ from typing import Any
 
 import pytest
 
-from gateway.memory.plain import PlainHistory
-from gateway.memory.policies import Entry
-from gateway.memory.reach import Reach
-from gateway.memory.settings import MemorySettings
+from gateway.core.memory.conversation import Conversation
+from gateway.core.memory.entries import Entry
+from gateway.core.memory.plain import PlainHistory
+from gateway.core.memory.reach import Reach
+from gateway.core.memory.settings import MemorySettings
 from gateway.memory.sqlite import SQLiteStore
-from gateway.memory.store import Conversation, InProcessStore, Key, StoreUnavailable
-from gateway.memory.tokens import count_message, get_encoding
+from gateway.memory.store import InProcessStore, Key, StoreUnavailable
 from gateway.memory.turns import Memory, MemoryUnavailableError, Turn
-from gateway.observe import Observer, Trace
+from gateway.observe.trace import Observer, Trace
+from gateway.tokens import count_message, get_encoding
 
 O200K = get_encoding("o200k_base")
 

@@ -7,8 +7,9 @@ from typing import Any
 import orjson
 import pytest
 
-from gateway.providers.anthropic import joined_betas
-from gateway.providers.apis import (
+from gateway.core.sse import parse_event
+from gateway.upstream.providers.anthropic import joined_betas
+from gateway.upstream.providers.apis import (
     MESSAGES,
     MESSAGES_API,
     RESPONSES,
@@ -17,7 +18,6 @@ from gateway.providers.apis import (
     event_type,
     failure,
 )
-from gateway.sse import parse_event
 
 
 def ev(data: Any, name: str | None = None) -> Any:

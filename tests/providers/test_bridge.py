@@ -8,12 +8,20 @@ from typing import Any
 import orjson
 import pytest
 
-from gateway.config import Target, iter_targets, parse_config
-from gateway.providers.apis import COUNT_TOKENS, MESSAGES, MESSAGES_API, RESPONSES, RESPONSES_API, RETRIEVE
-from gateway.providers.base import Call, EventStream, Reply, TransportError
-from gateway.providers.bridge import Bridge
-from gateway.providers.commit import CommitPoint
-from gateway.sse import Event, parse_event
+from gateway.config.loader import parse_config
+from gateway.core.sse import Event, parse_event
+from gateway.core.tree import Target, iter_targets
+from gateway.upstream.providers.apis import (
+    COUNT_TOKENS,
+    MESSAGES,
+    MESSAGES_API,
+    RESPONSES,
+    RESPONSES_API,
+    RETRIEVE,
+)
+from gateway.upstream.providers.base import Call, EventStream, Reply, TransportError
+from gateway.upstream.providers.bridge import Bridge
+from gateway.upstream.providers.commit import CommitPoint
 from tests.fakes import chat_completion, chunk
 
 

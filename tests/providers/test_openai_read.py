@@ -13,8 +13,8 @@ import pytest
 from aiohttp.client_proto import ResponseHandler
 from aiohttp.streams import StreamReader
 
-from gateway.providers import openai
-from gateway.providers.openai import _taken
+from gateway.upstream.providers import openai
+from gateway.upstream.providers.openai import _taken
 
 EVENTS = [b"data: %d %s\n\n" % (i, b"x" * 200) for i in range(40)]
 HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"

@@ -7,8 +7,8 @@ import hashlib
 import pytest
 from aiohttp.test_utils import make_mocked_request
 
-from gateway.config import ApiKey
-from gateway.errors import AuthenticationError
+from gateway.core.errors import AuthenticationError
+from gateway.core.settings import ApiKey
 from gateway.server import middlewares
 from gateway.server.middlewares import Authenticator
 

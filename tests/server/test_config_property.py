@@ -31,7 +31,7 @@ from aiohttp.test_utils import TestServer
 from hypothesis import HealthCheck, given, reject, settings
 from hypothesis import strategies as st
 
-from gateway.config import MAX_COUNT, MAX_SECONDS, ConfigError, parse_config
+from gateway.config.loader import MAX_COUNT, MAX_SECONDS, ConfigError, parse_config
 from gateway.server.app import create_app
 from tests.conftest import GATEWAY_KEY
 from tests.servers import free_port

@@ -20,7 +20,7 @@ import orjson
 import pytest
 from aiohttp.test_utils import TestServer
 
-from gateway.config import parse_config
+from gateway.config.loader import parse_config
 from gateway.server import connections
 from gateway.server.app import create_app
 from gateway.server.connections import OVER_LIMIT_ROOM, SILENT_SECONDS, QuietConnections, connection_limit

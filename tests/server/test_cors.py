@@ -17,7 +17,8 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 from multidict import CIMultiDict
 
-from gateway.config import CorsConfig, parse_config
+from gateway.config.loader import parse_config
+from gateway.core.settings import CorsConfig
 from gateway.server.app import create_app
 from gateway.server.cors import CorsPolicy, vary_on_origin
 from tests.conftest import GATEWAY_KEY, Gateway

@@ -16,8 +16,8 @@ import aiohttp
 import orjson
 import pytest
 
-from gateway.errors import InvalidRequestError
-from gateway.nesting import MAX_JSON_DEPTH, nests_deeper
+from gateway.core.errors import InvalidRequestError
+from gateway.core.nesting import MAX_JSON_DEPTH, nests_deeper
 from gateway.server.inline import MAX_DEPTH as INLINE_DEPTH
 from gateway.server.parsing import parse_object
 from tests.support.processes import running_gateway

@@ -26,7 +26,7 @@ from aiohttp import web
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gateway.config import parse_config
+from gateway.config.loader import parse_config
 from gateway.server.app import create_app
 from tests.conftest import GATEWAY_KEY
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from gateway.config import Target, parse_config
-from gateway.errors import InvalidRequestError
-from gateway.net import HostPolicy
+from gateway.config.loader import parse_config
+from gateway.core.errors import InvalidRequestError
+from gateway.core.hosts import HostPolicy
+from gateway.core.tree import Target
 from gateway.server.inline import INLINE_ROUTE, MAX_DEPTH, InlineConfigs, read_tree, route_from_header
 
 CONFIG = parse_config(

@@ -14,7 +14,8 @@ import openai
 import orjson
 import pytest
 
-from gateway.config import Config, parse_config
+from gateway.config.loader import parse_config
+from gateway.core.settings import Config
 from gateway.server.inline import INLINE_CONFIGS, INLINE_ROUTE, InlineConfigs
 from tests.conftest import GATEWAY_KEY, Gateway
 from tests.fakes import FakeUpstream, Step, error_body, stream_of

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gateway.errors import PayloadTooLargeError
+from gateway.core.errors import PayloadTooLargeError
 from gateway.server.parsing import CONTAINER_UNITS, JSON_BUDGET, check_json_cost, json_units, scanned_units
 
 NASTY = st.text(alphabet=st.sampled_from('ab"\\[]{},: \n\u00e9\u65e5\U0001f600'), max_size=12)

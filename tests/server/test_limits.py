@@ -10,7 +10,7 @@ import openai
 import orjson
 import pytest
 
-from gateway.sse import MAX_EVENT_BYTES
+from gateway.core.sse import MAX_EVENT_BYTES
 from tests.conftest import Gateway
 from tests.fakes import FakeUpstream, Step, chat_completion, chunk, stream_of
 from tests.server.test_memory_e2e import stored

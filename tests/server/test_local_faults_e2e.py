@@ -22,12 +22,12 @@ import orjson
 import pytest
 from aiohttp import web
 
-from gateway.config import parse_config
-from gateway.errors import OverloadedError
-from gateway.metrics import Metrics
-from gateway.observe import Trace
-from gateway.providers.base import shortage
+from gateway.config.loader import parse_config
+from gateway.core.errors import OverloadedError
+from gateway.observe.metrics import Metrics
+from gateway.observe.trace import Trace
 from gateway.server.relay import relay_stream
+from gateway.upstream.providers.base import shortage
 from tests.conftest import Gateway
 from tests.fakes import FakeUpstream, chunk
 from tests.support.committed import ScriptedStream, committed
@@ -117,7 +117,7 @@ def test_each_shortage_is_found_behind_the_transports_errors(error: OSError, rea
 def test_litellm_targets_tell_the_shortage_too() -> None:
     import httpx
 
-    from gateway.providers.litellm import map_failure  # imports litellm: seconds, here only
+    from gateway.upstream.providers.litellm import map_failure
 
     target = parse_config("routes: {chat: {provider: groq, apiKey: k}}").routes["chat"].first_target
     try:
@@ -131,9 +131,9 @@ def test_litellm_targets_tell_the_shortage_too() -> None:
 
 
 SCRIPT = """
-from gateway.config import parse_config
-from gateway.metrics import Metrics
-from gateway.observe import Trace
+from gateway.config.loader import parse_config
+from gateway.observe.metrics import Metrics
+from gateway.observe.trace import Trace
 
 config = parse_config("routes: {chat: {name: a, provider: mock}}")
 metrics = Metrics(config)

@@ -10,8 +10,8 @@ import aiohttp
 import openai
 import pytest
 
-from gateway.memory.policies import NOTICE
-from gateway.memory.tokens import count_message, get_encoding
+from gateway.core.memory.policies import NOTICE
+from gateway.tokens import count_message, get_encoding
 from tests.conftest import GATEWAY_KEY, Gateway
 from tests.fakes import FakeUpstream, Step, chat_completion, chunk, error_body, stream_of
 

@@ -16,12 +16,13 @@ import openai
 import pytest
 import redis.asyncio as aioredis
 
-from gateway.breakers.redis import RedisBreakers
-from gateway.config import Config, parse_config
-from gateway.memory.reach import Reach
+from gateway.config.loader import parse_config
+from gateway.core.memory.reach import Reach
+from gateway.core.routing import Outcome
+from gateway.core.settings import Config
 from gateway.memory.redis import RedisStore, key_prefix
 from gateway.memory.store import StoreUnavailable
-from gateway.routing import Outcome
+from gateway.upstream.breakers.redis import RedisBreakers
 from tests.conftest import Gateway
 from tests.fakes import FakeUpstream, Step, chat_completion, error_body
 

@@ -20,11 +20,11 @@ import openai
 import pytest
 from aiohttp import web
 
-from gateway.dispatch import Result
-from gateway.observe import Trace
-from gateway.providers.base import UnreadBody
-from gateway.providers.openai import transport_error
+from gateway.observe.trace import Trace
 from gateway.server import handlers, relay
+from gateway.upstream.dispatch import Result
+from gateway.upstream.providers.base import UnreadBody
+from gateway.upstream.providers.openai import transport_error
 from tests.conftest import Gateway
 from tests.fakes import FakeUpstream, Step
 from tests.support.scrape import metrics_text, samples, total

@@ -8,7 +8,7 @@ import httpx
 import openai
 import pytest
 
-from gateway.deadline import IdleDeadline
+from gateway.upstream.deadline import IdleDeadline
 from tests.conftest import Gateway
 from tests.fakes import FakeUpstream, Step, chunk, stream_of
 from tests.test_metrics import scrape, value

@@ -422,7 +422,7 @@ import asyncio, json, sys
 
 from aiohttp import ClientSession
 from aiohttp.test_utils import TestServer
-from gateway.config import parse_config
+from gateway.config.loader import parse_config
 from gateway.server.app import create_app
 from tests.fakes_responses import FakeResponses
 

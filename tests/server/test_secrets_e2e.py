@@ -24,8 +24,8 @@ import orjson
 import pytest
 from aiohttp import web
 
-from gateway.config import parse_config
-from gateway.logs import JsonFormatter
+from gateway.config.loader import parse_config
+from gateway.observe.logs import JsonFormatter
 from tests.conftest import GATEWAY_KEY, Gateway
 from tests.fakes import FakeUpstream, Step, chunk, error_body
 from tests.support.configs import with_targets

@@ -17,11 +17,10 @@ import aiohttp
 import openai
 import pytest
 
+from gateway.core.memory.entries import Entry, dump_entry
 from gateway.memory import redis as redis_store
-from gateway.memory.policies import Entry
 from gateway.memory.redis import RedisStore, key_prefix
 from gateway.memory.sqlite import SQLiteStore
-from gateway.memory.store import dump_entry
 from gateway.server.keys import MEMORY
 from tests.conftest import Gateway
 from tests.fakes import FakeUpstream, Step, chat_completion, chunk

@@ -20,7 +20,7 @@ from aiohttp.test_utils import TestServer
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gateway.errors import InvalidRequestError
+from gateway.core.errors import InvalidRequestError
 from gateway.server.surface import boundary_of, parse_form
 from tests.conftest import Gateway
 from tests.fakes import FakeUpstream, Step, error_body

@@ -22,11 +22,11 @@ import orjson
 import pytest
 from aiohttp import web
 
-from gateway.logs import JsonFormatter
-from gateway.observe import STREAM_ERROR, Trace
+from gateway.core.translate import MalformedAnswer
+from gateway.core.translate.reshape import AnthropicReshape, ResponsesReshape, StreamReshape
+from gateway.observe.logs import JsonFormatter
+from gateway.observe.trace import STREAM_ERROR, Trace
 from gateway.server.relay import relay_stream
-from gateway.translate import MalformedAnswer
-from gateway.translate.reshape import AnthropicReshape, ResponsesReshape, StreamReshape
 from tests.conftest import GATEWAY_KEY, Gateway
 from tests.fakes import FakeUpstream, Step, chunk
 from tests.support.committed import Recorder, ScriptedStream, a_target, committed

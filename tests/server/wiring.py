@@ -11,7 +11,8 @@ import openai
 import pytest
 from aiohttp.test_utils import TestServer
 
-from gateway.config import Config, parse_config
+from gateway.config.loader import parse_config
+from gateway.core.settings import Config
 from gateway.server.app import create_app
 from tests.conftest import GATEWAY_KEY
 

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gateway.config import Target, parse_config
-from gateway.dispatch import Result
-from gateway.observe import Observer, Trace
-from gateway.routing import answered
-from gateway.sse import Event, parse_event
+from gateway.config.loader import parse_config
+from gateway.core.routing import answered
+from gateway.core.sse import Event, parse_event
+from gateway.core.tree import Target
+from gateway.observe.trace import Observer, Trace
+from gateway.upstream.dispatch import Result
 
 
 def a_target() -> Target:

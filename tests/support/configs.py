@@ -10,7 +10,8 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from gateway.config import Config, Node, Route, Target
+from gateway.core.settings import Config
+from gateway.core.tree import Node, Route, Target
 
 
 def with_targets(config: Config, changes: Mapping[str, Mapping[str, Any]]) -> Config:

@@ -19,9 +19,9 @@ from openai.types.chat import completion_create_params
 from openai.types.responses import Response, ResponseStreamEvent
 from pydantic import TypeAdapter
 
-from gateway.translate import messages as anthropic_api
-from gateway.translate import responses as responses_api
-from gateway.translate.dropped import DROPS
+from gateway.core.translate import messages as anthropic_api
+from gateway.core.translate import responses as responses_api
+from gateway.core.translate.dropped import DROPS
 from tests.support.agent_clis import fixture
 
 CHAT_STREAM_REQUEST = TypeAdapter(completion_create_params.CompletionCreateParamsStreaming)

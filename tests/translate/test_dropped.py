@@ -6,8 +6,8 @@ import logging
 
 import pytest
 
-from gateway.translate.dropped import MAX_NAME, MAX_TOLD, DropLog
-from gateway.translate.messages import to_chat
+from gateway.core.translate.dropped import MAX_NAME, MAX_TOLD, DropLog
+from gateway.core.translate.messages import to_chat
 
 
 def lines(caplog: pytest.LogCaptureFixture) -> list[tuple[int, str]]:
@@ -29,7 +29,7 @@ def test_fields_a_client_invents_are_remembered_up_to_a_bound_and_shown_safely(
     caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     drops = DropLog()
-    monkeypatch.setattr("gateway.translate.messages.DROPS", drops)
+    monkeypatch.setattr("gateway.core.translate.messages.DROPS", drops)
     body = {"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}
     with caplog.at_level(logging.DEBUG, logger="gateway.translate"):
         for number in range(MAX_TOLD + 50):

@@ -26,9 +26,9 @@ from hypothesis import strategies as st
 from openai.types.chat import completion_create_params
 from pydantic import TypeAdapter
 
-from gateway.memory.policies import normalize, resent_length
-from gateway.translate.dropped import DropLog
-from gateway.translate.messages import (
+from gateway.core.memory.policies import normalize, resent_length
+from gateway.core.translate.dropped import DropLog
+from gateway.core.translate.messages import (
     MalformedAnswer,
     StreamTranslator,
     TranslationError,
@@ -85,7 +85,7 @@ def chat_messages(body: dict[str, Any]) -> list[dict[str, Any]]:
 
 def test_the_translation_imports_no_provider_library_and_no_io() -> None:
     """An all-OpenAI gateway must never import litellm; the translation is ours for that reason."""
-    code = ("import sys, gateway.translate.messages; "
+    code = ("import sys, gateway.core.translate.messages; "
             "print(sorted({'litellm', 'aiohttp', 'anthropic', 'openai', 'httpx'} & set(sys.modules)))")
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout == "[]\n"
 
@@ -155,7 +155,7 @@ def test_an_offered_server_tool_is_left_out_and_told_and_the_model_answers_witho
 ) -> None:
     # Claude Code's WebSearch asks so in a request of its own; the Responses translation drops web_search alike.
     drops = DropLog()
-    with caplog.at_level(logging.INFO, logger="gateway.translate"), patch("gateway.translate.messages.DROPS", drops):
+    with caplog.at_level(logging.INFO, logger="gateway.translate"), patch("gateway.core.translate.messages.DROPS", drops):
         payload = valid_chat(to_chat(request(user("hi"), tools=[*TOOLS, server_tool], tool_choice={"type": "auto"})))
         alone = to_chat(request(user("hi"), tools=[server_tool], tool_choice={"type": "any"}))
     assert payload["tools"] == FUNCTIONS
@@ -220,7 +220,7 @@ def test_what_is_left_out_is_told_once_at_info_then_at_debug(caplog: pytest.LogC
         metadata={"user_id": "u" * 65},
     )
     sent = copy.deepcopy(body)
-    with caplog.at_level(logging.DEBUG, logger="gateway.translate"), patch("gateway.translate.messages.DROPS", drops):
+    with caplog.at_level(logging.DEBUG, logger="gateway.translate"), patch("gateway.core.translate.messages.DROPS", drops):
         to_chat(body)
         to_chat(body)
     assert body == sent  # looking for what is left out changes nothing
@@ -230,7 +230,7 @@ def test_what_is_left_out_is_told_once_at_info_then_at_debug(caplog: pytest.LogC
     assert [line.split(" request: ")[1].split(" left out")[0] for _, line in lines] == named * 2
     assert [level for level, _ in lines] == [logging.INFO] * len(named) + [logging.DEBUG] * len(named)
     caplog.clear()
-    with caplog.at_level(logging.DEBUG, logger="gateway.translate"), patch("gateway.translate.messages.DROPS", drops):
+    with caplog.at_level(logging.DEBUG, logger="gateway.translate"), patch("gateway.core.translate.messages.DROPS", drops):
         to_chat(request(user("hi"), system="Be kind.", tools=TOOLS, metadata={"user_id": "u"}))
     assert not caplog.records
 

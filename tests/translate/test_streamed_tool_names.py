@@ -15,8 +15,8 @@ import anthropic
 import orjson
 import pytest
 
-from gateway.translate import messages as anthropic_api
-from gateway.translate import responses as responses_api
+from gateway.core.translate import messages as anthropic_api
+from gateway.core.translate import responses as responses_api
 from tests.conftest import GATEWAY_KEY, Gateway
 from tests.fakes import FakeUpstream, Step, chunk
 

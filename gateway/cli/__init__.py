@@ -1,0 +1,1 @@
+"""The command line and app wiring: serve, workers, reload, check-config."""

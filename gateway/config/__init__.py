@@ -1,0 +1,1 @@
+"""Config loading: YAML, `${VAR}` interpolation, the strict read into `core` objects."""

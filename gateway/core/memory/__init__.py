@@ -1,0 +1,1 @@
+"""Memory as pure logic: settings, entries, windows and what a turn reads and keeps."""

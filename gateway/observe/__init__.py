@@ -1,0 +1,1 @@
+"""Observation: the request trace, logs and Prometheus metrics."""

@@ -1,0 +1,1 @@
+"""Upstream work: dispatch over the strategy tree, deadlines, providers, breakers, network guards."""

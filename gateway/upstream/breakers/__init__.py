@@ -1,0 +1,27 @@
+"""Circuit breakers: the health of every configured target, remembered across requests.
+
+`state` is one breaker as a pure state machine, `board` the process's breakers as the dispatcher
+and the health page use them, `redis` the same board shared through Redis.
+"""
+
+from __future__ import annotations
+
+from gateway.core.breaker import CLOSED, FORCED, HALF_OPEN, OPEN, ORDINARY, PROBE, REFUSED, SKIPPED
+from gateway.core.settings import Config
+from gateway.upstream.breakers.board import BreakerListener, Breakers, LocalBreakers, TargetHealth
+
+
+def open_breakers(config: Config, *, listener: BreakerListener | None = None) -> Breakers:
+    """The configured board: shared through Redis (`breakers.store`, or memory's Redis), else per process."""
+    store = config.breakers.store or ("redis" if config.memory.store == "redis" else "local")
+    if store == "redis":
+        from gateway.upstream.breakers.redis import RedisBreakers
+
+        return RedisBreakers(config.routes, config.breakers.url or config.memory.url, listener=listener)
+    return LocalBreakers(config.routes, listener=listener)
+
+
+__all__ = [
+    "CLOSED", "FORCED", "HALF_OPEN", "OPEN", "ORDINARY", "PROBE", "REFUSED", "SKIPPED",
+    "BreakerListener", "Breakers", "LocalBreakers", "TargetHealth", "open_breakers",
+]  # fmt: skip

@@ -1,0 +1,144 @@
+"""The provider seam: one attempt against one target, non-stream or stream."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import orjson
+
+from gateway.core.errors import SHORTAGES, OverloadedError
+from gateway.core.sse import Event
+from gateway.core.tree import Target
+from gateway.observe.trace import CONNECT_ERROR, TIMEOUT
+
+
+class TransportError(Exception):
+    """The upstream could not be reached or answered garbage (502), or timed out (504).
+
+    `kind` names the failure for metrics: `timeout`, `connect_error` or `stream_error` (a
+    response or stream that broke off or could not be read).
+    """
+
+    def __init__(self, detail: str, *, status: int = 502, kind: str | None = None) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.status = status
+        self.kind = kind or (TIMEOUT if status == 504 else CONNECT_ERROR)
+
+
+class OwnWords:
+    """Marks an exception whose text the gateway wrote itself (a refusal): shown as it is.
+
+    Any other exception of a transport is described by its type and OS error alone: their
+    texts carry the URL (whose path may hold a secret) and the request's headers.
+    """
+
+
+def shortage(exc: BaseException) -> OverloadedError | None:
+    """The gateway's own shortage behind `exc` (an OSError in its cause chain: EMFILE, ENOBUFS, ...), if any."""
+    current: BaseException | None = exc
+    for _ in range(8):  # a transport wraps an OS error once or twice
+        if current is None:
+            return None
+        if isinstance(current, OSError) and (reason := SHORTAGES.get(current.errno or 0)) is not None:
+            return OverloadedError(reason)
+        current = current.__cause__ or current.__context__
+    return None
+
+
+JSON = "application/json"
+
+
+@dataclass(slots=True)
+class Call:
+    """One request to send to one target: the body is serialized at most once, and only if changed."""
+
+    target: Target
+    endpoint: str  # "chat/completions", "embeddings", "audio/speech", ...
+    payload: dict[str, Any]
+    raw: bytes | None = None  # the client's bytes, valid while nothing changed the payload
+    content_type: str = JSON  # of `raw`; a body the gateway serializes is always JSON
+    # Client headers a provider passes on (Anthropic's anthropic-version and anthropic-beta)
+    client_headers: Mapping[str, str] = field(default_factory=dict)
+    _body: bytes | None = field(default=None, repr=False)  # last: every field before it can be passed by position
+
+    @property
+    def body(self) -> bytes:
+        if self.raw is not None:
+            return self.raw
+        if self._body is None:
+            self._body = orjson.dumps(self.payload)
+        return self._body
+
+
+class UnreadBody(Protocol):
+    """A 2xx answer's body not read yet (speech audio): passed on as it arrives, never buffered."""
+
+    async def next_piece(self) -> bytes:
+        """The next bytes of the body; b"" at its end. Raises TransportError if it is cut off."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+@dataclass(slots=True)
+class Reply:
+    """An upstream answer (any status) with the headers worth relaying: read whole, or `unread`."""
+
+    status: int
+    body: bytes
+    content_type: str = "application/json"  # the whole header value, to relay: a charset stays
+    headers: Mapping[str, str] = field(default_factory=dict)
+    data: Any = None  # the parsed JSON body of a 2xx answer, once the dispatcher checked it
+    unread: UnreadBody | None = None  # a 2xx body to relay as it comes (then `body` is empty)
+
+    @property
+    def ok(self) -> bool:
+        return 200 <= self.status < 300
+
+
+class EventStream(Protocol):
+    """A 2xx upstream SSE stream: its events a read at a time (`next_batch`; dispatch takes the first from them too)."""
+
+    status: int
+    headers: Mapping[str, str]
+
+    async def next_event(self) -> Event | None:
+        """The next event, or None at the end of the stream (clean or not)."""
+        ...
+
+    async def next_batch(self) -> list[Event]:
+        """The events already read, or those of the next read; empty at the end of the stream."""
+        ...
+
+    def ready(self) -> list[Event]:
+        """The events already read and not yet handed out (taken), without reading: maybe none."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+class OneByOne:
+    """next_batch for a stream whose events come one at a time (not from a network read)."""
+
+    async def next_event(self) -> Event | None:
+        raise NotImplementedError
+
+    async def next_batch(self) -> list[Event]:
+        event = await self.next_event()
+        return [] if event is None else [event]
+
+    def ready(self) -> list[Event]:
+        return []
+
+
+class Provider(Protocol):
+    async def complete(self, call: Call) -> Reply:
+        """Send a non-stream request; raise TransportError when no HTTP answer came back."""
+        ...
+
+    async def stream(self, call: Call) -> Reply | EventStream:
+        """Open a stream request: a Reply when the upstream did not answer with SSE."""
+        ...

@@ -1,0 +1,402 @@
+"""litellm-backed targets (anthropic, gemini, bedrock, ...): the only module that imports litellm.
+
+Importing this module imports litellm (seconds) and sets it up for a gateway: bundled data
+instead of fetches at import and first use, no `.env` read into our environment, no callbacks,
+its loggers quiet below WARNING and written by our handler, OpenAI parameters a provider lacks
+dropped rather than refused, URLs in messages fetched only with its SSRF checks.
+
+A call passes on only an allow-list of the client's OpenAI fields (a body must never choose
+`api_base`, keys or callbacks); the target supplies the rest. litellm's exceptions become the
+upstream status they stand for (a Reply with an OpenAI-shaped error body and Retry-After), or a
+TransportError when no answer came; streams are re-emitted as OpenAI chunks, and end with
+`[DONE]` only when the provider said the answer finished.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from collections.abc import Iterator, Mapping
+from typing import Any, Final
+
+import aiohttp
+import httpx
+import orjson
+
+from gateway.core.errors import OverloadedError
+from gateway.core.sse import DONE_EVENT, Event, parse_event
+from gateway.core.tree import Target
+from gateway.observe.trace import INVALID_RESPONSE, STREAM_ERROR
+from gateway.upstream.dispatch import redact
+from gateway.upstream.providers.base import Call, EventStream, OneByOne, Reply, TransportError, shortage
+
+# Read by litellm at import and on first use: its bundled cost map and Anthropic beta headers
+# instead of GitHub fetches, and no `.env` from the working directory (its "DEV" mode loads one).
+os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+os.environ["LITELLM_LOCAL_ANTHROPIC_BETA_HEADERS"] = "True"
+os.environ["LITELLM_MODE"] = "PRODUCTION"
+
+import litellm
+from litellm.exceptions import APIConnectionError, MidStreamFallbackError, Timeout
+
+_CALLBACK_LISTS: Final = (
+    "callbacks",
+    "input_callback",
+    "success_callback",
+    "failure_callback",
+    "service_callback",
+    "audit_log_callbacks",
+    "_async_input_callback",
+    "_async_success_callback",
+    "_async_failure_callback",
+)
+LOGGERS: Final = ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy")
+
+
+def configure_litellm() -> None:
+    """Set litellm's globals for a gateway (idempotent)."""
+    litellm.suppress_debug_info = True  # no "Provider List: ..." prints
+    litellm.turn_off_message_logging = True
+    litellm.redact_messages_in_exceptions = True  # prompts stay out of error messages (and our logs)
+    litellm.drop_params = True
+    litellm.user_url_validation = True  # image URLs in messages are fetched only past its SSRF checks
+    for name in _CALLBACK_LISTS:
+        setattr(litellm, name, [])
+    for name in LOGGERS:
+        logger = logging.getLogger(name)
+        logger.setLevel(logging.WARNING)  # its DEBUG lines carry request bodies and headers
+        logger.handlers.clear()  # its own stderr handler; records reach ours through the root
+
+
+configure_litellm()
+
+# The client's fields a call passes on, per endpoint: OpenAI parameters (and Anthropic's top_k and
+# thinking). Everything else in a body is dropped: litellm also reads api_base, api_key, aws_*,
+# vertex_*, mock_response, metadata and callbacks from its keyword arguments.
+_SAMPLING: Final = frozenset(
+    {"temperature", "top_p", "n", "stop", "max_tokens", "presence_penalty", "frequency_penalty"}
+    | {"logit_bias", "user", "seed", "logprobs", "stream_options"}
+)
+ALLOWED_FIELDS: Final[Mapping[str, frozenset[str]]] = {
+    "chat/completions": _SAMPLING
+    | {"messages", "max_completion_tokens", "response_format", "tools", "tool_choice", "parallel_tool_calls"}
+    | {"top_logprobs", "reasoning_effort", "modalities", "prediction", "service_tier", "top_k", "thinking"},
+    "completions": _SAMPLING | {"prompt", "suffix", "echo", "best_of"},
+    "embeddings": frozenset({"input", "encoding_format", "dimensions", "user"}),
+}
+
+
+def litellm_model(provider: str, model: str) -> str:
+    """litellm's `provider/model` name for a target's model (already prefixed ones kept)."""
+    return model if model.startswith(f"{provider}/") else f"{provider}/{model}"
+
+
+def litellm_arguments(call: Call, *, stream: bool) -> dict[str, Any]:
+    """The keyword arguments of one litellm call: the client's allowed fields, then the target's settings.
+
+    Fields the target's overrideParams set are the operator's and pass as they are.
+    """
+    target, payload = call.target, call.payload
+    allowed = ALLOWED_FIELDS[call.endpoint]
+    arguments = {k: v for k, v in payload.items() if k in allowed or k in target.override_params}
+    arguments.pop("stream", None)
+    if not stream:
+        arguments.pop("stream_options", None)
+    arguments.update(
+        model=litellm_model(target.provider, str(payload.get("model") or "")),
+        api_key=target.api_key or None,
+        api_base=target.base_url or None,
+        timeout=target.timeout,
+        num_retries=0,  # the dispatcher retries, by the target's policy
+        max_retries=0,
+        **target.provider_params,
+    )
+    if target.headers:
+        arguments["extra_headers"] = dict(target.headers)
+    if call.endpoint == "chat/completions":
+        # Tools go to the provider as they are: litellm's MCP bridge would otherwise connect to
+        # any MCP server a client's tool names (and it needs the `mcp` package to even look).
+        arguments["_skip_mcp_handler"] = True
+    if stream:
+        arguments["stream"] = True
+    return arguments
+
+
+_RELAYED: Final = ("retry-after", "retry-after-ms")
+_RAW_PREFIX: Final = "llm_provider-"  # how litellm passes on a provider's own response headers
+
+
+def relayed_headers(headers: Mapping[str, str] | None) -> dict[str, str]:
+    """The upstream headers a client should see: rate-limit state and Retry-After."""
+    relayed: dict[str, str] = {}
+    for key, value in (headers or {}).items():
+        lower = key.lower().removeprefix(_RAW_PREFIX)
+        if lower.startswith("x-ratelimit-") or lower in _RELAYED:
+            relayed[lower] = str(value)
+    return relayed
+
+
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    """`exc` and the exceptions behind it (cause, context, litellm's original_exception)."""
+    seen: set[int] = set()
+    pending: list[BaseException] = [exc]
+    while pending and len(seen) < 32:
+        current = pending.pop(0)
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        yield current
+        for inner in (getattr(current, "original_exception", None), current.__cause__, current.__context__):
+            if isinstance(inner, BaseException):
+                pending.append(inner)
+
+
+_JSON_OBJECT: Final = re.compile(r"\{.*\}", re.DOTALL)
+_LITELLM_PREFIX: Final = re.compile(r"^(?:litellm\.\w+: )+(?:\w+(?:Exception|Error) - )?")
+_LITELLM_SUFFIX: Final = re.compile(r"\.? Handle with `litellm\.\w+`\.?\s*$")
+_TRACEBACK: Final = "\nTraceback (most recent call last):"  # litellm appends one to some messages
+_MAX_MESSAGE: Final = 500
+
+
+def _upstream_error(text: str) -> tuple[str, str | None, str | None]:
+    """(message, type, code) of the provider's error inside litellm's exception text."""
+    text = text.split(_TRACEBACK, 1)[0]
+    text = _LITELLM_SUFFIX.sub("", _LITELLM_PREFIX.sub("", text.strip()))
+    found = _JSON_OBJECT.search(text)
+    if found is not None:
+        try:
+            body = orjson.loads(found.group())
+        except orjson.JSONDecodeError:
+            body = None
+        error = body.get("error", body) if isinstance(body, dict) else None
+        if isinstance(error, dict) and isinstance(error.get("message"), str):
+            kind, code = error.get("type"), error.get("code")
+            return (
+                error["message"][:_MAX_MESSAGE],
+                kind if isinstance(kind, str) else None,
+                str(code) if isinstance(code, str | int) and not isinstance(code, bool) else None,
+            )
+    return text.split("\n", 1)[0][:_MAX_MESSAGE], None, None
+
+
+def _status(exc: BaseException) -> int | None:
+    """The upstream HTTP status `exc` stands for, or None when it carries none.
+
+    litellm reports some upstream 5xx as its generic 500 (Anthropic's 529 overload among them):
+    a more precise 5xx behind it wins.
+    """
+    status = getattr(exc, "status_code", None)
+    if not isinstance(status, int) or not 400 <= status <= 599:
+        return None
+    if status == 500:
+        for inner in _chain(exc):
+            code = getattr(inner, "status_code", None)
+            if isinstance(code, int) and 500 < code <= 599:
+                return code
+        if "overloaded_error" in str(exc):
+            return 529
+    return status
+
+
+def _error_body(message: str, kind: str | None, code: str | None) -> bytes:
+    return orjson.dumps(
+        {"error": {"message": message, "type": kind or "upstream_error", "param": None, "code": code}}
+    )
+
+
+def map_failure(exc: Exception, target: Target) -> Reply | TransportError | OverloadedError:
+    """What a litellm exception stands for: the upstream's error answer, or a failure to get one.
+
+    The one place litellm's (and its transports') exceptions are mapped. Messages are masked
+    with the target's secrets. The gateway's own shortage (out of file descriptors, ...) behind
+    it is an OverloadedError: no failure of the upstream's.
+    """
+    if isinstance(exc, MidStreamFallbackError) and isinstance(exc.original_exception, Exception):
+        exc = exc.original_exception
+    for inner in _chain(exc):
+        if (local := shortage(inner)) is not None:
+            return local
+    message, kind, code = _upstream_error(redact(str(exc), target))
+    for inner in _chain(exc):
+        if isinstance(inner, Timeout | httpx.TimeoutException | TimeoutError):
+            return TransportError(f"upstream timed out ({message})", status=504)
+        if isinstance(inner, aiohttp.ClientConnectorError | httpx.ConnectError | ConnectionError):
+            return TransportError(f"cannot connect to upstream ({message})")
+        if isinstance(inner, aiohttp.ClientPayloadError | httpx.RemoteProtocolError | httpx.ReadError):
+            return TransportError(f"upstream response was cut off ({message})", kind=STREAM_ERROR)
+    for inner in _chain(exc):
+        # A request httpx could not encode (a header value that is not ASCII) behind litellm's
+        # made-up 500 failed on this side: the attempt failed, no upstream answered 500.
+        if isinstance(inner, UnicodeEncodeError):
+            return TransportError(f"the call to the upstream could not be made ({type(inner).__name__})")
+    # litellm's catch-all for an answer it could not make sense of; it carries a made-up 500
+    status = None if isinstance(exc, APIConnectionError) else _status(exc)
+    if status is None:
+        return TransportError(f"upstream answer could not be read ({message})", kind=INVALID_RESPONSE)
+    headers = relayed_headers(getattr(exc, "litellm_response_headers", None))
+    return Reply(status, _error_body(message, kind, code), headers=headers)
+
+
+def _mid_stream(failure: Reply | TransportError | OverloadedError) -> TransportError | OverloadedError:
+    """A failure after the first event, as the TransportError that ends the stream."""
+    if isinstance(failure, OverloadedError):
+        return failure
+    if isinstance(failure, TransportError):
+        if failure.kind == INVALID_RESPONSE:
+            failure.kind = STREAM_ERROR
+        return failure
+    message, _, _ = _upstream_error(failure.body.decode(errors="replace"))
+    return TransportError(f"upstream error {failure.status} mid-stream ({message})", kind=STREAM_ERROR)
+
+
+def _answer_headers(response: Any) -> dict[str, str]:
+    hidden = getattr(response, "_hidden_params", None)
+    return relayed_headers(hidden.get("additional_headers") if isinstance(hidden, dict) else None)
+
+
+class LitellmProvider:
+    """Serves every litellm-backed target through `litellm.acompletion` and friends."""
+
+    def __init__(self, *, max_response_bytes: int) -> None:
+        self._max_response_bytes = max_response_bytes
+
+    async def complete(self, call: Call) -> Reply:
+        arguments = litellm_arguments(call, stream=False)
+        try:
+            if call.endpoint == "embeddings":
+                response = await litellm.aembedding(**arguments)
+            elif call.endpoint == "completions":
+                response = await litellm.atext_completion(**arguments)
+            else:
+                response = await litellm.acompletion(**arguments)
+        except Exception as exc:
+            return _reply_or_raise(map_failure(exc, call.target))
+        body = orjson.dumps(response.model_dump(exclude_none=True))
+        if len(body) > self._max_response_bytes:
+            limit = self._max_response_bytes
+            raise TransportError(
+                f"upstream response larger than server.maxResponseBytes ({limit} bytes)", kind=STREAM_ERROR
+            )
+        return Reply(200, body, headers=_answer_headers(response))
+
+    async def stream(self, call: Call) -> Reply | EventStream:
+        """Open the stream and read its first chunk: a failure before it is a Reply or TransportError."""
+        if call.endpoint == "embeddings":
+            return await self.complete(call)
+        arguments = litellm_arguments(call, stream=True)
+        opened: Any = None
+        try:
+            if call.endpoint == "completions":
+                opened = await litellm.atext_completion(**arguments)
+            else:
+                opened = await litellm.acompletion(**arguments)
+            events = ChunkEvents(opened, call.target, _answer_headers(opened))
+            await events.read_first()
+        except TransportError:
+            await _close(opened)
+            raise
+        except Exception as exc:
+            await _close(opened)
+            return _reply_or_raise(map_failure(exc, call.target))
+        except BaseException:
+            await _close(opened)
+            raise
+        return events
+
+
+def _reply_or_raise(failure: Reply | TransportError | OverloadedError) -> Reply:
+    if not isinstance(failure, Reply):
+        raise failure
+    return failure
+
+
+async def _close(stream: Any) -> None:
+    """Close a litellm stream (a text-completion stream wraps the chat stream that can be closed)."""
+    for candidate in (stream, getattr(stream, "completion_stream", None)):
+        closer = getattr(candidate, "aclose", None)
+        if closer is not None:
+            await closer()
+            return
+
+
+def _provider_finished(stream: Any) -> bool:
+    """Whether the provider itself sent a finish reason.
+
+    At the end of a provider stream litellm adds a chunk with finish_reason "stop" whether or not
+    the provider finished; its wrapper records the finish reasons the provider actually sent.
+    """
+    candidates: tuple[Any, ...] = (stream, getattr(stream, "completion_stream", None))
+    for candidate in candidates:
+        if hasattr(candidate, "received_finish_reason"):
+            return bool(
+                candidate.received_finish_reason or getattr(candidate, "intermittent_finish_reason", None)
+            )
+    return True  # a stream without that record: its finish chunk is all there is to go by
+
+
+_DONE: Final = parse_event(DONE_EVENT[:-2])
+
+
+def _is_blank(choice: Mapping[str, Any]) -> bool:
+    """A choice without content or finish reason: what litellm puts beside a usage-only chunk."""
+    delta = choice.get("delta")
+    return (
+        not choice.get("finish_reason") and not choice.get("text") and not (isinstance(delta, dict) and delta)
+    )
+
+
+class ChunkEvents(OneByOne):
+    """A litellm stream as OpenAI SSE events: `[DONE]` follows only an answer the provider finished."""
+
+    def __init__(self, stream: Any, target: Target, headers: Mapping[str, str]) -> None:
+        self._stream = stream
+        self._target = target
+        self._first: Event | None = None
+        self._finished = False
+        self._ended = False
+        self.status = 200
+        self.headers = headers
+
+    async def read_first(self) -> None:
+        """Read the first event now: litellm's exceptions before it are raised as they are."""
+        self._first = await self._read()
+
+    async def next_event(self) -> Event | None:
+        if self._first is not None:
+            event, self._first = self._first, None
+            return event
+        try:
+            return await self._read()
+        except TransportError:
+            raise
+        except Exception as exc:
+            raise _mid_stream(map_failure(exc, self._target)) from None
+
+    async def _read(self) -> Event | None:
+        if self._ended:
+            return None
+        try:
+            chunk = await anext(self._stream)
+        except StopAsyncIteration:
+            self._ended = True
+            return _DONE if self._finished else None
+        return self._event(chunk.model_dump(exclude_none=True))
+
+    def _event(self, data: dict[str, Any]) -> Event:
+        choices = data.get("choices")
+        if isinstance(choices, list):
+            if any(isinstance(c, dict) and c.get("finish_reason") for c in choices):
+                if not _provider_finished(self._stream):
+                    raise TransportError(
+                        "upstream stream ended before the answer finished", kind=STREAM_ERROR
+                    )
+                self._finished = True
+            elif data.get("usage") and all(isinstance(c, dict) and _is_blank(c) for c in choices):
+                data["choices"] = []  # the usage-only chunk, shaped as OpenAI sends it
+        payload = orjson.dumps(data)
+        return Event(raw=b"data: " + payload + b"\n\n", data=payload)
+
+    async def close(self) -> None:
+        self._ended = True
+        await _close(self._stream)
