@@ -12,8 +12,8 @@ from aiohttp.test_utils import TestServer
 from gateway.config.loader import parse_config
 from gateway.core.settings import Config
 from gateway.server.app import create_app
-from tests.fakes import FakeUpstream, Step
-from tests.servers import redis_server
+from tests.support.fakes import FakeUpstream, Step
+from tests.support.servers import redis_server
 
 GATEWAY_KEY = "gw-test-key"
 

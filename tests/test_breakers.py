@@ -17,7 +17,7 @@ from gateway.core.routing import Outcome
 from gateway.core.tree import BreakerPolicy, Fallback, LoadBalance, Route, Single, Target
 from gateway.upstream.breakers.board import Breakers, LocalBreakers
 from gateway.upstream.breakers.redis import RedisBreakers
-from tests.servers import RedisProcess, flush_redis
+from tests.support.servers import RedisProcess, flush_redis
 
 POLICY = BreakerPolicy(failures=3, failure_rate=0.5, min_requests=10, window_seconds=10, cooldown_seconds=5, max_cooldown_seconds=20)
 OK, FAIL = Outcome(200), Outcome(503)

@@ -19,7 +19,7 @@ from gateway.cli.main import main
 from gateway.config.loader import ConfigError, parse_config
 from gateway.core.tree import iter_targets
 from tests.conftest import GATEWAY_KEY, Gateway
-from tests.servers import free_port
+from tests.support.servers import free_port
 
 SECRETS = {
     "OPENAI_KEY": "sk-env-key-0001",

@@ -30,8 +30,8 @@ import pytest
 import yaml
 from aiohttp.test_utils import TestServer
 
-from tests.fakes import FakeUpstream, Step, chat_completion, error_body, stream_of
-from tests.servers import (
+from tests.support.fakes import FakeUpstream, Step, chat_completion, error_body, stream_of
+from tests.support.servers import (
     PrometheusError,
     PrometheusProcess,
     free_port,

@@ -29,7 +29,7 @@ import yaml
 
 from gateway.config.loader import load_config
 from gateway.core.tree import iter_targets
-from tests.servers import free_port, wait_for_port
+from tests.support.servers import free_port, wait_for_port
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCKERFILE = ROOT / "Dockerfile"

@@ -12,7 +12,7 @@ import orjson
 import pytest
 
 from tests.conftest import Gateway
-from tests.fakes import FakeUpstream, Step, chat_completion, stream_of
+from tests.support.fakes import FakeUpstream, Step, chat_completion, stream_of
 
 QUESTION = [{"role": "user", "content": "q"}]
 ANSWER = orjson.dumps(chat_completion("Paris"))

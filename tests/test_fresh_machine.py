@@ -17,7 +17,7 @@ import openai
 import pytest
 
 from gateway.cli import main as cli
-from tests.servers import free_port, wait_for_port
+from tests.support.servers import free_port, wait_for_port
 
 ROOT = Path(__file__).resolve().parent.parent
 

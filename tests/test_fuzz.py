@@ -27,7 +27,7 @@ from gateway.core.memory.settings import MemorySettings
 from gateway.core.settings import Config
 from gateway.server.inline import read_tree
 from tests.conftest import Gateway
-from tests.fakes import FakeUpstream
+from tests.support.fakes import FakeUpstream
 
 FUZZ = settings(
     max_examples=120,

@@ -30,8 +30,8 @@ from gateway.upstream.providers.litellm import (
     relayed_headers,
 )
 from tests.conftest import GATEWAY_KEY, Gateway
-from tests.fakes import FakeUpstream, Step, error_body
-from tests.fakes_anthropic import (
+from tests.support.fakes import FakeUpstream, Step, error_body
+from tests.support.fakes_anthropic import (
     MODEL,
     Answer,
     FakeAnthropic,
@@ -817,8 +817,8 @@ from aiohttp import ClientSession
 from aiohttp.test_utils import TestServer
 from gateway.config.loader import parse_config
 from gateway.server.app import create_app
-from tests.fakes import FakeUpstream
-from tests.fakes_anthropic import FakeAnthropic
+from tests.support.fakes import FakeUpstream
+from tests.support.fakes_anthropic import FakeAnthropic
 
 
 async def main(provider):

@@ -22,7 +22,7 @@ from gateway.config.loader import parse_config
 from gateway.core.tree import Target
 from gateway.observe import trace as observe
 from gateway.observe.logs import JsonFormatter, RequestLog, TextFormatter, configure_logging
-from tests.fakes import FakeUpstream, Step, chat_completion, error_body, stream_of
+from tests.support.fakes import FakeUpstream, Step, chat_completion, error_body, stream_of
 from tests.support.processes import free_port, wait_ready
 
 ISO_UTC = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")

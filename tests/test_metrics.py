@@ -14,7 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from gateway.config.loader import ConfigError, parse_config
 from tests.conftest import GATEWAY_KEY, Gateway
-from tests.fakes import FakeUpstream, Step, chat_completion, chunk, error_body, stream_of
+from tests.support.fakes import FakeUpstream, Step, chat_completion, chunk, error_body, stream_of
 
 MESSAGES = [{"role": "user", "content": "hello"}]
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]

@@ -13,7 +13,7 @@ import httpx
 from prometheus_client.mmap_dict import MmapedDict
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.servers import free_port, wait_for_port
+from tests.support.servers import free_port, wait_for_port
 
 CONFIG = "routes: {chat: {provider: mock}}\n"
 REQUESTS = 40

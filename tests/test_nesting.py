@@ -12,7 +12,7 @@ from gateway.core.memory.policies import _json_meaning
 from gateway.core.nesting import MAX_JSON_DEPTH, too_deep
 from gateway.core.translate.messages import _tool_input
 from tests.conftest import Gateway
-from tests.fakes import FakeUpstream, Step
+from tests.support.fakes import FakeUpstream, Step
 
 
 def nested(depth: int) -> str:

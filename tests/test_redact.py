@@ -18,7 +18,7 @@ from yarl import URL
 
 from gateway.config.loader import parse_config
 from gateway.core.tree import Target
-from gateway.upstream.dispatch import redact
+from gateway.upstream.redaction import redact
 
 TOKENS = [
     "pathSECRETdé[x]",  # the review's: non-ASCII and brackets

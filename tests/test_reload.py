@@ -27,7 +27,7 @@ from gateway.cli.reload import RESTART_ONLY, Reloader, keep_restart_only
 from gateway.config.loader import parse_config
 from gateway.server.app import create_app
 from gateway.server.keys import CONFIG, UPSTREAMS, InFlight
-from tests.fakes import FakeUpstream, Step, stream_of
+from tests.support.fakes import FakeUpstream, Step, stream_of
 from tests.support.processes import (
     LogLines,
     free_port,

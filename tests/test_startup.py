@@ -7,7 +7,7 @@ import sys
 import urllib.request
 from pathlib import Path
 
-from tests.servers import free_port, wait_for_port
+from tests.support.servers import free_port, wait_for_port
 
 ROOT = Path(__file__).resolve().parent.parent
 HEAVY = ("litellm", "tiktoken", "pydantic", "openai", "redis", "numpy")

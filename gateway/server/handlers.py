@@ -28,7 +28,7 @@ from gateway.server.keys import CONFIG, DISPATCHER, LIFECYCLE, MEMORY, TRACE, te
 from gateway.server.parsing import check_count, check_input, check_messages, check_model, check_stream
 from gateway.server.relay import relay_body, relay_stream
 from gateway.server.resolve import route_for
-from gateway.upstream.dispatch import Request, Result, redact
+from gateway.upstream.dispatch import Request, Result
 from gateway.upstream.providers.anthropic import client_headers
 from gateway.upstream.providers.apis import (
     COUNT_TOKENS,
@@ -43,6 +43,7 @@ from gateway.upstream.providers.apis import (
     data_of,
 )
 from gateway.upstream.providers.token_count import estimate
+from gateway.upstream.redaction import redact
 
 log = logging.getLogger("gateway")
 

@@ -24,9 +24,10 @@ from gateway.core.tree import Target
 from gateway.observe.trace import STREAM_ERROR, TIMEOUT, Trace
 from gateway.server.keys import STREAM_STARTED
 from gateway.upstream.deadline import IdleDeadline
-from gateway.upstream.dispatch import Result, redact
+from gateway.upstream.dispatch import Result
 from gateway.upstream.providers.apis import MESSAGES, RESPONSES, Api, chat_usage, data_of, event_type, failure
 from gateway.upstream.providers.base import TransportError
+from gateway.upstream.redaction import redact
 
 log = logging.getLogger("gateway")
 

@@ -18,7 +18,6 @@ from typing import Any
 import orjson
 
 from tests.conftest import GATEWAY_KEY, Gateway
-from tests.fakes import FakeUpstream
 from tests.support.agent_clis import (
     check_against_fixture,
     codex_env,
@@ -27,6 +26,7 @@ from tests.support.agent_clis import (
     start_recorder,
     tool_round_trip,
 )
+from tests.support.fakes import FakeUpstream
 
 
 def config(upstream: FakeUpstream, *, default: str | None = None) -> str:

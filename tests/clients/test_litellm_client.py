@@ -10,8 +10,8 @@ import pytest
 
 from tests.clients.test_node import config, usage_chunk
 from tests.conftest import GATEWAY_KEY, Gateway
-from tests.fakes import FakeUpstream, Step, chat_completion, stream_of
 from tests.server.test_memory_e2e import a, received, stored, u
+from tests.support.fakes import FakeUpstream, Step, chat_completion, stream_of
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no fetch of the price list on import
 litellm = pytest.importorskip("litellm")

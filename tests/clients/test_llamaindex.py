@@ -8,8 +8,8 @@ import pytest
 
 from tests.clients.test_node import config
 from tests.conftest import GATEWAY_KEY, Gateway
-from tests.fakes import FakeUpstream, Step, chat_completion, stream_of
 from tests.server.test_memory_e2e import a, received, stored, u
+from tests.support.fakes import FakeUpstream, Step, chat_completion, stream_of
 
 openai_like = pytest.importorskip("llama_index.llms.openai_like")
 ChatMessage = pytest.importorskip("llama_index.core.llms").ChatMessage

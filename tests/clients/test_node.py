@@ -11,8 +11,8 @@ from pathlib import Path
 
 from tests.clients.conftest import run_node
 from tests.conftest import GATEWAY_KEY, Gateway
-from tests.fakes import FakeUpstream, Step, chat_completion, chunk, stream_of
 from tests.server.test_memory_e2e import a, received, stored, u
+from tests.support.fakes import FakeUpstream, Step, chat_completion, chunk, stream_of
 
 KEYS = f"auth: {{keys: [{{name: team-a, key: {GATEWAY_KEY}}}]}}"
 

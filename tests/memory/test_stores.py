@@ -14,7 +14,7 @@ from gateway.core.memory.entries import Entry
 from gateway.memory.redis import RedisStore
 from gateway.memory.sqlite import SQLiteStore
 from gateway.memory.store import InProcessStore, KeyLocks, LockTimeout, MemoryStore
-from tests.servers import flush_redis as flush
+from tests.support.servers import flush_redis as flush
 
 KEY = ("team-a", "conv-1")
 

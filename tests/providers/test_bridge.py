@@ -22,7 +22,7 @@ from gateway.upstream.providers.apis import (
 from gateway.upstream.providers.base import Call, EventStream, Reply, TransportError
 from gateway.upstream.providers.bridge import Bridge
 from gateway.upstream.providers.commit import CommitPoint
-from tests.fakes import chat_completion, chunk
+from tests.support.fakes import chat_completion, chunk
 
 
 def events(*raw: bytes) -> list[Event]:

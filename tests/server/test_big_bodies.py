@@ -22,7 +22,7 @@ from gateway.server import bodies, handlers
 from gateway.server.bodies import OFF_LOOP_BYTES
 from gateway.server.parsing import CONTAINER_UNITS, JSON_BUDGET
 from tests.conftest import GATEWAY_KEY, Gateway
-from tests.fakes import FakeUpstream
+from tests.support.fakes import FakeUpstream
 
 JSON = dict[str, Any]
 

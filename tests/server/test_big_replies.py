@@ -8,7 +8,7 @@ import aiohttp
 import orjson
 
 from tests.conftest import GATEWAY_KEY, Gateway
-from tests.fakes import FakeUpstream, Step, chunk
+from tests.support.fakes import FakeUpstream, Step, chunk
 
 DELTAS = 400_000  # of two characters: a reply of 800 kB in ~60 MB of events
 PER_WRITE = 1000  # events the upstream sends in one write

@@ -15,9 +15,9 @@ import openai
 import pytest
 
 from tests.conftest import GATEWAY_KEY
-from tests.fakes import FakeUpstream, Step, error_body, stream_of
-from tests.server.wiring import gateway_with_breakers  # noqa: F401  (the `gateway` fixture)
-from tests.servers import RedisProcess, flush_redis
+from tests.support.fakes import FakeUpstream, Step, error_body, stream_of
+from tests.support.servers import RedisProcess, flush_redis
+from tests.support.wiring import gateway_with_breakers  # noqa: F401  (the `gateway` fixture)
 from tests.test_metrics import root_url, scrape, value
 
 MESSAGES = [{"role": "user", "content": "hi"}]

@@ -34,8 +34,8 @@ from hypothesis import strategies as st
 from gateway.config.loader import MAX_COUNT, MAX_SECONDS, ConfigError, parse_config
 from gateway.server.app import create_app
 from tests.conftest import GATEWAY_KEY
-from tests.servers import free_port
 from tests.support.behaviours import BEHAVIOURS, behaviours_app
+from tests.support.servers import free_port
 
 PROPERTY = settings(
     max_examples=30,

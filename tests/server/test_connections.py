@@ -24,7 +24,7 @@ from gateway.config.loader import parse_config
 from gateway.server import connections
 from gateway.server.app import create_app
 from gateway.server.connections import OVER_LIMIT_ROOM, SILENT_SECONDS, QuietConnections, connection_limit
-from tests.fakes import FakeUpstream, Step, stream_of
+from tests.support.fakes import FakeUpstream, Step, stream_of
 from tests.support.processes import running_gateway
 
 FDS = 256

@@ -22,8 +22,8 @@ from gateway.core.settings import CorsConfig
 from gateway.server.app import create_app
 from gateway.server.cors import CorsPolicy, vary_on_origin
 from tests.conftest import GATEWAY_KEY, Gateway
-from tests.fakes import FakeUpstream, Step, chat_completion
-from tests.servers import require_binary
+from tests.support.fakes import FakeUpstream, Step, chat_completion
+from tests.support.servers import require_binary
 
 ORIGIN = "https://app.example.com"
 AUTH = {"Authorization": f"Bearer {GATEWAY_KEY}"}

@@ -24,8 +24,8 @@ import orjson
 import pytest
 
 from tests.conftest import GATEWAY_KEY
-from tests.fakes import FakeUpstream, Step, chat_completion, chunk, error_body, stream_of, trickle
-from tests.server.wiring import gateway_with_breakers  # noqa: F401  (the `gateway` fixture)
+from tests.support.fakes import FakeUpstream, Step, chat_completion, chunk, error_body, stream_of, trickle
+from tests.support.wiring import gateway_with_breakers  # noqa: F401  (the `gateway` fixture)
 from tests.test_metrics import root_url, scrape, value
 
 Gateway = Any

@@ -18,7 +18,7 @@ from gateway.config.loader import parse_config
 from gateway.core.settings import Config
 from gateway.server.inline import INLINE_CONFIGS, INLINE_ROUTE, InlineConfigs
 from tests.conftest import GATEWAY_KEY, Gateway
-from tests.fakes import FakeUpstream, Step, error_body, stream_of
+from tests.support.fakes import FakeUpstream, Step, error_body, stream_of
 
 MESSAGES = [{"role": "user", "content": "hello"}]
 

@@ -20,8 +20,8 @@ from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI
 
 from tests.conftest import GATEWAY_KEY, Gateway
-from tests.fakes import FakeUpstream, Step, chat_completion, chunk, stream_of
 from tests.server.test_memory_e2e import SYSTEM, a, config, received, stored, u
+from tests.support.fakes import FakeUpstream, Step, chat_completion, chunk, stream_of
 
 QUESTION = "Weather in Paris?"
 ANSWER = "It is sunny in Paris."

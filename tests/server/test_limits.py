@@ -12,8 +12,8 @@ import pytest
 
 from gateway.core.sse import MAX_EVENT_BYTES
 from tests.conftest import Gateway
-from tests.fakes import FakeUpstream, Step, chat_completion, chunk, stream_of
 from tests.server.test_memory_e2e import stored
+from tests.support.fakes import FakeUpstream, Step, chat_completion, chunk, stream_of
 
 QUESTION = [{"role": "user", "content": "q"}]
 

@@ -16,8 +16,8 @@ import openai
 import pytest
 
 from tests.conftest import Gateway
-from tests.servers import flush_redis as flush
-from tests.servers import free_port, wait_for_port
+from tests.support.servers import flush_redis as flush
+from tests.support.servers import free_port, wait_for_port
 
 TURNS = 50
 HEADERS = {"memoryId": "busy", "maxMessages": "200"}

@@ -13,7 +13,7 @@ import pytest
 from gateway.core.memory.policies import NOTICE
 from gateway.tokens import count_message, get_encoding
 from tests.conftest import GATEWAY_KEY, Gateway
-from tests.fakes import FakeUpstream, Step, chat_completion, chunk, error_body, stream_of
+from tests.support.fakes import FakeUpstream, Step, chat_completion, chunk, error_body, stream_of
 
 SYSTEM = {"role": "system", "content": "You are terse."}
 
@@ -352,7 +352,7 @@ async def test_a_later_larger_window_sees_more(gateway: Gateway, upstream: FakeU
 
 
 async def test_unreachable_memory_store_is_503(gateway: Gateway, upstream: FakeUpstream) -> None:
-    from tests.servers import free_port
+    from tests.support.servers import free_port
 
     client = await gateway(f"""
 memory: {{store: redis, url: "redis://127.0.0.1:{free_port()}/0"}}

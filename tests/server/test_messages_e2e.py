@@ -20,9 +20,11 @@ import pytest
 from anthropic.types import Message
 
 from tests.conftest import GATEWAY_KEY, Gateway
-from tests.fakes import FakeUpstream, Step, chat_completion, error_body, stream_of
-from tests.fakes_anthropic import MODEL as CLAUDE_MODEL
-from tests.fakes_anthropic import (
+from tests.server.test_langchain import CALL, calling_answer, calling_stream
+from tests.server.test_memory_e2e import SYSTEM, a, stored, u
+from tests.support.fakes import FakeUpstream, Step, chat_completion, error_body, stream_of
+from tests.support.fakes_anthropic import MODEL as CLAUDE_MODEL
+from tests.support.fakes_anthropic import (
     Answer,
     FakeAnthropic,
     message_events,
@@ -30,8 +32,6 @@ from tests.fakes_anthropic import (
     rate_limited,
     start_anthropic,
 )
-from tests.server.test_langchain import CALL, calling_answer, calling_stream
-from tests.server.test_memory_e2e import SYSTEM, a, stored, u
 from tests.test_metrics import scrape, value
 
 # litellm's pydantic types warn once per process when first built; litellm itself hides it, pytest shows it

@@ -21,10 +21,6 @@ import orjson
 import pytest
 
 from tests.conftest import GATEWAY_KEY
-from tests.fakes import FakeUpstream, Step, stream_of
-from tests.fakes_anthropic import COUNTED, Answer, FakeAnthropic, anthropic_error, message_events, sse
-from tests.fakes_anthropic import MODEL as CLAUDE_MODEL
-from tests.fakes_anthropic import message as claude_message
 from tests.server import test_messages_e2e
 from tests.server.test_memory_e2e import a, stored, u
 from tests.server.test_messages_e2e import (
@@ -40,6 +36,10 @@ from tests.server.test_messages_e2e import (
     read_until_error,
     use_the_tool,
 )
+from tests.support.fakes import FakeUpstream, Step, stream_of
+from tests.support.fakes_anthropic import COUNTED, Answer, FakeAnthropic, anthropic_error, message_events, sse
+from tests.support.fakes_anthropic import MODEL as CLAUDE_MODEL
+from tests.support.fakes_anthropic import message as claude_message
 from tests.test_metrics import scrape, value
 
 # litellm's pydantic types warn once per process when first built; litellm itself hides it, pytest shows it
@@ -288,7 +288,7 @@ from aiohttp import ClientSession
 from aiohttp.test_utils import TestServer
 from gateway.config.loader import parse_config
 from gateway.server.app import create_app
-from tests.fakes_anthropic import FakeAnthropic
+from tests.support.fakes_anthropic import FakeAnthropic
 
 
 async def main():

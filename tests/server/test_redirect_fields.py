@@ -9,7 +9,7 @@ import orjson
 
 from gateway.server.parsing import ORDINARY_FIELDS, drop_redirect_fields, is_redirect_field
 from tests.conftest import GATEWAY_KEY, Gateway
-from tests.fakes import FakeUpstream
+from tests.support.fakes import FakeUpstream
 
 MESSAGES = [{"role": "user", "content": "hello"}]
 SMUGGLED = {

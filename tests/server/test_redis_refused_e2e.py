@@ -24,7 +24,7 @@ from gateway.memory.redis import RedisStore, key_prefix
 from gateway.memory.store import StoreUnavailable
 from gateway.upstream.breakers.redis import RedisBreakers
 from tests.conftest import Gateway
-from tests.fakes import FakeUpstream, Step, chat_completion, error_body
+from tests.support.fakes import FakeUpstream, Step, chat_completion, error_body
 
 QUESTION = [{"role": "user", "content": "q"}]
 

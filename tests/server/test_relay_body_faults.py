@@ -26,7 +26,7 @@ from gateway.upstream.dispatch import Result
 from gateway.upstream.providers.base import UnreadBody
 from gateway.upstream.providers.openai import transport_error
 from tests.conftest import Gateway
-from tests.fakes import FakeUpstream, Step
+from tests.support.fakes import FakeUpstream, Step
 from tests.support.scrape import metrics_text, samples, total
 
 AUDIO = b"ID3" + bytes(range(256)) * 8

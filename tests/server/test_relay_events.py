@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 from tests.conftest import GATEWAY_KEY, Gateway
-from tests.fakes import FakeUpstream, Step, chunk, error_body, stream_of
+from tests.support.fakes import FakeUpstream, Step, chunk, error_body, stream_of
 
 FIRST = chunk({"role": "assistant", "content": "Hi"})
 AFTER = stream_of(" there")[1:]  # a chunk, the finish chunk and [DONE]: what must never reach the client

@@ -10,7 +10,7 @@ import pytest
 
 from gateway.upstream.deadline import IdleDeadline
 from tests.conftest import Gateway
-from tests.fakes import FakeUpstream, Step, chunk, stream_of
+from tests.support.fakes import FakeUpstream, Step, chunk, stream_of
 from tests.test_metrics import scrape, value
 
 MESSAGES = [{"role": "user", "content": "stream please"}]

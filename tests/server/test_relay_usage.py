@@ -9,8 +9,8 @@ from typing import Any
 import orjson
 
 from tests.conftest import Gateway
-from tests.fakes import FakeUpstream, chunk
 from tests.server.test_relay_events import raw_stream
+from tests.support.fakes import FakeUpstream, chunk
 
 FIRST = chunk({"role": "assistant", "content": "Hi"})
 DONE = b"data: [DONE]\n\n"

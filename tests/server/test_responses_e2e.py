@@ -19,12 +19,12 @@ from langchain_openai import ChatOpenAI
 from pydantic import BaseModel
 
 from tests.conftest import GATEWAY_KEY, Gateway
-from tests.fakes import FakeUpstream, Step, chat_completion, error_body, stream_of
-from tests.fakes_anthropic import MODEL as CLAUDE_MODEL
-from tests.fakes_anthropic import start_anthropic
 from tests.server.test_langchain import CALL, calling_answer, calling_stream
 from tests.server.test_memory_e2e import a, stored, u
 from tests.server.test_messages_e2e import KEYS, QUESTION, broken_stream, fallback_route, usage_chunk
+from tests.support.fakes import FakeUpstream, Step, chat_completion, error_body, stream_of
+from tests.support.fakes_anthropic import MODEL as CLAUDE_MODEL
+from tests.support.fakes_anthropic import start_anthropic
 from tests.test_metrics import scrape, value
 
 # litellm's pydantic types warn once per process when first built; litellm itself hides it, pytest shows it

@@ -25,10 +25,13 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langchain_openai import ChatOpenAI
 
 from tests.conftest import GATEWAY_KEY, Gateway
-from tests.fakes import FakeUpstream, Step, chat_completion, stream_of
-from tests.fakes_anthropic import MODEL as CLAUDE_MODEL
-from tests.fakes_anthropic import start_anthropic
-from tests.fakes_responses import (
+from tests.server.test_memory_e2e import a, stored, u
+from tests.server.test_messages_e2e import KEYS
+from tests.server.test_responses_e2e import openai_error as error_of
+from tests.support.fakes import FakeUpstream, Step, chat_completion, stream_of
+from tests.support.fakes_anthropic import MODEL as CLAUDE_MODEL
+from tests.support.fakes_anthropic import start_anthropic
+from tests.support.fakes_responses import (
     Answer,
     FakeResponses,
     error_event,
@@ -38,9 +41,6 @@ from tests.fakes_responses import (
     response_events,
     start_responses,
 )
-from tests.server.test_memory_e2e import a, stored, u
-from tests.server.test_messages_e2e import KEYS
-from tests.server.test_responses_e2e import openai_error as error_of
 from tests.test_metrics import scrape, value
 
 # litellm's pydantic types warn once per process when first built; litellm itself hides it, pytest shows it
@@ -424,7 +424,7 @@ from aiohttp import ClientSession
 from aiohttp.test_utils import TestServer
 from gateway.config.loader import parse_config
 from gateway.server.app import create_app
-from tests.fakes_responses import FakeResponses
+from tests.support.fakes_responses import FakeResponses
 
 
 async def main():

@@ -9,7 +9,7 @@ import orjson
 import pytest
 
 from tests.conftest import GATEWAY_KEY, Gateway
-from tests.fakes import FakeUpstream, Step, chat_completion, chunk, error_body
+from tests.support.fakes import FakeUpstream, Step, chat_completion, chunk, error_body
 
 MESSAGES = [{"role": "user", "content": "hello"}]
 

@@ -22,8 +22,8 @@ from openai.types.chat import ChatCompletionMessageParam
 
 from gateway.memory.sqlite import SQLiteStore
 from tests.conftest import Gateway
-from tests.servers import free_port, wait_for_port
 from tests.support.readonly import immutable
+from tests.support.servers import free_port, wait_for_port
 
 QUESTION: list[ChatCompletionMessageParam] = [{"role": "user", "content": "hello"}]
 

@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 from tests.conftest import Gateway
-from tests.fakes import FakeUpstream, Step, chunk, error_body, stream_of
+from tests.support.fakes import FakeUpstream, Step, chunk, error_body, stream_of
 
 MESSAGES = [{"role": "user", "content": "stream please"}]
 

@@ -28,8 +28,8 @@ from gateway.observe.logs import JsonFormatter
 from gateway.observe.trace import STREAM_ERROR, Trace
 from gateway.server.relay import relay_stream
 from tests.conftest import GATEWAY_KEY, Gateway
-from tests.fakes import FakeUpstream, Step, chunk
 from tests.support.committed import Recorder, ScriptedStream, a_target, committed
+from tests.support.fakes import FakeUpstream, Step, chunk
 
 JSON = dict[str, Any]
 

@@ -25,7 +25,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 from yarl import URL
 
-from tests.fakes import FakeUpstream, Step, chunk, stream_of
+from tests.support.fakes import FakeUpstream, Step, chunk, stream_of
 
 FIXTURES = Path(__file__).parent.parent / "clients" / "fixtures"
 MCP_SERVER = Path(__file__).parent / "mcp_demo_server.py"

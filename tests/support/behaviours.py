@@ -13,7 +13,7 @@ from typing import Any, Final
 import orjson
 from aiohttp import web
 
-from tests.fakes import chat_completion, chunk, error_body, stream_of
+from tests.support.fakes import chat_completion, chunk, error_body, stream_of
 
 BEHAVIOURS: Final = ("ok", "s429", "s400", "s502", "s503", "garbage", "reset", "cut", "nodone")
 

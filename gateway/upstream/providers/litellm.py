@@ -28,8 +28,8 @@ from gateway.core.errors import OverloadedError
 from gateway.core.sse import DONE_EVENT, Event, parse_event
 from gateway.core.tree import Target
 from gateway.observe.trace import INVALID_RESPONSE, STREAM_ERROR
-from gateway.upstream.dispatch import redact
 from gateway.upstream.providers.base import Call, EventStream, OneByOne, Reply, TransportError, shortage
+from gateway.upstream.redaction import redact
 
 # Read by litellm at import and on first use: its bundled cost map and Anthropic beta headers
 # instead of GitHub fetches, and no `.env` from the working directory (its "DEV" mode loads one).
