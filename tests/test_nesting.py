@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from gateway.core.memory.policies import _json_meaning
+from gateway.core.memory.resent import json_meaning as _json_meaning
 from gateway.core.nesting import MAX_JSON_DEPTH, too_deep
 from gateway.core.translate.messages import _tool_input
 from tests.conftest import Gateway

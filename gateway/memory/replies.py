@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from gateway.core.memory.entries import Message
-from gateway.core.memory.policies import normalize
+from gateway.core.memory.messages import normalize
 from gateway.core.pieces import TextPieces
 
 

@@ -21,14 +21,8 @@ from typing import Any, TypeVar
 from gateway.core.errors import ConflictError, GatewayError
 from gateway.core.memory.conversation import Conversation
 from gateway.core.memory.entries import Entry, Message
-from gateway.core.memory.policies import (
-    SYSTEM_ROLES,
-    CommonTurn,
-    Plan,
-    TokenCounter,
-    plan_common_turn,
-    plan_turn,
-)
+from gateway.core.memory.messages import SYSTEM_ROLES
+from gateway.core.memory.policies import CommonTurn, Plan, TokenCounter, plan_common_turn, plan_turn
 from gateway.core.memory.reach import Reach, first_reach, wider_reach
 from gateway.core.memory.settings import MemorySettings
 from gateway.memory.replies import ReplyAssembler, ReplyTooLarge, reply_message

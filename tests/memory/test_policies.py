@@ -8,10 +8,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.core.memory import policies
+from gateway.core.memory import resent
 from gateway.core.memory.entries import Entry
-from gateway.core.memory.policies import NOTICE, normalize, plan_turn, resent_length
+from gateway.core.memory.messages import normalize
+from gateway.core.memory.policies import plan_turn
+from gateway.core.memory.resent import resent_length
 from gateway.core.memory.settings import MemorySettings
+from gateway.core.memory.windows import NOTICE
 from gateway.tokens import count_message, count_messages, encoding_name, get_encoding
 
 O200K = get_encoding("o200k_base")
@@ -244,7 +247,7 @@ def test_the_common_cases_compare_by_bytes_only(monkeypatch: pytest.MonkeyPatch)
     def meaning(message: Any) -> Any:
         raise AssertionError("compared by meaning")
 
-    monkeypatch.setattr(policies, "_meaning", meaning)
+    monkeypatch.setattr(resent, "meaning", meaning)
     assert plan(TOOLS, [u("next")]).new_turn == [u("next")]  # only the new turn
     assert plan(TOOLS[:2], [TOOLS[2], TOOLS[3]]).new_turn == TOOLS[2:4]  # tool results for the last call
     assert plan(TOOLS, [*TOOLS, u("next")]).new_turn == [u("next")]  # the whole history, unchanged

@@ -10,7 +10,7 @@ import aiohttp
 import openai
 import pytest
 
-from gateway.core.memory.policies import NOTICE
+from gateway.core.memory.windows import NOTICE
 from gateway.tokens import count_message, get_encoding
 from tests.conftest import GATEWAY_KEY, Gateway
 from tests.support.fakes import FakeUpstream, Step, chat_completion, chunk, error_body, stream_of

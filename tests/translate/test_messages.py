@@ -26,7 +26,8 @@ from hypothesis import strategies as st
 from openai.types.chat import completion_create_params
 from pydantic import TypeAdapter
 
-from gateway.core.memory.policies import normalize, resent_length
+from gateway.core.memory.messages import normalize
+from gateway.core.memory.resent import resent_length
 from gateway.core.translate.dropped import DropLog
 from gateway.core.translate.messages import (
     MalformedAnswer,
