@@ -10,8 +10,6 @@ from typing import Any
 
 import aiohttp
 from aiohttp import hdrs
-from aiohttp.base_protocol import BaseProtocol
-from aiohttp.streams import StreamReader
 from multidict import CIMultiDict, CIMultiDictProxy
 from yarl import URL
 
@@ -19,6 +17,7 @@ from gateway.core.errors import OverloadedError
 from gateway.core.sse import Event, EventParser, EventTooLarge
 from gateway.core.tree import Target
 from gateway.observe.trace import STREAM_ERROR
+from gateway.upstream.aiohttp_internals import DRAINABLE, arrival, is_closed, take_arrived
 from gateway.upstream.providers.apis import RETRIEVE
 from gateway.upstream.providers.base import JSON, Call, EventStream, OwnWords, Reply, TransportError, shortage
 
@@ -202,10 +201,9 @@ class OpenAIProvider:
             content = response.content
             if content.is_eof():
                 # The usual small answer came whole with its headers, and aiohttp gave its connection
-                # back at its end (closed the response): taken as it is, without readany()'s
-                # coroutine (~3k instructions).
+                # back at its end (closed the response): taken as it is, without readany()'s coroutine.
                 body = content.read_nowait()
-                if not response._closed:  # (an upgraded connection is not given back by itself)
+                if not is_closed(response):  # (an upgraded connection is not given back by itself)
                     response.release()
             else:
                 body = await _read_arriving(response, limit)
@@ -248,10 +246,9 @@ def _content_type(response: aiohttp.ClientResponse) -> str:
 
 def _let_go(response: aiohttp.ClientResponse) -> None:
     """Done with `response`: its connection goes back to the pool if its body was read to the end, else is dropped."""
-    # aiohttp gives the connection back itself when the body ends (the response is then closed);
-    # release() would only mark the finished body, at ~150 opcodes per answer. (`_closed`, not
-    # the `closed` property: a Python call through C, ~600 instructions, once a stream.)
-    if response._closed:
+    # aiohttp gives the connection back itself when the body ends (the response is then closed):
+    # release() would only mark the finished body, once more per answer.
+    if is_closed(response):
         return
     if response.content.at_eof():
         response.release()
@@ -278,50 +275,6 @@ class _UnreadBody:
         _let_go(self._response)
 
 
-# The reader whose internals _taken relies on (as aiohttp 3.14 has them): StreamReader itself, not a
-# subclass (EMPTY_PAYLOAD is one), and none at all in an aiohttp without them (readany() then).
-_INTERNALS = ("_buffer", "_buffer_offset", "_size", "_cursor", "_http_chunk_splits", "_protocol", "_eof", "_exception", "_timer", "_wait")
-_DRAINABLE: type | None = (
-    StreamReader
-    if all(hasattr(StreamReader, name) for name in _INTERNALS) and hasattr(BaseProtocol, "_reading_paused")
-    else None
-)
-
-
-def _taken(content: StreamReader) -> bytes | None:
-    """All the body's bytes that have arrived, at once; b"" at its end; None when none are there (wait for some).
-
-    readany() returns the same bytes, but takes them out of aiohttp's buffer an HTTP chunk at a
-    time, asking the connection to resume reading after each (~190 opcodes a chunk), and an
-    upstream that streams writes every event as a chunk of its own. Here the buffer is emptied
-    with one join, and reading resumed only when flow control paused it (as readany() would
-    after its last chunk; a decompression in progress waits only while paused, too).
-    `content` is a _DRAINABLE reader.
-    """
-    if content._exception is not None:
-        raise content._exception
-    buffer = content._buffer
-    if not buffer:
-        return b"" if content._eof else None
-    if len(buffer) == 1 or content._buffer_offset:  # one chunk costs readany() no more; an offset is its to handle
-        return content.read_nowait()
-    content._timer.assert_timeout()
-    data = b"".join(buffer)
-    buffer.clear()
-    content._size = 0
-    cursor = content._cursor = content._cursor + len(data)
-    splits = content._http_chunk_splits
-    if splits:  # as readany(): the chunk ends behind the cursor go, one at it stays (a chunk end that
-        last = splits[-1]  # brings no bytes must not wake the reader up for nothing)
-        splits.clear()
-        if last == cursor:
-            splits.append(last)
-    protocol = content._protocol
-    if protocol._reading_paused:
-        protocol.resume_reading()
-    return data
-
-
 class _UpstreamEvents:
     def __init__(self, response: aiohttp.ClientResponse) -> None:
         self._response = response
@@ -346,12 +299,12 @@ class _UpstreamEvents:
         # The bytes taken here, not in a coroutine of their own: each coroutine is one more frame to
         # create and to pass through on every wake-up, for every read of a stream.
         content = self._response.content
-        drainable = type(content) is _DRAINABLE  # else readany() (EMPTY_PAYLOAD has no buffer)
+        drainable = type(content) is DRAINABLE  # else readany() (EMPTY_PAYLOAD has no buffer)
         while True:
             try:
                 if drainable:  # all the bytes that have arrived at once, waiting for some
-                    while (chunk := _taken(content)) is None:
-                        await content._wait("readany")
+                    while (chunk := take_arrived(content)) is None:
+                        await arrival(content)
                 else:
                     chunk = await content.readany()
             except Exception as exc:  # see transport_error
