@@ -129,3 +129,21 @@ class ReplyAssembler:
         if self._calls:
             message["tool_calls"] = [self._calls[i].message() for i in sorted(self._calls)]
         return normalize(message)
+
+
+def malformed_reply(message: Message) -> str | None:
+    """What makes an assistant reply unfit to store (and to resend on later turns), if anything."""
+    calls = message.get("tool_calls")
+    if calls is None:
+        return None
+    if not isinstance(calls, list):
+        return "tool_calls is not an array"
+    for i, call in enumerate(calls):
+        function = call.get("function") if isinstance(call, dict) else None
+        if not isinstance(call, dict) or not isinstance(call.get("id"), str) or not call["id"]:
+            return f"tool_calls[{i}].id is not a non-empty string"
+        if not isinstance(function, dict) or not isinstance(function.get("name"), str) or not function["name"]:
+            return f"tool_calls[{i}].function.name is not a non-empty string"
+        if not isinstance(function.get("arguments"), str):
+            return f"tool_calls[{i}].function.arguments is not a string"
+    return None

@@ -18,9 +18,10 @@ from gateway.core.translate import messages as anthropic_api
 from gateway.core.translate import responses as responses_api
 from gateway.core.translate.reshape import AnthropicReshape, Reshape, ResponsesReshape
 from gateway.core.tree import Route, iter_targets
+from gateway.memory.errors import store_errors
 from gateway.memory.headers import MemoryAsk, asks_for_memory, read_memory_headers
 from gateway.memory.store import StoreUnavailable
-from gateway.memory.turns import Memory, Turn, store_errors
+from gateway.memory.turns import Memory, Turn
 from gateway.observe.trace import Trace
 from gateway.server import pins
 from gateway.server.bodies import OFF_LOOP_BYTES, is_large, off_loop, read_payload

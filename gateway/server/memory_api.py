@@ -9,9 +9,9 @@ from aiohttp import web
 
 from gateway.core.errors import NotFoundError
 from gateway.core.memory.conversation import Conversation
+from gateway.memory.errors import store_errors
 from gateway.memory.headers import check_memory_id
 from gateway.memory.store import Key
-from gateway.memory.turns import store_errors
 from gateway.server.keys import MEMORY, tenant_of
 
 

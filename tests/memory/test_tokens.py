@@ -5,8 +5,9 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from gateway.memory.counting import OFF_LOOP_CHARS
 from gateway.memory.store import InProcessStore
-from gateway.memory.turns import OFF_LOOP_CHARS, Memory
+from gateway.memory.turns import Memory
 from gateway.tokens import EXACT_CHARS, PIECE_CHARS, count_message, count_text, get_encoding
 
 O200K = get_encoding("o200k_base")

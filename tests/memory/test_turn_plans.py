@@ -14,8 +14,9 @@ from gateway.core.memory.plain import PlainHistory
 from gateway.core.memory.policies import CommonTurn, plan_common_turn, plan_turn
 from gateway.core.memory.settings import MemorySettings
 from gateway.memory import turns
+from gateway.memory.counting import OFF_LOOP_CHARS, Counts
 from gateway.memory.store import InProcessStore
-from gateway.memory.turns import OFF_LOOP_CHARS, Memory, Turn, _Counts
+from gateway.memory.turns import Memory, Turn
 from gateway.observe.trace import Trace
 from gateway.tokens import count_message, get_encoding
 
@@ -128,7 +129,7 @@ WINDOW = MemorySettings("token_window", max_tokens=330)
 
 
 def test_a_request_of_the_common_shape_is_counted_as_plan_turn_counts() -> None:
-    counts = _Counts(O200K, 128_000)
+    counts = Counts(O200K, 128_000)
     for system in (SYSTEM, {"role": "developer", "content": "rules"}):
         turn = counts.common_turn([system, QUESTION], WINDOW)
         assert turn == CommonTurn(system, QUESTION, count(system), count(QUESTION))
@@ -156,7 +157,7 @@ def test_a_request_of_the_common_shape_is_counted_as_plan_turn_counts() -> None:
     ],
 )
 def test_any_other_request_is_not_a_common_turn(messages: list[dict[str, Any]], window: MemorySettings) -> None:
-    assert _Counts(O200K, 128_000).common_turn(messages, window) is None
+    assert Counts(O200K, 128_000).common_turn(messages, window) is None
 
 
 async def test_a_turn_of_the_common_shape_is_planned_without_plan_turn(monkeypatch: pytest.MonkeyPatch) -> None:

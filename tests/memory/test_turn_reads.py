@@ -12,9 +12,10 @@ from gateway.core.memory.entries import Entry
 from gateway.core.memory.plain import PlainHistory
 from gateway.core.memory.reach import Reach
 from gateway.core.memory.settings import MemorySettings
+from gateway.memory.errors import MemoryUnavailableError
 from gateway.memory.sqlite import SQLiteStore
 from gateway.memory.store import InProcessStore, Key, StoreUnavailable
-from gateway.memory.turns import Memory, MemoryUnavailableError, Turn
+from gateway.memory.turns import Memory, Turn
 from gateway.observe.trace import Observer, Trace
 from gateway.tokens import count_message, get_encoding
 

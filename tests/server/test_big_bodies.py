@@ -17,7 +17,8 @@ import pytest
 from gateway.core.translate import messages as anthropic_translation
 from gateway.core.translate import responses as responses_translation
 from gateway.memory import turns
-from gateway.memory.turns import OFF_LOOP_CHARS, PLAN_ON_LOOP_MESSAGES
+from gateway.memory.counting import OFF_LOOP_CHARS
+from gateway.memory.turns import PLAN_ON_LOOP_MESSAGES
 from gateway.server import bodies, handlers
 from gateway.server.bodies import OFF_LOOP_BYTES
 from gateway.server.parsing import CONTAINER_UNITS, JSON_BUDGET
