@@ -26,8 +26,8 @@ from gateway.core.hosts import HostPolicy
 from gateway.core.memory.settings import MemorySettings
 from gateway.core.settings import Config
 from gateway.server.inline import read_tree
-from tests.conftest import Gateway
 from tests.support.fakes import FakeUpstream
+from tests.support.gateway import Gateway
 
 FUZZ = settings(
     max_examples=120,

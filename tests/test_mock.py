@@ -11,7 +11,7 @@ import openai
 import orjson
 import pytest
 
-from tests.conftest import Gateway
+from tests.support.gateway import Gateway
 
 CONFIG = "routes: {m: {provider: mock, mock: {chunkSize: 5}}}"
 

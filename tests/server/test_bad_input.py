@@ -2,36 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-import aiohttp
 import openai
 import pytest
-from multidict import CIMultiDict
 
-from tests.conftest import GATEWAY_KEY, Gateway
-
-CONFIG = f"""
-server: {{maxBodyBytes: 2000}}
-auth: {{keys: [{{name: team-a, key: {GATEWAY_KEY}}}]}}
-routes: {{m: {{provider: mock}}}}
-"""
-AUTH = {"Authorization": f"Bearer {GATEWAY_KEY}"}
-
-
-async def call(client: openai.AsyncOpenAI, method: str, path: str, **kwargs: Any) -> tuple[int, CIMultiDict[str], Any]:
-    base = str(client.base_url).rstrip("/").removesuffix("/v1")
-    async with aiohttp.ClientSession() as session, session.request(method, base + path, **kwargs) as response:
-        return response.status, CIMultiDict(response.headers), await response.json(content_type=None)
-
-
-def assert_error(body: Any, *, param: str | None = None, code: str | None = None) -> None:
-    assert set(body) == {"error"} and set(body["error"]) == {"message", "type", "param", "code"}
-    assert body["error"]["message"]
-    if param is not None:
-        assert body["error"]["param"] == param
-    if code is not None:
-        assert body["error"]["code"] == code
+from tests.support.gateway import GATEWAY_KEY, Gateway
+from tests.support.openai_errors import assert_error
+from tests.support.plain_http import AUTH, CONFIG, call
 
 
 @pytest.mark.parametrize(

@@ -22,8 +22,8 @@ from gateway.memory.turns import PLAN_ON_LOOP_MESSAGES
 from gateway.server import bodies, handlers
 from gateway.server.bodies import OFF_LOOP_BYTES
 from gateway.server.parsing import CONTAINER_UNITS, JSON_BUDGET
-from tests.conftest import GATEWAY_KEY, Gateway
 from tests.support.fakes import FakeUpstream
+from tests.support.gateway import GATEWAY_KEY, Gateway
 
 JSON = dict[str, Any]
 

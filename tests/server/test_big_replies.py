@@ -7,8 +7,8 @@ import tracemalloc
 import aiohttp
 import orjson
 
-from tests.conftest import GATEWAY_KEY, Gateway
 from tests.support.fakes import FakeUpstream, Step, chunk
+from tests.support.gateway import GATEWAY_KEY, Gateway
 
 DELTAS = 400_000  # of two characters: a reply of 800 kB in ~60 MB of events
 PER_WRITE = 1000  # events the upstream sends in one write

@@ -21,8 +21,8 @@ from gateway.config.loader import parse_config
 from gateway.core.settings import CorsConfig
 from gateway.server.app import create_app
 from gateway.server.cors import CorsPolicy, vary_on_origin
-from tests.conftest import GATEWAY_KEY, Gateway
 from tests.support.fakes import FakeUpstream, Step, chat_completion
+from tests.support.gateway import GATEWAY_KEY, Gateway
 from tests.support.servers import require_binary
 
 ORIGIN = "https://app.example.com"

@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 
 from gateway.config.loader import parse_config
 from gateway.server.app import create_app
-from tests.conftest import GATEWAY_KEY
+from tests.support.gateway import GATEWAY_KEY
 
 CONFIG = f"""
 auth: {{keys: [{{name: team-a, key: {GATEWAY_KEY}}}]}}

@@ -17,8 +17,8 @@ import pytest
 from gateway.config.loader import parse_config
 from gateway.core.settings import Config
 from gateway.server.inline import INLINE_CONFIGS, INLINE_ROUTE, InlineConfigs
-from tests.conftest import GATEWAY_KEY, Gateway
 from tests.support.fakes import FakeUpstream, Step, error_body, stream_of
+from tests.support.gateway import GATEWAY_KEY, Gateway
 
 MESSAGES = [{"role": "user", "content": "hello"}]
 

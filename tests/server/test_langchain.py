@@ -19,15 +19,13 @@ from langchain_core.messages import (
 from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI
 
-from tests.conftest import GATEWAY_KEY, Gateway
-from tests.server.test_memory_e2e import SYSTEM, a, config, received, stored, u
-from tests.support.fakes import FakeUpstream, Step, chat_completion, chunk, stream_of
+from tests.support.fakes import FakeUpstream, Step, chat_completion, stream_of
+from tests.support.gateway import GATEWAY_KEY, Gateway
+from tests.support.memory_turns import SYSTEM, a, config, received, stored, u
+from tests.support.tool_calls import CALL, CALLING, calling_answer, calling_stream
 
 QUESTION = "Weather in Paris?"
 ANSWER = "It is sunny in Paris."
-# the upstream writes arguments compact; LangChain resends them as json.dumps does: '{"city": "Paris"}'
-CALL = {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'}}
-CALLING = {"role": "assistant", "tool_calls": [CALL]}
 RESULT = {"role": "tool", "tool_call_id": "call_1", "content": "sunny in Paris"}
 AGAIN = {"role": "assistant", "tool_calls": [{**CALL, "id": "call_2"}]}
 RESULT_AGAIN = {**RESULT, "tool_call_id": "call_2"}
@@ -37,23 +35,6 @@ RESULT_AGAIN = {**RESULT, "tool_call_id": "call_2"}
 def get_weather(city: str) -> str:
     """The weather in a city."""
     return f"sunny in {city}"
-
-
-def calling_answer(calling: dict[str, Any] = CALLING) -> dict[str, Any]:
-    answer = chat_completion()
-    answer["choices"][0].update(message={**calling, "content": None}, finish_reason="tool_calls")
-    return answer
-
-
-def calling_stream() -> list[Any]:
-    opening = {**CALL, "index": 0, "function": {"name": "get_weather", "arguments": ""}}
-    return [
-        chunk({"role": "assistant", "content": None, "tool_calls": [opening]}),
-        chunk({"tool_calls": [{"index": 0, "function": {"arguments": '{"city":'}}]}),
-        chunk({"tool_calls": [{"index": 0, "function": {"arguments": '"Paris"}'}}]}),
-        chunk({}, "tool_calls"),
-        b"data: [DONE]\n\n",
-    ]
 
 
 def chat_model(client: Any, memory_id: str) -> ChatOpenAI:

@@ -11,9 +11,9 @@ import orjson
 import pytest
 
 from gateway.core.sse import MAX_EVENT_BYTES
-from tests.conftest import Gateway
-from tests.server.test_memory_e2e import stored
 from tests.support.fakes import FakeUpstream, Step, chat_completion, chunk, stream_of
+from tests.support.gateway import Gateway
+from tests.support.memory_turns import stored
 
 QUESTION = [{"role": "user", "content": "q"}]
 

@@ -28,10 +28,10 @@ from gateway.observe.metrics import Metrics
 from gateway.observe.trace import Trace
 from gateway.server.relay import relay_stream
 from gateway.upstream.providers.base import shortage
-from tests.conftest import Gateway
 from tests.support.committed import ScriptedStream, committed
 from tests.support.descriptors import exhausted_descriptors
 from tests.support.fakes import FakeUpstream, chunk
+from tests.support.gateway import Gateway
 from tests.support.scrape import health, metrics_text, samples, total
 
 QUESTION = [{"role": "user", "content": "hi"}]

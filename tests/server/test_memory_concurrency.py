@@ -15,7 +15,7 @@ import aiohttp
 import openai
 import pytest
 
-from tests.conftest import Gateway
+from tests.support.gateway import Gateway
 from tests.support.servers import flush_redis as flush
 from tests.support.servers import free_port, wait_for_port
 

@@ -12,31 +12,9 @@ import pytest
 
 from gateway.core.memory.windows import NOTICE
 from gateway.tokens import count_message, get_encoding
-from tests.conftest import GATEWAY_KEY, Gateway
 from tests.support.fakes import FakeUpstream, Step, chat_completion, chunk, error_body, stream_of
-
-SYSTEM = {"role": "system", "content": "You are terse."}
-
-
-def u(text: str) -> dict[str, Any]:
-    return {"role": "user", "content": text}
-
-
-def a(text: str) -> dict[str, Any]:
-    return {"role": "assistant", "content": text}
-
-
-def config(upstream: FakeUpstream, tmp_path: Path, *, memory: str = "", route_memory: str = "", extra: str = "") -> str:
-    route_block = f"\n    memory: {{{route_memory}}}" if route_memory else ""
-    return f"""
-memory: {{store: sqlite, path: "{tmp_path / 'memory.db'}"{', ' + memory if memory else ''}}}
-{extra}
-routes:
-  chat:
-    provider: openai
-    baseUrl: "{upstream.url}"
-    apiKey: k{route_block}
-"""
+from tests.support.gateway import GATEWAY_KEY, Gateway
+from tests.support.memory_turns import SYSTEM, a, config, received, stored, u
 
 
 async def ask(
@@ -57,10 +35,6 @@ def script_replies(upstream: FakeUpstream, count: int, *, stream: bool, pad: int
     for i in range(1, count + 1):
         text = f"r{i}" + "x" * pad
         upstream.then(Step(events=stream_of(text)) if stream else Step(body=chat_completion(text)))
-
-
-def received(upstream: FakeUpstream) -> list[list[dict[str, Any]]]:
-    return [request.body["messages"] for request in upstream.requests]
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
@@ -159,14 +133,6 @@ async def test_streamed_tool_calls_are_stored_as_one_message(gateway: Gateway, u
 
 
 # ---------------------------------------------------------------- nothing stored on failure
-
-
-async def stored(client: openai.AsyncOpenAI, memory_id: str, key: str = GATEWAY_KEY) -> tuple[int, Any]:
-    base = str(client.base_url).rstrip("/")
-    async with aiohttp.ClientSession() as session, session.get(
-        f"{base}/memory/{memory_id}", headers={"Authorization": f"Bearer {key}"}
-    ) as response:
-        return response.status, await response.json(content_type=None)
 
 
 async def test_nothing_stored_when_every_fallback_fails(gateway: Gateway, make_upstream, tmp_path: Path) -> None:

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import Gateway
-from tests.server.test_bad_input import assert_error
-from tests.server.test_hostile_input import AUTH, address, exchange, request
+from tests.support.gateway import Gateway
+from tests.support.openai_errors import assert_error
+from tests.support.raw_http import AUTH, address, exchange, request
 
 
 @pytest.mark.parametrize(

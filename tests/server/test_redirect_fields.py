@@ -8,8 +8,8 @@ import aiohttp
 import orjson
 
 from gateway.server.parsing import ORDINARY_FIELDS, drop_redirect_fields, is_redirect_field
-from tests.conftest import GATEWAY_KEY, Gateway
 from tests.support.fakes import FakeUpstream
+from tests.support.gateway import GATEWAY_KEY, Gateway
 
 MESSAGES = [{"role": "user", "content": "hello"}]
 SMUGGLED = {

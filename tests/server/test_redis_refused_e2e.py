@@ -23,8 +23,8 @@ from gateway.core.settings import Config
 from gateway.memory.redis import RedisStore, key_prefix
 from gateway.memory.store import StoreUnavailable
 from gateway.upstream.breakers.redis import RedisBreakers
-from tests.conftest import Gateway
 from tests.support.fakes import FakeUpstream, Step, chat_completion, error_body
+from tests.support.gateway import Gateway
 
 QUESTION = [{"role": "user", "content": "q"}]
 

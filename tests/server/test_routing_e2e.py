@@ -8,8 +8,8 @@ import openai
 import orjson
 import pytest
 
-from tests.conftest import GATEWAY_KEY, Gateway
 from tests.support.fakes import FakeUpstream, Step, chat_completion, chunk, error_body
+from tests.support.gateway import GATEWAY_KEY, Gateway
 
 MESSAGES = [{"role": "user", "content": "hello"}]
 

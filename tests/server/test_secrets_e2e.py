@@ -26,9 +26,9 @@ from aiohttp import web
 
 from gateway.config.loader import parse_config
 from gateway.observe.logs import JsonFormatter
-from tests.conftest import GATEWAY_KEY, Gateway
 from tests.support.configs import with_targets
 from tests.support.fakes import FakeUpstream, Step, chunk, error_body
+from tests.support.gateway import GATEWAY_KEY, Gateway
 from tests.support.raw_upstream import (
     CUT_OFF_JSON,
     CUT_OFF_STREAM,

@@ -22,9 +22,9 @@ from gateway.memory import redis as redis_store
 from gateway.memory.redis import RedisStore, key_prefix
 from gateway.memory.sqlite import SQLiteStore
 from gateway.server.keys import MEMORY
-from tests.conftest import Gateway
-from tests.server.test_memory_e2e import stored
 from tests.support.fakes import FakeUpstream, Step, chat_completion, chunk
+from tests.support.gateway import Gateway
+from tests.support.memory_turns import stored
 from tests.support.servers import RedisProcess, redis_server
 
 QUESTION = [{"role": "user", "content": "q"}]

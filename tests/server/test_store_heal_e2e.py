@@ -21,7 +21,7 @@ import pytest
 from openai.types.chat import ChatCompletionMessageParam
 
 from gateway.memory.sqlite import SQLiteStore
-from tests.conftest import Gateway
+from tests.support.gateway import Gateway
 from tests.support.readonly import immutable
 from tests.support.servers import free_port, wait_for_port
 

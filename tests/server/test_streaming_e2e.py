@@ -10,8 +10,8 @@ import openai
 import orjson
 import pytest
 
-from tests.conftest import Gateway
 from tests.support.fakes import FakeUpstream, Step, chunk, error_body, stream_of
+from tests.support.gateway import Gateway
 
 MESSAGES = [{"role": "user", "content": "stream please"}]
 

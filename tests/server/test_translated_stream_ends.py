@@ -27,9 +27,9 @@ from gateway.core.translate.reshape import AnthropicReshape, ResponsesReshape, S
 from gateway.observe.logs import JsonFormatter
 from gateway.observe.trace import STREAM_ERROR, Trace
 from gateway.server.relay import relay_stream
-from tests.conftest import GATEWAY_KEY, Gateway
 from tests.support.committed import Recorder, ScriptedStream, a_target, committed
 from tests.support.fakes import FakeUpstream, Step, chunk
+from tests.support.gateway import GATEWAY_KEY, Gateway
 
 JSON = dict[str, Any]
 

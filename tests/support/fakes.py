@@ -57,6 +57,13 @@ def trickle(data: bytes, pause: float) -> list[bytes | float | asyncio.Event]:
     return out
 
 
+def usage_chunk(prompt: int = 5, completion: int = 3) -> bytes:
+    """The last chunk of a stream asked for with include_usage: no choices, the usage."""
+    body = {"id": "chatcmpl-up", "object": "chat.completion.chunk", "created": 1, "model": "up-model", "choices": [],
+            "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}}
+    return b"data: " + orjson.dumps(body) + b"\n\n"
+
+
 def error_body(status: int, message: str | None = None) -> dict[str, Any]:
     return {"error": {"message": message or f"upstream failure {status}", "type": "upstream_test", "code": f"e{status}"}}
 
@@ -73,6 +80,11 @@ class Step:
     content_type: str = "application/json"
     gate: asyncio.Event | None = None  # answer only once this is set
     events_type: str = "text/event-stream"  # the content type `events` go out with (a JSON body sent in pieces, say)
+
+
+def broken_stream() -> Step:
+    """A stream that commits ("Hel") and then loses its connection."""
+    return Step(events=stream_of("Hel", done=False)[:2], reset=True)
 
 
 @dataclass
