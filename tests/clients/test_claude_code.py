@@ -14,7 +14,6 @@ from typing import Any
 
 import orjson
 
-from tests.conftest import GATEWAY_KEY, Gateway
 from tests.support.agent_clis import (
     check_against_fixture,
     claude_code_env,
@@ -25,6 +24,7 @@ from tests.support.agent_clis import (
     tool_round_trip,
 )
 from tests.support.fakes import FakeUpstream, Step, stream_of
+from tests.support.gateway import GATEWAY_KEY, Gateway
 
 
 def config(upstream: FakeUpstream) -> str:

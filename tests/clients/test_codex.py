@@ -17,7 +17,6 @@ from typing import Any
 
 import orjson
 
-from tests.conftest import GATEWAY_KEY, Gateway
 from tests.support.agent_clis import (
     check_against_fixture,
     codex_env,
@@ -27,6 +26,7 @@ from tests.support.agent_clis import (
     tool_round_trip,
 )
 from tests.support.fakes import FakeUpstream
+from tests.support.gateway import GATEWAY_KEY, Gateway
 
 
 def config(upstream: FakeUpstream, *, default: str | None = None) -> str:

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from tests.clients.test_node import config, usage_chunk
-from tests.conftest import GATEWAY_KEY, Gateway
-from tests.server.test_memory_e2e import a, received, stored, u
-from tests.support.fakes import FakeUpstream, Step, chat_completion, stream_of
+from tests.support.fakes import FakeUpstream, Step, chat_completion, stream_of, usage_chunk
+from tests.support.gateway import GATEWAY_KEY, Gateway
+from tests.support.memory_turns import a, received, stored, u
+from tests.support.routes import memory_routes
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no fetch of the price list on import
 litellm = pytest.importorskip("litellm")
@@ -26,7 +26,7 @@ def options(client: Any, **extra: Any) -> dict[str, Any]:
 
 
 async def test_chat_turns_with_memory(gateway: Gateway, upstream: FakeUpstream, tmp_path: Path) -> None:
-    client = await gateway(config(upstream, tmp_path))
+    client = await gateway(memory_routes(upstream, tmp_path))
     upstream.then(Step(body=chat_completion("first answer")), Step(body=chat_completion("second answer")))
     ask = options(client, extra_headers={"memoryId": "litellm-conv"})
     first = await litellm.acompletion(model="openai/chat", messages=[u("Hello?")], **ask)
@@ -38,8 +38,8 @@ async def test_chat_turns_with_memory(gateway: Gateway, upstream: FakeUpstream, 
 
 
 async def test_stream_reads_to_the_end_without_gateway_usage(gateway: Gateway, upstream: FakeUpstream, tmp_path: Path) -> None:
-    client = await gateway(config(upstream, tmp_path))
-    upstream.then(Step(events=[*stream_of("Hel", "lo")[:-1], usage_chunk(), b"data: [DONE]\n\n"]))
+    client = await gateway(memory_routes(upstream, tmp_path))
+    upstream.then(Step(events=[*stream_of("Hel", "lo")[:-1], usage_chunk(5, 2), b"data: [DONE]\n\n"]))
     stream = await litellm.acompletion(model="openai/chat", messages=[u("Hello?")], stream=True, **options(client))
     parts = [part async for part in stream]
     assert "".join(part.choices[0].delta.content or "" for part in parts if part.choices) == "Hello"
@@ -47,7 +47,7 @@ async def test_stream_reads_to_the_end_without_gateway_usage(gateway: Gateway, u
 
 
 async def test_stream_cut_upstream_raises_and_stores_nothing(gateway: Gateway, upstream: FakeUpstream, tmp_path: Path) -> None:
-    client = await gateway(config(upstream, tmp_path))
+    client = await gateway(memory_routes(upstream, tmp_path))
     upstream.then(Step(events=stream_of("Hel", "lo", done=False)[:-1], reset=True))
     ask = options(client, extra_headers={"memoryId": "litellm-cut"})
     stream = await litellm.acompletion(model="openai/chat", messages=[u("Hello?")], stream=True, **ask)
@@ -59,7 +59,7 @@ async def test_stream_cut_upstream_raises_and_stores_nothing(gateway: Gateway, u
 
 
 async def test_unknown_route_is_not_found(gateway: Gateway, upstream: FakeUpstream, tmp_path: Path) -> None:
-    client = await gateway(config(upstream, tmp_path))
+    client = await gateway(memory_routes(upstream, tmp_path))
     with pytest.raises(litellm.NotFoundError) as caught:
         await litellm.acompletion(model="openai/no-such-model", messages=[u("Hello?")], **options(client))
     assert caught.value.status_code == 404

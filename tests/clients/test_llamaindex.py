@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.clients.test_node import config
-from tests.conftest import GATEWAY_KEY, Gateway
-from tests.server.test_memory_e2e import a, received, stored, u
 from tests.support.fakes import FakeUpstream, Step, chat_completion, stream_of
+from tests.support.gateway import GATEWAY_KEY, Gateway
+from tests.support.memory_turns import a, received, stored, u
+from tests.support.routes import memory_routes
 
 openai_like = pytest.importorskip("llama_index.llms.openai_like")
 ChatMessage = pytest.importorskip("llama_index.core.llms").ChatMessage
@@ -27,7 +27,7 @@ def llm(client: object, **headers: str) -> object:
 
 
 async def test_chat_then_stream_chat_over_memory(gateway: Gateway, upstream: FakeUpstream, tmp_path: Path) -> None:
-    client = await gateway(config(upstream, tmp_path))
+    client = await gateway(memory_routes(upstream, tmp_path))
     upstream.then(Step(body=chat_completion("first answer")), Step(events=stream_of("second ", "answer")))
     model = llm(client, memoryId="llama-conv")
     first = await model.achat([ChatMessage(role="user", content="Hello?")])  # type: ignore[attr-defined]
@@ -41,7 +41,7 @@ async def test_chat_then_stream_chat_over_memory(gateway: Gateway, upstream: Fak
 
 
 async def test_complete_prompt_is_sent_as_one_user_message(gateway: Gateway, upstream: FakeUpstream, tmp_path: Path) -> None:
-    client = await gateway(config(upstream, tmp_path))
+    client = await gateway(memory_routes(upstream, tmp_path))
     upstream.then(Step(body=chat_completion("done")))
     answer = await llm(client).acomplete("Say done.")  # type: ignore[attr-defined]
     assert answer.text == "done"

@@ -9,32 +9,17 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from tests.clients.conftest import run_node
-from tests.conftest import GATEWAY_KEY, Gateway
-from tests.server.test_memory_e2e import a, received, stored, u
-from tests.support.fakes import FakeUpstream, Step, chat_completion, chunk, stream_of
-
-KEYS = f"auth: {{keys: [{{name: team-a, key: {GATEWAY_KEY}}}]}}"
-
-
-def config(upstream: FakeUpstream, tmp_path: Path, *, target: str = "") -> str:
-    return f"""
-{KEYS}
-memory: {{store: sqlite, path: "{tmp_path / 'memory.db'}"}}
-routes:
-  chat: {{provider: openai, baseUrl: "{upstream.url}", apiKey: upstream-key{target}}}
-  mock: {{provider: mock}}
-"""
-
-
-def usage_chunk() -> bytes:
-    return b'data: {"id":"chatcmpl-up","object":"chat.completion.chunk","created":1,"model":"up-model","choices":[],"usage":{"prompt_tokens":5,"completion_tokens":2,"total_tokens":7}}\n\n'
+from tests.support.fakes import FakeUpstream, Step, chat_completion, chunk, stream_of, usage_chunk
+from tests.support.gateway import GATEWAY_KEY, Gateway
+from tests.support.memory_turns import a, received, stored, u
+from tests.support.node import run_node
+from tests.support.routes import memory_routes
 
 
 async def test_chat_with_memory_and_no_gateway_key_upstream(
     gateway: Gateway, upstream: FakeUpstream, tmp_path: Path, node_client: Path
 ) -> None:
-    client = await gateway(config(upstream, tmp_path))
+    client = await gateway(memory_routes(upstream, tmp_path))
     upstream.then(Step(body=chat_completion("first answer")), Step(body=chat_completion("second answer")))
     first = await run_node(node_client, client, "chat", "chat", MEMORY_ID="node-conv")
     second = await run_node(node_client, client, "chat", "chat", MEMORY_ID="node-conv")
@@ -52,8 +37,8 @@ async def test_chat_with_memory_and_no_gateway_key_upstream(
 async def test_stream_hides_the_usage_the_gateway_asked_for(
     gateway: Gateway, upstream: FakeUpstream, tmp_path: Path, node_client: Path
 ) -> None:
-    client = await gateway(config(upstream, tmp_path))
-    upstream.then(Step(events=[*stream_of("Hel", "lo")[:-1], usage_chunk(), b"data: [DONE]\n\n"]))
+    client = await gateway(memory_routes(upstream, tmp_path))
+    upstream.then(Step(events=[*stream_of("Hel", "lo")[:-1], usage_chunk(5, 2), b"data: [DONE]\n\n"]))
     outcome = await run_node(node_client, client, "stream", "chat")
     assert outcome == {"content": "Hello", "usage": None, "chunks": 4}
 
@@ -61,8 +46,8 @@ async def test_stream_hides_the_usage_the_gateway_asked_for(
 async def test_stream_with_usage_asked_for_gets_it(
     gateway: Gateway, upstream: FakeUpstream, tmp_path: Path, node_client: Path
 ) -> None:
-    client = await gateway(config(upstream, tmp_path))
-    upstream.then(Step(events=[*stream_of("Hel", "lo")[:-1], usage_chunk(), b"data: [DONE]\n\n"]))
+    client = await gateway(memory_routes(upstream, tmp_path))
+    upstream.then(Step(events=[*stream_of("Hel", "lo")[:-1], usage_chunk(5, 2), b"data: [DONE]\n\n"]))
     outcome = await run_node(node_client, client, "streamUsage", "chat")
     assert outcome["content"] == "Hello"
     assert outcome["usage"] == {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7}
@@ -71,7 +56,7 @@ async def test_stream_with_usage_asked_for_gets_it(
 async def test_stream_cut_upstream_throws_in_node_and_stores_nothing(
     gateway: Gateway, upstream: FakeUpstream, tmp_path: Path, node_client: Path
 ) -> None:
-    client = await gateway(config(upstream, tmp_path))
+    client = await gateway(memory_routes(upstream, tmp_path))
     upstream.then(Step(events=stream_of("Hel", "lo", done=False)[:-1], reset=True))
     outcome = await run_node(node_client, client, "stream", "chat", MEMORY_ID="node-cut")
     # the stream had begun: the failure arrives in-band, and the SDK throws rather than end quietly
@@ -83,7 +68,7 @@ async def test_stream_cut_upstream_throws_in_node_and_stores_nothing(
 async def test_client_abort_mid_stream_stores_nothing(
     gateway: Gateway, upstream: FakeUpstream, tmp_path: Path, node_client: Path
 ) -> None:
-    client = await gateway(config(upstream, tmp_path))
+    client = await gateway(memory_routes(upstream, tmp_path))
     never = asyncio.Event()
     upstream.then(Step(events=[chunk({"role": "assistant", "content": "Hel"}), never, chunk({}, "stop")]))
     outcome = await run_node(node_client, client, "abort", "chat", MEMORY_ID="node-abort")
@@ -95,7 +80,7 @@ async def test_client_abort_mid_stream_stores_nothing(
 async def test_unknown_model_throws_not_found_with_the_openai_error(
     gateway: Gateway, upstream: FakeUpstream, tmp_path: Path, node_client: Path
 ) -> None:
-    client = await gateway(config(upstream, tmp_path))
+    client = await gateway(memory_routes(upstream, tmp_path))
     outcome = await run_node(node_client, client, "chat", "no-such-model")
     thrown = outcome["thrown"]
     assert (thrown["name"], thrown["status"]) == ("NotFoundError", 404)
@@ -107,7 +92,7 @@ async def test_unknown_model_throws_not_found_with_the_openai_error(
 async def test_bad_key_throws_authentication_error(
     gateway: Gateway, upstream: FakeUpstream, tmp_path: Path, node_client: Path
 ) -> None:
-    client = await gateway(config(upstream, tmp_path))
+    client = await gateway(memory_routes(upstream, tmp_path))
     outcome = await run_node(node_client, client, "chat", "chat", GATEWAY_KEY="sk-wrong")
     assert (outcome["thrown"]["name"], outcome["thrown"]["status"]) == ("AuthenticationError", 401)
     assert upstream.calls == 0
@@ -116,7 +101,7 @@ async def test_bad_key_throws_authentication_error(
 async def test_responses_api_translated_onto_chat(
     gateway: Gateway, upstream: FakeUpstream, tmp_path: Path, node_client: Path
 ) -> None:
-    client = await gateway(config(upstream, tmp_path, target=", responsesApi: translate"))
+    client = await gateway(memory_routes(upstream, tmp_path, target=", responsesApi: translate"))
     upstream.then(Step(body=chat_completion("a response")), Step(events=stream_of("a ", "stream")))
     answer = await run_node(node_client, client, "responses", "chat")
     assert answer == {"text": "a response", "status": "completed"}
@@ -127,7 +112,7 @@ async def test_responses_api_translated_onto_chat(
 
 
 async def test_embeddings_as_base64_decode_in_node(gateway: Gateway, upstream: FakeUpstream, tmp_path: Path, node_client: Path) -> None:
-    client = await gateway(config(upstream, tmp_path))
+    client = await gateway(memory_routes(upstream, tmp_path))
     outcome = await run_node(node_client, client, "embeddings", "mock")
     floats = await client.embeddings.create(model="mock", input=["one", "two"], encoding_format="float")
     assert outcome["count"] == 2
@@ -136,6 +121,6 @@ async def test_embeddings_as_base64_decode_in_node(gateway: Gateway, upstream: F
 
 
 async def test_models_list_pages_in_node(gateway: Gateway, upstream: FakeUpstream, tmp_path: Path, node_client: Path) -> None:
-    client = await gateway(config(upstream, tmp_path))
+    client = await gateway(memory_routes(upstream, tmp_path))
     outcome = await run_node(node_client, client, "models", "chat")
     assert sorted(outcome["names"]) == ["chat", "mock"]
