@@ -29,7 +29,7 @@ def test_fields_a_client_invents_are_remembered_up_to_a_bound_and_shown_safely(
     caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     drops = DropLog()
-    monkeypatch.setattr("gateway.core.translate.messages.DROPS", drops)
+    monkeypatch.setattr("gateway.core.translate.messages.request.DROPS", drops)
     body = {"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}
     with caplog.at_level(logging.DEBUG, logger="gateway.translate"):
         for number in range(MAX_TOLD + 50):

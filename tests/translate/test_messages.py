@@ -156,7 +156,7 @@ def test_an_offered_server_tool_is_left_out_and_told_and_the_model_answers_witho
 ) -> None:
     # Claude Code's WebSearch asks so in a request of its own; the Responses translation drops web_search alike.
     drops = DropLog()
-    with caplog.at_level(logging.INFO, logger="gateway.translate"), patch("gateway.core.translate.messages.DROPS", drops):
+    with caplog.at_level(logging.INFO, logger="gateway.translate"), patch("gateway.core.translate.messages.request.DROPS", drops):
         payload = valid_chat(to_chat(request(user("hi"), tools=[*TOOLS, server_tool], tool_choice={"type": "auto"})))
         alone = to_chat(request(user("hi"), tools=[server_tool], tool_choice={"type": "any"}))
     assert payload["tools"] == FUNCTIONS
@@ -221,7 +221,7 @@ def test_what_is_left_out_is_told_once_at_info_then_at_debug(caplog: pytest.LogC
         metadata={"user_id": "u" * 65},
     )
     sent = copy.deepcopy(body)
-    with caplog.at_level(logging.DEBUG, logger="gateway.translate"), patch("gateway.core.translate.messages.DROPS", drops):
+    with caplog.at_level(logging.DEBUG, logger="gateway.translate"), patch("gateway.core.translate.messages.request.DROPS", drops):
         to_chat(body)
         to_chat(body)
     assert body == sent  # looking for what is left out changes nothing
@@ -231,7 +231,7 @@ def test_what_is_left_out_is_told_once_at_info_then_at_debug(caplog: pytest.LogC
     assert [line.split(" request: ")[1].split(" left out")[0] for _, line in lines] == named * 2
     assert [level for level, _ in lines] == [logging.INFO] * len(named) + [logging.DEBUG] * len(named)
     caplog.clear()
-    with caplog.at_level(logging.DEBUG, logger="gateway.translate"), patch("gateway.core.translate.messages.DROPS", drops):
+    with caplog.at_level(logging.DEBUG, logger="gateway.translate"), patch("gateway.core.translate.messages.request.DROPS", drops):
         to_chat(request(user("hi"), system="Be kind.", tools=TOOLS, metadata={"user_id": "u"}))
     assert not caplog.records
 
