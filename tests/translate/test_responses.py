@@ -232,7 +232,7 @@ def test_what_is_dropped_is_told_once_at_info_then_at_debug(caplog: pytest.LogCa
     drops = DropLog()
     request = body(include=["reasoning.encrypted_content"], client_metadata={"a": "b"},
                    reasoning={"summary": "auto", "context": "all_turns"}, tools=[WEATHER, {"type": "web_search"}])
-    with caplog.at_level(logging.DEBUG, logger="gateway.translate"), patch("gateway.core.translate.responses.DROPS", drops):
+    with caplog.at_level(logging.DEBUG, logger="gateway.translate"), patch("gateway.core.translate.responses.request.DROPS", drops):
         to_chat(request)
         to_chat(request)
     lines = [(record.levelno, record.getMessage()) for record in caplog.records if record.name == "gateway.translate"]
@@ -241,7 +241,7 @@ def test_what_is_dropped_is_told_once_at_info_then_at_debug(caplog: pytest.LogCa
     assert [line.split(" request: ")[1].split(" left out")[0] for _, line in lines] == named * 2
     assert all(line.startswith("responses request: ") for _, line in lines)
     caplog.clear()
-    with caplog.at_level(logging.DEBUG, logger="gateway.translate"), patch("gateway.core.translate.responses.DROPS", drops):
+    with caplog.at_level(logging.DEBUG, logger="gateway.translate"), patch("gateway.core.translate.responses.request.DROPS", drops):
         to_chat(body(store=False, metadata={"team": "a"}))  # never forwarded, and nothing lost: not told
     assert not caplog.records
 
