@@ -745,8 +745,8 @@ def _piece(text: str | None = None, finish: str | None = None) -> dict[str, Any]
 
 async def _drain(events: ChunkEvents) -> list[bytes | None]:
     seen: list[bytes | None] = []
-    while (event := await events.next_event()) is not None:
-        seen.append(event.data)
+    while batch := await events.next_batch():
+        seen += [event.data for event in batch]
     return seen
 
 
@@ -770,9 +770,9 @@ async def test_done_follows_only_a_finished_answer(
 
 async def test_a_finish_litellm_made_up_ends_the_stream_with_an_error() -> None:
     events = ChunkEvents(_Stream(_piece("a"), _piece(finish="stop"), finished=False), _target(), {})
-    assert await events.next_event() is not None
+    assert await events.next_batch()
     with pytest.raises(TransportError) as caught:
-        await events.next_event()
+        await events.next_batch()
     assert caught.value.kind == "stream_error"
 
 
@@ -780,10 +780,10 @@ async def test_a_finish_litellm_made_up_ends_the_stream_with_an_error() -> None:
 async def test_closing_the_events_closes_the_litellm_stream(nested: bool) -> None:
     inner = _Stream(_piece("a"), _piece("b"))
     events = ChunkEvents(_TextStream(inner) if nested else inner, _target(), {})
-    await events.next_event()
+    await events.next_batch()
     await events.close()
     assert inner.closed
-    assert await events.next_event() is None
+    assert await events.next_batch() == []
 
 
 def test_relayed_headers_take_litellm_s_prefixed_provider_headers() -> None:

@@ -81,24 +81,3 @@ def replay(answer: Any, *, endpoint: str, include_usage: bool) -> list[Event] | 
     events.append(DONE_EVENT)
     return [parse_event(raw[:-2]) for raw in events]
 
-
-class ReplayedStream:
-    """An EventStream over events already in hand (a JSON answer replayed as a stream)."""
-
-    def __init__(self, events: list[Event], headers: Mapping[str, str]) -> None:
-        self._events = events[::-1]
-        self.status = 200
-        self.headers = headers
-
-    async def next_event(self) -> Event | None:
-        return self._events.pop() if self._events else None
-
-    async def next_batch(self) -> list[Event]:
-        return self.ready()
-
-    def ready(self) -> list[Event]:
-        batch, self._events = self._events[::-1], []
-        return batch
-
-    async def close(self) -> None:
-        self._events.clear()

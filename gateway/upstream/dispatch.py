@@ -24,7 +24,7 @@ from typing import Any, Final, NamedTuple
 import orjson
 
 from gateway.core.breaker import FORCED, ORDINARY, PROBE, REFUSED, SKIPPED
-from gateway.core.chunks import MalformedEvent, ReplayedStream, read_chunk, replay
+from gateway.core.chunks import MalformedEvent, read_chunk, replay
 from gateway.core.errors import Attempt, OverloadedError, UpstreamError
 from gateway.core.nesting import MAX_JSON_DEPTH, too_deep
 from gateway.core.routing import CIRCUIT_OPEN, Force, Health, Outcome, Random, Skip, Step, answered, walk
@@ -33,7 +33,15 @@ from gateway.core.tree import RetryPolicy, Route, Target
 from gateway.observe.trace import CLIENT_CLOSED, INVALID_RESPONSE, STREAM_ERROR, TIMEOUT, Trace
 from gateway.upstream.breakers.board import Breakers
 from gateway.upstream.deadline import Deadline, Deadlines
-from gateway.upstream.providers.base import JSON, Call, EventStream, Provider, Reply, TransportError
+from gateway.upstream.providers.base import (
+    JSON,
+    Call,
+    EventStream,
+    Provider,
+    ReplayedStream,
+    Reply,
+    TransportError,
+)
 from gateway.upstream.redaction import redact
 
 
@@ -339,8 +347,7 @@ class Dispatcher:
                 opened = await self._providers[target.provider].stream(call)
                 if isinstance(opened, Reply):
                     return _replay_reply(call, opened, attempts)
-                # the first event that carries data (comments and keep-alives before it are dropped),
-                # read here, by whole reads (next_event would be one more coroutine per stream)
+                # the first event that carries data (comments and keep-alives before it are dropped)
                 first: Event | None = None
                 rest: Sequence[Event] = ()
                 while first is None and (batch := await opened.next_batch()):

@@ -33,25 +33,16 @@ def named(kind: str, **fields: Any) -> bytes:
     return b"event: " + kind.encode() + b"\ndata: " + orjson.dumps({"type": kind, **fields}) + b"\n\n"
 
 
-class Batches:
+class Batches(EventStream):
     """An EventStream of the given reads."""
 
     def __init__(self, *reads: Sequence[Event], status: int = 200) -> None:
+        super().__init__(status)
         self._reads = [list(read) for read in reads]
-        self.status = status
-        self.headers: dict[str, str] = {}
         self.closed = False
 
-    async def next_event(self) -> Event | None:
-        while self._reads and not self._reads[0]:
-            self._reads.pop(0)
-        return self._reads[0].pop(0) if self._reads else None
-
-    async def next_batch(self) -> list[Event]:
+    async def _read(self) -> list[Event]:
         return self._reads.pop(0) if self._reads else []
-
-    def ready(self) -> list[Event]:
-        return []
 
     async def close(self) -> None:
         self.closed = True
@@ -91,9 +82,8 @@ routes:
 
 
 async def read_all(stream: EventStream) -> list[bytes | None]:
-    """The names of the events, read as the dispatcher and the relay do: the first alone, then by batch."""
-    first = await stream.next_event()
-    out = [first.name if first else None]
+    """The names of the events, read as the dispatcher and the relay do: by batch."""
+    out: list[bytes | None] = []
     while batch := await stream.next_batch():
         out += [event.name for event in batch]
     return out
@@ -126,13 +116,13 @@ async def test_a_failure_before_the_first_output_fails_the_attempt_with_its_stat
 ) -> None:
     committed = CommitPoint(Batches(events(*opening), events(failing)), api)
     with pytest.raises(TransportError) as caught:
-        await committed.next_event()
+        await committed.next_batch()
     assert caught.value.status == status and caught.value.kind == "stream_error"
 
 
 async def test_a_stream_that_ends_before_its_first_output_has_no_first_event() -> None:
     committed = CommitPoint(Batches(events(named("message_start", message={}), named("ping"))), MESSAGES_API)
-    assert await committed.next_event() is None
+    assert await committed.next_batch() == []
 
 
 async def test_a_failure_after_the_first_output_is_left_to_the_relay() -> None:
@@ -197,5 +187,5 @@ async def test_a_translated_streams_error_event_fails_the_attempt() -> None:
     )
     assert not isinstance(opened, Reply)
     with pytest.raises(TransportError) as caught:
-        await opened.next_event()
+        await opened.next_batch()
     assert caught.value.status == 503

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -99,39 +100,56 @@ class Reply:
         return 200 <= self.status < 300
 
 
-class EventStream(Protocol):
-    """A 2xx upstream SSE stream: its events a read at a time (`next_batch`; dispatch takes the first from them too)."""
+class EventStream(ABC):
+    """A 2xx upstream SSE stream, read a batch of events at a time: `next_batch`, the one read method.
 
-    status: int
-    headers: Mapping[str, str]
+    A subclass says how one read goes (`_read`). Events in hand before a read (a look-ahead, a
+    first event read early, an answer replayed) are held here and handed out first.
+    """
 
-    async def next_event(self) -> Event | None:
-        """The next event, or None at the end of the stream (clean or not)."""
-        ...
+    def __init__(self, status: int = 200, headers: Mapping[str, str] | None = None, *, held: Iterable[Event] = ()) -> None:
+        self.status = status
+        self.headers: Mapping[str, str] = headers if headers is not None else {}
+        self._held: list[Event] = list(held)
 
-    async def next_batch(self) -> list[Event]:
-        """The events already read, or those of the next read; empty at the end of the stream."""
-        ...
+    def next_batch(self) -> Awaitable[list[Event]]:
+        """The events held, else those of the next read that brings some; empty at the end of the stream.
 
-    def ready(self) -> list[Event]:
-        """The events already read and not yet handed out (taken), without reading: maybe none."""
-        ...
+        The read's own coroutine is handed back: no frame more for every read of a stream.
+        """
+        if self._held:
+            held, self._held = self._held, []
+            return _given(held)
+        return self._read()
 
-    async def close(self) -> None: ...
+    def hold(self, events: Iterable[Event]) -> None:
+        """Hand `events` out at the next read, before anything read after them."""
+        self._held += events
+
+    @abstractmethod
+    async def _read(self) -> list[Event]:
+        """The events of the next read that completes any, in order; none at the end of the stream."""
+
+    @abstractmethod
+    async def close(self) -> None:
+        """Done with the stream, read to its end or not: what it holds (a connection, an iterator) is let go."""
 
 
-class OneByOne:
-    """next_batch for a stream whose events come one at a time (not from a network read)."""
+async def _given(events: list[Event]) -> list[Event]:
+    return events
 
-    async def next_event(self) -> Event | None:
-        raise NotImplementedError
 
-    async def next_batch(self) -> list[Event]:
-        event = await self.next_event()
-        return [] if event is None else [event]
+class ReplayedStream(EventStream):
+    """A stream of events already in hand (a JSON answer replayed as a stream)."""
 
-    def ready(self) -> list[Event]:
+    def __init__(self, events: Iterable[Event], headers: Mapping[str, str]) -> None:
+        super().__init__(200, headers, held=events)
+
+    async def _read(self) -> list[Event]:
         return []
+
+    async def close(self) -> None:
+        self._held.clear()
 
 
 class Provider(Protocol):

@@ -15,7 +15,7 @@ from typing import Any, Final
 
 import orjson
 
-from gateway.core.chunks import MalformedEvent, ReplayedStream, read_chunk, replay
+from gateway.core.chunks import MalformedEvent, read_chunk, replay
 from gateway.core.errors import GatewayError, NotFoundError
 from gateway.core.kinds import serves_natively
 from gateway.core.nesting import MAX_JSON_DEPTH, too_deep
@@ -34,7 +34,7 @@ from gateway.upstream.providers.apis import (
     RETRIEVE,
     STREAMS,
 )
-from gateway.upstream.providers.base import Call, EventStream, Provider, Reply, TransportError
+from gateway.upstream.providers.base import Call, EventStream, Provider, ReplayedStream, Reply, TransportError
 from gateway.upstream.providers.commit import CommitPoint
 from gateway.upstream.providers.token_count import estimate
 
@@ -141,7 +141,7 @@ def _replayed(reply: Reply) -> ReplayedStream:
     return ReplayedStream(events, reply.headers)
 
 
-class TranslatedEvents:
+class TranslatedEvents(EventStream):
     """A chat completions stream as another API's events, translated as its chunks arrive.
 
     The end of a complete answer (`[DONE]`) becomes the API's own closing events; a chat stream
@@ -150,27 +150,13 @@ class TranslatedEvents:
     """
 
     def __init__(self, chat: EventStream, translator: StreamReshape) -> None:
+        super().__init__(chat.status, chat.headers)
         self._chat = chat
         self._translator = translator
         self._usage: Any = None
         self._ended = False
-        self._pending: list[Event] = []
-        self.status = chat.status
-        self.headers: Mapping[str, str] = chat.headers
 
-    async def next_event(self) -> Event | None:
-        if not self._pending:
-            self._pending = await self.next_batch()
-        return self._pending.pop(0) if self._pending else None
-
-    def ready(self) -> list[Event]:
-        batch, self._pending = self._pending, []
-        return batch
-
-    async def next_batch(self) -> list[Event]:
-        if self._pending:
-            batch, self._pending = self._pending, []
-            return batch
+    async def _read(self) -> list[Event]:
         while not self._ended:
             out: list[bytes] = []
             batch = await self._chat.next_batch()

@@ -10,46 +10,26 @@ a stream that ended before its first event.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from gateway.core.sse import Event
 from gateway.observe.trace import STREAM_ERROR
 from gateway.upstream.providers.apis import Api, data_of, event_type, failure
 from gateway.upstream.providers.base import EventStream, TransportError
 
 
-class CommitPoint:
+class CommitPoint(EventStream):
     """`stream` as it is, its first event delayed until the answer's first output."""
 
     def __init__(self, stream: EventStream, api: Api) -> None:
+        super().__init__(stream.status, stream.headers)
         self._stream = stream
         self._api = api
-        self._held: list[Event] | None = None  # None until looked ahead
-        self.status = stream.status
-        self.headers: Mapping[str, str] = stream.headers
+        self._looked = False
 
-    async def next_event(self) -> Event | None:
-        if self._held is None:
-            self._held = await self._look_ahead()
-        if self._held:
-            return self._held.pop(0)
-        return await self._stream.next_event()
-
-    async def next_batch(self) -> list[Event]:
-        if self._held is None:
-            self._held = await self._look_ahead()
-        if self._held:
-            batch, self._held = self._held, []
-            return batch
-        return await self._stream.next_batch()
-
-    def ready(self) -> list[Event]:
-        if self._held is None:  # not looked ahead yet: nothing is ready without a read
-            return []
-        if self._held:
-            batch, self._held = self._held, []
-            return batch
-        return self._stream.ready()
+    async def _read(self) -> list[Event]:
+        if self._looked:
+            return await self._stream.next_batch()
+        self._looked = True
+        return await self._look_ahead()
 
     async def _look_ahead(self) -> list[Event]:
         """The events up to and with the first output; none when the stream ended before it."""

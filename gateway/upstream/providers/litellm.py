@@ -28,7 +28,7 @@ from gateway.core.errors import OverloadedError
 from gateway.core.sse import DONE_EVENT, Event, parse_event
 from gateway.core.tree import Target
 from gateway.observe.trace import INVALID_RESPONSE, STREAM_ERROR
-from gateway.upstream.providers.base import Call, EventStream, OneByOne, Reply, TransportError, shortage
+from gateway.upstream.providers.base import Call, EventStream, Reply, TransportError, shortage
 from gateway.upstream.redaction import redact
 
 # Read by litellm at import and on first use: its bundled cost map and Anthropic beta headers
@@ -346,34 +346,31 @@ def _is_blank(choice: Mapping[str, Any]) -> bool:
     )
 
 
-class ChunkEvents(OneByOne):
+class ChunkEvents(EventStream):
     """A litellm stream as OpenAI SSE events: `[DONE]` follows only an answer the provider finished."""
 
     def __init__(self, stream: Any, target: Target, headers: Mapping[str, str]) -> None:
+        super().__init__(200, headers)
         self._stream = stream
         self._target = target
-        self._first: Event | None = None
         self._finished = False
         self._ended = False
-        self.status = 200
-        self.headers = headers
 
     async def read_first(self) -> None:
-        """Read the first event now: litellm's exceptions before it are raised as they are."""
-        self._first = await self._read()
+        """Read the first event now, to hand out first: litellm's exceptions before it are raised as they are."""
+        if (first := await self._next()) is not None:
+            self.hold([first])
 
-    async def next_event(self) -> Event | None:
-        if self._first is not None:
-            event, self._first = self._first, None
-            return event
+    async def _read(self) -> list[Event]:
         try:
-            return await self._read()
+            event = await self._next()
         except TransportError:
             raise
         except Exception as exc:
             raise _mid_stream(map_failure(exc, self._target)) from None
+        return [] if event is None else [event]
 
-    async def _read(self) -> Event | None:
+    async def _next(self) -> Event | None:
         if self._ended:
             return None
         try:
@@ -399,4 +396,5 @@ class ChunkEvents(OneByOne):
 
     async def close(self) -> None:
         self._ended = True
+        self._held.clear()
         await _close(self._stream)

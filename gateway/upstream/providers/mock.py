@@ -21,7 +21,7 @@ import orjson
 
 from gateway.core.sse import DONE_EVENT, Event, encode, parse_event
 from gateway.core.tree import Target
-from gateway.upstream.providers.base import Call, EventStream, OneByOne, Reply
+from gateway.upstream.providers.base import Call, EventStream, Reply
 
 Prompt = str | list[int]  # a text, or token ids
 _SHOWN_TOKEN_IDS = 8
@@ -281,18 +281,19 @@ def encode_base64(vector: list[float]) -> str:
     return base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode("ascii")
 
 
-class _MockEvents(OneByOne):
-    def __init__(self, chunks: AsyncGenerator[bytes, None]) -> None:
-        self._chunks = chunks
-        self.status = 200
-        self.headers: Mapping[str, str] = {}
+class _MockEvents(EventStream):
+    """The answer's chunks, an event a read."""
 
-    async def next_event(self) -> Event | None:
+    def __init__(self, chunks: AsyncGenerator[bytes, None]) -> None:
+        super().__init__()
+        self._chunks = chunks
+
+    async def _read(self) -> list[Event]:
         try:
             raw = await anext(self._chunks)
         except StopAsyncIteration:
-            return None
-        return parse_event(raw[:-2])
+            return []
+        return [parse_event(raw[:-2])]
 
     async def close(self) -> None:
         await self._chunks.aclose()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import socket
 import ssl
-from collections.abc import Awaitable, Coroutine, Mapping
+from collections.abc import Awaitable, Coroutine
 from typing import Any
 
 import aiohttp
@@ -275,27 +275,14 @@ class _UnreadBody:
         _let_go(self._response)
 
 
-class _UpstreamEvents:
+class _UpstreamEvents(EventStream):
     def __init__(self, response: aiohttp.ClientResponse) -> None:
+        super().__init__(response.status, relayed_headers(response.headers))
         self._response = response
         self._parser = EventParser()
-        self._pending: list[Event] = []
-        self.status = response.status
-        self.headers: Mapping[str, str] = relayed_headers(response.headers)
 
-    async def next_event(self) -> Event | None:
-        if not self._pending:
-            self._pending = await self.next_batch()
-        return self._pending.pop(0) if self._pending else None
-
-    def ready(self) -> list[Event]:
-        batch, self._pending = self._pending, []
-        return batch
-
-    async def next_batch(self) -> list[Event]:
-        """The events already read, else those of the next network read that completes one; empty at the end."""
-        if self._pending:
-            return self.ready()
+    async def _read(self) -> list[Event]:
+        """The events of the next network reads, up to one that completes any; none at the end."""
         # The bytes taken here, not in a coroutine of their own: each coroutine is one more frame to
         # create and to pass through on every wake-up, for every read of a stream.
         content = self._response.content
