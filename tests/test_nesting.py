@@ -11,8 +11,8 @@ import pytest
 from gateway.core.memory.resent import json_meaning as _json_meaning
 from gateway.core.nesting import MAX_JSON_DEPTH, too_deep
 from gateway.core.translate.messages.answer import tool_input as _tool_input
-from tests.conftest import Gateway
 from tests.support.fakes import FakeUpstream, Step
+from tests.support.gateway import Gateway
 
 
 def nested(depth: int) -> str:
