@@ -84,7 +84,7 @@ async def test_inflight_drained_waits_for_the_last_request() -> None:
     inflight.count += 2
     drained = asyncio.create_task(inflight.drained())
     inflight.ended()
-    await asyncio.sleep(0)
+    await asyncio.sleep(0)  # one turn of the loop: the waiter has run, and waits on
     assert not drained.done()
     inflight.ended()
     await asyncio.wait_for(drained, 10)

@@ -137,7 +137,7 @@ async def test_trickled_body_gets_a_408_and_the_connection_closed(gateway: Gatew
         for _ in range(100):
             writer.write(b" ")
             await writer.drain()
-            await asyncio.sleep(0.2)
+            await asyncio.sleep(0.2)  # the slow client under test, not a wait for anything
 
     sender = asyncio.create_task(trickle())
     try:

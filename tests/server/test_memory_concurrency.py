@@ -6,7 +6,6 @@ import asyncio
 import re
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -16,6 +15,7 @@ import openai
 import pytest
 
 from tests.support.gateway import Gateway
+from tests.support.processes import wait_for_listeners
 from tests.support.servers import flush_redis as flush
 from tests.support.servers import free_port, wait_for_port
 
@@ -76,17 +76,18 @@ async def test_fifty_concurrent_turns_on_redis(gateway: Gateway, redis_url: str)
 
 
 @contextmanager
-def serving(config: Path, *extra: str) -> Iterator[str]:
-    """`gateway serve` in a subprocess on a free port; yields its /v1 URL."""
+def serving(config: Path, *, workers: int = 1) -> Iterator[str]:
+    """`gateway serve` with `workers` processes in a subprocess on a free port; yields its /v1 URL once each listens."""
     port = free_port()
     process = subprocess.Popen(
         [sys.executable, "-m", "gateway", "serve", "--config", str(config), "--host", "127.0.0.1",
-         "--port", str(port), *extra],
+         "--port", str(port), "--workers", str(workers)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
     try:
         wait_for_port(port, process, timeout=60)
+        wait_for_listeners(port, workers, process)  # the first to listen is not all of them
         yield f"http://127.0.0.1:{port}/v1"
     finally:
         process.terminate()
@@ -117,8 +118,7 @@ async def test_fifty_concurrent_turns_across_two_processes_sharing_redis(two_gat
 def two_workers_on_sqlite(tmp_path: Path) -> Iterator[str]:
     path = tmp_path / "workers.yaml"
     path.write_text(mock_config(f'store: sqlite, path: "{tmp_path / "shared.db"}"'))
-    with serving(path, "--workers", "2") as url:
-        time.sleep(1.0)  # let the second worker bind the port too
+    with serving(path, workers=2) as url:
         yield url
 
 

@@ -13,7 +13,7 @@ import pytest
 from gateway.core.memory.windows import NOTICE
 from gateway.tokens import count_message, get_encoding
 from tests.support.fakes import FakeUpstream, Step, chat_completion, chunk, error_body, stream_of
-from tests.support.gateway import GATEWAY_KEY, Gateway
+from tests.support.gateway import GATEWAY_KEY, Gateway, requests_ended
 from tests.support.memory_turns import SYSTEM, a, config, received, stored, u
 
 
@@ -180,7 +180,7 @@ async def test_nothing_stored_when_the_client_leaves_mid_stream(
     await stream.__aiter__().__anext__()
     await stream.close()
     await asyncio.wait_for(upstream.disconnected.wait(), 5)
-    await asyncio.sleep(0.1)
+    await asyncio.wait_for(requests_ended(client), 5)  # what the gateway would store, it has stored by now
     assert (await stored(client, "left"))[0] == 404
     # and the conversation is not left locked
     upstream.then(Step(body=chat_completion("r1")))
@@ -287,19 +287,22 @@ async def test_memory_headers_are_ignored_outside_chat(gateway: Gateway, upstrea
     assert (await stored(client, "emb"))[0] == 404
 
 
-async def test_busy_conversation_times_out_with_409(gateway: Gateway, tmp_path: Path) -> None:
-    client = await gateway("""
-memory: {store: memory, lockTimeoutSeconds: 0.3}
-routes: {slow: {provider: mock, mock: {latency: 2.0}}}
+async def test_busy_conversation_times_out_with_409(gateway: Gateway, upstream: FakeUpstream) -> None:
+    release = asyncio.Event()
+    upstream.then(Step(body=chat_completion("r1"), gate=release))  # the first turn is answered once released
+    client = await gateway(f"""
+memory: {{store: memory, lockTimeoutSeconds: 0.3}}
+routes: {{slow: {{provider: openai, baseUrl: "{upstream.url}", apiKey: k}}}}
 """)
     first = asyncio.create_task(
         client.chat.completions.create(model="slow", messages=[u("one")], extra_headers={"memoryId": "busy"})
     )
-    await asyncio.sleep(0.5)  # the first request holds the conversation by now
+    await asyncio.wait_for(upstream.arrived.wait(), 10)  # sent upstream: it holds the conversation
     with pytest.raises(openai.ConflictError) as caught:
         await client.chat.completions.create(model="slow", messages=[u("two")], extra_headers={"memoryId": "busy"})
     assert caught.value.response.headers["x-should-retry"] == "false"
     assert caught.value.code == "memory_busy"
+    release.set()
     await first
     # the first turn, which held the conversation, was stored
     status, body = await stored(client, "busy")

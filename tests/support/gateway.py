@@ -17,6 +17,7 @@ from aiohttp.test_utils import TestServer
 from gateway.config.loader import parse_config
 from gateway.core.settings import Config
 from gateway.server.app import create_app
+from gateway.server.keys import INFLIGHT
 from tests.support.fakes import FakeUpstream, Step
 
 GATEWAY_KEY = "gw-test-key"
@@ -54,3 +55,11 @@ async def start_gateway(
     )
     client._gateway_app = app  # type: ignore[attr-defined]
     return client
+
+
+async def requests_ended(client: openai.AsyncOpenAI) -> None:
+    """Return once the gateway `client` points at (from start_gateway) has ended every request it was answering.
+
+    A request ends when its handler does, whether it answered or its client left mid-answer.
+    """
+    await client._gateway_app[INFLIGHT].drained()  # type: ignore[attr-defined]

@@ -57,6 +57,22 @@ async def wait_ready(port: int, process: subprocess.Popen[bytes]) -> None:
     raise AssertionError("gateway did not start")
 
 
+def listeners(port: int) -> int:
+    """How many sockets listen on `port` on IPv4 (Linux): one per worker, which bind it with SO_REUSEPORT."""
+    with open("/proc/net/tcp") as table:
+        rows = [line.split() for line in table.readlines()[1:]]
+    return sum(1 for row in rows if row[3] == "0A" and int(row[1].rpartition(":")[2], 16) == port)  # 0A: LISTEN
+
+
+def wait_for_listeners(port: int, count: int, process: subprocess.Popen[bytes], timeout: float = 60) -> None:
+    """Return once `count` sockets listen on `port`; fail if the process ends first or `timeout` seconds pass."""
+    deadline = time.monotonic() + timeout
+    while listeners(port) < count:
+        assert process.poll() is None, f"the gateway exited with {process.returncode}"
+        assert time.monotonic() < deadline, f"not {count} listening on {port} within {timeout}s"
+        time.sleep(0.05)
+
+
 @contextmanager
 def stopped_at_exit() -> Iterator[list[subprocess.Popen[bytes]]]:
     """A list to add processes to; those still running at the end are killed."""
