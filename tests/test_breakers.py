@@ -11,7 +11,18 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
-from gateway.core.breaker import CLOSED, HALF_OPEN, OPEN, ORDINARY, PROBE, REFUSED, Breaker
+from gateway.core.breaker import (
+    CLOSED,
+    HALF_OPEN,
+    OPEN,
+    ORDINARY,
+    PROBE,
+    REFUSED,
+    SKIPPED,
+    Admission,
+    Breaker,
+    State,
+)
 from gateway.core.memory.settings import MemorySettings
 from gateway.core.routing import Outcome
 from gateway.core.tree import BreakerPolicy, Fallback, LoadBalance, Route, Single, Target
@@ -19,6 +30,7 @@ from gateway.upstream.breakers.board import Breakers, LocalBreakers
 from gateway.upstream.breakers.redis import RedisBreakers
 from tests.support.servers import RedisProcess, flush_redis
 
+ORDER = list(Admission)  # to sort admissions by
 POLICY = BreakerPolicy(failures=3, failure_rate=0.5, min_requests=10, window_seconds=10, cooldown_seconds=5, max_cooldown_seconds=20)
 OK, FAIL = Outcome(200), Outcome(503)
 
@@ -293,6 +305,17 @@ async def note(board: Breakers, target: Target, outcome: Outcome, **options: Any
         await told
 
 
+def test_states_and_admissions_are_closed_sets_with_the_values_metrics_show() -> None:
+    """A state is the breaker gauge's value (0 closed, 1 half-open, 2 open) and names itself; SKIPPED is a reason."""
+    assert [(state, int(state), state.label) for state in State] == [
+        (CLOSED, 0, "closed"), (HALF_OPEN, 1, "half_open"), (OPEN, 2, "open"),
+    ]  # fmt: skip
+    assert float(CLOSED) == 0.0 and SKIPPED == "circuit_open"
+    assert isinstance(ORDINARY, Admission) and {ORDINARY, PROBE, REFUSED} < set(Admission)
+    breaker = Breaker(POLICY)
+    assert breaker.phase(0.0) is State.CLOSED
+
+
 FAST = BreakerPolicy(failures=2, cooldown_seconds=0.2, max_cooldown_seconds=1.0)
 
 
@@ -307,7 +330,7 @@ async def test_contract_open_trial_and_recovery(make_board: Callable[..., Breake
     assert await board.admit(a) == REFUSED  # cooling down
     await asyncio.sleep(0.25)  # the cooldown itself is what is waited for
     admitted = await asyncio.gather(board.admit(a), board.admit(a), board.admit(a))
-    assert sorted(admitted) == [PROBE, REFUSED, REFUSED]
+    assert sorted(admitted, key=ORDER.index) == [PROBE, REFUSED, REFUSED]
     await note(board, a, OK, probe=True)
     assert board.health(r) is None and board.available(a)
     assert [(h.state_name, h.consecutive_failures) for h in (await board.snapshot())["r"]] == [("closed", 0)]
@@ -412,7 +435,7 @@ async def test_redis_state_is_shared_by_every_process(redis_url: str) -> None:
         assert not first.available(a) and first.health(r) is first
         await asyncio.sleep(0.25)  # Redis' clock decides when the cooldown is over
         admitted = await asyncio.gather(first.admit(a), second.admit(a), first.admit(a), second.admit(a))
-        assert sorted(admitted) == [PROBE, REFUSED, REFUSED, REFUSED]  # one trial in all processes
+        assert sorted(admitted, key=ORDER.index) == [PROBE, REFUSED, REFUSED, REFUSED]  # one trial in all processes
         prober, other = (1, 2) if PROBE in (admitted[0], admitted[2]) else (2, 1)
         await note(boards[prober], a, OK, probe=True)
         assert boards[prober].health(r) is None

@@ -11,8 +11,8 @@ import openai
 import orjson
 import pytest
 
-from tests.conftest import Gateway
 from tests.support.fakes import FakeUpstream, Step, chat_completion, stream_of
+from tests.support.gateway import Gateway
 
 QUESTION = [{"role": "user", "content": "q"}]
 ANSWER = orjson.dumps(chat_completion("Paris"))

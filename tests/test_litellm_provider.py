@@ -29,7 +29,6 @@ from gateway.upstream.providers.litellm import (
     map_failure,
     relayed_headers,
 )
-from tests.conftest import GATEWAY_KEY, Gateway
 from tests.support.fakes import FakeUpstream, Step, error_body
 from tests.support.fakes_anthropic import (
     MODEL,
@@ -43,6 +42,7 @@ from tests.support.fakes_anthropic import (
     sse,
     start_anthropic,
 )
+from tests.support.gateway import GATEWAY_KEY, Gateway
 
 # litellm's pydantic types warn once per process when first built; litellm itself hides it, pytest shows it
 pytestmark = pytest.mark.filterwarnings("ignore:.*`ReadOnly` qualifier:UserWarning")

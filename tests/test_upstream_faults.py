@@ -22,9 +22,9 @@ import pytest
 
 from gateway.config.loader import parse_config
 from gateway.core.settings import Config
-from tests.conftest import GATEWAY_KEY, Gateway
 from tests.support.configs import with_targets
 from tests.support.fakes import FakeUpstream
+from tests.support.gateway import GATEWAY_KEY, Gateway
 
 QUESTION = [{"role": "user", "content": "hi"}]
 

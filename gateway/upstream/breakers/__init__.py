@@ -6,7 +6,18 @@ and the health page use them, `redis` the same board shared through Redis.
 
 from __future__ import annotations
 
-from gateway.core.breaker import CLOSED, FORCED, HALF_OPEN, OPEN, ORDINARY, PROBE, REFUSED, SKIPPED
+from gateway.core.breaker import (
+    CLOSED,
+    FORCED,
+    HALF_OPEN,
+    OPEN,
+    ORDINARY,
+    PROBE,
+    REFUSED,
+    SKIPPED,
+    Admission,
+    State,
+)
 from gateway.core.settings import Config
 from gateway.upstream.breakers.board import BreakerListener, Breakers, LocalBreakers, TargetHealth
 
@@ -22,6 +33,19 @@ def open_breakers(config: Config, *, listener: BreakerListener | None = None) ->
 
 
 __all__ = [
-    "CLOSED", "FORCED", "HALF_OPEN", "OPEN", "ORDINARY", "PROBE", "REFUSED", "SKIPPED",
-    "BreakerListener", "Breakers", "LocalBreakers", "TargetHealth", "open_breakers",
+    "CLOSED",
+    "FORCED",
+    "HALF_OPEN",
+    "OPEN",
+    "ORDINARY",
+    "PROBE",
+    "REFUSED",
+    "SKIPPED",
+    "Admission",
+    "BreakerListener",
+    "Breakers",
+    "LocalBreakers",
+    "State",
+    "TargetHealth",
+    "open_breakers",
 ]  # fmt: skip

@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Final, Protocol
 
-from gateway.core.breaker import CLOSED, OPEN, ORDINARY, PROBE, REFUSED, STATE_NAMES, Breaker
+from gateway.core.breaker import CLOSED, OPEN, ORDINARY, PROBE, REFUSED, Admission, Breaker, State
 from gateway.core.routing import Health, Outcome, judging_codes, triggers
 from gateway.core.tree import Route, Target, iter_targets
 
@@ -44,7 +44,7 @@ class Breakers(Protocol):
 
     def available(self, target: Target) -> bool: ...
 
-    async def admit(self, target: Target) -> int:
+    async def admit(self, target: Target) -> Admission:
         """ORDINARY, PROBE or REFUSED, for a target the walk chose while its route had a breaker not closed."""
         ...
 
@@ -68,7 +68,7 @@ class Breakers(Protocol):
 class BreakerListener(Protocol):
     """Told when a breaker's state changes (metrics keep a gauge per target)."""
 
-    def breaker_changed(self, target: Target, state: int) -> None: ...
+    def breaker_changed(self, target: Target, state: State) -> None: ...
 
 
 def counts_as_failure(codes: frozenset[int] | None, outcome: Outcome) -> bool:
@@ -83,7 +83,7 @@ class TargetHealth:
 
     name: str
     enabled: bool
-    state: int = CLOSED
+    state: State = CLOSED
     calls: int = 0
     failures: int = 0
     consecutive_failures: int = 0
@@ -91,7 +91,7 @@ class TargetHealth:
 
     @property
     def state_name(self) -> str:
-        return STATE_NAMES[self.state] if self.enabled else "disabled"
+        return self.state.label if self.enabled else "disabled"
 
     @property
     def failure_rate(self) -> float:
@@ -169,7 +169,7 @@ class LocalBreakers:
         guard = self._guards.get(target)
         return 0.0 if guard is None else guard.breaker.open_until
 
-    async def admit(self, target: Target) -> int:
+    async def admit(self, target: Target) -> Admission:
         """Before calling a target the walk chose while its route had a breaker not closed."""
         guard = self._guards.get(target)
         if guard is None or guard.breaker.state == CLOSED:
@@ -236,7 +236,7 @@ class LocalBreakers:
         if phase == OPEN:
             log.warning("circuit of %s / %s open for %.3gs", guard.route.route.name, target.name, breaker.open_until - now)
         else:
-            log.info("circuit of %s / %s %s", guard.route.route.name, target.name, STATE_NAMES[phase].replace("_", "-"))
+            log.info("circuit of %s / %s %s", guard.route.route.name, target.name, phase.label.replace("_", "-"))
         if self._listener is not None:
             self._listener.breaker_changed(target, phase)
 

@@ -27,7 +27,7 @@ import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
-from gateway.core.breaker import CLOSED, OPEN, ORDINARY, PROBE, REFUSED
+from gateway.core.breaker import CLOSED, OPEN, ORDINARY, PROBE, REFUSED, Admission
 from gateway.core.masks import mask_password
 from gateway.core.routing import Outcome
 from gateway.core.tree import BreakerPolicy, Route, Target
@@ -193,7 +193,7 @@ class RedisBreakers(LocalBreakers):
                 self._spawn(self._refresh(entry))
         return self if entry.unsettled else None
 
-    async def admit(self, target: Target) -> int:
+    async def admit(self, target: Target) -> Admission:
         guard = self._guards.get(target)
         if guard is None or guard.breaker.state == CLOSED:
             return ORDINARY
@@ -208,7 +208,7 @@ class RedisBreakers(LocalBreakers):
         if self._apply(guard, values):
             guard.token = token
             return PROBE
-        return ORDINARY if guard.breaker.state == CLOSED else REFUSED
+        return REFUSED if guard.breaker.state == OPEN else ORDINARY  # (the reply refreshed the state)
 
     def record(
         self, target: Target, outcome: Outcome, probe: bool = False, retry_after: float | None = None

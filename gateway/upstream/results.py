@@ -1,0 +1,107 @@
+"""What one attempt came to, judged: an answer read whole, a stream committed at its first event, or a failure.
+
+`Result` is the union of the three. Each names the attempt's target, every attempt of the request
+so far, the Outcome the route judges by, a `detail` (OK, or what went wrong) and when the attempt
+`started`. What a variant does not hold reads as None (a committed stream's `rest` as no events),
+so any Result reads alike: `result.reply`, `result.stream`, `result.kind`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, Final
+
+from gateway.core.errors import Attempt
+from gateway.core.routing import Outcome
+from gateway.core.sse import Event
+from gateway.core.tree import Target
+from gateway.upstream.providers.base import EventStream, Reply
+
+OK: Final = "ok"  # a usable answer's detail: the gateway's word, never an upstream's text
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Judged:
+    """What every variant holds."""
+
+    target: Target
+    attempts: list[Attempt]  # the request's, shared by its every attempt
+    outcome: Outcome
+    detail: str
+    started: float  # when the attempt began (time.monotonic)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Replied(_Judged):
+    """An answer read whole, of any status: a usable one, or the upstream's error answer."""
+
+    reply: Reply
+    retry_after: float | None = None  # what an error answer asked us to wait, in seconds
+
+    kind: ClassVar[None] = None
+    stream: ClassVar[None] = None
+    first_event: ClassVar[None] = None
+    first_chunk: ClassVar[None] = None
+    rest: ClassVar[Sequence[Event]] = ()
+
+    @property
+    def headers(self) -> Mapping[str, str]:
+        """The upstream's headers worth relaying."""
+        return self.reply.headers
+
+    @property
+    def label(self) -> str:
+        """The attempt's outcome as metrics name it: the status code."""
+        return str(self.outcome.status)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Streamed(_Judged):
+    """A stream committed at its first event that carries data, which the dispatcher read (and parsed)."""
+
+    stream: EventStream
+    first_event: Event
+    first_chunk: Any  # the first event's payload, as the commit read it (None: not read)
+    rest: Sequence[Event] = ()  # the events of the first event's read after it (the stream holds later ones)
+
+    kind: ClassVar[None] = None
+    reply: ClassVar[None] = None
+    retry_after: ClassVar[None] = None
+
+    @property
+    def headers(self) -> Mapping[str, str]:
+        """The upstream's headers worth relaying."""
+        return self.stream.headers
+
+    @property
+    def label(self) -> str:
+        """The attempt's outcome as metrics name it: the status code."""
+        return str(self.outcome.status)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Failed(_Judged):
+    """An attempt that brought no usable answer: `kind` says how (TIMEOUT, CONNECT_ERROR, STREAM_ERROR, ...)."""
+
+    kind: str
+
+    reply: ClassVar[None] = None
+    stream: ClassVar[None] = None
+    first_event: ClassVar[None] = None
+    first_chunk: ClassVar[None] = None
+    rest: ClassVar[Sequence[Event]] = ()
+    retry_after: ClassVar[None] = None
+
+    @property
+    def headers(self) -> Mapping[str, str]:
+        """None to relay: no answer came."""
+        return {}
+
+    @property
+    def label(self) -> str:
+        """The attempt's outcome as metrics name it: the kind of failure."""
+        return self.kind
+
+
+Result = Replied | Streamed | Failed
