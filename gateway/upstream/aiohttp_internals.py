@@ -13,8 +13,8 @@ Two fast paths, each with the public API as its fallback:
 The fast paths are taken only with an aiohttp whose internals were read against them
 (VERIFIED, the range pyproject.toml allows) and that has every name they use, and unless the
 environment says GATEWAY_AIOHTTP_INTERNALS=off (read once, at import; the server side's
-`gateway.server.aiohttp_internals` reads the same variable). The stream benchmark
-(`bench/instructions.sh`) measures what they save; the tests run both ways.
+`gateway.server.aiohttp_internals` reads the same variable). The benchmarks in bench/ measure
+what they save; the tests run both ways.
 """
 
 from __future__ import annotations

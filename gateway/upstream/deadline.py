@@ -5,7 +5,7 @@ upstream's next bytes, one timer for the whole stream.
 
 On Python 3.11 `asyncio.timeout()` builds its object through enum-state checks and asks for the
 running loop three times per use (each a getpid() syscall there), and a timer of the loop's own
-(uvloop's) costs ~10k instructions to set and cancel. A Deadline is kept in a queue of its
+(uvloop's) is costly to set and cancel on every attempt. A Deadline is kept in a queue of its
 `Deadlines` instead: when the time is up the task is cancelled, and on leaving the block that
 cancellation becomes TimeoutError; a cancellation from outside (the client left) stays a
 CancelledError, even when it arrives together with the expiry.
