@@ -1,0 +1,64 @@
+"""The base of every mapping in the config's schema: how its keys may be spelled, null, unknown keys."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+from pydantic_core import InitErrorDetails, PydanticCustomError
+
+from gateway.config.problems import describe
+
+
+def camel(key: str) -> str:
+    """The camelCase spelling of `key`: Portkey writes `api_key` where this config writes `apiKey`."""
+    head, *rest = key.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+def refusal(message: str) -> PydanticCustomError:
+    """The error a value check raises: `message` is what the config's problem list says after the path."""
+    return PydanticCustomError("config", "{message}", {"message": message})
+
+
+class Section(BaseModel):
+    """A mapping of the config file.
+
+    Its keys are camelCase, or Portkey's snake_case spelling of them (`api_key` reads as
+    `apiKey`); a key given null is as absent; any other key is refused, with the keys expected.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid", alias_generator=camel, frozen=True, field_title_generator=lambda *_: ""
+    )
+    # what a value that is not a mapping is told
+    expected: ClassVar[str] = "must be a mapping"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _spelled(cls, data: Any) -> Any:
+        """`data` with its keys in camelCase and its nulls left out; a ValidationError listing each key it cannot take."""
+        if not isinstance(data, dict):
+            raise refusal(f"{cls.expected}, got {describe(data)}")
+        keys = _keys(cls)
+        spelled: dict[str, Any] = {}
+        refused: list[InitErrorDetails] = []
+        for raw_key, value in data.items():
+            key = camel(str(raw_key))
+            if key in spelled:
+                message = "given twice (snake_case and camelCase spellings of one key)"
+            elif key not in keys:
+                message = f"unknown key (expected one of: {', '.join(sorted(keys))})"
+            else:
+                spelled[key] = value
+                continue
+            refused.append({"type": refusal(message), "loc": (key,), "input": value})
+        if refused:
+            raise ValidationError.from_exception_data(cls.__name__, refused)
+        return {key: value for key, value in spelled.items() if value is not None}
+
+
+@functools.cache
+def _keys(section: type[Section]) -> frozenset[str]:
+    return frozenset(field.alias or name for name, field in section.model_fields.items())

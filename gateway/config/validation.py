@@ -1,0 +1,95 @@
+"""The schema pass: a document validated against a model of gateway.config.schema, every problem kept.
+
+pydantic stops a mapping's checks at its first refused value (a model whose fields fail never
+runs its cross-field checks), and returns nothing when anything failed. To tell every problem
+at once, and to give the checks that follow a model of everything valid, each refused value is
+reported, then left out of the document (a mapping's key removed, a list's item emptied to `{}`
+so that the items after it keep their index) and the document validated again. A problem at or
+under a place already refused only repeats it: that place's parent is left out instead, unreported.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from gateway.config.problems import Loc, Problems
+from gateway.config.section import camel
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def validated(model: type[M], document: Any, problems: Problems) -> M | None:
+    """`document` as a `model`, or None when no part of it is left to validate; every problem goes to `problems`."""
+    document = _copied(document)
+    while True:
+        try:
+            return model.model_validate(document)
+        except ValidationError as refused:
+            errors = refused.errors()
+        changed = False
+        for error in errors:
+            loc = tuple(error["loc"])
+            above = problems.refused_above(loc)
+            if above is not None:
+                left_out = above[:-1]
+            elif error["type"] == "missing":
+                problems.refuse(loc, "is required")
+                left_out = loc[:-1]
+            else:
+                message = error["ctx"]["message"] if error["type"] == "config" else error["msg"]
+                problems.refuse(loc, message)
+                left_out = loc
+            if not left_out:
+                return None
+            problems.refused.append(left_out)
+            changed = _leave_out(document, left_out) or changed
+        if not changed:
+            return None
+
+
+def _copied(value: Any) -> Any:
+    """`value` with every mapping and list copied (the rest shared: a string keeps its references)."""
+    if isinstance(value, dict):
+        return {key: _copied(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_copied(item) for item in value]
+    return value
+
+
+def _leave_out(document: Any, loc: Loc) -> bool:
+    """Remove the value at `loc` from `document` (a list's item is emptied to `{}`); whether anything changed."""
+    parent = document
+    for part in loc[:-1]:
+        parent = _child(parent, part)
+        if parent is None:
+            return False
+    last = loc[-1]
+    if isinstance(parent, list) and isinstance(last, int) and last < len(parent):
+        if parent[last] == {}:
+            return _leave_out(document, loc[:-1])
+        parent[last] = {}
+        return True
+    if isinstance(parent, dict) and isinstance(last, str):
+        key = _key(parent, last)
+        if key is not None:
+            del parent[key]
+            return True
+    return False
+
+
+def _child(container: Any, part: str | int) -> Any:
+    if isinstance(container, list) and isinstance(part, int) and part < len(container):
+        return container[part]
+    if isinstance(container, dict) and isinstance(part, str):
+        key = _key(container, part)
+        return None if key is None else container[key]
+    return None
+
+
+def _key(mapping: dict[Any, Any], key: str) -> Any:
+    """The key of `mapping` that a location's `key` names: itself, or a spelling that reads as it (`api_key`)."""
+    if key in mapping:
+        return key
+    return next((raw for raw in mapping if camel(str(raw)) == key), None)
