@@ -14,14 +14,13 @@ import aiohttp
 import openai
 import pytest
 
-from tests.conftest import GATEWAY_KEY
 from tests.support.fakes import FakeUpstream, Step, error_body, stream_of
+from tests.support.gateway import GATEWAY_KEY, Gateway
 from tests.support.servers import RedisProcess, flush_redis
-from tests.support.wiring import gateway_with_breakers  # noqa: F401  (the `gateway` fixture)
+from tests.support.waiting import eventually
 from tests.test_metrics import root_url, scrape, value
 
 MESSAGES = [{"role": "user", "content": "hi"}]
-Gateway = Any
 
 
 def fallback(first: FakeUpstream, second: FakeUpstream, *, breaker: str = "{failures: 2, cooldownSeconds: 0.3}",
@@ -64,6 +63,16 @@ async def gauge(client: openai.AsyncOpenAI, target: str) -> float:
     return value(await scrape(client), "gateway_breaker_state", route="chat", target=target)
 
 
+async def gauge_is(client: openai.AsyncOpenAI, target: str, state: float) -> bool:
+    """Whether the breaker state gauge of `target` reads `state` (0 closed, 1 half-open, 2 open)."""
+    return await gauge(client, target) == state
+
+
+async def half_open(client: openai.AsyncOpenAI, target: str) -> bool:
+    """Whether the health page says `target`'s cooldown is over (half-open)."""
+    return (await target_health(client, target))["state"] == "half_open"
+
+
 @pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
 async def test_a_target_trips_is_skipped_half_opens_and_recovers(gateway: Gateway, make_upstream: Any, stream: bool) -> None:
     primary, secondary = await make_upstream(), await make_upstream()
@@ -84,8 +93,7 @@ async def test_a_target_trips_is_skipped_half_opens_and_recovers(gateway: Gatewa
     assert value(samples, "gateway_fallbacks_total", route="chat", from_target="primary", reason="circuit_open") == 1
     assert sum(v for (n, labels), v in samples.items() if n == "gateway_upstream_requests_total" and ("target", "primary") in labels) == 2
 
-    await asyncio.sleep(1.05)  # the cooldown is what is waited for
-    assert await gauge(client, "primary") == 1  # half-open, reported when the cooldown ended
+    await eventually(lambda: gauge_is(client, "primary", 1))  # half-open, reported when the cooldown ended
     assert (await target_health(client, "primary"))["state"] == "half_open"
     headers = await ask(client, stream=stream)  # the trial: primary answers again
     assert primary.calls == 3 and headers["x-gateway-target"] == "primary" and headers["x-gateway-attempts"] == "1"
@@ -99,7 +107,7 @@ async def test_half_open_lets_exactly_one_trial_through(gateway: Gateway, make_u
     client = await gateway(fallback(primary, secondary, breaker="{failures: 1, cooldownSeconds: 0.2}"))
     primary.then(Step(503, error_body(503)))
     await ask(client)
-    await asyncio.sleep(0.25)
+    await eventually(lambda: half_open(client, "primary"))
     release = asyncio.Event()
     primary.then(Step(gate=release))  # the trial hangs until released
     tasks = [asyncio.create_task(ask(client)) for _ in range(6)]
@@ -121,7 +129,7 @@ async def test_a_failed_trial_opens_it_again_for_twice_as_long(gateway: Gateway,
     client = await gateway(fallback(primary, secondary, breaker="{failures: 1, cooldownSeconds: 0.2}"))
     primary.then(Step(503, error_body(503)), Step(502, error_body(502)))
     await ask(client)
-    await asyncio.sleep(0.25)
+    await eventually(lambda: half_open(client, "primary"))
     assert (await ask(client))["x-gateway-attempts"] == "2"  # the trial failed, secondary answered
     reopened = await target_health(client, "primary")
     assert reopened["state"] == "open" and 0.3 < reopened["cooldownSeconds"] <= 0.4
@@ -249,7 +257,7 @@ async def test_a_stream_trial_is_decided_at_its_first_event(gateway: Gateway, ma
     client = await gateway(fallback(primary, secondary, breaker="{failures: 1, cooldownSeconds: 0.2}"))
     primary.then(Step(503, error_body(503)))
     await ask(client, stream=True)
-    await asyncio.sleep(0.25)
+    await eventually(lambda: half_open(client, "primary"))
     release = asyncio.Event()
     primary.then(Step(events=[*stream_of("trial")[:2], release, *stream_of("trial")[2:]]))
     stream = await client.chat.completions.create(model="chat", messages=MESSAGES, stream=True)
@@ -266,7 +274,7 @@ async def test_a_trial_whose_client_leaves_is_given_back(gateway: Gateway, make_
     client = await gateway(fallback(primary, secondary, breaker="{failures: 1, cooldownSeconds: 0.2}"))
     primary.then(Step(503, error_body(503)))
     await ask(client)
-    await asyncio.sleep(0.25)
+    await eventually(lambda: half_open(client, "primary"))
     primary.then(Step(gate=asyncio.Event()))  # the trial hangs; its timeout is the default 600 s
     primary.arrived.clear()
     trial = asyncio.ensure_future(ask(client))

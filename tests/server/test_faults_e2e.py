@@ -23,12 +23,10 @@ import openai
 import orjson
 import pytest
 
-from tests.conftest import GATEWAY_KEY
 from tests.support.fakes import FakeUpstream, Step, chat_completion, chunk, error_body, stream_of, trickle
-from tests.support.wiring import gateway_with_breakers  # noqa: F401  (the `gateway` fixture)
+from tests.support.gateway import GATEWAY_KEY, Gateway
 from tests.test_metrics import root_url, scrape, value
 
-Gateway = Any
 FIRST = chunk({"role": "assistant", "content": "Par"})  # the event a stream commits on
 JSON_HEAD = b'{"id": "chatcmpl-up", "object": "chat.completion", "cho'  # a JSON answer broken off
 

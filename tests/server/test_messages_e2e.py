@@ -1,126 +1,62 @@
 """POST /v1/messages end to end: the official `anthropic` SDK as the client, real fake upstreams.
 
-The upstreams are an OpenAI-compatible fake (tests/fakes.py), to which requests are translated,
-and a fake Anthropic Messages API (tests/fakes_anthropic.py) behind `anthropic` targets, to which
+The upstreams are an OpenAI-compatible fake (tests/support/fakes.py), to which requests are translated,
+and a fake Anthropic Messages API (tests/support/fakes_anthropic.py) behind `anthropic` targets, to which
 they pass through (test_messages_native_e2e.py has the pass-through itself).
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import anthropic
-import openai
 import orjson
 import pytest
-from anthropic.types import Message
 
-from tests.conftest import GATEWAY_KEY, Gateway
-from tests.server.test_langchain import CALL, calling_answer, calling_stream
-from tests.server.test_memory_e2e import SYSTEM, a, stored, u
-from tests.support.fakes import FakeUpstream, Step, chat_completion, error_body, stream_of
-from tests.support.fakes_anthropic import MODEL as CLAUDE_MODEL
+from tests.support.anthropic_clients import (
+    HELLO,
+    WEATHER_TOOL,
+    Clients,
+    Start,
+    anthropic_gateway,  # noqa: F401  (the `start` fixture)
+    claude_route,
+    claude_target,
+    fake_claude,  # noqa: F401  (the `claude` fixture)
+    header_text,
+    read_until_error,
+    use_the_tool,
+)
+from tests.support.fakes import (
+    FakeUpstream,
+    Step,
+    broken_stream,
+    chat_completion,
+    error_body,
+    stream_of,
+    usage_chunk,
+)
 from tests.support.fakes_anthropic import (
     Answer,
     FakeAnthropic,
     message_events,
     overloaded,
     rate_limited,
-    start_anthropic,
 )
+from tests.support.gateway import GATEWAY_KEY
+from tests.support.memory_turns import SYSTEM, a, stored, u
+from tests.support.routes import fallback_route
+from tests.support.tool_calls import CALL, QUESTION, calling_answer, calling_stream
 from tests.test_metrics import scrape, value
 
 # litellm's pydantic types warn once per process when first built; litellm itself hides it, pytest shows it
 pytestmark = pytest.mark.filterwarnings("ignore:.*`ReadOnly` qualifier:UserWarning")
 
-KEYS = f"auth: {{keys: [{{name: team-a, key: {GATEWAY_KEY}}}]}}"
-CLAUDE_KEY = "sk-ant-operator-secret-0123456789"
-HELLO = [{"role": "user", "content": "hello"}]
-WEATHER_TOOL = {
-    "name": "get_weather",
-    "description": "The weather in a city.",
-    "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
-}
-QUESTION = {"role": "user", "content": "Weather in Paris?"}
-
-
-@dataclass
-class Clients:
-    """Both SDKs pointed at one gateway, and its root URL."""
-
-    openai_client: openai.AsyncOpenAI
-    anthropic_client: anthropic.AsyncAnthropic
-    root: str
-
-    def new_client(self, **options: Any) -> anthropic.AsyncAnthropic:
-        """Another anthropic client of this gateway (the caller closes it), e.g. with another key."""
-        return anthropic.AsyncAnthropic(base_url=self.root, max_retries=0, timeout=20, **options)
-
-
-Start = Callable[[str], Awaitable[Clients]]
-
-
-@pytest.fixture
-async def start(gateway: Gateway) -> AsyncIterator[Start]:
-    """Start the gateway on a YAML config (gateway keys on); both clients use GATEWAY_KEY."""
-    made: list[anthropic.AsyncAnthropic] = []
-
-    async def run(config: str) -> Clients:
-        client = await gateway(f"{KEYS}\n{config}")
-        root = str(client.base_url).rstrip("/").removesuffix("/v1")
-        sdk = anthropic.AsyncAnthropic(base_url=root, api_key=GATEWAY_KEY, max_retries=0, timeout=20)
-        made.append(sdk)
-        return Clients(client, sdk, root)
-
-    yield run
-    for sdk in made:
-        await sdk.close()
-
-
-@pytest.fixture
-async def claude(aiohttp_server: Any) -> FakeAnthropic:
-    return await start_anthropic(aiohttp_server)
-
-
 def openai_route(upstream: FakeUpstream, *, name: str = "chat", memory: Path | None = None) -> str:
     store = f'memory: {{store: sqlite, path: "{memory}"}}\n' if memory is not None else ""
     return f'{store}routes: {{{name}: {{name: up, provider: openai, baseUrl: "{upstream.url}", apiKey: k}}}}'
-
-
-def claude_target(fake: FakeAnthropic) -> str:
-    return f'{{name: claude, provider: anthropic, baseUrl: "{fake.url}", apiKey: {CLAUDE_KEY}, overrideParams: {{model: {CLAUDE_MODEL}}}}}'
-
-
-def claude_route(fake: FakeAnthropic) -> str:
-    return f"routes: {{chat: {claude_target(fake)}}}"
-
-
-def fallback_route(first: FakeUpstream, second: FakeUpstream, *, responses_api: str = "native") -> str:
-    """Route `chat`: target `first`, then `second` when first answers 503."""
-    return f"""
-routes:
-  chat:
-    strategy: {{mode: fallback, onStatusCodes: [503]}}
-    responsesApi: {responses_api}
-    targets:
-      - {{name: first, provider: openai, baseUrl: "{first.url}", apiKey: k1}}
-      - {{name: second, provider: openai, baseUrl: "{second.url}", apiKey: k2}}
-"""
-
-
-def usage_chunk(prompt: int = 5, completion: int = 3) -> bytes:
-    body = {"id": "chatcmpl-up", "object": "chat.completion.chunk", "created": 1, "model": "up-model", "choices": [],
-            "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}}
-    return b"data: " + orjson.dumps(body) + b"\n\n"
-
-
-def broken_stream() -> Step:
-    """A stream that commits ("Hel") and then loses its connection."""
-    return Step(events=stream_of("Hel", done=False)[:2], reset=True)
 
 
 async def post(clients: Clients, body: bytes, headers: dict[str, str]) -> tuple[int, Any]:
@@ -129,10 +65,6 @@ async def post(clients: Clients, body: bytes, headers: dict[str, str]) -> tuple[
         clients.root + "/v1/messages", data=body, headers={"Content-Type": "application/json", **headers}
     ) as response:
         return response.status, await response.json(content_type=None)
-
-
-def header_text(headers: dict[str, str]) -> str:
-    return "\n".join(f"{name}: {value}" for name, value in headers.items())
 
 
 def anthropic_error(body: Any, kind: str) -> str:
@@ -191,18 +123,6 @@ async def test_a_raw_stream_is_anthropics_event_sequence(start: Start, upstream:
 
 
 # ---------------------------------------------------------------- tool use
-
-
-async def use_the_tool(client: anthropic.AsyncAnthropic, output: str) -> tuple[Message, Message]:
-    """Ask what needs the weather tool, then send its output back: the two answers."""
-    first = await client.messages.create(model="chat", max_tokens=64, messages=[QUESTION], tools=[WEATHER_TOOL])
-    [use] = [block for block in first.content if block.type == "tool_use"]
-    result = {"type": "tool_result", "tool_use_id": use.id, "content": output}
-    second = await client.messages.create(
-        model="chat", max_tokens=64, tools=[WEATHER_TOOL],
-        messages=[QUESTION, {"role": "assistant", "content": first.content}, {"role": "user", "content": [result]}],
-    )  # fmt: skip
-    return first, second
 
 
 async def test_tool_use_round_trip(start: Start, upstream: FakeUpstream) -> None:
@@ -392,16 +312,6 @@ async def test_an_anthropic_targets_failure_reaches_the_client_with_its_type(
     assert caught.value.status_code == answer.status
     assert f"claude: {answer.status}" in anthropic_error(caught.value.body, kind)
     assert caught.value.response.headers.get("retry-after") == answer.headers.get("retry-after")
-
-
-async def read_until_error(client: anthropic.AsyncAnthropic) -> tuple[list[str], anthropic.APIStatusError]:
-    """Read a raw stream: the event types before the SDK raised, and what it raised."""
-    stream = await client.messages.create(model="chat", max_tokens=64, messages=HELLO, stream=True)
-    seen: list[str] = []
-    with pytest.raises(anthropic.APIStatusError) as caught:
-        async for event in stream:
-            seen.append(event.type)
-    return seen, caught.value
 
 
 async def test_a_stream_that_breaks_after_the_commit_ends_with_an_error_and_no_message_stop(

@@ -20,18 +20,16 @@ import anthropic
 import orjson
 import pytest
 
-from tests.conftest import GATEWAY_KEY
-from tests.server import test_messages_e2e
-from tests.server.test_memory_e2e import a, stored, u
-from tests.server.test_messages_e2e import (
+from tests.support.anthropic_clients import (
     CLAUDE_KEY,
     HELLO,
-    QUESTION,
     WEATHER_TOOL,
     Clients,
     Start,
+    anthropic_gateway,  # noqa: F401  (the `start` fixture)
     claude_route,
     claude_target,
+    fake_claude,  # noqa: F401  (the `claude` fixture)
     header_text,
     read_until_error,
     use_the_tool,
@@ -40,12 +38,14 @@ from tests.support.fakes import FakeUpstream, Step, stream_of
 from tests.support.fakes_anthropic import COUNTED, Answer, FakeAnthropic, anthropic_error, message_events, sse
 from tests.support.fakes_anthropic import MODEL as CLAUDE_MODEL
 from tests.support.fakes_anthropic import message as claude_message
+from tests.support.gateway import GATEWAY_KEY
+from tests.support.memory_turns import a, stored, u
+from tests.support.tool_calls import QUESTION
 from tests.test_metrics import scrape, value
 
 # litellm's pydantic types warn once per process when first built; litellm itself hides it, pytest shows it
 pytestmark = pytest.mark.filterwarnings("ignore:.*`ReadOnly` qualifier:UserWarning")
 REPO = Path(__file__).resolve().parents[2]
-start, claude = test_messages_e2e.start, test_messages_e2e.claude  # fixtures, shared
 
 
 def bare_route(fake: FakeAnthropic) -> str:

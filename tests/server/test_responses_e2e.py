@@ -18,13 +18,22 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, Tool
 from langchain_openai import ChatOpenAI
 from pydantic import BaseModel
 
-from tests.conftest import GATEWAY_KEY, Gateway
-from tests.server.test_langchain import CALL, calling_answer, calling_stream
-from tests.server.test_memory_e2e import a, stored, u
-from tests.server.test_messages_e2e import KEYS, QUESTION, broken_stream, fallback_route, usage_chunk
-from tests.support.fakes import FakeUpstream, Step, chat_completion, error_body, stream_of
+from tests.support.fakes import (
+    FakeUpstream,
+    Step,
+    broken_stream,
+    chat_completion,
+    error_body,
+    stream_of,
+    usage_chunk,
+)
 from tests.support.fakes_anthropic import MODEL as CLAUDE_MODEL
 from tests.support.fakes_anthropic import start_anthropic
+from tests.support.gateway import GATEWAY_KEY, KEYS, Gateway
+from tests.support.memory_turns import a, stored, u
+from tests.support.openai_errors import error_object
+from tests.support.routes import fallback_route
+from tests.support.tool_calls import CALL, QUESTION, calling_answer, calling_stream
 from tests.test_metrics import scrape, value
 
 # litellm's pydantic types warn once per process when first built; litellm itself hides it, pytest shows it
@@ -42,14 +51,6 @@ def route(upstream: FakeUpstream, *, name: str = "chat") -> str:
     """Route `name` to `upstream`, translated; response ids are looked up in an in-process store."""
     target = f'name: up, provider: openai, baseUrl: "{upstream.url}", apiKey: k, responsesApi: translate'
     return f"{KEYS}\nmemory: {{store: memory}}\nroutes: {{{name}: {{{target}}}}}"
-
-
-def openai_error(error: openai.APIStatusError) -> dict[str, Any]:
-    """The error object of an OpenAI-shaped error body (asserting the shape)."""
-    body = error.response.json()
-    assert set(body) == {"error"} and set(body["error"]) == {"message", "type", "param", "code"}, body
-    found: dict[str, Any] = body["error"]
-    return found
 
 
 # ---------------------------------------------------------------- answers
@@ -170,7 +171,7 @@ async def test_what_chat_completions_cannot_do_is_a_400_naming_the_param(
     with pytest.raises(openai.BadRequestError) as caught:
         await client.responses.create(model="chat", input="hello", **options)
     assert caught.value.param == param
-    error = openai_error(caught.value)
+    error = error_object(caught.value)
     assert error["type"] == "invalid_request_error" and error["param"] == param
     assert upstream.calls == 0
 
@@ -179,7 +180,7 @@ async def test_an_unknown_model_is_an_openai_shaped_404(gateway: Gateway, upstre
     client = await gateway(route(upstream))
     with pytest.raises(openai.NotFoundError) as caught:
         await client.responses.create(model="no-such-model", input="hello")
-    error = openai_error(caught.value)
+    error = error_object(caught.value)
     assert (error["code"], error["param"]) == ("model_not_found", "model")
     assert "no-such-model" in error["message"]
     assert upstream.calls == 0
@@ -189,7 +190,7 @@ async def test_a_wrong_key_is_an_openai_shaped_401(gateway: Gateway, upstream: F
     client = (await gateway(route(upstream))).with_options(api_key="wrong-key")
     with pytest.raises(openai.AuthenticationError) as caught:
         await client.responses.create(model="chat", input="hello")
-    assert openai_error(caught.value)["code"] == "invalid_api_key"
+    assert error_object(caught.value)["code"] == "invalid_api_key"
     assert upstream.calls == 0
 
 
@@ -223,7 +224,7 @@ async def test_every_target_failing_is_an_openai_shaped_error(
     client = await gateway(route(failing))
     with pytest.raises(openai.InternalServerError) as caught:
         await client.responses.create(model="chat", input="hello")
-    error = openai_error(caught.value)
+    error = error_object(caught.value)
     assert caught.value.status_code == 500 and "up: 500" in error["message"]
 
 

@@ -1,7 +1,7 @@
 """POST /v1/responses passed through to OpenAI targets (`responsesApi: native`, the default), and stored responses.
 
 The client is the official openai SDK (and LangChain); the upstream a fake Responses API
-(tests/fakes_responses.py). The body goes to `{baseUrl}/responses` as the client sent it and the
+(tests/support/fakes_responses.py). The body goes to `{baseUrl}/responses` as the client sent it and the
 answer comes back as it was sent; a stream commits at its first output. Every answered response
 id is recorded with the target that produced it: `previous_response_id`, `GET` and `DELETE`
 go there and nowhere else.
@@ -24,10 +24,6 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_openai import ChatOpenAI
 
-from tests.conftest import GATEWAY_KEY, Gateway
-from tests.server.test_memory_e2e import a, stored, u
-from tests.server.test_messages_e2e import KEYS
-from tests.server.test_responses_e2e import openai_error as error_of
 from tests.support.fakes import FakeUpstream, Step, chat_completion, stream_of
 from tests.support.fakes_anthropic import MODEL as CLAUDE_MODEL
 from tests.support.fakes_anthropic import start_anthropic
@@ -41,6 +37,9 @@ from tests.support.fakes_responses import (
     response_events,
     start_responses,
 )
+from tests.support.gateway import GATEWAY_KEY, KEYS, Gateway
+from tests.support.memory_turns import a, stored, u
+from tests.support.openai_errors import error_object as error_of
 from tests.test_metrics import scrape, value
 
 # litellm's pydantic types warn once per process when first built; litellm itself hides it, pytest shows it

@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 
 from gateway.core.errors import InvalidRequestError
 from gateway.server.surface import boundary_of, parse_form
-from tests.conftest import Gateway
 from tests.support.fakes import FakeUpstream, Step, error_body
+from tests.support.gateway import Gateway
 from tests.test_metrics import scrape, value
 
 AUDIO = b"ID3\x03\x00\x00\x00fake mpeg frames \x00\xff\xfb" * 50
