@@ -10,7 +10,15 @@ import orjson
 from gateway.core.json_shape import index_path, is_int, key_path
 from gateway.core.nesting import too_deep
 from gateway.core.translate import MalformedAnswer, TranslationError
-from gateway.core.translate.messages.checks import CHECK, JSON, body_object
+from gateway.core.translate.messages.checks import (
+    CHECK,
+    JSON,
+    as_list,
+    as_object,
+    as_string,
+    body_object,
+    required,
+)
 
 _MAX_COUNT = 2**53  # token counts past this are not counts; they would not survive JSON either
 
@@ -38,11 +46,11 @@ def from_chat(answer: Any, *, model: str, message_id: str | None = None) -> JSON
 
 def _message_from_chat(answer: Any, *, model: str, message_id: str | None) -> JSON:
     completion = body_object(answer)
-    choices = CHECK.array(CHECK.required(completion, "choices", ""), "choices")
+    choices = as_list(required(completion, "choices", ""), "choices")
     if not choices:
         raise TranslationError("choices: the answer has no choices", "choices")
-    choice = CHECK.object(choices[0], "choices[0]")
-    message = CHECK.object(CHECK.required(choice, "message", "choices[0]"), "choices[0].message")
+    choice = as_object(choices[0], "choices[0]")
+    message = as_object(required(choice, "message", "choices[0]"), "choices[0].message")
     identity = message_id or message_id_of(completion.get("id"))
     content, refused = _reply_blocks(message, "choices[0].message", identity)
     stop_reason, stop_sequence = stop_reason_of(
@@ -88,24 +96,24 @@ def _reply_blocks(message: JSON, path: str, message_id: str) -> tuple[list[JSON]
     calls = message.get("tool_calls")
     if calls is not None:
         calls_path = key_path(path, "tool_calls")
-        for i, value in enumerate(CHECK.array(calls, calls_path)):
+        for i, value in enumerate(as_list(calls, calls_path)):
             call_path = index_path(calls_path, i)
-            call = CHECK.object(value, call_path)
+            call = as_object(value, call_path)
             function_path = key_path(call_path, "function")
-            function = CHECK.object(CHECK.required(call, "function", call_path), function_path)
+            function = as_object(required(call, "function", call_path), function_path)
             call_id = call.get("id")
             blocks.append(tool_use(call_id if isinstance(call_id, str) and call_id else f"toolu_{message_id}_{i}",
                                    function, function_path))
     legacy = message.get("function_call")
     if legacy is not None and calls is None:
         legacy_path = key_path(path, "function_call")
-        blocks.append(tool_use(f"toolu_{message_id}_0", CHECK.object(legacy, legacy_path), legacy_path))
+        blocks.append(tool_use(f"toolu_{message_id}_0", as_object(legacy, legacy_path), legacy_path))
     return blocks, refused
 
 
 def tool_use(call_id: str, function: JSON, path: str) -> JSON:
     """The tool_use block of a chat tool call's `function` (at `path`), under `call_id`."""
-    name = CHECK.string(CHECK.required(function, "name", path), key_path(path, "name"))
+    name = as_string(required(function, "name", path), key_path(path, "name"))
     return {"type": "tool_use", "id": call_id, "name": name, "input": tool_input(function.get("arguments"))}
 
 

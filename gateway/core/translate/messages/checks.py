@@ -43,6 +43,17 @@ CHECK = Checker(Wording(
 """Every failed check is a TranslationError naming the dotted path: `messages[0].content: must be a list, got 1`."""
 
 
+# The checks by name: read through CHECK, each of the many values a body holds would cost an
+# attribute lookup more.
+as_object = CHECK.object
+as_list = CHECK.array
+as_string = CHECK.string
+as_bool = CHECK.boolean
+as_number = CHECK.number
+as_strings = CHECK.strings
+required = CHECK.required
+
+
 def body_object(value: Any) -> JSON:
     """`value`, the whole body, when it is an object."""
     if not isinstance(value, dict):

@@ -9,7 +9,15 @@ import orjson
 
 from gateway.core.json_shape import index_path, key_path
 from gateway.core.translate import TranslationError
-from gateway.core.translate.messages.checks import CHECK, JSON
+from gateway.core.translate.messages.checks import (
+    CHECK,
+    JSON,
+    as_bool,
+    as_list,
+    as_object,
+    as_string,
+    required,
+)
 
 # Claude Code's first system block: a header for Anthropic's billing, not for the model. It changes
 # between sessions, so a chat upstream that kept it would cache no prompt prefix across them.
@@ -27,22 +35,22 @@ def system_to_chat(system: Any, path: str = "system") -> list[JSON]:
     if isinstance(system, str):
         text = system
     else:
-        texts = (_text_of(block, index_path(path, i)) for i, block in enumerate(CHECK.array(system, path)))
+        texts = (_text_of(block, index_path(path, i)) for i, block in enumerate(as_list(system, path)))
         text = "\n".join(text for text in texts if not text.startswith(BILLING_HEADER))
     return [{"role": "system", "content": text}] if text else []
 
 
 def _text_of(value: Any, path: str) -> str:
     """The text of a block that must be a text block."""
-    block = CHECK.object(value, path)
+    block = as_object(value, path)
     if block.get("type") != "text":
         raise CHECK.fail(key_path(path, "type"), "'text'", block.get("type"))
-    return CHECK.string(CHECK.required(block, "text", path), key_path(path, "text"))
+    return as_string(required(block, "text", path), key_path(path, "text"))
 
 
 def messages_to_chat(value: Any, path: str, tools: Mapping[str, JSON]) -> list[JSON]:
     """The chat messages of the request's messages; `tools`: its chat functions by name, for tool_reference blocks."""
-    items = CHECK.array(value, path)
+    items = as_list(value, path)
     if not items:
         raise TranslationError(f"{path}: must hold at least one message", path)
     out: list[JSON] = []
@@ -52,16 +60,16 @@ def messages_to_chat(value: Any, path: str, tools: Mapping[str, JSON]) -> list[J
 
 
 def _message_to_chat(value: Any, path: str, tools: Mapping[str, JSON], *, last: bool) -> list[JSON]:
-    message = CHECK.object(value, path)
+    message = as_object(value, path)
     role = message.get("role")
     content_path = key_path(path, "content")
     if role == "system":  # instructions between turns (Claude Code's environment, reminders): chat has them too
-        return system_to_chat(CHECK.required(message, "content", path), content_path)
+        return system_to_chat(required(message, "content", path), content_path)
     if role != "user" and role != "assistant":
         raise CHECK.fail(key_path(path, "role"), "'user', 'assistant' or 'system'", role)
-    content = CHECK.required(message, "content", path)
+    content = required(message, "content", path)
     if not isinstance(content, str):
-        content = CHECK.array(content, content_path)
+        content = as_list(content, content_path)
     if not content:
         if role == "assistant" and last:  # an empty prefill: nothing for the model to continue
             return []
@@ -80,7 +88,7 @@ def _user_to_chat(blocks: list[Any], path: str, tools: Mapping[str, JSON]) -> li
     parts: list[JSON] = []
     for i, value in enumerate(blocks):
         block_path = index_path(path, i)
-        block = CHECK.object(value, block_path)
+        block = as_object(value, block_path)
         if block.get("type") == "tool_result":
             result, attachments = _tool_result_to_chat(block, block_path, tools)
             results.append(result)
@@ -96,10 +104,10 @@ def _parts_to_chat(block: JSON, path: str, *, allowed: tuple[str, ...]) -> list[
     """The OpenAI content parts of a text, image or document block (a type not `allowed` is refused so)."""
     match block.get("type"):
         case "text":
-            return [{"type": "text", "text": CHECK.string(CHECK.required(block, "text", path), key_path(path, "text"))}]
+            return [{"type": "text", "text": as_string(required(block, "text", path), key_path(path, "text"))}]
         case "image":
             source_path = key_path(path, "source")
-            return [_image_to_chat(CHECK.object(CHECK.required(block, "source", path), source_path), source_path)]
+            return [_image_to_chat(as_object(required(block, "source", path), source_path), source_path)]
         case "document":
             return _document_to_chat(block, path)
         case other:
@@ -111,7 +119,7 @@ def _image_to_chat(source: JSON, path: str) -> JSON:
         case "base64":
             url = _data_url(source, path)
         case "url":
-            url = CHECK.string(CHECK.required(source, "url", path), key_path(path, "url"))
+            url = as_string(required(source, "url", path), key_path(path, "url"))
         case other:
             raise CHECK.fail(key_path(path, "type"), "'base64' or 'url' for a non-Anthropic target", other)
     return {"type": "image_url", "image_url": {"url": url}}
@@ -119,25 +127,25 @@ def _image_to_chat(source: JSON, path: str) -> JSON:
 
 def _document_to_chat(block: JSON, path: str) -> list[JSON]:
     source_path = key_path(path, "source")
-    source = CHECK.object(CHECK.required(block, "source", path), source_path)
+    source = as_object(required(block, "source", path), source_path)
     title = block.get("title")
-    title = CHECK.string(title, key_path(path, "title")) if title is not None else None
+    title = as_string(title, key_path(path, "title")) if title is not None else None
     match source.get("type"):
         case "base64":
             file = {"filename": title or "document.pdf", "file_data": _data_url(source, source_path)}
             return [{"type": "file", "file": file}]
         case "text":
-            text = CHECK.string(CHECK.required(source, "data", source_path), key_path(source_path, "data"))
+            text = as_string(required(source, "data", source_path), key_path(source_path, "data"))
             return [{"type": "text", "text": f"{title}\n\n{text}" if title else text}]
         case "content":
             content_path = key_path(source_path, "content")
-            content = CHECK.required(source, "content", source_path)
+            content = required(source, "content", source_path)
             if isinstance(content, str):
                 return [{"type": "text", "text": content}]
             parts: list[JSON] = []
-            for i, value in enumerate(CHECK.array(content, content_path)):
+            for i, value in enumerate(as_list(content, content_path)):
                 inner_path = index_path(content_path, i)
-                inner = CHECK.object(value, inner_path)
+                inner = as_object(value, inner_path)
                 if inner.get("type") == "document":
                     raise CHECK.choice_error(key_path(inner_path, "type"), _INNER_BLOCKS, "document")
                 parts += _parts_to_chat(inner, inner_path, allowed=_INNER_BLOCKS)
@@ -148,8 +156,8 @@ def _document_to_chat(block: JSON, path: str) -> list[JSON]:
 
 
 def _data_url(source: JSON, path: str) -> str:
-    media_type = CHECK.string(CHECK.required(source, "media_type", path), key_path(path, "media_type"))
-    data = CHECK.string(CHECK.required(source, "data", path), key_path(path, "data"))
+    media_type = as_string(required(source, "media_type", path), key_path(path, "media_type"))
+    data = as_string(required(source, "data", path), key_path(path, "data"))
     return f"data:{media_type};base64,{data}"
 
 
@@ -158,7 +166,7 @@ def _tool_result_to_chat(block: JSON, path: str, tools: Mapping[str, JSON]) -> t
 
     A tool_reference block (a tool search's result) is the definition of the tool it loads, as text.
     """
-    call_id = CHECK.string(CHECK.required(block, "tool_use_id", path), key_path(path, "tool_use_id"))
+    call_id = as_string(required(block, "tool_use_id", path), key_path(path, "tool_use_id"))
     content = block.get("content")
     texts: list[str] = []
     attachments: list[JSON] = []
@@ -166,9 +174,9 @@ def _tool_result_to_chat(block: JSON, path: str, tools: Mapping[str, JSON]) -> t
         texts.append(content)
     elif content is not None:
         content_path = key_path(path, "content")
-        for i, value in enumerate(CHECK.array(content, content_path)):
+        for i, value in enumerate(as_list(content, content_path)):
             inner_path = index_path(content_path, i)
-            if CHECK.object(value, inner_path).get("type") == "tool_reference":
+            if as_object(value, inner_path).get("type") == "tool_reference":
                 texts.append(_tool_reference(value, inner_path, tools))
                 continue
             for part in _parts_to_chat(value, inner_path, allowed=_RESULT_BLOCKS):
@@ -178,7 +186,7 @@ def _tool_result_to_chat(block: JSON, path: str, tools: Mapping[str, JSON]) -> t
                     attachments.append(part)
     is_error = block.get("is_error")
     text = "\n".join(texts)
-    if is_error is not None and CHECK.boolean(is_error, key_path(path, "is_error")):
+    if is_error is not None and as_bool(is_error, key_path(path, "is_error")):
         text = f"Error: {text}" if text else "Error"
     if attachments:
         attachments.insert(0, {"type": "text", "text": f"Attachments of tool result {call_id}:"})
@@ -187,7 +195,7 @@ def _tool_result_to_chat(block: JSON, path: str, tools: Mapping[str, JSON]) -> t
 
 def _tool_reference(block: JSON, path: str, tools: Mapping[str, JSON]) -> str:
     """A loaded tool's definition as Anthropic shows it to the model: `<functions><function>{...}</function></functions>`."""
-    name = CHECK.string(CHECK.required(block, "tool_name", path), key_path(path, "tool_name"))
+    name = as_string(required(block, "tool_name", path), key_path(path, "tool_name"))
     definition = tools.get(name, {"name": name})
     return f"<functions><function>{orjson.dumps(definition).decode()}</function></functions>"
 
@@ -197,10 +205,10 @@ def _assistant_to_chat(blocks: list[Any], path: str) -> JSON:
     calls: list[JSON] = []
     for i, value in enumerate(blocks):
         block_path = index_path(path, i)
-        block = CHECK.object(value, block_path)
+        block = as_object(value, block_path)
         match block.get("type"):
             case "text":
-                texts.append(CHECK.string(CHECK.required(block, "text", block_path), key_path(block_path, "text")))
+                texts.append(as_string(required(block, "text", block_path), key_path(block_path, "text")))
             case "tool_use":
                 calls.append(_tool_use_to_chat(block, block_path))
             case "thinking" | "redacted_thinking":
@@ -216,9 +224,9 @@ def _assistant_to_chat(blocks: list[Any], path: str) -> JSON:
 
 
 def _tool_use_to_chat(block: JSON, path: str) -> JSON:
-    call_id = CHECK.string(CHECK.required(block, "id", path), key_path(path, "id"))
-    name = CHECK.string(CHECK.required(block, "name", path), key_path(path, "name"))
-    arguments = CHECK.object(CHECK.required(block, "input", path), key_path(path, "input"))
+    call_id = as_string(required(block, "id", path), key_path(path, "id"))
+    name = as_string(required(block, "name", path), key_path(path, "name"))
+    arguments = as_object(required(block, "input", path), key_path(path, "input"))
     try:
         encoded = orjson.dumps(arguments).decode()
     except orjson.JSONEncodeError:  # integers past 64 bits, nesting past orjson's limit, lone surrogates

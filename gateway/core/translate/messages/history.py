@@ -8,7 +8,7 @@ from typing import Any
 from gateway.core.json_shape import index_path, key_path
 from gateway.core.translate import TranslationError
 from gateway.core.translate.messages.answer import tool_use
-from gateway.core.translate.messages.checks import CHECK, JSON
+from gateway.core.translate.messages.checks import CHECK, JSON, as_list, as_object, as_string, required
 
 _DATA_URL = re.compile(r"data:([^;,]+);base64,(.*)", re.DOTALL)
 _ROLES = ("system", "developer", "user", "assistant", "tool")
@@ -23,9 +23,9 @@ def messages_from_chat(messages: Any) -> list[JSON]:
     """
     out: list[JSON] = []
     results: list[JSON] | None = None  # the tool_result blocks of the user message being built
-    for i, value in enumerate(CHECK.array(messages, "messages")):
+    for i, value in enumerate(as_list(messages, "messages")):
         path = index_path("messages", i)
-        message = CHECK.object(value, path)
+        message = as_object(value, path)
         role = message.get("role")
         if role == "tool":
             if results is None:
@@ -38,7 +38,7 @@ def messages_from_chat(messages: Any) -> list[JSON]:
             case "system" | "developer":
                 continue
             case "user":
-                content = CHECK.required(message, "content", path)
+                content = required(message, "content", path)
                 out.append({"role": "user", "content": _user_from_chat(content, key_path(path, "content"))})
             case "assistant":
                 out.append(_assistant_from_chat(message, path))
@@ -51,17 +51,17 @@ def _user_from_chat(content: Any, path: str) -> str | list[JSON]:
     if isinstance(content, str):
         return content
     blocks: list[JSON] = []
-    for i, value in enumerate(CHECK.array(content, path)):
+    for i, value in enumerate(as_list(content, path)):
         part_path = index_path(path, i)
-        part = CHECK.object(value, part_path)
+        part = as_object(value, part_path)
         match part.get("type"):
             case "text":
-                text = CHECK.string(CHECK.required(part, "text", part_path), key_path(part_path, "text"))
+                text = as_string(required(part, "text", part_path), key_path(part_path, "text"))
                 blocks.append({"type": "text", "text": text})
             case "image_url":
                 image_path = key_path(part_path, "image_url")
-                image = CHECK.object(CHECK.required(part, "image_url", part_path), image_path)
-                url = CHECK.string(CHECK.required(image, "url", image_path), key_path(image_path, "url"))
+                image = as_object(required(part, "image_url", part_path), image_path)
+                url = as_string(required(image, "url", image_path), key_path(image_path, "url"))
                 blocks.append({"type": "image", "source": _source_from_url(url)})
             case "file":
                 blocks.append(_document_from_chat(part, part_path))
@@ -78,7 +78,7 @@ def _source_from_url(url: str) -> JSON:
 
 def _document_from_chat(part: JSON, path: str) -> JSON:
     file_path = key_path(path, "file")
-    file = CHECK.object(CHECK.required(part, "file", path), file_path)
+    file = as_object(required(part, "file", path), file_path)
     data = file.get("file_data")
     match = _DATA_URL.fullmatch(data) if isinstance(data, str) else None
     if match is None:
@@ -103,12 +103,12 @@ def _assistant_from_chat(message: JSON, path: str) -> JSON:
         return {"role": "assistant", "content": text}
     blocks: list[JSON] = [{"type": "text", "text": text}] if text else []
     calls_path = key_path(path, "tool_calls")
-    for i, value in enumerate(CHECK.array(calls, calls_path)):
+    for i, value in enumerate(as_list(calls, calls_path)):
         call_path = index_path(calls_path, i)
-        call = CHECK.object(value, call_path)
-        call_id = CHECK.string(CHECK.required(call, "id", call_path), key_path(call_path, "id"))
+        call = as_object(value, call_path)
+        call_id = as_string(required(call, "id", call_path), key_path(call_path, "id"))
         function_path = key_path(call_path, "function")
-        function = CHECK.object(CHECK.required(call, "function", call_path), function_path)
+        function = as_object(required(call, "function", call_path), function_path)
         blocks.append(tool_use(call_id, function, function_path))
     return {"role": "assistant", "content": blocks}
 
@@ -122,7 +122,7 @@ def _part_text(part: Any) -> str:
 
 
 def _tool_result_from_chat(message: JSON, path: str) -> JSON:
-    call_id = CHECK.string(CHECK.required(message, "tool_call_id", path), key_path(path, "tool_call_id"))
+    call_id = as_string(required(message, "tool_call_id", path), key_path(path, "tool_call_id"))
     content = message.get("content")
     block: JSON = {"type": "tool_result", "tool_use_id": call_id}
     if isinstance(content, str):

@@ -8,7 +8,19 @@ from typing import Any
 from gateway.core.json_shape import index_path, is_int, key_path
 from gateway.core.translate import TranslationError
 from gateway.core.translate.dropped import DROPS
-from gateway.core.translate.messages.checks import CHECK, JSON, body_object, listed
+from gateway.core.translate.messages.checks import (
+    CHECK,
+    JSON,
+    as_bool,
+    as_list,
+    as_number,
+    as_object,
+    as_string,
+    as_strings,
+    body_object,
+    listed,
+    required,
+)
 from gateway.core.translate.messages.conversation import BILLING_HEADER, messages_to_chat, system_to_chat
 
 # Top-level keys to_chat reads; any other is left out (and told to the log).
@@ -27,11 +39,11 @@ _CHOICES = ("auto", "any", "tool", "none")
 def to_chat(body: Any) -> JSON:
     """The Chat Completions payload for an Anthropic Messages request; TranslationError when malformed."""
     request = body_object(body)
-    model = CHECK.string(CHECK.required(request, "model", ""), "model")
-    max_tokens = CHECK.required(request, "max_tokens", "")
+    model = as_string(required(request, "model", ""), "model")
+    max_tokens = required(request, "max_tokens", "")
     if not is_int(max_tokens) or max_tokens < 1:
         raise CHECK.fail("max_tokens", "an integer >= 1", max_tokens)
-    sent = CHECK.required(request, "messages", "")
+    sent = required(request, "messages", "")
     tools = _tools_to_chat(request.get("tools"), "tools", loaded=_referenced(sent))
     messages = system_to_chat(request.get("system"))
     messages += messages_to_chat(sent, "messages", {tool["function"]["name"]: tool["function"] for tool in tools})
@@ -46,11 +58,11 @@ def to_chat(body: Any) -> JSON:
             payload["tool_choice"] = choice
         if parallel is not None:
             payload["parallel_tool_calls"] = parallel
-    if (stop := CHECK.strings(request.get("stop_sequences"), "stop_sequences")):
+    if (stop := as_strings(request.get("stop_sequences"), "stop_sequences")):
         payload["stop"] = stop
     for name in ("temperature", "top_p"):
         if (value := request.get(name)) is not None:
-            payload[name] = CHECK.number(value, name, finite=True)
+            payload[name] = as_number(value, name, finite=True)
     if (top_k := request.get("top_k")) is not None:
         if not is_int(top_k) or top_k < 0:
             raise CHECK.fail("top_k", "an integer >= 0", top_k)
@@ -60,7 +72,7 @@ def to_chat(body: Any) -> JSON:
     if (response_format := _output_format(request.get("output_config"))) is not None:
         payload["response_format"] = response_format
     if (stream := request.get("stream")) is not None:
-        payload["stream"] = CHECK.boolean(stream, "stream")
+        payload["stream"] = as_bool(stream, "stream")
         if stream:  # the final usage chunk carries what message_delta reports as output_tokens
             payload["stream_options"] = {"include_usage": True}
     if dropped := _dropped(request):
@@ -126,9 +138,9 @@ def _tools_to_chat(value: Any, path: str, *, loaded: set[str]) -> list[JSON]:
     if value is None:
         return []
     tools: list[JSON] = []
-    for i, item in enumerate(CHECK.array(value, path)):
+    for i, item in enumerate(as_list(value, path)):
         tool_path = index_path(path, i)
-        tool = CHECK.object(item, tool_path)
+        tool = as_object(item, tool_path)
         if tool.get("defer_loading") is True and not _loaded(tool, loaded):  # hidden from the model till then
             continue
         kind = tool.get("type")
@@ -138,14 +150,14 @@ def _tools_to_chat(value: Any, path: str, *, loaded: set[str]) -> list[JSON]:
             raise CHECK.fail(key_path(tool_path, "type"), "'custom' (or a server tool the model can do without, "
                              "as web_search_20250305): Anthropic's other typed tools need an Anthropic target", kind)
         function: JSON = {
-            "name": CHECK.string(CHECK.required(tool, "name", tool_path), key_path(tool_path, "name")),
-            "parameters": CHECK.object(CHECK.required(tool, "input_schema", tool_path),
+            "name": as_string(required(tool, "name", tool_path), key_path(tool_path, "name")),
+            "parameters": as_object(required(tool, "input_schema", tool_path),
                                        key_path(tool_path, "input_schema")),
         }
         if (description := tool.get("description")) is not None:
-            function["description"] = CHECK.string(description, key_path(tool_path, "description"))
+            function["description"] = as_string(description, key_path(tool_path, "description"))
         if (strict := tool.get("strict")) is not None:
-            function["strict"] = CHECK.boolean(strict, key_path(tool_path, "strict"))
+            function["strict"] = as_bool(strict, key_path(tool_path, "strict"))
         tools.append({"type": "function", "function": function})
     return tools
 
@@ -154,7 +166,7 @@ def _tool_choice_to_chat(value: Any, path: str) -> tuple[Any, bool | None]:
     """(OpenAI's tool_choice, parallel_tool_calls), each None when the request leaves it to the default."""
     if value is None:
         return None, None
-    choice = CHECK.object(value, path)
+    choice = as_object(value, path)
     chosen: Any
     match choice.get("type"):
         case "auto":
@@ -164,33 +176,33 @@ def _tool_choice_to_chat(value: Any, path: str) -> tuple[Any, bool | None]:
         case "none":
             chosen = "none"
         case "tool":
-            name = CHECK.string(CHECK.required(choice, "name", path), key_path(path, "name"))
+            name = as_string(required(choice, "name", path), key_path(path, "name"))
             chosen = {"type": "function", "function": {"name": name}}
         case other:
             raise CHECK.choice_error(key_path(path, "type"), _CHOICES, other)
     disable = choice.get("disable_parallel_tool_use")
     if disable is None:
         return chosen, None
-    return chosen, False if CHECK.boolean(disable, key_path(path, "disable_parallel_tool_use")) else None
+    return chosen, False if as_bool(disable, key_path(path, "disable_parallel_tool_use")) else None
 
 
 def _metadata_user(value: Any) -> str | None:
     if value is None:
         return None
-    user = CHECK.object(value, "metadata").get("user_id")
-    return None if user is None else CHECK.string(user, "metadata.user_id")
+    user = as_object(value, "metadata").get("user_id")
+    return None if user is None else as_string(user, "metadata.user_id")
 
 
 def _output_format(value: Any) -> JSON | None:
     """OpenAI's response_format for `output_config.format` (a JSON schema), without strict mode."""
     if value is None:
         return None
-    output_format = CHECK.object(value, "output_config").get("format")
+    output_format = as_object(value, "output_config").get("format")
     if output_format is None:
         return None
     path = "output_config.format"
-    output_format = CHECK.object(output_format, path)
+    output_format = as_object(output_format, path)
     if output_format.get("type") != "json_schema":
         raise CHECK.fail(key_path(path, "type"), "'json_schema'", output_format.get("type"))
-    schema = CHECK.object(CHECK.required(output_format, "schema", path), key_path(path, "schema"))
+    schema = as_object(required(output_format, "schema", path), key_path(path, "schema"))
     return {"type": "json_schema", "json_schema": {"name": "output", "schema": schema}}

@@ -21,7 +21,7 @@ def from_chat(
     message = choices[0].get("message")
     if not isinstance(message, dict):
         raise MalformedAnswer("choices[0].message is not an object")
-    reply = Reply(request, response_id, created_at, model_of(answer, request), usage=answer.get("usage"))
+    reply = Reply(request, response_id, created_at, model=model_of(answer, request), usage=answer.get("usage"))
     at = "choices[0].message"
     parts = [Part(kind, TextPieces(text)) for kind, key in PART_KEYS
              if (text := answer_text(message.get(key), f"{at}.{key}"))]

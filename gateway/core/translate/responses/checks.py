@@ -57,6 +57,17 @@ CHECK = Checker(Wording(
 ))
 """A request's checks: a TranslationError (a 400) naming the dotted param, `input[0].role must be a string, got null.`"""
 
+
+# The checks by name: read through CHECK, each of the many values a body holds would cost an
+# attribute lookup more.
+as_object = CHECK.object
+as_list = CHECK.array
+as_string = CHECK.string
+as_bool = CHECK.boolean
+as_number = CHECK.number
+as_strings = CHECK.strings
+required = CHECK.required
+
 ANSWER = Checker(Wording(
     sentence="{path} is {got}, not {expected}",
     names=_NAMES,
@@ -96,8 +107,8 @@ def positive(value: Any, path: str) -> int:
 
 
 def metadata(value: Any, path: str) -> dict[str, str]:
-    for key, item in CHECK.object(value, path).items():
-        CHECK.string(item, f"{path}.{key}")
+    for key, item in as_object(value, path).items():
+        as_string(item, f"{path}.{key}")
     return value  # type: ignore[no-any-return]  # every value was just checked
 
 

@@ -7,7 +7,16 @@ from typing import Any, TypeVar
 
 from gateway.core.json_shape import optional
 from gateway.core.translate import TranslationError
-from gateway.core.translate.responses.checks import CHECK, effort, metadata, positive, verbosity
+from gateway.core.translate.responses.checks import (
+    as_bool,
+    as_number,
+    as_object,
+    as_string,
+    effort,
+    metadata,
+    positive,
+    verbosity,
+)
 from gateway.core.translate.responses.tools import response_format, tool_choice_to_chat, tools_to_chat
 
 T = TypeVar("T")
@@ -23,18 +32,18 @@ def _lenient(body: Mapping[str, Any], key: str, read: Callable[[Any, str], T]) -
 
 def echo(request: Mapping[str, Any]) -> dict[str, Any]:
     """The request fields a Responses object repeats, as to_chat read them (defaults where it refused)."""
-    text = _lenient(request, "text", CHECK.object) or {}
-    reasoning = _lenient(request, "reasoning", CHECK.object)
-    parallel = _lenient(request, "parallel_tool_calls", CHECK.boolean)
+    text = _lenient(request, "text", as_object) or {}
+    reasoning = _lenient(request, "reasoning", as_object)
+    parallel = _lenient(request, "parallel_tool_calls", as_bool)
     has_choice = _lenient(request, "tool_choice", tool_choice_to_chat) is not None
     tools = _lenient(request, "tools", tools_to_chat) or []
     return {
-        "instructions": _lenient(request, "instructions", CHECK.string),
+        "instructions": _lenient(request, "instructions", as_string),
         "metadata": _lenient(request, "metadata", metadata),
         "max_output_tokens": _lenient(request, "max_output_tokens", positive),
         "parallel_tool_calls": True if parallel is None else parallel,
-        "temperature": _lenient(request, "temperature", CHECK.number),
-        "top_p": _lenient(request, "top_p", CHECK.number),
+        "temperature": _lenient(request, "temperature", as_number),
+        "top_p": _lenient(request, "top_p", as_number),
         "tool_choice": request["tool_choice"] if has_choice else "auto",
         "tools": [{"type": "function", **tool["function"]} for tool in tools],
         "text": {
@@ -42,7 +51,7 @@ def echo(request: Mapping[str, Any]) -> dict[str, Any]:
             "verbosity": _lenient(text, "verbosity", verbosity),
         },
         "reasoning": None if reasoning is None else {"effort": _lenient(reasoning, "effort", effort)},
-        "user": _lenient(request, "user", CHECK.string),
+        "user": _lenient(request, "user", as_string),
         "previous_response_id": None,
         "error": None,
     }

@@ -9,7 +9,7 @@ import orjson
 
 from gateway.core.json_shape import optional
 from gateway.core.translate import TranslationError
-from gateway.core.translate.responses.checks import CHECK, untranslatable
+from gateway.core.translate.responses.checks import CHECK, as_list, as_object, as_string, untranslatable
 from gateway.core.translate.responses.names import qualified
 
 _ROLES = ("user", "assistant", "system", "developer")
@@ -21,7 +21,7 @@ _IN_TURN = ("function_call_output", "custom_tool_call_output", "reasoning", "add
 def messages_to_chat(body: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The chat messages of a request's `instructions` and `input`."""
     messages: list[dict[str, Any]] = []
-    if instructions := optional(body, "instructions", CHECK.string):
+    if instructions := optional(body, "instructions", as_string):
         messages.append({"role": "system", "content": instructions})
     items = body.get("input")
     if isinstance(items, str):
@@ -29,7 +29,7 @@ def messages_to_chat(body: Mapping[str, Any]) -> list[dict[str, Any]]:
     elif isinstance(items, list):
         moved: list[dict[str, Any]] = []  # images and files of tool outputs, for a user message after them
         for index, item in enumerate(items):
-            _add_item(messages, item, f"input[{index}]", moved)
+            _add_item(messages, item, f"input[{index}]", moved=moved)
         _flush(messages, moved)
     elif items is None:
         raise CHECK.missing("input")
@@ -40,13 +40,13 @@ def messages_to_chat(body: Mapping[str, Any]) -> list[dict[str, Any]]:
     return messages
 
 
-def _add_item(messages: list[dict[str, Any]], item: Any, path: str, moved: list[dict[str, Any]]) -> None:
+def _add_item(messages: list[dict[str, Any]], item: Any, path: str, *, moved: list[dict[str, Any]]) -> None:
     """Append one input item's chat message; a function call joins the assistant turn before it.
 
     A tool output's images and files go to `moved`: a tool message cannot carry them, so they
     follow, in a user message, once the tool messages of that turn are all in (`_flush`).
     """
-    item = CHECK.object(item, path)
+    item = as_object(item, path)
     kind = item.get("type", "message" if "role" in item else None)
     if kind not in _IN_TURN:
         _flush(messages, moved)
@@ -56,11 +56,11 @@ def _add_item(messages: list[dict[str, Any]], item: Any, path: str, moved: list[
         case "function_call" | "custom_tool_call":
             _add_call(messages, _call(item, path, custom=kind == "custom_tool_call"))
         case "function_call_output" | "custom_tool_call_output":
-            call_id = CHECK.string(item.get("call_id"), f"{path}.call_id")
+            call_id = as_string(item.get("call_id"), f"{path}.call_id")
             output = item.get("output")
             texts: list[dict[str, Any]] = []
             attachments: list[dict[str, Any]] = []
-            for number, part in enumerate([] if isinstance(output, str) else CHECK.array(output, f"{path}.output")):
+            for number, part in enumerate([] if isinstance(output, str) else as_list(output, f"{path}.output")):
                 read = _input_part(part, f"{path}.output[{number}]")
                 (texts if read["type"] == "text" else attachments).append(read)
             content = output if isinstance(output, str) else texts or ""
@@ -79,13 +79,13 @@ def _add_item(messages: list[dict[str, Any]], item: Any, path: str, moved: list[
 
 def _call(item: dict[str, Any], path: str, *, custom: bool) -> dict[str, Any]:
     """The chat tool call of a function_call item, or of a custom_tool_call (its input the `input` argument)."""
-    namespace = optional(item, "namespace", CHECK.string, path=f"{path}.namespace")
+    namespace = optional(item, "namespace", as_string, path=f"{path}.namespace")
     if custom:
-        arguments = orjson.dumps({"input": CHECK.string(item.get("input"), f"{path}.input")}).decode()
+        arguments = orjson.dumps({"input": as_string(item.get("input"), f"{path}.input")}).decode()
     else:
-        arguments = CHECK.string(item.get("arguments"), f"{path}.arguments")
-    name = qualified(namespace, CHECK.string(item.get("name"), f"{path}.name"))
-    return {"id": CHECK.string(item.get("call_id"), f"{path}.call_id"), "type": "function",
+        arguments = as_string(item.get("arguments"), f"{path}.arguments")
+    name = qualified(namespace, as_string(item.get("name"), f"{path}.name"))
+    return {"id": as_string(item.get("call_id"), f"{path}.call_id"), "type": "function",
             "function": {"name": name, "arguments": arguments}}
 
 
@@ -114,7 +114,7 @@ def _message(item: dict[str, Any], path: str) -> dict[str, Any]:
     chat_role = "user" if role == "user" else "system"
     if isinstance(content, str):
         return {"role": chat_role, "content": content}
-    parts = CHECK.array(content, f"{path}.content")
+    parts = as_list(content, f"{path}.content")
     read = _input_part if role == "user" else _text_part
     return {"role": chat_role, "content": [read(part, f"{path}.content[{n}]") for n, part in enumerate(parts)]}
 
@@ -124,10 +124,10 @@ def _assistant(content: Any, path: str) -> dict[str, Any]:
         return {"role": "assistant", "content": content}
     texts: list[str] = []
     refusals: list[str] = []
-    for number, part in enumerate(CHECK.array(content, f"{path}.content")):
+    for number, part in enumerate(as_list(content, f"{path}.content")):
         where = f"{path}.content[{number}]"
-        if CHECK.object(part, where).get("type") == "refusal":
-            refusals.append(CHECK.string(part.get("refusal"), f"{where}.refusal"))
+        if as_object(part, where).get("type") == "refusal":
+            refusals.append(as_string(part.get("refusal"), f"{where}.refusal"))
         else:
             texts.append(_text_part(part, where)["text"])
     message: dict[str, Any] = {"role": "assistant", "content": "".join(texts)}
@@ -137,10 +137,10 @@ def _assistant(content: Any, path: str) -> dict[str, Any]:
 
 
 def _text_part(part: Any, path: str) -> dict[str, Any]:
-    part = CHECK.object(part, path)
+    part = as_object(part, path)
     kind = part.get("type")
     if kind in _TEXT_PARTS:
-        return {"type": "text", "text": CHECK.string(part.get("text"), f"{path}.text")}
+        return {"type": "text", "text": as_string(part.get("text"), f"{path}.text")}
     if kind in ("input_image", "input_file"):
         raise untranslatable(f"{path}.type", f"a part of type {kind!r} outside a user message")
     raise CHECK.choice_error(f"{path}.type", _TEXT_PARTS, kind)
@@ -148,7 +148,7 @@ def _text_part(part: Any, path: str) -> dict[str, Any]:
 
 def _input_part(part: Any, path: str) -> dict[str, Any]:
     """A user message's content part: text, an image by URL, or a file by its data."""
-    kind = CHECK.object(part, path).get("type")
+    kind = as_object(part, path).get("type")
     if kind not in ("input_image", "input_file"):
         return _text_part(part, path)
     for key in ("file_id", "file_url"):
@@ -160,11 +160,11 @@ def _input_part(part: Any, path: str) -> dict[str, Any]:
                 code="unsupported_value",
             )
     if kind == "input_image":
-        image: dict[str, Any] = {"url": CHECK.string(part.get("image_url"), f"{path}.image_url")}
-        if (detail := optional(part, "detail", CHECK.string, path=f"{path}.detail")) is not None:
+        image: dict[str, Any] = {"url": as_string(part.get("image_url"), f"{path}.image_url")}
+        if (detail := optional(part, "detail", as_string, path=f"{path}.detail")) is not None:
             image["detail"] = detail
         return {"type": "image_url", "image_url": image}
-    file = {"file_data": CHECK.string(part.get("file_data"), f"{path}.file_data")}
-    if (filename := optional(part, "filename", CHECK.string, path=f"{path}.filename")) is not None:
+    file = {"file_data": as_string(part.get("file_data"), f"{path}.file_data")}
+    if (filename := optional(part, "filename", as_string, path=f"{path}.filename")) is not None:
         file["filename"] = filename
     return {"type": "file", "file": file}

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 
@@ -13,13 +13,6 @@ from gateway.core.json_shape import is_int
 from gateway.core.pieces import TextPieces
 from gateway.core.translate.responses.echo import echo
 from gateway.core.translate.responses.names import ToolName, tool_names
-
-
-class PartKind(StrEnum):
-    """The kinds of content part of the assistant message."""
-
-    OUTPUT_TEXT = "output_text"
-    REFUSAL = "refusal"
 
 
 class Status(StrEnum):
@@ -30,8 +23,10 @@ class Status(StrEnum):
     INCOMPLETE = "incomplete"
 
 
+PartKind = Literal["output_text", "refusal"]
+"""The kinds of content part of the assistant message (their `type`)."""
 # Where a chat message (or delta) carries each kind of content part.
-PART_KEYS: tuple[tuple[PartKind, str], ...] = ((PartKind.OUTPUT_TEXT, "content"), (PartKind.REFUSAL, "refusal"))
+PART_KEYS: tuple[tuple[PartKind, str], ...] = (("output_text", "content"), ("refusal", "refusal"))
 
 
 @dataclass(eq=False)
@@ -43,7 +38,7 @@ class Part:
 
     def render(self, text: str | None = None) -> dict[str, Any]:
         text = self.pieces.text() if text is None else text
-        if self.kind is PartKind.REFUSAL:
+        if self.kind == "refusal":
             return {"type": "refusal", "refusal": text}
         return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
 
@@ -62,6 +57,7 @@ class Call:
     call_id: str
     name: str
     pieces: TextPieces = field(default_factory=TextPieces)
+    _: KW_ONLY
     namespace: str | None = None
     custom: bool = False
 
@@ -150,6 +146,7 @@ class Reply:
     request: Mapping[str, Any]
     response_id: str
     created_at: int
+    _: KW_ONLY
     model: str
     items: list[Item] = field(default_factory=list)
     finish_reason: str | None = None

@@ -8,7 +8,17 @@ from typing import Any
 from gateway.core.json_shape import optional
 from gateway.core.translate import TranslationError
 from gateway.core.translate.dropped import DROPS
-from gateway.core.translate.responses.checks import CHECK, effort, metadata, positive, verbosity
+from gateway.core.translate.responses.checks import (
+    CHECK,
+    as_bool,
+    as_number,
+    as_object,
+    as_string,
+    effort,
+    metadata,
+    positive,
+    verbosity,
+)
 from gateway.core.translate.responses.items import messages_to_chat
 from gateway.core.translate.responses.names import offered
 from gateway.core.translate.responses.tools import (
@@ -55,15 +65,15 @@ def to_chat(body: Any) -> dict[str, Any]:
     if not isinstance(body.get("model"), str) or not body["model"]:
         raise CHECK.fail("model", "a non-empty string", body.get("model"))
     for key in ("temperature", "top_p"):
-        optional(body, key, CHECK.number)
+        optional(body, key, as_number)
     for key in ("user", "safety_identifier", "prompt_cache_key", "service_tier"):
-        optional(body, key, CHECK.string)
+        optional(body, key, as_string)
     optional(body, "metadata", metadata)
     payload["messages"] = messages_to_chat(body)
 
     tools = (optional(body, "tools", tools_to_chat) or []) + added_tools(body.get("input"))
     choice = optional(body, "tool_choice", tool_choice_to_chat)
-    parallel = optional(body, "parallel_tool_calls", CHECK.boolean)
+    parallel = optional(body, "parallel_tool_calls", as_bool)
     if tools:  # chat refuses tool_choice and parallel_tool_calls without tools
         payload["tools"] = tools
         if choice is not None:
@@ -72,15 +82,15 @@ def to_chat(body: Any) -> dict[str, Any]:
             payload["parallel_tool_calls"] = parallel
     if (limit := optional(body, "max_output_tokens", positive)) is not None:
         payload["max_completion_tokens"] = limit
-    if (text := optional(body, "text", CHECK.object)) is not None:
+    if (text := optional(body, "text", as_object)) is not None:
         if (chat_format := optional(text, "format", response_format, path="text.format")) is not None:
             payload["response_format"] = chat_format
         if (chosen := optional(text, "verbosity", verbosity, path="text.verbosity")) is not None:
             payload["verbosity"] = chosen
-    reasoning = optional(body, "reasoning", CHECK.object) or {}
+    reasoning = optional(body, "reasoning", as_object) or {}
     if (chosen := optional(reasoning, "effort", effort, path="reasoning.effort")) is not None:
         payload["reasoning_effort"] = chosen
-    if (stream := optional(body, "stream", CHECK.boolean)) is not None:
+    if (stream := optional(body, "stream", as_bool)) is not None:
         payload["stream"] = stream
         if stream:  # the usage of response.completed comes in the last chunk, only when asked for
             payload["stream_options"] = {"include_usage": True}

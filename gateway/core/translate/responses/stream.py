@@ -33,7 +33,7 @@ class StreamTranslator:
     """
 
     def __init__(self, request: Mapping[str, Any], response_id: str, created_at: int) -> None:
-        self._reply = Reply(request, response_id, created_at, model_of({}, request))
+        self._reply = Reply(request, response_id, created_at, model=model_of({}, request))
         self._sequence = 0
         self._started = False
         self._message: int | None = None  # output index of the assistant message
@@ -55,12 +55,16 @@ class StreamTranslator:
 
     def _feed(self, chunk: Any) -> list[bytes]:
         events = self._start()
-        chunk = ANSWER.object(chunk, "a stream chunk")
+        if not isinstance(chunk, dict):
+            raise ANSWER.fail("a stream chunk", "an object", chunk)
         if isinstance(chunk.get("model"), str):
             self._reply.model = chunk["model"]
         if isinstance(chunk.get("usage"), dict):
             self._reply.usage = chunk["usage"]
-        for choice in ANSWER.array(chunk.get("choices") or [], "a stream chunk's choices"):
+        choices = chunk.get("choices") or []
+        if not isinstance(choices, list):
+            raise ANSWER.fail("a stream chunk's choices", "an array", choices)
+        for choice in choices:
             if not isinstance(choice, dict):
                 raise MalformedAnswer("a stream chunk's choice is not an object")
             if choice.get("index", 0) == 0:  # n > 1 is not a Responses notion; the first choice answers
@@ -156,7 +160,7 @@ class StreamTranslator:
                                       content_index=len(message.parts) - 1, part=part.render("")))
         part.pieces.add(text)
         number = message.parts.index(part)
-        if kind is PartKind.REFUSAL:
+        if kind == "refusal":
             events.append(self._event("response.refusal.delta", **where, content_index=number, delta=text))
         else:
             events.append(self._event("response.output_text.delta", **where, content_index=number,

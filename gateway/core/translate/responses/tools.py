@@ -5,7 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from gateway.core.json_shape import optional
-from gateway.core.translate.responses.checks import CHECK, untranslatable
+from gateway.core.translate.responses.checks import (
+    CHECK,
+    as_bool,
+    as_list,
+    as_object,
+    as_string,
+    untranslatable,
+)
 from gateway.core.translate.responses.names import qualified
 
 # Built-in tools a request may offer and the model do without: dropped, unless tool_choice forces one.
@@ -20,19 +27,19 @@ _FORMAT_TYPES = ("text", "json_object", "json_schema")
 def tools_to_chat(value: Any, path: str) -> list[dict[str, Any]]:
     """Chat function tools for the Responses tools (a namespace's flattened); web search is dropped, other built-ins refused."""
     tools = []
-    for index, tool in enumerate(CHECK.array(value, path)):
+    for index, tool in enumerate(as_list(value, path)):
         where = f"{path}[{index}]"
-        kind = CHECK.object(tool, where).get("type")
+        kind = as_object(tool, where).get("type")
         match kind:
             case "function":
                 tools.append(_function(tool, where, None))
             case "custom":
                 tools.append(_custom(tool, where, None))
             case "namespace":
-                namespace = CHECK.string(tool.get("name"), f"{where}.name")
-                for number, member in enumerate(CHECK.array(tool.get("tools"), f"{where}.tools")):
+                namespace = as_string(tool.get("name"), f"{where}.name")
+                for number, member in enumerate(as_list(tool.get("tools"), f"{where}.tools")):
                     inner = f"{where}.tools[{number}]"
-                    match CHECK.object(member, inner).get("type"):
+                    match as_object(member, inner).get("type"):
                         case "function":
                             tools.append(_function(member, inner, namespace))
                         case "custom":
@@ -59,14 +66,14 @@ def added_tools(items: Any) -> list[dict[str, Any]]:
 
 def _custom(tool: dict[str, Any], path: str, namespace: str | None) -> dict[str, Any]:
     """A custom tool as a chat function of one string, `input`, which its grammar (if any) describes."""
-    function: dict[str, Any] = {"name": qualified(namespace, CHECK.string(tool.get("name"), f"{path}.name"))}
-    if (description := optional(tool, "description", CHECK.string, path=f"{path}.description")) is not None:
+    function: dict[str, Any] = {"name": qualified(namespace, as_string(tool.get("name"), f"{path}.name"))}
+    if (description := optional(tool, "description", as_string, path=f"{path}.description")) is not None:
         function["description"] = description
     text = "The tool's input, as free-form text."
-    kind = optional(tool, "format", CHECK.object, path=f"{path}.format")
+    kind = optional(tool, "format", as_object, path=f"{path}.format")
     if kind is not None and kind.get("type") == "grammar":
-        syntax = CHECK.string(kind.get("syntax"), f"{path}.format.syntax")
-        definition = CHECK.string(kind.get("definition"), f"{path}.format.definition")
+        syntax = as_string(kind.get("syntax"), f"{path}.format.syntax")
+        definition = as_string(kind.get("definition"), f"{path}.format.definition")
         text = f"The tool's input, as text this {syntax} grammar accepts:\n{definition}"
     function["parameters"] = {"type": "object", "properties": {"input": {"type": "string", "description": text}},
                               "required": ["input"], "additionalProperties": False}
@@ -74,12 +81,12 @@ def _custom(tool: dict[str, Any], path: str, namespace: str | None) -> dict[str,
 
 
 def _function(tool: dict[str, Any], path: str, namespace: str | None) -> dict[str, Any]:
-    function: dict[str, Any] = {"name": qualified(namespace, CHECK.string(tool.get("name"), f"{path}.name"))}
-    if (description := optional(tool, "description", CHECK.string, path=f"{path}.description")) is not None:
+    function: dict[str, Any] = {"name": qualified(namespace, as_string(tool.get("name"), f"{path}.name"))}
+    if (description := optional(tool, "description", as_string, path=f"{path}.description")) is not None:
         function["description"] = description
-    if (parameters := optional(tool, "parameters", CHECK.object, path=f"{path}.parameters")) is not None:
+    if (parameters := optional(tool, "parameters", as_object, path=f"{path}.parameters")) is not None:
         function["parameters"] = parameters
-    if (strict := optional(tool, "strict", CHECK.boolean, path=f"{path}.strict")) is not None:
+    if (strict := optional(tool, "strict", as_bool, path=f"{path}.strict")) is not None:
         function["strict"] = strict
     return {"type": "function", "function": function}
 
@@ -88,17 +95,17 @@ def tool_choice_to_chat(value: Any, path: str) -> str | dict[str, Any]:
     """Chat's tool_choice for a Responses one (a namespaced function by its flattened name)."""
     if isinstance(value, str):
         return CHECK.one_of(value, path, _CHOICE_MODES)
-    kind = CHECK.object(value, path).get("type")
+    kind = as_object(value, path).get("type")
     if kind == "function" or kind == "custom":
-        namespace = optional(value, "namespace", CHECK.string, path=f"{path}.namespace")
-        name = qualified(namespace, CHECK.string(value.get("name"), f"{path}.name"))
+        namespace = optional(value, "namespace", as_string, path=f"{path}.namespace")
+        name = qualified(namespace, as_string(value.get("name"), f"{path}.name"))
         return {"type": "function", "function": {"name": name}}
     if kind == "allowed_tools":
         mode = CHECK.one_of(value.get("mode"), f"{path}.mode", _ALLOWED_MODES)
         allowed = []
-        for index, tool in enumerate(CHECK.array(value.get("tools"), f"{path}.tools")):
+        for index, tool in enumerate(as_list(value.get("tools"), f"{path}.tools")):
             where = f"{path}.tools[{index}]"
-            if CHECK.object(tool, where).get("type") != "function":
+            if as_object(tool, where).get("type") != "function":
                 raise untranslatable(f"{where}.type", "a tool other than a function")
             allowed.append(tool_choice_to_chat(tool, where))
         return {"type": "allowed_tools", "allowed_tools": {"mode": mode, "tools": allowed}}
@@ -109,7 +116,7 @@ def tool_choice_to_chat(value: Any, path: str) -> str | dict[str, Any]:
 
 def response_format(value: Any, path: str) -> dict[str, Any] | None:
     """Chat's `response_format` for `text.format`; None for plain text, chat's default."""
-    kind = CHECK.object(value, path).get("type")
+    kind = as_object(value, path).get("type")
     match kind:
         case "text":
             return None
@@ -117,12 +124,12 @@ def response_format(value: Any, path: str) -> dict[str, Any] | None:
             return {"type": "json_object"}
         case "json_schema":
             schema: dict[str, Any] = {
-                "name": CHECK.string(value.get("name"), f"{path}.name"),
-                "schema": CHECK.object(value.get("schema"), f"{path}.schema"),
+                "name": as_string(value.get("name"), f"{path}.name"),
+                "schema": as_object(value.get("schema"), f"{path}.schema"),
             }
-            if (description := optional(value, "description", CHECK.string, path=f"{path}.description")) is not None:
+            if (description := optional(value, "description", as_string, path=f"{path}.description")) is not None:
                 schema["description"] = description
-            if (strict := optional(value, "strict", CHECK.boolean, path=f"{path}.strict")) is not None:
+            if (strict := optional(value, "strict", as_bool, path=f"{path}.strict")) is not None:
                 schema["strict"] = strict
             return {"type": "json_schema", "json_schema": schema}
         case _:
