@@ -13,7 +13,7 @@ from gateway.core.routing import answered
 from gateway.core.sse import Event, parse_event
 from gateway.core.tree import Target
 from gateway.observe.trace import Observer, Trace
-from gateway.upstream.dispatch import Result
+from gateway.upstream.results import OK, Streamed
 
 
 def a_target() -> Target:
@@ -62,6 +62,15 @@ class ScriptedStream:
         self.closed = True
 
 
-def committed(target: Target, first: bytes, stream: ScriptedStream) -> Result:
+def committed(target: Target, first: bytes, stream: ScriptedStream) -> Streamed:
     """The dispatcher's result for a stream that committed at the event `first` (its bytes), the rest to come from `stream`."""
-    return Result(target, [], answered(200), "ok", None, stream, parse_event(first.removesuffix(b"\n\n")), None, ())
+    return Streamed(
+        target=target,
+        attempts=[],
+        outcome=answered(200),
+        detail=OK,
+        started=0.0,
+        stream=stream,  # not an EventStream: it answers the calls the relay makes
+        first_event=parse_event(first.removesuffix(b"\n\n")),
+        first_chunk=None,
+    )
