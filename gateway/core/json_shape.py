@@ -20,7 +20,7 @@ from typing import Any, TypeGuard, TypeVar
 
 T = TypeVar("T")
 
-ErrorFactory = Callable[[str, "str | None", str], Exception]
+ErrorFactory = Callable[[str, str | None, str], Exception]
 """Makes the error for a value out of shape from (message, dotted path or None for the whole body, code)."""
 
 
@@ -144,7 +144,7 @@ class Checker:
 
     def one_of(self, value: Any, path: str, choices: Sequence[str]) -> str:
         """`value` when it is one of the words `choices`."""
-        if value not in choices or not isinstance(value, str):
+        if not isinstance(value, str) or value not in choices:
             raise self.choice_error(path, choices, value)
         return value
 
