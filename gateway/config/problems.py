@@ -73,3 +73,7 @@ class Problems:
         return min(
             (refused for refused in self.refused if loc[: len(refused)] == refused), key=len, default=None
         )
+
+    def refused_below(self, loc: Loc) -> bool:
+        """Whether a place under `loc` was refused."""
+        return any(len(refused) > len(loc) and refused[: len(loc)] == loc for refused in self.refused)

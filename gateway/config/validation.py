@@ -5,7 +5,8 @@ runs its cross-field checks), and returns nothing when anything failed. To tell 
 at once, and to give the checks that follow a model of everything valid, each refused value is
 reported, then left out of the document (a mapping's key removed, a list's item emptied to `{}`
 so that the items after it keep their index) and the document validated again. A problem at or
-under a place already refused only repeats it: that place's parent is left out instead, unreported.
+under a place already refused only repeats it: that place's parent is left out instead,
+unreported; so is a mapping whose own check fails once a value was left out of it.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
 
 from gateway.config.problems import Loc, Problems
 from gateway.config.section import camel
@@ -28,25 +30,30 @@ def validated(model: type[M], document: Any, problems: Problems) -> M | None:
             return model.model_validate(document)
         except ValidationError as refused:
             errors = refused.errors()
-        changed = False
-        for error in errors:
-            loc = tuple(error["loc"])
-            above = problems.refused_above(loc)
-            if above is not None:
-                left_out = above[:-1]
-            elif error["type"] == "missing":
-                problems.refuse(loc, "is required")
-                left_out = loc[:-1]
-            else:
-                message = error["ctx"]["message"] if error["type"] == "config" else error["msg"]
-                problems.refuse(loc, message)
-                left_out = loc
-            if not left_out:
-                return None
-            problems.refused.append(left_out)
-            changed = _leave_out(document, left_out) or changed
-        if not changed:
+        # all of a pass's problems are told before any place is left out: a missing key's mapping
+        # is left out, and the problems of its other keys are not repeats
+        left_out = [_told(error, problems) for error in errors]
+        if () in left_out:
             return None
+        problems.refused.extend(left_out)
+        changed = [_leave_out(document, loc) for loc in left_out]
+        if not any(changed):
+            return None
+
+
+def _told(error: ErrorDetails, problems: Problems) -> Loc:
+    """Tell `error` unless it only repeats a problem told before; the place to leave out of the document."""
+    loc = tuple(error["loc"])
+    above = problems.refused_above(loc)
+    if above is not None:
+        return above[:-1]
+    if problems.refused_below(loc):
+        return loc  # a check of the whole mapping, which misses the value left out of it
+    if error["type"] == "missing":
+        problems.refuse(loc, "is required")
+        return loc[:-1]
+    problems.refuse(loc, error["ctx"]["message"] if error["type"] == "config" else error["msg"])
+    return loc
 
 
 def _copied(value: Any) -> Any:

@@ -1,0 +1,58 @@
+"""The schema pass (gateway.config.validation): every problem at once, each once, at the place written."""
+
+from __future__ import annotations
+
+import pytest
+
+from gateway.config.loader import ConfigError, parse_config
+from gateway.config.problems import Problems
+from gateway.config.schema import Node
+from gateway.config.validation import validated
+
+
+def errors_of(text: str, env: dict[str, str] | None = None) -> list[str]:
+    with pytest.raises(ConfigError) as caught:
+        parse_config(text, env=env or {})
+    return list(caught.value.errors)
+
+
+def test_a_refused_item_keeps_the_index_of_the_items_after_it() -> None:
+    errors = errors_of("routes: {r: {strategy: {mode: fallback}, targets: [5, {provider: nope}, {weight: x}]}}")
+    assert errors[:2] == ["routes.r.targets[0]: must be a mapping, got 5", "routes.r.targets[2].weight: must be a number, got 'x'"]
+    assert errors[2].startswith("routes.r.targets[1].provider: unknown provider 'nope'")
+    assert len(errors) == 3
+
+
+def test_a_mappings_own_check_is_not_told_a_value_already_refused_is_missing() -> None:
+    """The key is refused (empty), so "needs exactly one of key or keySha256" would only repeat it."""
+    errors = errors_of("auth: {keys: [{name: a, key: '${UNSET}'}]}\nroutes: {r: {provider: mock}}")
+    assert errors == ["auth.keys[0].key: environment variable UNSET is not set", "auth.keys[0].key: must not be empty"]
+
+
+def test_a_mappings_own_check_runs_once_its_values_are_valid() -> None:
+    errors = errors_of("auth: {keys: [{name: 'a b'}, {name: c, key: k, keySha256: '" + "0" * 64 + "'}]}\nroutes: {r: {provider: mock}}")
+    assert errors == [
+        "auth.keys[0].name: must be 1-64 letters, digits or ._@- (it names the tenant), got 'a b'",
+        "auth.keys[1]: needs exactly one of key or keySha256",
+    ]
+
+
+def test_a_missing_key_is_told_once_and_its_mapping_left_out() -> None:
+    errors = errors_of("routes: {r: {strategy: {onStatusCodes: [600]}, targets: [{provider: mock}]}}")
+    assert errors == [
+        "routes.r.strategy.mode: is required",
+        "routes.r.strategy.onStatusCodes[0]: must be a status code between 100 and 599, got 600",
+    ]
+
+
+def test_both_spellings_of_a_key_are_one_problem() -> None:
+    assert errors_of("routes: {r: {provider: mock, api_key: a, apiKey: b}}") == [
+        "routes.r.apiKey: given twice (snake_case and camelCase spellings of one key)"
+    ]
+
+
+def test_nothing_left_to_validate_is_none() -> None:
+    problems = Problems()
+    assert validated(Node, {"strategy": 5, "targets": "x"}, problems) is not None
+    assert problems.messages == ["strategy: must be a mapping, got 5", "targets: must be a non-empty list, got 'x'"]
+    assert validated(Node, [1], Problems()) is None
