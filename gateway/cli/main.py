@@ -1,10 +1,11 @@
-"""Command line: `gateway serve`, `gateway check-config` and `gateway settle-memory`."""
+"""Command line: `gateway serve`, `gateway check-config`, `gateway schema` and `gateway settle-memory`."""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
 import gc
+import json
 import logging
 import multiprocessing
 import os
@@ -18,6 +19,7 @@ from typing import NoReturn
 
 from gateway.cli.describe import describe_route
 from gateway.cli.workers import AcceptedConfig, accepted_config, end_with_parent, supervise
+from gateway.config.json_schema import config_json_schema
 from gateway.config.loader import ConfigError, parse_config, read_config_text
 from gateway.core.settings import Config
 from gateway.observe.logs import ACCESS_FLUSH_SECONDS, FORMATS, LEVELS, configure_logging, default_log_format
@@ -73,6 +75,12 @@ def check_config(path: str) -> int:
     for route in config.routes.values():
         for line in describe_route(route):
             print(line)
+    return 0
+
+
+def print_schema() -> int:
+    """Print the config file's JSON Schema, which editors use to complete and check gateway.yaml."""
+    print(json.dumps(config_json_schema(), indent=2))
     return 0
 
 
@@ -277,6 +285,7 @@ def build_parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     check_cmd = commands.add_parser("check-config", help="validate a config and print its routes")
     check_cmd.add_argument("path", nargs="?")
+    commands.add_parser("schema", help="print the config file's JSON Schema (for editors)")
     settle_cmd = commands.add_parser(
         "settle-memory", help="make a SQLite memory file readable by older gateways (run with the gateway stopped)"
     )
@@ -294,6 +303,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         except BrokenPipeError:  # `gateway check-config | head`: the reader left, which is fine
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             return 0
+    if args.command == "schema":
+        return print_schema()
     if args.command == "settle-memory":
         return settle_memory(args.path)
     if args.workers < 1:

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Final, TypeVar, get_args
 
 import yaml
-from pydantic import AfterValidator, GetCoreSchemaHandler
+from pydantic import AfterValidator, GetCoreSchemaHandler, GetJsonSchemaHandler
+from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema, PydanticUseDefault, core_schema
 
 from gateway.config.interpolation import Interpolated
@@ -28,6 +29,17 @@ from gateway.config.section import refusal
 MAX_SECONDS: Final = 10 * 365 * 24 * 3600.0
 MAX_COUNT: Final = 10**9
 T = TypeVar("T")
+# What a `${VAR}` may stand for where the file is read as YAML, not only as text: a number or a flag.
+ENV_REFERENCE: Final = {
+    "type": "string",
+    "pattern": r"\$\{[A-Za-z_][A-Za-z0-9_]*(:-[^}]*)?\}",
+    "description": "A ${VAR} or ${VAR:-default} reference, read from the environment when the file is loaded.",
+}
+
+
+def _or_reference(schema: CoreSchema, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+    """The JSON Schema of `schema`, or a `${VAR}` reference in its place."""
+    return {"anyOf": [handler(schema), ENV_REFERENCE]}
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +87,9 @@ class AsFlag:
     def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
         return core_schema.no_info_before_validator_function(self.check, core_schema.bool_schema(strict=True))
 
+    def __get_pydantic_json_schema__(self, schema: CoreSchema, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+        return _or_reference(schema, handler)
+
     def check(self, value: Any) -> bool:
         if isinstance(value, Interpolated) and value.lower() in ("true", "false"):
             return value.lower() == "true"
@@ -109,6 +124,9 @@ class Bounds:
         return core_schema.no_info_before_validator_function(
             functools.partial(self.check, kind=source), inner
         )
+
+    def __get_pydantic_json_schema__(self, schema: CoreSchema, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+        return _or_reference(schema, handler)
 
     def check(self, value: Any, *, kind: type[int] | type[float]) -> float:
         number = _number(value, kind)
@@ -151,6 +169,9 @@ class Chosen:
             functools.partial(self.check, options=get_args(source)), handler(source)
         )
 
+    def __get_pydantic_json_schema__(self, schema: CoreSchema, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+        return _or_reference(schema, handler)
+
     def check(self, value: Any, *, options: tuple[str, ...]) -> str:
         text = AsText(blank_is_default=self.blank_is_default).check(value)
         if not text and self.blank is not None:
@@ -185,6 +206,10 @@ class ListOf:
 
     def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
         return core_schema.no_info_before_validator_function(self.check, handler(source))
+
+    def __get_pydantic_json_schema__(self, schema: CoreSchema, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+        listed = handler(schema)
+        return {**listed, "minItems": 1} if self.non_empty else listed
 
     def check(self, value: Any) -> list[Any]:
         if not isinstance(value, list) or (self.non_empty and not value):

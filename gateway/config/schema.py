@@ -245,7 +245,7 @@ class Breaker(Section):
     """When a target's circuit opens: consecutive failures, or a failure rate over a window."""
 
     enabled: Flag | None = Field(
-        default=None, description=f"Whether the target has a breaker (default {_BREAKER.enabled})."
+        default=None, description=f"Whether the target has a breaker (default {str(_BREAKER.enabled).lower()})."
     )
     failures: PositiveCount | None = Field(
         default=None, description=f"Failures in a row that open it (default {_BREAKER.failures})."

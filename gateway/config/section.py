@@ -29,9 +29,7 @@ class Section(BaseModel):
     `apiKey`); a key given null is as absent; any other key is refused, with the keys expected.
     """
 
-    model_config = ConfigDict(
-        extra="forbid", alias_generator=camel, frozen=True, field_title_generator=lambda *_: ""
-    )
+    model_config = ConfigDict(extra="forbid", alias_generator=camel, frozen=True)
     # what a value that is not a mapping is told
     expected: ClassVar[str] = "must be a mapping"
 
