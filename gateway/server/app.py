@@ -26,6 +26,7 @@ from gateway.observe.logs import RequestLog
 from gateway.observe.metrics import CONTENT_TYPE, Metrics
 from gateway.observe.trace import combine
 from gateway.server import handlers, health, memory_api, surface
+from gateway.server.aiohttp_internals import announce_mode
 from gateway.server.connections import REASON as CONNECTIONS_REFUSED
 from gateway.server.connections import limit_connections
 from gateway.server.cors import cors_middlewares, cors_response_hook
@@ -107,6 +108,7 @@ def create_app(config: Config, *, rng: Random | None = None, processes: int = 1)
     """
     rng = rng or random.Random()
     app = config_app(config, Lifecycle(started_at=int(time.time()), processes=processes))
+    announce_mode()
     warn_open(config)
     if processes > 1 and config.memory.store == "memory":  # a setting only a restart changes: said once
         log.warning(

@@ -19,6 +19,7 @@ from gateway.core.errors import (
     UnsupportedEncodingError,
 )
 from gateway.core.settings import ServerConfig
+from gateway.server.aiohttp_internals import body_and_limit
 from gateway.server.keys import CONFIG
 from gateway.server.parsing import check_json_cost, drop_redirect_fields, parse_object
 
@@ -78,16 +79,13 @@ def received_body(request: web.Request) -> bytes | None:
     Taken from the buffer as it is (read() would loop on awaits meant for a body still arriving),
     bounded as read() bounds it, by aiohttp's client_max_size (maxBodyBytes).
     """
-    # The request's attributes behind `content` and `client_max_size`: each of those is a Python
-    # call through C (~600 instructions), on every request.
-    content = request._payload
+    content, limit = body_and_limit(request)
     try:
         if not content.is_eof():
             return None
         raw = content.read_nowait()
     except web.RequestPayloadError as exc:
         raise _unreadable(exc) from None
-    limit = request._client_max_size
     if limit and len(raw) > limit:
         raise _too_large(request.app[CONFIG].server)
     return raw

@@ -20,16 +20,11 @@ time. So, with `limit` open:
 `maxConnections: 0` (the default) takes the limit from the process's file-descriptor limit
 (`connection_limit`).
 
-This is the one module that reaches into aiohttp's server, as aiohttp 3.14 has it. `supported()`
-checks that the parts are there; without them the limit is not enforced, and that is logged:
-- `Application._make_handler`, which makes the Server a runner serves, is wrapped to watch it;
-- `Server.connection_made` / `connection_lost`, which each connection calls, count them;
-- `Server.request_handler`, which each connection takes when made, is wrapped
-  (`ConnectionGuard.serve`) to see each request start and end;
-- a connection's (RequestHandler's) `_request_handler` is read per request, so a connection past
-  the limit is given `ConnectionGuard.answer_past_limit`; its `_keepalive_timeout`, read once the
-  connection is made, is the deadline of its first request; `_waiter` and `_messages` tell a
-  connection waiting for a request, as aiohttp's keep-alive timer does.
+It watches each connection through parts of aiohttp's server that only
+gateway.server.aiohttp_internals reaches: the Server an application makes for its runner (its
+`request_handler`, `connection_made` and `connection_lost` are wrapped), and a connection's own
+handler, first-request deadline and request queue. With aiohttp's fast paths off, or without
+those parts, the limit is not enforced, and that is logged.
 """
 
 from __future__ import annotations
@@ -40,12 +35,20 @@ import resource
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Hashable
-from typing import Any, Final, Generic, TypeVar
+from typing import Final, Generic, TypeVar
 
 import aiohttp
 from aiohttp import web
 
 from gateway.core.errors import OverloadedError
+from gateway.server.aiohttp_internals import (
+    MODE,
+    Mode,
+    answer_only_with,
+    can_guard_connections,
+    waits_for_request,
+    watch_servers,
+)
 from gateway.server.middlewares import error_response, new_request_id
 
 log = logging.getLogger("gateway")
@@ -62,17 +65,7 @@ REASON: Final = "max_connections"  # what gateway_overloaded_total counts refuse
 HEALTH_PATHS: Final = frozenset({"/healthz", "/readyz"})
 
 RequestHandler = Callable[[web.BaseRequest], Awaitable[web.StreamResponse]]
-_CONNECTION_PARTS: Final = ("_request_handler", "_keepalive_timeout", "_waiter", "_messages")
 Connection = TypeVar("Connection", bound=Hashable)
-
-
-def supported() -> bool:
-    """Whether this aiohttp has the server parts ConnectionGuard uses (see the module docstring)."""
-    return (
-        callable(getattr(web.Application, "_make_handler", None))
-        and all(callable(getattr(web.Server, name, None)) for name in ("connection_made", "connection_lost"))
-        and all(name in getattr(web.RequestHandler, "__slots__", ()) for name in _CONNECTION_PARTS)
-    )
 
 
 def connection_limit(configured: int, *, nofile: int | None = None) -> int:
@@ -98,12 +91,6 @@ def overloaded(limit: int) -> OverloadedError:
         f"The gateway has {limit} client connections open, its limit (server.maxConnections); retry shortly.",
         headers={"Connection": "close"},
     )
-
-
-def waits_for_request(connection: web.RequestHandler) -> bool:
-    """Whether `connection` waits for a request: none in progress or queued (aiohttp's keep-alive timer asks the same)."""
-    waiter = connection._waiter
-    return not connection._messages and waiter is not None and not waiter.done()
 
 
 class QuietConnections(Generic[Connection]):
@@ -206,8 +193,7 @@ class ConnectionGuard:
         if count > self.limit + OVER_LIMIT_ROOM:
             transport.close()
             return
-        handler._request_handler = self.answer_past_limit
-        handler._keepalive_timeout = FIRST_REQUEST_SECONDS
+        answer_only_with(handler, self.answer_past_limit, first_request_seconds=FIRST_REQUEST_SECONDS)
 
     def connection_lost(self, handler: web.RequestHandler, exc: BaseException | None = None) -> None:
         self.open.discard(handler)
@@ -265,17 +251,12 @@ def limit_connections(
     `refused` is told of each connection past the limit.
     """
     limit = connection_limit(configured)
-    if not supported():
-        log.warning("server.maxConnections is not enforced: aiohttp %s lacks the server parts it needs", aiohttp.__version__)
+    if not can_guard_connections():
+        reason = MODE.value if MODE is not Mode.PRIVATE else f"aiohttp {aiohttp.__version__} lacks the server parts it needs"
+        log.warning("server.maxConnections is not enforced: %s", reason)
         return None
-    make_handler = app._make_handler
-
-    def make_guarded_handler(**kwargs: Any) -> web.Server:
-        server = make_handler(**kwargs)
-        ConnectionGuard(server, limit, refused=refused)  # kept by the server, whose methods it took
-        return server
-
-    app._make_handler = make_guarded_handler  # type: ignore[method-assign]
+    # Each guard is kept by its server, whose methods it took.
+    watch_servers(app, lambda server: ConnectionGuard(server, limit, refused=refused))
     source = "" if configured > 0 else f", from the file-descriptor limit {resource.getrlimit(resource.RLIMIT_NOFILE)[0]}"
     log.info("accepting up to %d client connections (server.maxConnections%s)", limit, source)
     return limit

@@ -2,14 +2,17 @@
 
 For every request aiohttp's `Application` resolves the path through its router, builds a match
 info, stacks the application on it, freezes it, looks up the middleware chain built for that
-handler and runs it behind one more middleware of its own that sets `current_app`: ~250 Python
-opcodes (~26k instructions, a fifth of what the gateway adds to a bare aiohttp proxy). A plain
-path (no `{placeholder}`) always resolves to the same route, so its match info and its
-middleware chain can be built once, at start, and a request for it found by one dict lookup.
+handler and runs it behind one more middleware of its own that sets `current_app`: a fifth of
+the work the gateway adds to a bare aiohttp proxy. A plain path (no `{placeholder}`) always
+resolves to the same route, so its match info and its middleware chain can be built once, at
+start, and a request for it found by one dict lookup.
 
 Everything the table does not hold goes through the Application as before: paths with
 placeholders, paths spelled any other way (a query string, percent-escapes, a double slash),
 methods a path does not take, and `Expect: 100-continue`, which aiohttp's route answers.
+
+The door takes over aiohttp's own way in (gateway.server.aiohttp_internals): with aiohttp's fast
+paths off it stays shut, the Application routes every request, and a reload is refused.
 """
 
 from __future__ import annotations
@@ -19,6 +22,13 @@ from typing import Final
 
 from aiohttp import hdrs, web
 from aiohttp.typedefs import Handler, Middleware
+
+from gateway.server.aiohttp_internals import (
+    application_handler,
+    bind_match_info,
+    can_replace_handler,
+    replace_application_handler,
+)
 
 _Entry = tuple[Handler, web.UrlMappingMatchInfo]
 
@@ -36,13 +46,13 @@ class FrontDoor:
     """
 
     def __init__(self, app: web.Application) -> None:
-        self._fallback: Handler = app._handle  # aiohttp's own way in, kept for the rest
+        self._fallback: Handler = application_handler(app)  # aiohttp's own way in, kept for the rest
         self._entries = _table(app)
 
     def serve(self, app: web.Application) -> None:
         """Hand every request that arrives from now on to `app` (frozen, never opened a door of its own)."""
         # Both in one step, with no await: no request can see the table of one and the router of the other.
-        self._entries, self._fallback = _table(app), app._handle
+        self._entries, self._fallback = _table(app), application_handler(app)
 
     def paths(self) -> set[tuple[str, str]]:
         """The (method, path) pairs answered from the table."""
@@ -55,7 +65,8 @@ class FrontDoor:
         entry = self._entries.get((request.method, request.raw_path))
         if entry is None or hdrs.EXPECT in request.headers:
             return self._fallback(request)
-        handler, request._match_info = entry  # what Application._handle sets
+        handler, match_info = entry
+        bind_match_info(request, match_info)
         return handler(request)
 
     __call__ = handle
@@ -89,7 +100,7 @@ def _wrapped(middleware: Middleware, handler: Handler) -> Handler:
     """`handler` behind `middleware`, as aiohttp's `partial(middleware, handler=handler)` stacks it.
 
     A closure, not a partial: a partial given a keyword is called through C with a dict of its
-    keywords, ~1.1k instructions a request more.
+    keywords, built anew for each request.
     """
 
     def call(request: web.Request) -> Awaitable[web.StreamResponse]:
@@ -99,7 +110,7 @@ def _wrapped(middleware: Middleware, handler: Handler) -> Handler:
 
 
 def can_open(app: web.Application) -> bool:
-    """Whether `app` is built as the door assumes and this aiohttp has the parts it takes over.
+    """Whether `app` is built as the door assumes and aiohttp's fast paths let it take over its way in.
 
     The door stacks middlewares as new-style ones (`handler` by keyword) and sets a match info's
     current application to `app`: old-style middlewares or sub-applications leave the door shut.
@@ -107,9 +118,7 @@ def can_open(app: web.Application) -> bool:
     return (
         all(getattr(middleware, "__middleware_version__", None) == 1 for middleware in app.middlewares)
         and not any(isinstance(resource, web.PrefixedSubAppResource) for resource in app.router.resources())
-        and callable(getattr(app, "_handle", None))
-        and all(hasattr(web.UrlMappingMatchInfo, name) for name in ("add_app", "freeze", "current_app"))
-        and "_match_info" in getattr(web.Request, "ATTRS", ())  # what Application._handle sets on a request
+        and can_replace_handler(app)
     )
 
 
@@ -118,7 +127,7 @@ def open_front_door(app: web.Application) -> FrontDoor | None:
     if not can_open(app):
         return None
     door = FrontDoor(app)
-    # What aiohttp's runners serve (AppRunner, TestServer). The bound method, not the door: an
-    # instance's __call__ is reached through C, at ~1k instructions a request more.
-    app._handle = door.handle  # type: ignore[method-assign,assignment]
+    # The bound method, not the door: an instance's __call__ is reached through one more C
+    # call on every request.
+    replace_application_handler(app, door.handle)
     return door

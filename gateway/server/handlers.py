@@ -24,6 +24,7 @@ from gateway.memory.store import StoreUnavailable
 from gateway.memory.turns import Memory, Turn
 from gateway.observe.trace import Trace
 from gateway.server import pins
+from gateway.server.aiohttp_internals import app_state, request_state
 from gateway.server.bodies import OFF_LOOP_BYTES, is_large, off_loop, read_payload
 from gateway.server.keys import CONFIG, DISPATCHER, LIFECYCLE, MEMORY, TRACE, tenant_of
 from gateway.server.parsing import check_count, check_input, check_messages, check_model, check_stream
@@ -180,9 +181,9 @@ MODEL_PATHS = {
 async def chat_completions(request: web.Request) -> web.StreamResponse:
     # _resolve and _chat written out: the most common request takes two frames less.
     raw, payload = await read_payload(request)
-    trace = request._state[TRACE]  # as request[TRACE] finds it, without its Python __getitem__ called from C
+    trace = request_state(request)[TRACE]
     app = request.app  # read once, for route_for and forward both: each read is two property calls
-    config = app[CONFIG]  # read once too: app[...] is a Python __getitem__ called from C
+    config = app[CONFIG]  # read once too: app[...] is a Python method
     route = route_for(request, check_model(payload), config)
     trace.resolved(route, stream=check_stream(payload))
     check_count(payload, "messages", config.server.max_messages)
@@ -409,8 +410,7 @@ async def _chat_with_memory(
     tenant = trace.tenant
     assert tenant is not None  # set for every /v1/ path before its handler runs
     model = route.memory_model or payload["model"]
-    # as app[MEMORY] finds it, without its Python __getitem__ called from C (which types what _state holds)
-    memory: Memory = app._state[MEMORY]  # type: ignore[assignment]
+    memory: Memory = app_state(app)[MEMORY]
     async with Turn(memory, (tenant, ask.memory_id), ask.settings, payload["messages"], model, trace) as turn:
         payload["messages"] = turn.plan.forwarded  # the request's own dict: the turn keeps the messages it was sent
         call = Request("chat/completions", payload, None, trace.stream, trace)

@@ -22,6 +22,7 @@ from gateway.core.translate import messages as anthropic_api
 from gateway.core.translate.reshape import StreamReshape
 from gateway.core.tree import Target
 from gateway.observe.trace import STREAM_ERROR, TIMEOUT, Trace
+from gateway.server.aiohttp_internals import EventStreamResponse, request_state
 from gateway.server.keys import STREAM_STARTED
 from gateway.upstream.deadline import IdleDeadline
 from gateway.upstream.dispatch import Result
@@ -47,16 +48,6 @@ Translator = StreamReshape  # turns the upstream's chat chunks into another API'
 
 _SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
 _SHORTAGE = "gateway_overloaded"  # a stream the gateway's own shortage ended: no outcome of the upstream's
-
-
-class _EventStreamResponse(web.StreamResponse):
-    """A stream response whose headers go out with its first event: one send to the client, not two.
-
-    The relay writes right after prepare() (the first event is in hand), so holding the headers
-    back delays nothing; aiohttp's own Response buffers its headers the same way.
-    """
-
-    _send_headers_immediately = False
 
 
 class _Failure(Exception):
@@ -345,7 +336,7 @@ async def relay_stream(
     assert result.stream is not None and result.first_event is not None
     stream, target = result.stream, result.target
     # As headers, not through aiohttp's content_type setter, which parses the header it replaces.
-    response = _EventStreamResponse(status=200, headers={**headers, **_SSE_HEADERS})
+    response = EventStreamResponse(status=200, headers={**headers, **_SSE_HEADERS})
     chunks: _Reader = _Chunks(target, sink, translator, hide_usage) if api is None else _Events(target, api)
     plain = isinstance(chunks, _Chunks) and chunks.plain  # its finish() would give `[DONE]` as it came
     out: list[bytes] = []  # the current read's bytes for the client, written once it is looked at
@@ -354,7 +345,7 @@ async def relay_stream(
     deadline: IdleDeadline | None = None  # set at the first wait: a stream that came in one read has none
     try:
         await response.prepare(request)
-        request._state[STREAM_STARTED] = response  # as request[...] = stores it, without its Python __setitem__
+        request_state(request)[STREAM_STARTED] = response
         trace.first_token(target)
         # the first event, and those that came in the same network read: one write for them all
         end = chunks.opening(result.first_event, result.first_chunk, result.rest, out)

@@ -1,6 +1,9 @@
 """server.maxConnections: a gateway short of file descriptors keeps serving (gateway.server.connections).
 
-The gateway runs as a real process under a low RLIMIT_NOFILE, with real client sockets.
+The gateway runs as a real process under a low RLIMIT_NOFILE, with real client sockets. The
+guard needs aiohttp's private server parts: with the fast paths off (GATEWAY_AIOHTTP_INTERNALS=off,
+which the gateway processes started here inherit) the limit is not enforced, and only the tests
+that say so run.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import pytest
 from aiohttp.test_utils import TestServer
 
 from gateway.config.loader import parse_config
-from gateway.server import connections
+from gateway.server import aiohttp_internals, connections
 from gateway.server.app import create_app
 from gateway.server.connections import OVER_LIMIT_ROOM, SILENT_SECONDS, QuietConnections, connection_limit
 from tests.support.fakes import FakeUpstream, Step, stream_of
@@ -30,6 +33,9 @@ from tests.support.processes import running_gateway
 FDS = 256
 LIMIT = connection_limit(0, nofile=FDS)
 Connection = tuple[asyncio.StreamReader, asyncio.StreamWriter]
+needs_guard = pytest.mark.skipif(
+    not aiohttp_internals.can_guard_connections(), reason="aiohttp's fast paths are off: maxConnections is not enforced"
+)
 
 
 def test_the_default_limit_leaves_descriptors_for_upstreams_and_the_store() -> None:
@@ -120,6 +126,7 @@ def config(tmp_path: Path) -> Path:
     return path
 
 
+@needs_guard
 async def test_idle_keep_alive_connections_make_room_for_new_clients(config: Path) -> None:
     opened: list[Connection] = []
     async with running_gateway(config, preexec_fn=fd_limit(FDS)) as gateway:
@@ -144,6 +151,7 @@ async def test_idle_keep_alive_connections_make_room_for_new_clients(config: Pat
             close_all(opened)
 
 
+@needs_guard
 async def test_past_the_limit_new_connections_get_503_and_health_checks_answer(config: Path) -> None:
     busy: list[Connection] = []
     async with running_gateway(config, preexec_fn=fd_limit(FDS)) as gateway:
@@ -185,8 +193,9 @@ async def test_past_the_limit_new_connections_get_503_and_health_checks_answer(c
 async def test_without_the_server_parts_the_limit_is_not_enforced_and_the_gateway_serves(
     monkeypatch: pytest.MonkeyPatch, aiohttp_server: Callable[..., TestServer], caplog: pytest.LogCaptureFixture
 ) -> None:
-    monkeypatch.setattr(connections, "_CONNECTION_PARTS", (*connections._CONNECTION_PARTS, "_not_in_this_aiohttp"))
-    assert not connections.supported()
+    parts = (*aiohttp_internals._CONNECTION_PARTS, "_not_in_this_aiohttp")
+    monkeypatch.setattr(aiohttp_internals, "_CONNECTION_PARTS", parts)
+    assert not aiohttp_internals.can_guard_connections()
     config = parse_config("server: {maxConnections: 1}\nroutes:\n  quick: {provider: mock}\n")
     server = await aiohttp_server(create_app(config, rng=random.Random(1)))
     assert "server.maxConnections is not enforced" in caplog.text
@@ -210,6 +219,7 @@ async def served_by_sdk(port: int, model: str = "quick", *, seconds: float = 30)
             await asyncio.sleep(0.2)
 
 
+@needs_guard
 @pytest.mark.parametrize("sent", [b"", PARTIAL_HEADER], ids=["silent", "partial-header"])
 async def test_connections_that_never_finish_a_request_make_room_for_new_clients(config: Path, sent: bytes) -> None:
     stalled: list[Connection] = []
@@ -230,6 +240,7 @@ async def test_connections_that_never_finish_a_request_make_room_for_new_clients
             close_all(stalled)
 
 
+@needs_guard
 async def test_connections_in_a_request_or_a_stream_are_never_closed_to_make_room(
     tmp_path: Path, make_upstream: Callable[..., Awaitable[FakeUpstream]]
 ) -> None:
@@ -287,6 +298,7 @@ def test_quiet_connections_close_the_least_recently_active_first_and_new_ones_af
     assert quiet.first(100.0) is None and not quiet
 
 
+@needs_guard
 async def test_a_new_connection_near_the_limit_examines_one_connection_not_all(
     monkeypatch: pytest.MonkeyPatch, aiohttp_server: Callable[..., Awaitable[TestServer]]
 ) -> None:

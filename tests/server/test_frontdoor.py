@@ -2,7 +2,8 @@
 
 What the router would answer, the door answers too: the same handler behind the same middlewares,
 and for a request spelled any other way (a query, escapes, a method the path does not take,
-`Expect: 100-continue`) the router itself.
+`Expect: 100-continue`) the router itself. With aiohttp's fast paths off the door stays shut and
+the router answers everything, the same way.
 """
 
 from __future__ import annotations
@@ -12,11 +13,14 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from gateway.server.frontdoor import FrontDoor, open_front_door
-from tests.conftest import Gateway
-from tests.server.test_bad_input import AUTH, CONFIG, assert_error, call
+from gateway.server import aiohttp_internals
+from gateway.server.frontdoor import FRONT_DOOR, FrontDoor, open_front_door
+from tests.support.gateway import Gateway
+from tests.support.openai_errors import assert_error
+from tests.support.plain_http import AUTH, CONFIG, call
 
 CHAT = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+needs_door = pytest.mark.skipif(not aiohttp_internals.FAST, reason="aiohttp's fast paths are off: the door stays shut")
 
 
 @pytest.fixture
@@ -33,7 +37,9 @@ def resolved(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return paths
 
 
-async def test_a_chat_request_is_served_without_the_router(gateway: Gateway, resolved: list[str]) -> None:
+async def test_a_chat_request_is_served_without_the_router_unless_the_fast_paths_are_off(
+    gateway: Gateway, resolved: list[str]
+) -> None:
     client = await gateway(CONFIG)
     status, _, body = await call(client, "POST", "/v1/chat/completions", json=CHAT, headers=AUTH)
     assert status == 200, body
@@ -42,12 +48,17 @@ async def test_a_chat_request_is_served_without_the_router(gateway: Gateway, res
     assert status == 200
     status, _, _ = await call(client, "GET", "/v1/models/m", headers=AUTH)
     assert status == 200
-    assert resolved == ["/v1/models/m"]  # a path with a placeholder is the router's
+    if aiohttp_internals.FAST:
+        assert resolved == ["/v1/models/m"]  # a path with a placeholder is the router's
+    else:  # no door: the router resolves every request
+        assert resolved == ["/v1/chat/completions", "/v1/models", "/v1/models/m"]
+        assert FRONT_DOOR not in client._gateway_app  # type: ignore[attr-defined]
 
 
+@needs_door
 async def test_the_model_endpoints_are_in_the_table(gateway: Gateway) -> None:
     client = await gateway(CONFIG)
-    door = client._gateway_app._handle.__self__  # type: ignore[attr-defined]  # the door's bound handle()
+    door = client._gateway_app[FRONT_DOOR]  # type: ignore[attr-defined]
     assert isinstance(door, FrontDoor)
     assert {
         ("POST", "/v1/chat/completions"),
@@ -110,6 +121,7 @@ async def test_a_wrong_key_on_the_fast_path_is_a_401(gateway: Gateway) -> None:
     assert_error(body, code="invalid_api_key")
 
 
+@needs_door
 async def test_placeholders_and_any_method_routes_stay_with_the_router() -> None:
     async def handler(request: web.Request) -> web.Response:
         return web.Response(text="ok")
@@ -131,15 +143,17 @@ async def test_an_old_style_middleware_or_a_sub_application_keeps_the_door_shut(
 
     plain = web.Application()
     plain.router.add_post("/a", handler)
-    assert open_front_door(plain) is not None
+    assert (open_front_door(plain) is not None) is aiohttp_internals.FAST  # with the fast paths off, shut
     for app in (web.Application(middlewares=[old_style]), web.Application()):
         app.router.add_post("/a", handler)
         if not app.middlewares:
             app.add_subapp("/sub/", web.Application())
-        own = app._handle
-        assert open_front_door(app) is None and app._handle == own  # aiohttp's own way in, untouched
+        own = aiohttp_internals.application_handler(app)
+        assert open_front_door(app) is None
+        assert aiohttp_internals.application_handler(app) == own  # aiohttp's own way in, untouched
 
 
+@needs_door
 async def test_middlewares_run_in_aiohttps_order(aiohttp_client: Any) -> None:
     order: list[str] = []
 
@@ -158,7 +172,7 @@ async def test_middlewares_run_in_aiohttps_order(aiohttp_client: Any) -> None:
 
     app = web.Application(middlewares=[named("outer"), named("inner")])
     app.router.add_post("/x", handler)
-    app._handle = FrontDoor(app)  # type: ignore[method-assign]
+    aiohttp_internals.replace_application_handler(app, FrontDoor(app))
     client = await aiohttp_client(app)
     response = await client.post("/x")
     assert response.status == 200

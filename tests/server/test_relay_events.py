@@ -9,9 +9,10 @@ import asyncio
 import aiohttp
 import orjson
 import pytest
+from aiohttp import web
 
-from tests.conftest import GATEWAY_KEY, Gateway
 from tests.support.fakes import FakeUpstream, Step, chunk, error_body, stream_of
+from tests.support.gateway import GATEWAY_KEY, Gateway
 
 FIRST = chunk({"role": "assistant", "content": "Hi"})
 AFTER = stream_of(" there")[1:]  # a chunk, the finish chunk and [DONE]: what must never reach the client
@@ -69,13 +70,13 @@ async def test_the_first_event_goes_out_with_the_rest_of_its_read(
     from gateway.server import relay
 
     writes: list[bytes] = []
-    write = relay._EventStreamResponse.write
+    write = relay.EventStreamResponse.write  # aiohttp's own StreamResponse with the fast paths off
 
-    async def counted(self: relay._EventStreamResponse, data: bytes) -> None:
+    async def counted(self: web.StreamResponse, data: bytes) -> None:
         writes.append(bytes(data))
         await write(self, data)
 
-    monkeypatch.setattr(relay._EventStreamResponse, "write", counted)
+    monkeypatch.setattr(relay.EventStreamResponse, "write", counted)
     gate = asyncio.Event()
     upstream.then(Step(events=[FIRST + AFTER[0], gate, *AFTER[1:]]))  # two events in one upstream write
     client = await gateway(f'routes: {{chat: {{provider: openai, baseUrl: "{upstream.url}", apiKey: k}}}}')

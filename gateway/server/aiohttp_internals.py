@@ -1,0 +1,220 @@
+"""aiohttp's private server parts the gateway reaches into, each beside the public way to the same result.
+
+This is the one module of the server side that touches an underscore name of an aiohttp object
+(the client side has its own, gateway.upstream.aiohttp_internals). Each private part is a fast
+path: it does what a public property or method does, without the Python-level call that the
+property or method costs on every request. Those parts were verified on aiohttp VERIFIED_FROM to
+VERIFIED_TO. On any other version, or with GATEWAY_AIOHTTP_INTERNALS=off in the environment
+(read once, at import), every fast path takes aiohttp's public API instead (`PUBLIC_PARTS`), with
+the same results; the tests run once that way too.
+
+Two features have no public way at all, and are off with the fast paths:
+- the front door (gateway.server.frontdoor), which answers plain paths from a table and hands
+  requests to a reloaded configuration: without it aiohttp's Application routes every request,
+  and a reload is refused (restart to apply a new file);
+- the connection guard (gateway.server.connections): without it server.maxConnections is not
+  enforced, which is logged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import functools
+import logging
+import os
+import re
+from collections.abc import Awaitable, Callable, MutableMapping
+from dataclasses import dataclass
+from operator import attrgetter
+from typing import Any, Final
+
+import aiohttp
+from aiohttp import web
+from aiohttp.typedefs import Handler
+from multidict import CIMultiDict
+
+log = logging.getLogger("gateway")
+
+ENV: Final = "GATEWAY_AIOHTTP_INTERNALS"  # "off": aiohttp's public API only
+VERIFIED_FROM: Final = (3, 14, 0)
+VERIFIED_TO: Final = (3, 14, 5)
+_RELEASE: Final = re.compile(r"(\d+)\.(\d+)\.(\d+)")
+
+
+class Mode(enum.Enum):
+    """Which parts of aiohttp the server uses."""
+
+    PRIVATE = "fast paths through aiohttp's private parts"
+    PUBLIC_CHOSEN = f"aiohttp's public API only ({ENV}=off)"
+    PUBLIC_UNVERIFIED = "aiohttp's public API only (a version the fast paths were not verified on)"
+
+
+def verified(version: str) -> bool:
+    """Whether aiohttp `version` is a release the private parts were verified on (a pre-release is not)."""
+    release = _RELEASE.fullmatch(version)
+    return release is not None and VERIFIED_FROM <= tuple(map(int, release.groups())) <= VERIFIED_TO
+
+
+def mode_for(version: str, setting: str | None) -> Mode:
+    """The mode for aiohttp `version` with `setting` the value of GATEWAY_AIOHTTP_INTERNALS (None: unset)."""
+    if setting is not None and setting.strip().lower() == "off":
+        return Mode.PUBLIC_CHOSEN
+    return Mode.PRIVATE if verified(version) else Mode.PUBLIC_UNVERIFIED
+
+
+MODE: Final = mode_for(aiohttp.__version__, os.environ.get(ENV))
+FAST: Final = MODE is Mode.PRIVATE
+
+
+@functools.cache
+def announce_mode() -> None:
+    """Log, once per process, that the fast paths are off because of aiohttp's version."""
+    if MODE is Mode.PUBLIC_UNVERIFIED:
+        log.info(
+            "aiohttp %s: the server's fast paths were verified on %s to %s only; serving through aiohttp's public API",
+            aiohttp.__version__, ".".join(map(str, VERIFIED_FROM)), ".".join(map(str, VERIFIED_TO)),
+        )  # fmt: skip
+
+
+Store = MutableMapping[Any, Any]
+Unsent = CIMultiDict[str] | None  # a response's headers while they can still change; None once they went out
+
+
+@dataclass(frozen=True, slots=True)
+class Parts:
+    """One way to each part: the private one, or the public one with the same result."""
+
+    request_state: Callable[[web.BaseRequest], Store]
+    """What `request[KEY]` reads and writes (the private way: its dict, not its Python __getitem__)."""
+    app_state: Callable[[web.Application], Store]
+    """What `app[KEY]` reads and writes."""
+    body_and_limit: Callable[[web.BaseRequest], tuple[aiohttp.StreamReader, int]]
+    """`request.content` and `request.client_max_size`."""
+    status_and_unsent: Callable[[web.StreamResponse], tuple[int, Unsent]]
+    """`response.status`, and `response.headers` unless `response.prepared`."""
+    event_stream_response: type[web.StreamResponse]
+    """A StreamResponse for an event stream: the private way sends its headers with the first event, in one send."""
+
+
+def _itself(thing: Any) -> Store:
+    """`thing` (a request or an application), whose own item access is the public way to its state."""
+    return thing  # type: ignore[no-any-return]
+
+
+def _status_and_unsent(response: web.StreamResponse) -> tuple[int, Unsent]:
+    return response.status, None if response.prepared else response.headers
+
+
+def _private_status_and_unsent(response: web.StreamResponse) -> tuple[int, Unsent]:
+    # `prepared` is `_eof_sent or _payload_writer is not None`
+    unsent = response._payload_writer is None and not response._eof_sent
+    return response._status, response._headers if unsent else None
+
+
+class _HeadersWithFirstEvent(web.StreamResponse):
+    """A stream response whose headers go out with its first write: one send to the client, not two.
+
+    The relay writes right after prepare() (the first event is in hand), so holding the headers
+    back delays nothing; aiohttp's own Response buffers its headers the same way.
+    """
+
+    _send_headers_immediately = False
+
+
+PRIVATE_PARTS: Final = Parts(
+    request_state=attrgetter("_state"),
+    app_state=attrgetter("_state"),
+    body_and_limit=attrgetter("_payload", "_client_max_size"),
+    status_and_unsent=_private_status_and_unsent,
+    event_stream_response=_HeadersWithFirstEvent,
+)
+PUBLIC_PARTS: Final = Parts(
+    request_state=_itself,
+    app_state=_itself,
+    body_and_limit=attrgetter("content", "client_max_size"),
+    status_and_unsent=_status_and_unsent,
+    event_stream_response=web.StreamResponse,
+)
+PARTS: Final = PRIVATE_PARTS if FAST else PUBLIC_PARTS
+
+# Module names for the chosen parts: the hot paths call them without an attribute lookup.
+request_state: Final = PARTS.request_state
+app_state: Final = PARTS.app_state
+body_and_limit: Final = PARTS.body_and_limit
+status_and_unsent: Final = PARTS.status_and_unsent
+EventStreamResponse: Final = PARTS.event_stream_response
+
+
+# The front door: Application._handle, which aiohttp's runners call for each request, and the
+# match info it sets on the request.
+
+
+def can_replace_handler(app: web.Application) -> bool:
+    """Whether `app`'s request handler may be replaced by one that sets each request's match info itself."""
+    return (
+        FAST
+        and callable(getattr(app, "_handle", None))
+        and all(hasattr(web.UrlMappingMatchInfo, name) for name in ("add_app", "freeze", "current_app"))
+        and "_match_info" in getattr(web.Request, "ATTRS", ())
+    )
+
+
+def application_handler(app: web.Application) -> Handler:
+    """The handler aiohttp's runners call for each request of `app` (its router and middlewares)."""
+    return app._handle
+
+
+def replace_application_handler(app: web.Application, handle: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> None:
+    """Have aiohttp's runners (AppRunner, TestServer) call `handle` for each request of `app`, from now on."""
+    app._handle = handle  # type: ignore[method-assign,assignment]
+
+
+def bind_match_info(request: web.Request, match_info: web.UrlMappingMatchInfo) -> None:
+    """Give `request` the match info (route and application) that Application._handle would have set."""
+    request._match_info = match_info
+
+
+# The connection guard: the Server an application makes for its runner, and each connection's
+# (RequestHandler's) handler, first-request deadline and queue.
+
+_CONNECTION_PARTS: Final = ("_request_handler", "_keepalive_timeout", "_waiter", "_messages")
+
+
+def can_guard_connections() -> bool:
+    """Whether the parts the connection guard uses are there (see gateway.server.connections)."""
+    return (
+        FAST
+        and callable(getattr(web.Application, "_make_handler", None))
+        and all(callable(getattr(web.Server, name, None)) for name in ("connection_made", "connection_lost"))
+        and all(name in getattr(web.RequestHandler, "__slots__", ()) for name in _CONNECTION_PARTS)
+    )
+
+
+def watch_servers(app: web.Application, watch: Callable[[web.Server], object]) -> None:
+    """Call `watch` with each Server that `app` makes for a runner to serve, before it serves."""
+    make_handler = app._make_handler
+
+    def make_watched_handler(**kwargs: Any) -> web.Server:
+        server = make_handler(**kwargs)
+        watch(server)
+        return server
+
+    app._make_handler = make_watched_handler  # type: ignore[method-assign]
+
+
+def answer_only_with(
+    connection: web.RequestHandler,
+    handler: Callable[[web.BaseRequest], Awaitable[web.StreamResponse]],
+    *,
+    first_request_seconds: float,
+) -> None:
+    """Have `connection`, just made, answer with `handler`, and close unless a request starts within `first_request_seconds`."""
+    connection._request_handler = handler
+    connection._keepalive_timeout = first_request_seconds
+
+
+def waits_for_request(connection: web.RequestHandler) -> bool:
+    """Whether `connection` waits for a request: none in progress or queued (aiohttp's keep-alive timer asks the same)."""
+    waiter: asyncio.Future[None] | None = connection._waiter
+    return not connection._messages and waiter is not None and not waiter.done()
