@@ -84,9 +84,7 @@ def read_memory_headers(
         memory_id = check_memory_id(kebab_id.strip(), "x-memory-id")
     else:
         return None
-    # tuple.__new__, as MemoryAsk._make does inside: a NamedTuple's own constructor is a Python
-    # function called from C (~3k instructions a call)
-    return tuple.__new__(MemoryAsk, (memory_id, _window_settings(defaults, limits, sent[2:])))
+    return MemoryAsk(memory_id, _window_settings(defaults, limits, sent[2:]))
 
 
 def _sent_by_scan(headers: Mapping[str, str]) -> tuple[str | None, ...]:

@@ -7,6 +7,7 @@ import contextlib
 import itertools
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -19,8 +20,7 @@ from gateway.memory.sqlite import SQLiteStore
 from gateway.memory.store import Key
 from gateway.memory.turns import Memory
 from gateway.observe.trace import Trace
-from tests.memory.test_stores import Clock
-from tests.memory.test_tail_reads import count, stored, tool_unit, window_settings
+from tests.support.memory_stores import Clock, count, stored, tool_unit, window_settings
 
 KEY: Key = ("team-a", "conv-1")
 _ids = itertools.count()
@@ -70,14 +70,28 @@ def test_plans_from_the_cache_equal_plans_over_the_stored_history(
     asyncio.run(check())
 
 
+def told_of_submits(store: SQLiteStore) -> asyncio.Event:
+    """An event set each time the store queues a job for its thread."""
+    submitted = asyncio.Event()
+    submit = store._worker.submit
+
+    def submit_and_tell(job: Any) -> None:
+        submit(job)
+        submitted.set()
+
+    store._worker.submit = submit_and_tell  # type: ignore[method-assign]
+    return submitted
+
+
 async def test_a_read_served_before_a_write_is_not_cached_after_it(tmp_path: Path) -> None:
     path = str(tmp_path / "order.db")
     store = SQLiteStore(path, ttl_seconds=3600, max_messages=100, lock_timeout=5)
     await store.append(KEY, [e("user", "q1")], system=None)
     await store.close()
     store = SQLiteStore(path, ttl_seconds=3600, max_messages=100, lock_timeout=5)  # nothing cached yet
+    submitted = told_of_submits(store)
     read = asyncio.create_task(store.load_tail(KEY, Reach(messages=5)))
-    await asyncio.sleep(0)  # the read is queued for the thread first ...
+    await submitted.wait()  # the read is queued for the thread first ...
     await store.append(KEY, [e("assistant", "a1")], system=None)  # ... the write after it
     before = await read
     assert before is not None and [entry.message["content"] for entry in before.entries] == ["q1"]
@@ -98,14 +112,16 @@ async def test_a_write_whose_caller_left_is_seen_by_the_next_read(tmp_path: Path
     async def write() -> None:
         await store.append(KEY, [e("assistant", "a1")], system=None)
 
+    submitted = told_of_submits(store)
     writer = asyncio.create_task(write())
-    await asyncio.sleep(0)  # the write is queued ...
+    await submitted.wait()  # the write is queued ...
     writer.cancel()  # ... and its caller leaves
     with contextlib.suppress(asyncio.CancelledError):
         await writer
+    submitted.clear()
     reader = asyncio.create_task(store.load_tail(KEY, Reach(messages=5)))
-    await asyncio.sleep(0)
-    assert not reader.done()  # not served from what was cached before the write
+    await asyncio.wait([reader, asyncio.create_task(submitted.wait())], return_when=asyncio.FIRST_COMPLETED)
+    assert not reader.done()  # sent to the file, not served from what was cached before the write
     competitor.execute("ROLLBACK")
     conversation = await reader
     assert conversation is not None and [entry.message["content"] for entry in conversation.entries] == ["q1", "a1"]

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from gateway.core.memory.entries import Entry
-from gateway.memory.sqlite import _TRIM_EVERY, SQLiteStore
+from gateway.memory.sqlite import SQLiteStore
 from gateway.memory.sqlite_file import DAY, MOST_IN_A_ROW, open_file, read_row
+from gateway.memory.sqlite_writes import TRIM_EVERY
 from gateway.memory.store import Key, StoreUnavailable
-from tests.memory.test_sqlite_leases import _OLD_SCHEMA
-from tests.memory.test_stores import Clock
+from tests.support.memory_stores import OLD_SCHEMA, Clock
 
 _PURGE = "DELETE FROM conversations WHERE touched_day <= ? AND updated_at < ?"
 
@@ -56,7 +56,7 @@ async def test_the_purge_deletes_expired_conversations_and_keeps_one_touched_on_
 async def test_an_old_file_loses_the_index_every_write_moved_and_its_purge_uses_the_day_index(tmp_path: Path) -> None:
     path = tmp_path / "old.db"
     with sqlite3.connect(path) as db:
-        db.executescript(_OLD_SCHEMA)
+        db.executescript(OLD_SCHEMA)
         db.execute("INSERT INTO conversations VALUES ('t', 'old', '[]', strftime('%s', 'now'))")
     store = SQLiteStore(str(path), ttl_seconds=3600, max_messages=100, lock_timeout=5)
     await write(store, ("t", "old"), "a")
@@ -82,7 +82,7 @@ async def test_rows_past_the_cap_are_never_read_and_are_deleted_in_bunches(tmp_p
     await store.close()
     # Trimmed rows wait for a bunch, never more than one; a turn's row holding a kept message stays
     # whole, and the rows before it that could (up to MOST_IN_A_ROW - 1 messages) stay too.
-    assert cap < most <= cap + _TRIM_EVERY + MOST_IN_A_ROW
+    assert cap < most <= cap + TRIM_EVERY + MOST_IN_A_ROW
 
 
 async def test_a_conversation_started_afresh_after_expiry_keeps_none_of_its_old_rows(tmp_path: Path) -> None:
@@ -125,13 +125,13 @@ async def test_a_turn_that_fills_the_disk_in_its_transaction_says_so(tmp_path: P
     """SQLite rolls such a transaction back by itself: the store reports the full disk, not a ROLLBACK refused after it."""
     store = SQLiteStore(str(tmp_path / "m.db"), ttl_seconds=60, max_messages=100, lock_timeout=5)
     await write(store, ("t", "c"), "a")
-    assert store._db is not None
-    pages = store._db.execute("PRAGMA page_count").fetchone()[0]
-    store._db.execute(f"PRAGMA max_page_count={pages}")  # the file may not grow: as on a full disk
+    assert store._file.db is not None
+    pages = store._file.db.execute("PRAGMA page_count").fetchone()[0]
+    store._file.db.execute(f"PRAGMA max_page_count={pages}")  # the file may not grow: as on a full disk
     big = [Entry({"role": "user", "content": "x" * 50_000}, {})]
     with pytest.raises(StoreUnavailable, match="full"):  # a first write: its row and its message in a transaction
         await store.append(("t", "other"), big, system=None)
-    assert not store._db.in_transaction
+    assert not store._file.db.in_transaction
     await store.close()
 
 
@@ -143,8 +143,8 @@ async def test_a_turn_whose_commit_is_refused_leaves_no_transaction_open(tmp_pat
     path = tmp_path / "m.db"
     store = SQLiteStore(str(path), ttl_seconds=60, max_messages=100, lock_timeout=5, busy_timeout=0.05)
     await write(store, ("t", "a"), "a")
-    assert store._db is not None
-    store._db.execute("PRAGMA journal_mode=DELETE")  # as where WAL mode cannot be used: a commit waits for readers
+    assert store._file.db is not None
+    store._file.db.execute("PRAGMA journal_mode=DELETE")  # as where WAL mode cannot be used: a commit waits for readers
     reader = sqlite3.connect(path, isolation_level=None)
     reader.execute("BEGIN")
     reader.execute("SELECT * FROM messages").fetchall()  # holds its read until the COMMIT below

@@ -14,8 +14,10 @@ from pathlib import Path
 import pytest
 
 from gateway.core.memory.entries import Entry
-from gateway.memory.sqlite import LEASE_SECONDS, SQLiteStore
+from gateway.memory.sqlite import SQLiteStore
+from gateway.memory.sqlite_leases import LEASE_SECONDS
 from gateway.memory.store import LockLost, LockTimeout, StoreUnavailable
+from tests.support.memory_stores import OLD_SCHEMA
 
 KEY = ("team-a", "chat-1")
 
@@ -34,24 +36,6 @@ _HOLDER = textwrap.dedent(
     asyncio.run(main())
     """
 )
-
-# The schema before leases named their holder.
-_OLD_SCHEMA = """
-CREATE TABLE conversations (
-    tenant TEXT NOT NULL, memory_id TEXT NOT NULL, system TEXT NOT NULL, updated_at REAL NOT NULL,
-    PRIMARY KEY (tenant, memory_id)
-) WITHOUT ROWID;
-CREATE INDEX conversations_updated ON conversations (updated_at);
-CREATE TABLE locks (
-    tenant TEXT NOT NULL, memory_id TEXT NOT NULL, owner TEXT NOT NULL, expires_at REAL NOT NULL,
-    PRIMARY KEY (tenant, memory_id)
-) WITHOUT ROWID;
-CREATE TABLE messages (
-    tenant TEXT NOT NULL, memory_id TEXT NOT NULL, seq INTEGER NOT NULL, role TEXT NOT NULL, body BLOB NOT NULL,
-    PRIMARY KEY (tenant, memory_id, seq)
-) WITHOUT ROWID;
-"""
-
 
 def shared_store(path: Path, *, lock_timeout: float) -> SQLiteStore:
     return SQLiteStore(str(path), ttl_seconds=60, max_messages=100, lock_timeout=lock_timeout, shared=True)
@@ -120,7 +104,7 @@ async def test_lease_from_another_machine_waits_for_expiry(tmp_path: Path, holde
 async def test_a_file_made_by_the_old_schema_opens_and_locks(tmp_path: Path) -> None:
     path = tmp_path / "old.db"
     with sqlite3.connect(path) as db:
-        db.executescript(_OLD_SCHEMA)
+        db.executescript(OLD_SCHEMA)
         db.execute(
             "INSERT INTO locks VALUES ('team-a', 'held-by-old', 'old-owner', strftime('%s', 'now') + 60)"
         )

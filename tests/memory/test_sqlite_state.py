@@ -13,11 +13,12 @@ import pytest
 
 from gateway.core.memory.entries import Entry
 from gateway.core.memory.reach import Reach
-from gateway.memory import sqlite
-from gateway.memory.sqlite import _INSERT, SQLiteStore
+from gateway.memory import sqlite_writes
+from gateway.memory.sqlite import SQLiteStore
 from gateway.memory.sqlite_file import DAY, STATE, live_state, settle
+from gateway.memory.sqlite_writes import INSERT
 from gateway.memory.store import Key, StoreUnavailable
-from tests.memory.test_stores import Clock
+from tests.support.memory_stores import Clock
 
 KEY: Key = ("team-a", "conv-1")
 
@@ -58,8 +59,8 @@ async def contents(store: SQLiteStore, key: Key = KEY) -> list[str]:
 def traced(store: SQLiteStore) -> list[str]:
     """The statements the store's thread runs from now on."""
     statements: list[str] = []
-    assert store._db is not None
-    store._db.set_trace_callback(statements.append)  # called on the store's thread, for each statement
+    assert store._file.db is not None
+    store._file.db.set_trace_callback(statements.append)  # called on the store's thread, for each statement
     return statements
 
 
@@ -101,8 +102,8 @@ async def queued_behind_a_blocked_write(store: SQLiteStore, path: Path, append: 
         statements.append(statement)
         started.set()
 
-    assert store._db is not None
-    store._db.set_trace_callback(trace)
+    assert store._file.db is not None
+    store._file.db.set_trace_callback(trace)
     competitor = sqlite3.connect(path, isolation_level=None)
     competitor.execute("BEGIN IMMEDIATE")
     blocked = store.append(BLOCKER, turn("b"), system=None)
@@ -122,7 +123,7 @@ async def test_plain_turns_queued_together_are_one_insert_in_no_transaction(tmp_
     statements = await queued_behind_a_blocked_write(
         store, tmp_path / "m.db", lambda: [store.append(key, turn("b"), system=None) for key in keys]
     )
-    assert [s.split(" VALUES")[0] for s in statements] == [_INSERT.removesuffix(" VALUES ")] * 2  # the blocked one's, theirs
+    assert [s.split(" VALUES")[0] for s in statements] == [INSERT.removesuffix(" VALUES ")] * 2  # the blocked one's, theirs
     for key in keys:
         assert await contents(store, key) == ["a", "re a", "b", "re b"]
     await store.close()
@@ -281,7 +282,7 @@ async def test_a_settled_file_holds_each_conversation_in_its_row_as_older_gatewa
 async def test_a_due_trim_follows_a_turns_row_alone_and_the_conversation_row_is_not_written(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(sqlite, "_TRIM_EVERY", 4)  # first_seq 5, 9, 13, ...: a trim every second turn at the cap
+    monkeypatch.setattr(sqlite_writes, "TRIM_EVERY", 4)  # first_seq 5, 9, 13, ...: a trim every second turn at the cap
     path = tmp_path / "m.db"
     store = SQLiteStore(str(path), ttl_seconds=60, max_messages=4, lock_timeout=1)
     for step in range(3):
@@ -303,17 +304,17 @@ async def test_a_due_trim_follows_a_turns_row_alone_and_the_conversation_row_is_
 async def test_a_trim_that_fails_after_its_turn_was_written_leaves_the_turn_written(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(sqlite, "_TRIM_EVERY", 4)
+    monkeypatch.setattr(sqlite_writes, "TRIM_EVERY", 4)
     path = tmp_path / "m.db"
     store = SQLiteStore(str(path), ttl_seconds=60, max_messages=4, lock_timeout=1, cache_entries=0)
     for step in range(3):
         await store.append(KEY, turn(f"q{step}"), system=None)
-    assert store._db is not None
+    assert store._file.db is not None
 
     def no_deletes(action: int, table: str | None, *_: object) -> int:
         return sqlite3.SQLITE_DENY if action == sqlite3.SQLITE_DELETE and table == "messages" else sqlite3.SQLITE_OK
 
-    store._db.set_authorizer(no_deletes)
+    store._file.db.set_authorizer(no_deletes)
     await store.append(KEY, turn("q3"), system=None)  # its trim is refused: logged, the turn stands
     assert await contents(store) == ["q2", "re q2", "q3", "re q3"]
     await store.close()

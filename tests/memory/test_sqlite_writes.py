@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from gateway.core.memory.entries import Entry
-from gateway.memory import sqlite
+from gateway.memory import sqlite_writes
 from gateway.memory.sqlite import SQLiteStore
 from gateway.memory.store import Key
 
@@ -70,8 +70,8 @@ async def test_a_row_this_store_wrote_moves_on_by_the_guarded_update_without_a_r
     store = SQLiteStore(str(tmp_path / "m.db"), ttl_seconds=60, max_messages=100, lock_timeout=1)
     await store.append(KEY, said("a"), system=None)  # a first write: the row read, then written
     statements: list[str] = []
-    assert store._db is not None
-    store._db.set_trace_callback(statements.append)  # called on the store's thread, for each statement
+    assert store._file.db is not None
+    store._file.db.set_trace_callback(statements.append)  # called on the store's thread, for each statement
     await store.append(KEY, said("b"), system=[{"role": "system", "content": "be brief"}])
     rows = [s.strip() for s in statements if "conversations" in s]
     assert len(rows) == 1 and rows[0].startswith("UPDATE conversations SET first_seq") and "WHERE" in rows[0]
@@ -82,12 +82,12 @@ async def test_a_row_this_store_wrote_moves_on_by_the_guarded_update_without_a_r
 async def test_remembered_rows_are_bounded_and_a_forgotten_one_is_read_first(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(sqlite, "_KNOWN_RANGES", 3)
+    monkeypatch.setattr(sqlite_writes, "KNOWN_RANGES", 3)
     store = SQLiteStore(str(tmp_path / "m.db"), ttl_seconds=60, max_messages=100, lock_timeout=1)
     keys = [("team-a", f"conv-{n}") for n in range(4)]
     for key in keys:
         await store.append(key, said("first"), system=None)
-    assert list(store._ranges) == keys[1:]  # the oldest went, alone
+    assert list(store._turns.ranges) == keys[1:]  # the oldest went, alone
     await store.append(keys[0], said("again"), system=None)  # forgotten: the row read first, still right
     conversation = await store.load(keys[0])
     assert conversation is not None and [m["content"] for m in conversation.messages] == ["first", "again"]

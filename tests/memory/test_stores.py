@@ -14,17 +14,11 @@ from gateway.core.memory.entries import Entry
 from gateway.memory.redis import RedisStore
 from gateway.memory.sqlite import SQLiteStore
 from gateway.memory.store import InProcessStore, KeyLocks, LockTimeout, MemoryStore
+from tests.support.memory_stores import Clock
 from tests.support.servers import flush_redis as flush
+from tests.support.waiting import eventually
 
 KEY = ("team-a", "conv-1")
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def e(role: str, text: str, tokens: int = 0) -> Entry:
@@ -32,7 +26,6 @@ def e(role: str, text: str, tokens: int = 0) -> Entry:
 
 
 StoreFactory = Callable[..., MemoryStore]
-
 
 
 @pytest.fixture(params=["memory", "sqlite", "sqlite-uncached", "sqlite-shared", "redis"])
@@ -130,7 +123,9 @@ async def test_ttl_forgets_untouched_conversations(make_store: StoreFactory) -> 
     if make_store.kind == "redis":  # type: ignore[attr-defined]
         store = make_store(ttl=1)
         await store.append(KEY, [e("user", "x")], system=None)
-        await asyncio.sleep(2.1)
+        assert await store.load(KEY) is not None
+        # redis-server's own clock expires it: polled until it did, within a deadline
+        await eventually(lambda: _gone(store), what="the conversation expired")
     else:
         clock = Clock()
         store = make_store(ttl=60, clock=clock)
@@ -141,6 +136,10 @@ async def test_ttl_forgets_untouched_conversations(make_store: StoreFactory) -> 
         assert await store.load(KEY) is not None
         clock.now += 2
     assert await store.load(KEY) is None
+
+
+async def _gone(store: MemoryStore) -> bool:
+    return await store.load(KEY) is None
 
 
 async def test_values_round_trip_and_are_replaced_and_deleted(make_store: StoreFactory) -> None:
@@ -186,22 +185,28 @@ async def test_values_expire_with_the_stores_ttl(make_store: StoreFactory) -> No
 async def test_lock_serializes(make_store: StoreFactory) -> None:
     store = make_store(lock_timeout=10)
     order: list[str] = []
-    held = asyncio.Event()
+    held, release = asyncio.Event(), asyncio.Event()
 
     async def first() -> None:
         async with store.lock(KEY):
             order.append("first+")
             held.set()
-            await asyncio.sleep(0.15)
+            await release.wait()
+            for index in range(3):  # awaits on the store while held: the second turn runs meanwhile, and must wait
+                await store.append(KEY, [e("user", f"while held {index}")], system=None)
             order.append("first-")
+
+    async def second() -> None:
+        async with store.lock(KEY):
+            order.append("second")
 
     task = asyncio.create_task(first())
     await held.wait()
     async with store.lock(("team-a", "other")):  # other conversations are not blocked
         order.append("other")
-    async with store.lock(KEY):
-        order.append("second")
-    await task
+    waiting = asyncio.create_task(second())  # runs before `first` resumes: it tries the lock while held
+    release.set()
+    await asyncio.gather(task, waiting)
     assert order == ["first+", "other", "first-", "second"]
 
 
@@ -232,7 +237,7 @@ async def test_a_waiter_that_leaves_passes_the_conversation_on() -> None:
     gone = asyncio.create_task(locks.hold(KEY).__aenter__())
     leaving = asyncio.create_task(locks.hold(KEY).__aenter__())
     staying = asyncio.create_task(locks.hold(KEY).__aenter__())
-    await asyncio.sleep(0)  # all three queued, oldest first
+    await eventually(lambda: len(locks._held[KEY]) == 3, what="all three queued, oldest first")
     gone.cancel()  # left while waiting: skipped
     with pytest.raises(asyncio.CancelledError):
         await gone
@@ -251,7 +256,7 @@ async def test_concurrent_locked_appends_lose_nothing(make_store: StoreFactory) 
     async def turn(i: int) -> None:
         async with store.lock(KEY):
             before = await store.load(KEY)
-            await asyncio.sleep(0)
+            await store.get_value("unrelated")  # one more await while held: other turns run meanwhile
             await store.append(KEY, [e("user", str(i))], system=None)
             after = await store.load(KEY)
             assert after is not None and len(after.entries) == (len(before.entries) if before else 0) + 1
@@ -278,7 +283,7 @@ async def test_sqlite_cache_is_bounded_and_falls_back_to_the_file(tmp_path: Path
     for key in keys:
         await store.append(key, [e("user", key[1]), e("assistant", "ok")], system=None)
         await store.load(key)
-    assert store._cached_entries <= 3
+    assert store._cache.entries <= 3
     for key in keys:
         conversation = await store.load(key)
         assert conversation is not None and conversation.messages[0]["content"] == key[1]
@@ -312,8 +317,17 @@ async def test_shared_sqlite_locks_across_stores_on_one_file(tmp_path: Path) -> 
             pass
     async with two.lock(("team-a", "other")):  # other conversations are free
         pass
+    tries = 0
+    submit = two._worker.submit
+
+    def counted(job: Any) -> None:  # each try for the lease is a job for the store's thread
+        nonlocal tries
+        tries += 1
+        submit(job)
+
+    two._worker.submit = counted  # type: ignore[method-assign]
     waiter = asyncio.create_task(two.lock(KEY).__aenter__())
-    await asyncio.sleep(0.05)
+    await eventually(lambda: tries >= 2, what="the waiter tried the file twice")
     waiter.cancel()  # a waiter that leaves must not leave a lock row behind
     with contextlib.suppress(asyncio.CancelledError):
         await waiter

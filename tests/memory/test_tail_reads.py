@@ -26,21 +26,9 @@ from gateway.memory.sqlite_file import STATE, live_state
 from gateway.memory.store import Key, MemoryStore
 from gateway.memory.turns import Memory
 from gateway.observe.trace import Trace
-from gateway.tokens import count_message, get_encoding
-from tests.memory.test_sqlite_leases import _OLD_SCHEMA
+from tests.support.memory_stores import OLD_SCHEMA, count, stored, tool_unit, window_settings
 
-ENCODINGS = {name: get_encoding(name) for name in ("o200k_base", "cl100k_base")}
 _ids = itertools.count()
-
-
-def count(message: dict[str, Any]) -> int:
-    return count_message(message, ENCODINGS["o200k_base"])
-
-
-def tool_unit(index: int, answered: int) -> list[dict[str, Any]]:
-    calls = [{"id": f"c{index}-{n}", "type": "function", "function": {"name": "f", "arguments": "{}"}} for n in range(2)]
-    results = [{"role": "tool", "tool_call_id": f"c{index}-{n}", "content": f"r{n}"} for n in range(answered)]
-    return [{"role": "assistant", "content": None, "tool_calls": calls}, *results]
 
 
 @st.composite
@@ -57,24 +45,6 @@ def histories(draw: st.DrawFn) -> list[dict[str, Any]]:
             messages.append({"role": kind, "content": draw(st.sampled_from(["hi", "a longer sentence " * 3, "x" * 90]))})
     return messages
 
-
-def stored(message: dict[str, Any], how: str) -> Entry:
-    """An entry counted in the turn's encoding, in another one (a size estimate only), or not at all."""
-    if how == "none":
-        return Entry(message, {})
-    return Entry(message, {how: count_message(message, ENCODINGS[how])})
-
-
-window_settings = st.one_of(
-    st.builds(MemorySettings, memory_type=st.just("message_window"), max_messages=st.integers(1, 30)),
-    st.builds(MemorySettings, memory_type=st.just("token_window"), max_tokens=st.integers(20, 600)),
-    st.builds(
-        MemorySettings,
-        memory_type=st.just("round_window"),
-        max_rounds=st.integers(1, 6),
-        max_chars=st.integers(20, 2000),
-    ),
-)
 
 
 async def plans_agree(
@@ -206,7 +176,7 @@ async def test_a_file_with_messages_of_the_old_shape_is_upgraded_and_read(tmp_pa
     path = tmp_path / "old.db"
     old = [{"role": "user", "content": "q1"}, {"role": "assistant", "content": "a1"}]
     with sqlite3.connect(path) as db:
-        db.executescript(_OLD_SCHEMA)
+        db.executescript(OLD_SCHEMA)
         db.execute("INSERT INTO conversations VALUES ('team-a', 'conv-1', '[]', strftime('%s', 'now'))")
         for seq, message in enumerate(old, start=5):  # an older gateway's trims left numbers from 5 on
             body = orjson.dumps({"m": message, "t": {"o200k_base": count(message)}})
@@ -227,5 +197,5 @@ async def test_a_file_with_messages_of_the_old_shape_is_upgraded_and_read(tmp_pa
     with sqlite3.connect(path) as db:
         # the range as its newest row tells it (the second append wrote that row alone: see sqlite_file)
         assert live_state(db.execute(STATE, key).fetchone())[2:] == (6, 8)
-        # row 5, below first_seq, is never read again; it goes with a later bunch (see _TRIM_EVERY)
+        # row 5, below first_seq, is never read again; it goes with a later bunch (see sqlite_writes.TRIM_EVERY)
         assert [row[0] for row in db.execute("SELECT seq FROM messages WHERE seq >= 6 ORDER BY seq")] == [6, 7, 8]

@@ -1,0 +1,174 @@
+"""Conversations locked across the processes sharing one SQLite file, by leases in the file itself.
+
+Worker processes sharing one file (`--workers N`) serialize a conversation's turns through the
+`locks` table: a lease is a row naming its holder, renewed while held, and gone once it runs out.
+A lease also names its holder's pid and boot (see `boot_id`), so a holder that died on this
+machine is taken over at once rather than after the lease runs out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import itertools
+import logging
+import os
+import socket
+import sqlite3
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Final, Protocol, TypeVar
+
+from gateway.memory.sqlite_file import transaction
+from gateway.memory.store import Key, KeyLocks, LockTimeout, StoreUnavailable
+
+T = TypeVar("T")
+log = logging.getLogger("gateway.memory")
+
+LEASE_SECONDS = 15.0
+_INSERT: Final = "INSERT OR IGNORE INTO locks (tenant, memory_id, owner, expires_at, pid, boot) VALUES (?, ?, ?, ?, ?, ?)"
+_FIRST_PAUSE: Final = 0.002  # between tries for a lease another process holds, doubling up to _LONGEST_PAUSE
+_LONGEST_PAUSE: Final = 0.05
+
+
+class Run(Protocol):
+    """Runs `work` on the store's thread with its open file."""
+
+    def __call__(self, work: Callable[[sqlite3.Connection], T], /) -> Awaitable[T]: ...
+
+
+def owns(db: sqlite3.Connection, key: Key, token: str) -> bool:
+    """Whether the lease on `key` is still the one `token` names."""
+    row = db.execute("SELECT owner FROM locks WHERE tenant = ? AND memory_id = ?", key).fetchone()
+    return row is not None and row[0] == token
+
+
+class Leases:
+    """This process's leases: its waiters queue in memory (`locks`), one of them at a time takes the row in the file.
+
+    `held` maps each conversation this process holds to its lease's token, which its writes check
+    (see `owns`): a write after the lease passed on is refused.
+    """
+
+    def __init__(self, run: Run, locks: KeyLocks) -> None:
+        self._run = run
+        self._locks = locks
+        self._owner = f"{os.getpid()}-{os.urandom(4).hex()}"
+        self._boot = boot_id()
+        self._tokens = itertools.count(1)
+        self.held: dict[Key, str] = {}
+
+    @asynccontextmanager
+    async def hold(self, key: Key) -> AsyncIterator[None]:
+        """Hold the conversation's lease, renewed until let go; LockTimeout after the locks' timeout."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._locks.timeout
+        async with self._locks.hold(key):
+            token = f"{self._owner}:{next(self._tokens)}"
+            pause = _FIRST_PAUSE
+            while not await self._try_lock(key, token):
+                if loop.time() >= deadline:
+                    raise LockTimeout(f"conversation busy for more than {self._locks.timeout:g}s")
+                await asyncio.sleep(min(pause, max(deadline - loop.time(), 0.0)))  # another process holds it: poll the file
+                pause = min(pause * 2, _LONGEST_PAUSE)
+            renewal = asyncio.create_task(self._renew(key, token))
+            self.held[key] = token
+            try:
+                yield
+            finally:
+                del self.held[key]
+                renewal.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await renewal
+                try:
+                    await self._run(functools.partial(_unlock, key=key, token=token))
+                except StoreUnavailable as exc:  # the lease ends it; never hide how the turn itself went
+                    log.warning("memory %s: releasing the sqlite lease failed (%s); it will expire", key[1], exc)
+
+    async def _try_lock(self, key: Key, token: str) -> bool:
+        attempt = asyncio.ensure_future(self._run(functools.partial(self._insert_lock, key=key, token=token)))
+        try:
+            return await asyncio.shield(attempt)
+        except asyncio.CancelledError:  # the caller left: never leave a lock behind for the lease to clear
+            if await attempt:
+                await self._run(functools.partial(_unlock, key=key, token=token))
+            raise
+
+    def _insert_lock(self, db: sqlite3.Connection, *, key: Key, token: str) -> bool:
+        now = time.time()
+        row = (*key, token, now + LEASE_SECONDS, os.getpid(), self._boot)
+        with transaction(db):
+            db.execute("DELETE FROM locks WHERE tenant = ? AND memory_id = ? AND expires_at < ?", (*key, now))
+            if db.execute(_INSERT, row).rowcount == 1:
+                return True
+            if not self._holder_died(db, key):
+                return False
+            db.execute("DELETE FROM locks WHERE tenant = ? AND memory_id = ?", key)
+            return db.execute(_INSERT, row).rowcount == 1
+
+    def _holder_died(self, db: sqlite3.Connection, key: Key) -> bool:
+        """Whether the lease on `key` belongs to a process of this boot that no longer runs."""
+        holder = db.execute("SELECT pid, boot FROM locks WHERE tenant = ? AND memory_id = ?", key).fetchone()
+        # Rows from older gateways carry no pid; rows from other machines name pids we cannot see.
+        if holder is None or holder[0] is None or holder[1] != self._boot:
+            return False
+        return process_gone(holder[0])
+
+    async def _renew(self, key: Key, token: str) -> None:
+        def extend(db: sqlite3.Connection) -> None:
+            db.execute(
+                "UPDATE locks SET expires_at = ? WHERE tenant = ? AND memory_id = ? AND owner = ?",
+                (time.time() + LEASE_SECONDS, *key, token),
+            )
+
+        pause = LEASE_SECONDS / 3
+        while True:  # a file locked for a while is retried; whether the lease held is decided at the write
+            await asyncio.sleep(pause)  # the lease's renewal period, not a wait for another task
+            try:
+                await self._run(extend)
+                pause = LEASE_SECONDS / 3
+            except StoreUnavailable as exc:
+                log.warning("memory %s: renewing the sqlite lease failed (%s); retrying", key[1], exc)
+                pause = 1.0
+
+
+def _unlock(db: sqlite3.Connection, *, key: Key, token: str) -> None:
+    db.execute("DELETE FROM locks WHERE tenant = ? AND memory_id = ? AND owner = ?", (*key, token))
+
+
+def boot_id() -> str:
+    """Names the space this process's pid is unique in: this boot's id and pid namespace, else the hostname.
+
+    The pid namespace is part of it because containers on one host share the boot id but number
+    their processes separately, so a pid from another container says nothing here.
+    """
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return socket.gethostname()
+    try:
+        return f"{boot} {os.readlink('/proc/self/ns/pid')}"
+    except OSError:
+        return boot
+
+
+def process_gone(pid: int) -> bool:
+    """Whether no process `pid` runs here; one that exited but was not yet reaped (a zombie) is gone."""
+    if pid <= 0:  # kill(0) and kill(-n) address process groups, not a holder
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # EPERM: it exists, as another user
+        return False
+    try:  # a worker killed under `serve --workers` stays a zombie until its parent joins it
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[:1] in (["Z"], ["X"])
