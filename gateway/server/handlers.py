@@ -26,9 +26,10 @@ from gateway.observe.trace import Trace
 from gateway.server import pins
 from gateway.server.aiohttp_internals import app_state, request_state
 from gateway.server.bodies import OFF_LOOP_BYTES, is_large, off_loop, read_payload
+from gateway.server.body_relay import relay_body
 from gateway.server.keys import CONFIG, DISPATCHER, LIFECYCLE, MEMORY, TRACE, tenant_of
 from gateway.server.parsing import check_count, check_input, check_messages, check_model, check_stream
-from gateway.server.relay import relay_body, relay_stream
+from gateway.server.relay import relay_stream
 from gateway.server.resolve import route_for
 from gateway.upstream.dispatch import Request, Result
 from gateway.upstream.providers.anthropic import client_headers

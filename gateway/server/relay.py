@@ -9,7 +9,6 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
-import orjson
 from aiohttp import web
 from orjson import JSONDecodeError
 from orjson import loads as _loads
@@ -18,15 +17,16 @@ from gateway.core.chunks import MalformedEvent, read_chunk
 from gateway.core.errors import GatewayError, OverloadedError
 from gateway.core.sse import DONE, Event, encode
 from gateway.core.translate import MalformedAnswer
-from gateway.core.translate import messages as anthropic_api
 from gateway.core.translate.reshape import StreamReshape
 from gateway.core.tree import Target
 from gateway.observe.trace import STREAM_ERROR, TIMEOUT, Trace
 from gateway.server.aiohttp_internals import EventStreamResponse, request_state
+from gateway.server.api_events import ApiEvents
 from gateway.server.keys import STREAM_STARTED
+from gateway.server.stream_reader import EventReader, StreamFailure, error_event, upstream_failure
 from gateway.upstream.deadline import IdleDeadline
 from gateway.upstream.dispatch import Result
-from gateway.upstream.providers.apis import MESSAGES, RESPONSES, Api, chat_usage, data_of, event_type, failure
+from gateway.upstream.providers.apis import Api
 from gateway.upstream.providers.base import TransportError
 from gateway.upstream.redaction import redact
 
@@ -48,14 +48,6 @@ Translator = StreamReshape  # turns the upstream's chat chunks into another API'
 
 _SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
 _SHORTAGE = "gateway_overloaded"  # a stream the gateway's own shortage ended: no outcome of the upstream's
-
-
-class _Failure(Exception):
-    """The stream cannot go on: the client gets this in-band error after what was relayed."""
-
-    def __init__(self, message: str, code: str, kind: str = "upstream_error", status: int = 502) -> None:
-        super().__init__(message)
-        self.message, self.code, self.kind, self.status = message, code, kind, status
 
 
 _NULL_USAGE = b',"usage":null}'  # how OpenAI ends every chunk once include_usage is on
@@ -88,30 +80,6 @@ def _other_lines(raw: bytes) -> bytes:
     return b"".join(line + b"\n" for line in raw.split(b"\n") if line.startswith((b"id", b"event", b"retry")))
 
 
-class _Reader(Protocol):
-    """What the relay does with each upstream data event of one kind of stream."""
-
-    usage: Any  # the answer's usage, chat-shaped, for the trace
-    failed: tuple[int, str] | None  # an answer that ended as the upstream's own failure: (status, code)
-    cut_off: str  # the event a stream that stopped early lacks
-
-    def relay(self, batch: Sequence[Event], out: list[bytes]) -> Event | None:
-        """Add the client's bytes for `batch` to `out` up to the event that ends the answer, returned; raises _Failure."""
-        ...
-
-    def opening(self, first: Event, chunk: Any, rest: Sequence[Event], out: list[bytes]) -> Event | None:
-        """relay() for `[first, *rest]`, `first` the committed event, which the commit parsed as `chunk` (None: not)."""
-        ...
-
-    async def finish(self, event: Event) -> bytes:
-        """The client's last bytes for the event that ends the answer; raises _Failure."""
-        ...
-
-    def error(self, failure: _Failure) -> bytes:
-        """The in-band error event that ends an incomplete answer."""
-        ...
-
-
 class _Chunks:
     """What the relay does with each upstream chat event: parsed, checked, relayed as its bytes."""
 
@@ -119,7 +87,7 @@ class _Chunks:
     failed: tuple[int, str] | None = None
     cut_off = "[DONE]"
 
-    def __init__(self, target: Target, sink: StreamSink | None, translator: Translator | None, hide_usage: bool) -> None:
+    def __init__(self, target: Target, *, sink: StreamSink | None, translator: Translator | None, hide_usage: bool) -> None:
         self.target = target
         self.sink = sink
         self.translator = translator
@@ -167,7 +135,7 @@ class _Chunks:
             add(raw if plain else self._fed(chunk, raw))
         return None
 
-    def opening(self, first: Event, chunk: Any, rest: Sequence[Event], out: list[bytes]) -> Event | None:
+    def opening(self, first: Event, chunk: Any, rest: Sequence[Event], *, out: list[bytes]) -> Event | None:
         if chunk is None:  # not parsed (a replayed answer), or [DONE], or JSON's null: read as any event
             return self.relay([first, *rest], out)
         out.append(self._parsed(first, chunk))  # not parsed twice
@@ -178,27 +146,27 @@ class _Chunks:
             try:
                 await self.sink.finish()
             except GatewayError as exc:
-                raise _Failure(exc.message, exc.code or "internal_error", exc.type, exc.status) from None
+                raise StreamFailure(exc.message, exc.code or "internal_error", kind=exc.type, status=exc.status) from None
         # an answer the translator cannot end (a tool call that never got its name) is the upstream's, as in _fed
         return event.raw if self.translator is None else self._translated(self.translator.finish, self.usage)
 
     def _read(self, event: Event) -> Any:
-        """The event's payload; raises _Failure for an error event or one that is not JSON."""
+        """The event's payload; raises StreamFailure for an error event or one that is not JSON."""
         try:
             chunk, error = read_chunk(event)
         except MalformedEvent as exc:
-            raise _upstream_failure(self.target, str(exc)) from None
+            raise upstream_failure(self.target, str(exc)) from None
         if error is not None:
-            raise _upstream_failure(self.target, str(error.get("message") or "upstream sent an error event"))
+            raise upstream_failure(self.target, str(error.get("message") or "upstream sent an error event"))
         return chunk
 
-    def error(self, failure: _Failure) -> bytes:
+    def error(self, failure: StreamFailure) -> bytes:
         if self.translator is not None:
             return self.translator.error(failure.message, failure.code, failure.status)
-        return _error_event(failure.message, failure.code, failure.kind)
+        return error_event(failure.message, failure.code, failure.kind)
 
     def _parsed(self, event: Event, chunk: Any) -> bytes:
-        """The client's bytes for any data event (maybe none), `chunk` its payload as orjson read it (None: not JSON); raises _Failure."""
+        """The client's bytes for any data event (maybe none), `chunk` its payload as orjson read it (None: not JSON); raises StreamFailure."""
         if type(chunk) is not dict or "error" in chunk or event.name is not None:
             # Not the common chunk: read_chunk, which owns what an event means, reads it again in full.
             chunk = self._read(event)
@@ -240,73 +208,7 @@ class _Chunks:
         try:
             return b"".join(step(argument))
         except MalformedAnswer as exc:
-            raise _upstream_failure(self.target, str(exc)) from None
-
-
-class _Events:
-    """A stream already in the client's API (Responses or Anthropic events), relayed as the upstream's bytes.
-
-    An event is looked inside only where a guarantee needs it: its type (named by its `event:`
-    line) for failures and the end, and the few events that carry the answer's usage.
-    """
-
-    def __init__(self, target: Target, api: Api) -> None:
-        self.target = target
-        self.api = api
-        self.usage: Any = None
-        self.failed: tuple[int, str] | None = None
-        self.cut_off = api.cut_off
-        self._counts: dict[str, Any] = {}  # Anthropic's usage: message_start's, updated by message_delta's
-        self._last: Event | None = None
-
-    def relay(self, batch: Sequence[Event], out: list[bytes]) -> Event | None:
-        for event in batch:
-            if event.data is None:
-                out.append(event.raw)
-                continue
-            kind = event_type(event)
-            if kind in self.api.ends:
-                return event
-            out.append(self.relayed(event, kind))
-        return None
-
-    def opening(self, first: Event, chunk: Any, rest: Sequence[Event], out: list[bytes]) -> Event | None:
-        return self.relay([first, *rest], out)
-
-    async def finish(self, event: Event) -> bytes:
-        data = data_of(event)
-        if self.api.name == MESSAGES:
-            self.usage = chat_usage(MESSAGES, self._counts)
-            return event.raw
-        response = data.get("response")
-        self.usage = chat_usage(RESPONSES, response.get("usage") if isinstance(response, dict) else None)
-        if event_type(event) == b"response.failed":  # the upstream's own end of a failed answer, relayed as such
-            self.failed = (failure(self.api, data)[2], "upstream_stream_error")
-        return event.raw
-
-    def relayed(self, event: Event, kind: bytes | None) -> bytes:
-        """The event's bytes, its usage noted; raises _Failure for a failure event (its type is `kind`)."""
-        if kind in self.api.failures:
-            text, _, _ = failure(self.api, data_of(event))
-            raise _upstream_failure(self.target, text)
-        if kind == b"message_start":
-            message = data_of(event).get("message")
-            usage = message.get("usage") if isinstance(message, dict) else None
-            self._counts.update(usage if isinstance(usage, dict) else {})
-        elif kind == b"message_delta":
-            usage = data_of(event).get("usage")
-            self._counts.update(usage if isinstance(usage, dict) else {})
-        self._last = event
-        return event.raw
-
-    def error(self, failure: _Failure) -> bytes:
-        if self.api.name == MESSAGES:
-            return anthropic_api.error_event(failure.message, anthropic_api.error_type(failure.status))
-        last = data_of(self._last).get("sequence_number") if self._last is not None else None
-        sequence = last + 1 if isinstance(last, int) else 0
-        error = {"type": "error", "code": failure.code, "message": failure.message, "param": None,
-                 "sequence_number": sequence}
-        return b"event: error\ndata: " + orjson.dumps(error) + b"\n\n"
+            raise upstream_failure(self.target, str(exc)) from None
 
 
 async def relay_stream(
@@ -337,7 +239,7 @@ async def relay_stream(
     stream, target = result.stream, result.target
     # As headers, not through aiohttp's content_type setter, which parses the header it replaces.
     response = EventStreamResponse(status=200, headers={**headers, **_SSE_HEADERS})
-    chunks: _Reader = _Chunks(target, sink, translator, hide_usage) if api is None else _Events(target, api)
+    chunks: EventReader = _Chunks(target, sink=sink, translator=translator, hide_usage=hide_usage) if api is None else ApiEvents(target, api)
     plain = isinstance(chunks, _Chunks) and chunks.plain  # its finish() would give `[DONE]` as it came
     out: list[bytes] = []  # the current read's bytes for the client, written once it is looked at
     outcome: str | None = None  # how the attempt ended, when not as the upstream's status (_SHORTAGE: none of its own)
@@ -348,7 +250,7 @@ async def relay_stream(
         request_state(request)[STREAM_STARTED] = response
         trace.first_token(target)
         # the first event, and those that came in the same network read: one write for them all
-        end = chunks.opening(result.first_event, result.first_chunk, result.rest, out)
+        end = chunks.opening(result.first_event, result.first_chunk, result.rest, out=out)
         while end is None:
             if out:
                 await response.write(out[0] if len(out) == 1 else b"".join(out))
@@ -360,7 +262,7 @@ async def relay_stream(
             batch = await stream.next_batch()
             deadline.since = None
             if not batch:
-                raise _Failure(f"{target.name}: upstream stream ended without {chunks.cut_off}", "upstream_stream_error")
+                raise StreamFailure(f"{target.name}: upstream stream ended without {chunks.cut_off}", "upstream_stream_error")
             end = chunks.relay(batch, out)
         # a plain chat stream ends with the upstream's own `[DONE]`, as _Chunks.finish gives it: no coroutine to await
         out.append(end.raw if plain else await chunks.finish(end))
@@ -369,21 +271,21 @@ async def relay_stream(
             trace.failed(*chunks.failed)
         await response.write_eof(b"".join(out))  # the stream's last bytes and its end in one send
         return response
-    except _Failure as failure:
-        outcome = await _end_with(response, failure, chunks, out, trace)
+    except StreamFailure as failure:
+        outcome = await _end_with(response, failure, chunks, out=out, trace=trace)
     except asyncio.CancelledError:
         if deadline is None or not deadline.expired():
             raise
-        silence = _Failure(f"{target.name}: no stream event for {idle:g}s", "upstream_timeout")
-        outcome = await _end_with(response, silence, chunks, out, trace)
+        silence = StreamFailure(f"{target.name}: no stream event for {idle:g}s", "upstream_timeout")
+        outcome = await _end_with(response, silence, chunks, out=out, trace=trace)
     except TransportError as exc:
-        cut = _Failure(f"{target.name}: {redact(exc.detail, target)}", "upstream_stream_error")
-        outcome = await _end_with(response, cut, chunks, out, trace)
+        cut = StreamFailure(f"{target.name}: {redact(exc.detail, target)}", "upstream_stream_error")
+        outcome = await _end_with(response, cut, chunks, out=out, trace=trace)
     except OverloadedError as exc:  # the gateway's own shortage: the upstream did nothing wrong
         trace.overloaded(target, exc.reason)
         outcome = _SHORTAGE
-        short = _Failure(exc.message, exc.code or "gateway_overloaded", exc.type, exc.status)
-        await _end_with(response, short, chunks, out, trace)
+        short = StreamFailure(exc.message, exc.code or "gateway_overloaded", kind=exc.type, status=exc.status)
+        await _end_with(response, short, chunks, out=out, trace=trace)
     except ConnectionResetError:  # the client left; closing the upstream below is all there is to do
         pass
     except Exception:
@@ -392,9 +294,9 @@ async def relay_stream(
         if not response.prepared:
             raise
         out.clear()
-        broken = _Failure("the gateway failed while relaying the stream", "internal_error", "server_error", 500)
+        broken = StreamFailure("the gateway failed while relaying the stream", "internal_error", kind="server_error", status=500)
         with contextlib.suppress(ConnectionResetError):
-            await _end_with(response, broken, chunks, out, trace)
+            await _end_with(response, broken, chunks, out=out, trace=trace)
     finally:
         if deadline is not None:
             deadline.close()
@@ -406,7 +308,7 @@ async def relay_stream(
 
 
 async def _end_with(
-    response: web.StreamResponse, failure: _Failure, chunks: _Reader, out: list[bytes], trace: Trace
+    response: web.StreamResponse, failure: StreamFailure, chunks: EventReader, *, out: list[bytes], trace: Trace
 ) -> str | None:
     """End the client's stream with `failure`, in-band after `out`; the attempt's outcome, when the failure names one."""
     outcome = None
@@ -418,86 +320,3 @@ async def _end_with(
     out.append(chunks.error(failure))
     await response.write_eof(b"".join(out))
     return outcome
-
-
-def _upstream_failure(target: Target, message: str) -> _Failure:
-    """The failure an upstream's error event or malformed event is, its message redacted."""
-    return _Failure(f"{target.name}: {redact(message, target)}", "upstream_stream_error")
-
-
-def _error_event(message: str, code: str | None, kind: str = "upstream_error") -> bytes:
-    return encode({"error": {"message": message, "type": kind, "param": None, "code": code}})
-
-
-async def relay_body(request: web.Request, result: Result, headers: Mapping[str, str], *, trace: Trace) -> web.StreamResponse:
-    """A 2xx answer's unread body (speech audio) relayed as it arrives, nothing buffered.
-
-    Silence past the target's streamIdleTimeout, an upstream that cuts the body off, or the
-    gateway's own shortage or failure mid-body drops the client's connection before the body's
-    end: the client sees a cut-off answer, never a short one that looks whole.
-    """
-    reply, target = result.reply, result.target
-    assert reply is not None and reply.unread is not None
-    body = reply.unread
-    response = web.StreamResponse(status=reply.status, headers={**headers, "Content-Type": reply.content_type})
-    loop = asyncio.get_running_loop()
-    idle = target.stream_idle_timeout
-    deadline = IdleDeadline(loop, idle)
-    try:
-        await response.prepare(request)
-        request[STREAM_STARTED] = response
-        while True:
-            deadline.since = loop.time()
-            piece = await body.next_piece()
-            deadline.since = None
-            if not piece:
-                break
-            await response.write(piece)
-        await response.write_eof()
-        return response
-    except asyncio.CancelledError:
-        if not deadline.expired():
-            raise
-        return _cut_off(request, response, trace, f"{target.name}: no bytes for {idle:g}s", 504, "upstream_timeout")
-    except TransportError as exc:
-        detail = f"{target.name}: {redact(exc.detail, target)}"
-        return _cut_off(request, response, trace, detail, 502, "upstream_stream_error")
-    except OverloadedError as exc:  # the gateway's own shortage: the upstream did nothing wrong
-        trace.overloaded(target, exc.reason)
-        detail = f"{target.name}: the gateway ran short ({exc.reason})"
-        return _cut_off(request, response, trace, detail, exc.status, exc.code or "gateway_overloaded")
-    except ConnectionResetError:  # the client left
-        return response
-    except Exception:
-        if not response.prepared:
-            raise
-        # The gateway itself failed: once the status is out, only a cut-off body says so.
-        detail = f"the gateway failed while relaying the body of {target.name}"
-        return _cut_off(request, response, trace, detail, 500, "internal_error", failed=True)
-    finally:
-        deadline.close()
-        await body.close()
-
-
-def _cut_off(
-    request: web.Request,
-    response: web.StreamResponse,
-    trace: Trace,
-    detail: str,
-    status: int,
-    code: str,
-    *,
-    failed: bool = False,
-) -> web.StreamResponse:
-    """End a body under way without its end (no final chunk): the only error a binary answer can carry.
-
-    `failed`: the gateway's own fault, logged with the exception being handled.
-    """
-    if failed:
-        log.exception("the answer body was cut off: %s", detail)
-    else:
-        log.warning("the answer body was cut off: %s", detail)
-    trace.failed(status, code)
-    if request.transport is not None:
-        request.transport.abort()
-    return response

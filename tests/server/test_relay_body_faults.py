@@ -21,12 +21,12 @@ import pytest
 from aiohttp import web
 
 from gateway.observe.trace import Trace
-from gateway.server import handlers, relay
+from gateway.server import body_relay, handlers
 from gateway.upstream.dispatch import Result
 from gateway.upstream.providers.base import UnreadBody
 from gateway.upstream.providers.openai import transport_error
-from tests.conftest import Gateway
 from tests.support.fakes import FakeUpstream, Step
+from tests.support.gateway import Gateway
 from tests.support.scrape import metrics_text, samples, total
 
 AUDIO = b"ID3" + bytes(range(256)) * 8
@@ -54,7 +54,7 @@ def failing_second_read(monkeypatch: pytest.MonkeyPatch, error: Exception) -> No
     async def relay_body(request: web.Request, result: Result, headers: Any, *, trace: Trace) -> web.StreamResponse:
         assert result.reply is not None and result.reply.unread is not None
         result.reply.unread = _FailingSecondRead(result.reply.unread, error)
-        return await relay.relay_body(request, result, headers, trace=trace)
+        return await body_relay.relay_body(request, result, headers, trace=trace)
 
     monkeypatch.setattr(handlers, "relay_body", relay_body)
 
