@@ -221,7 +221,8 @@ class Dispatcher:
         if tried.stream is None:  # a committed stream's attempt ends when the relay ends it
             trace.attempt_ended(target, tried.label, time.monotonic() - started)
         # a stream is judged at its first event, like the route judges it
-        if breakers is not None and (told := breakers.record(target, outcome, admitted is not ORDINARY, tried.retry_after)):
+        probe = admitted is not ORDINARY
+        if breakers is not None and (told := breakers.record(target, outcome, probe=probe, retry_after=tried.retry_after)):
             await told
         if settles is not None and not outcome.ok:
             raise self._failure(settles, tried)

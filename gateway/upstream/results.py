@@ -4,6 +4,10 @@
 so far, the Outcome the route judges by, a `detail` (OK, or what went wrong) and when the attempt
 `started`. What a variant does not hold reads as None (a committed stream's `rest` as no events),
 so any Result reads alike: `result.reply`, `result.stream`, `result.kind`.
+
+Nothing changes a Result once it is made. The classes are not frozen all the same: a frozen
+dataclass sets each field through object.__setattr__, which every request would pay for, several
+times what the whole Result costs to make otherwise.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from gateway.upstream.providers.base import EventStream, Reply
 OK: Final = "ok"  # a usable answer's detail: the gateway's word, never an upstream's text
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class _Judged:
     """What every variant holds."""
 
@@ -32,7 +36,7 @@ class _Judged:
     started: float  # when the attempt began (time.monotonic)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class Replied(_Judged):
     """An answer read whole, of any status: a usable one, or the upstream's error answer."""
 
@@ -56,7 +60,7 @@ class Replied(_Judged):
         return str(self.outcome.status)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class Streamed(_Judged):
     """A stream committed at its first event that carries data, which the dispatcher read (and parsed)."""
 
@@ -80,7 +84,7 @@ class Streamed(_Judged):
         return str(self.outcome.status)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class Failed(_Judged):
     """An attempt that brought no usable answer: `kind` says how (TIMEOUT, CONNECT_ERROR, STREAM_ERROR, ...)."""
 

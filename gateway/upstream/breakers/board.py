@@ -49,7 +49,7 @@ class Breakers(Protocol):
         ...
 
     def record(
-        self, target: Target, outcome: Outcome, probe: bool = False, retry_after: float | None = None
+        self, target: Target, outcome: Outcome, *, probe: bool = False, retry_after: float | None = None
     ) -> Awaitable[None] | None:
         """Take one attempt's outcome; an awaitable when a shared store must hear of it first."""
         ...
@@ -177,7 +177,7 @@ class LocalBreakers:
         return PROBE if guard.breaker.claim(self._clock(), trial_lease(target)) else REFUSED
 
     def record(
-        self, target: Target, outcome: Outcome, probe: bool = False, retry_after: float | None = None
+        self, target: Target, outcome: Outcome, *, probe: bool = False, retry_after: float | None = None
     ) -> Awaitable[None] | None:
         """Take one attempt's outcome; an awaitable when a shared store must hear of it first."""
         guard = self._guards.get(target)
@@ -187,7 +187,7 @@ class LocalBreakers:
         if breaker.state == CLOSED and outcome.ok:
             breaker.succeeded(self._clock())
             return None
-        self._record(guard, counts_as_failure(guard.codes, outcome), probe, retry_after)
+        self._record(guard, counts_as_failure(guard.codes, outcome), probe=probe, retry_after=retry_after)
         return None
 
     def release(self, target: Target) -> None:
@@ -209,7 +209,7 @@ class LocalBreakers:
 
     # ---- shared with the Redis board
 
-    def _record(self, guard: Guard, failed: bool, probe: bool, retry_after: float | None) -> None:
+    def _record(self, guard: Guard, failed: bool, *, probe: bool, retry_after: float | None) -> None:
         if guard.breaker.record(failed, self._clock(), probe=probe, retry_after=retry_after):
             self._changed(guard)
         elif guard.breaker.state != CLOSED and failed and retry_after is not None:

@@ -211,7 +211,7 @@ class RedisBreakers(LocalBreakers):
         return REFUSED if guard.breaker.state == OPEN else ORDINARY  # (the reply refreshed the state)
 
     def record(
-        self, target: Target, outcome: Outcome, probe: bool = False, retry_after: float | None = None
+        self, target: Target, outcome: Outcome, *, probe: bool = False, retry_after: float | None = None
     ) -> Awaitable[None] | None:
         guard = self._guards.get(target)
         if guard is None:
@@ -223,9 +223,9 @@ class RedisBreakers(LocalBreakers):
             guard.pending += 1  # handed over with the next read of the route
             return None
         if self._clock() < self._down_until:
-            self._record(guard, failed, probe, retry_after)
+            self._record(guard, failed, probe=probe, retry_after=retry_after)
             return None
-        return self._publish(guard, failed, probe, retry_after)
+        return self._publish(guard, failed, probe=probe, retry_after=retry_after)
 
     def release(self, target: Target) -> None:
         super().release(target)
@@ -261,12 +261,12 @@ class RedisBreakers(LocalBreakers):
     def _window(self, guard: Guard, now: float) -> tuple[int, int]:
         return super()._window(guard, now) if self._down else (guard.calls, guard.failed)
 
-    async def _publish(self, guard: Guard, failed: bool, probe: bool, retry_after: float | None) -> None:
+    async def _publish(self, guard: Guard, failed: bool, *, probe: bool, retry_after: float | None) -> None:
         try:
             values = await self._run("fail" if failed else "ok", [guard], probe=probe, retry_after=retry_after)
         except Exception as exc:  # whatever the client raised: Redis is unavailable
             self._lost(exc)
-            self._record(guard, failed, probe, retry_after)
+            self._record(guard, failed, probe=probe, retry_after=retry_after)
             return
         self._apply(guard, values)
         if probe:
