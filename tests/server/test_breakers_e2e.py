@@ -16,9 +16,9 @@ import pytest
 
 from tests.support.fakes import FakeUpstream, Step, error_body, stream_of
 from tests.support.gateway import GATEWAY_KEY, Gateway
+from tests.support.metrics import root_url, scrape, value
 from tests.support.servers import RedisProcess, flush_redis
 from tests.support.waiting import eventually
-from tests.test_metrics import root_url, scrape, value
 
 MESSAGES = [{"role": "user", "content": "hi"}]
 

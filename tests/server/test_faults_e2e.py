@@ -25,7 +25,7 @@ import pytest
 
 from tests.support.fakes import FakeUpstream, Step, chat_completion, chunk, error_body, stream_of, trickle
 from tests.support.gateway import GATEWAY_KEY, Gateway
-from tests.test_metrics import root_url, scrape, value
+from tests.support.metrics import root_url, scrape, value
 
 FIRST = chunk({"role": "assistant", "content": "Par"})  # the event a stream commits on
 JSON_HEAD = b'{"id": "chatcmpl-up", "object": "chat.completion", "cho'  # a JSON answer broken off

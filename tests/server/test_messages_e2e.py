@@ -47,9 +47,9 @@ from tests.support.fakes_anthropic import (
 )
 from tests.support.gateway import GATEWAY_KEY
 from tests.support.memory_turns import SYSTEM, a, stored, u
+from tests.support.metrics import scrape, value
 from tests.support.routes import fallback_route
 from tests.support.tool_calls import CALL, QUESTION, calling_answer, calling_stream
-from tests.test_metrics import scrape, value
 
 # litellm's pydantic types warn once per process when first built; litellm itself hides it, pytest shows it
 pytestmark = pytest.mark.filterwarnings("ignore:.*`ReadOnly` qualifier:UserWarning")

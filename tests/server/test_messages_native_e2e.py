@@ -40,8 +40,8 @@ from tests.support.fakes_anthropic import MODEL as CLAUDE_MODEL
 from tests.support.fakes_anthropic import message as claude_message
 from tests.support.gateway import GATEWAY_KEY
 from tests.support.memory_turns import a, stored, u
+from tests.support.metrics import scrape, value
 from tests.support.tool_calls import QUESTION
-from tests.test_metrics import scrape, value
 
 # litellm's pydantic types warn once per process when first built; litellm itself hides it, pytest shows it
 pytestmark = pytest.mark.filterwarnings("ignore:.*`ReadOnly` qualifier:UserWarning")

@@ -11,7 +11,7 @@ import pytest
 from gateway.upstream.deadline import IdleDeadline
 from tests.conftest import Gateway
 from tests.support.fakes import FakeUpstream, Step, chunk, stream_of
-from tests.test_metrics import scrape, value
+from tests.support.metrics import scrape, value
 
 MESSAGES = [{"role": "user", "content": "stream please"}]
 

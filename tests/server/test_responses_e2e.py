@@ -31,10 +31,10 @@ from tests.support.fakes_anthropic import MODEL as CLAUDE_MODEL
 from tests.support.fakes_anthropic import start_anthropic
 from tests.support.gateway import GATEWAY_KEY, KEYS, Gateway
 from tests.support.memory_turns import a, stored, u
+from tests.support.metrics import scrape, value
 from tests.support.openai_errors import error_object
 from tests.support.routes import fallback_route
 from tests.support.tool_calls import CALL, QUESTION, calling_answer, calling_stream
-from tests.test_metrics import scrape, value
 
 # litellm's pydantic types warn once per process when first built; litellm itself hides it, pytest shows it
 pytestmark = pytest.mark.filterwarnings("ignore:.*`ReadOnly` qualifier:UserWarning")

@@ -39,8 +39,8 @@ from tests.support.fakes_responses import (
 )
 from tests.support.gateway import GATEWAY_KEY, KEYS, Gateway
 from tests.support.memory_turns import a, stored, u
+from tests.support.metrics import scrape, value
 from tests.support.openai_errors import error_object as error_of
-from tests.test_metrics import scrape, value
 
 # litellm's pydantic types warn once per process when first built; litellm itself hides it, pytest shows it
 pytestmark = pytest.mark.filterwarnings("ignore:.*`ReadOnly` qualifier:UserWarning")

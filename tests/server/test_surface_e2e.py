@@ -24,7 +24,7 @@ from gateway.core.errors import InvalidRequestError
 from gateway.server.surface import boundary_of, parse_form
 from tests.support.fakes import FakeUpstream, Step, error_body
 from tests.support.gateway import Gateway
-from tests.test_metrics import scrape, value
+from tests.support.metrics import scrape, value
 
 AUDIO = b"ID3\x03\x00\x00\x00fake mpeg frames \x00\xff\xfb" * 50
 IMAGE = {"created": 1700000000, "data": [{"url": "https://images.example/cat.png"}]}
