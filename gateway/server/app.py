@@ -25,7 +25,7 @@ from gateway.memory.turns import Memory
 from gateway.observe.logs import RequestLog
 from gateway.observe.metrics import CONTENT_TYPE, Metrics
 from gateway.observe.trace import combine
-from gateway.server import handlers, health, memory_api, surface
+from gateway.server import handlers, health, memory_api, messages_api, responses_api, surface
 from gateway.server.aiohttp_internals import announce_mode
 from gateway.server.connections import REASON as CONNECTIONS_REFUSED
 from gateway.server.connections import limit_connections
@@ -183,11 +183,11 @@ def config_app(config: Config, lifecycle: Lifecycle, *, metrics: Metrics | None 
     app.router.add_post("/v1/chat/completions", handlers.chat_completions)
     app.router.add_post("/v1/completions", handlers.completions)
     app.router.add_post("/v1/embeddings", handlers.embeddings)
-    app.router.add_post("/v1/messages", handlers.messages)
-    app.router.add_post("/v1/messages/count_tokens", handlers.count_tokens)
-    app.router.add_post("/v1/responses", handlers.responses)
-    app.router.add_get("/v1/responses/{response_id}", handlers.get_response)
-    app.router.add_delete("/v1/responses/{response_id}", handlers.delete_response)
+    app.router.add_post("/v1/messages", messages_api.messages)
+    app.router.add_post("/v1/messages/count_tokens", messages_api.count_tokens)
+    app.router.add_post("/v1/responses", responses_api.responses)
+    app.router.add_get("/v1/responses/{response_id}", responses_api.get_response)
+    app.router.add_delete("/v1/responses/{response_id}", responses_api.delete_response)
     for path, handler in surface.HANDLERS.items():
         app.router.add_post(path, handler)
     app.router.add_get("/v1/models", handlers.list_models)

@@ -1,0 +1,154 @@
+"""OpenAI's Responses API: `POST /v1/responses`, and stored responses read or deleted by id at their target."""
+
+from __future__ import annotations
+
+import logging
+import re
+
+from aiohttp import web
+
+from gateway.core.errors import InvalidRequestError, NotFoundError
+from gateway.core.translate import responses as responses_translation
+from gateway.core.translate.reshape import ResponsesReshape
+from gateway.core.tree import Route
+from gateway.memory.errors import store_errors
+from gateway.memory.store import StoreUnavailable
+from gateway.observe.trace import Trace
+from gateway.server import pins
+from gateway.server.bodies import read_payload
+from gateway.server.handlers import (
+    Answered,
+    chat,
+    forward_as_is,
+    gateway_headers,
+    memory_ask,
+    resolve,
+    served_as_is,
+    to_chat,
+)
+from gateway.server.keys import CONFIG, DISPATCHER, MEMORY, TRACE, tenant_of
+from gateway.server.parsing import check_count
+from gateway.upstream.dispatch import Request, Result
+from gateway.upstream.providers.apis import DELETE, RESPONSES, RESPONSES_API, RETRIEVE, data_of
+
+log = logging.getLogger("gateway")
+
+
+async def responses(request: web.Request) -> web.StreamResponse:
+    """The Responses API: passed through to targets that serve it, translated for the others.
+
+    A request continuing a response (`previous_response_id`) is pinned to the target that
+    produced it. With memory every target is translated: the conversation is kept as chat messages.
+    """
+    raw, body = await read_payload(request)
+    route = resolve(request, body)
+    check_count(body, "input", request.app[CONFIG].server.max_messages)
+    trace: Trace = request[TRACE]
+    ask = memory_ask(request, route)
+    previous = body.get("previous_response_id")
+    if ask is None and isinstance(previous, str) and previous:
+        route = await _pinned_route(request, route, previous)
+    if ask is None and served_as_is(route, RESPONSES):
+        stored = body.get("store") is not False  # an upstream keeps no response the client asked it not to
+        call = Request(RESPONSES, body, raw, trace.stream, trace)
+        answered = _recording(request, route) if stored else None
+        return await forward_as_is(request, route, call, api=RESPONSES_API, answered=answered)
+    # Translated here, by a route no target of which keeps responses (or for memory): nothing to record.
+    payload = await to_chat(responses_translation.to_chat, body, raw)
+    return await chat(request, route, payload, ask=ask, reshape=ResponsesReshape(body))
+
+
+async def get_response(request: web.Request) -> web.StreamResponse:
+    """`GET /v1/responses/{response_id}`: asked of the target that produced the response."""
+    return await _stored_response(request, RETRIEVE)
+
+
+async def delete_response(request: web.Request) -> web.StreamResponse:
+    """`DELETE /v1/responses/{response_id}`: asked of the target that produced the response."""
+    return await _stored_response(request, DELETE)
+
+
+_RESPONSE_ID = re.compile(r"[A-Za-z0-9_-]{1,256}")
+
+
+async def _stored_response(request: web.Request, endpoint: str) -> web.StreamResponse:
+    response_id = request.match_info["response_id"]
+    unknown = NotFoundError(
+        f"No stored response with id '{response_id[:300]}' is known to this gateway for this key "
+        "(records expire; responses translated to chat completions are not stored).",
+        param="response_id",
+    )
+    if not _RESPONSE_ID.fullmatch(response_id):
+        raise unknown
+    if request.query.get("stream", "").lower() == "true":
+        raise InvalidRequestError("Streaming a stored response is not supported by this gateway.", param="stream",
+                                  code="unsupported_value")
+    store, tenant = request.app[MEMORY].store, tenant_of(request)
+    with store_errors():
+        try:
+            found = await pins.find(store, request.app[CONFIG], tenant, response_id)
+        except pins.NotYours:
+            found = None
+    if found is None:
+        raise unknown
+    route = pins.pinned(*found)
+    payload = {"response_id": response_id, "query": request.query_string}
+    trace = request[TRACE]
+    result = await request.app[DISPATCHER].dispatch(route, Request(endpoint, payload, None, trace=trace))
+    reply = result.reply
+    assert reply is not None  # the call was not a stream
+    if endpoint == DELETE:
+        await pins.forget(store, response_id)
+    headers = {**gateway_headers(trace, route, result), "Content-Type": reply.content_type}
+    return web.Response(body=reply.body, status=reply.status, headers=headers)
+
+
+async def _pinned_route(request: web.Request, route: Route, response_id: str) -> Route:
+    """`route`, or the target that produced `response_id` alone when it is known.
+
+    With several tenants (gateway keys of different names), only an id answered to this
+    tenant is continued: every tenant calls the upstreams with the operator's keys, so an
+    unknown id, another tenant's, or a store that cannot say is refused. With one tenant an
+    unknown id walks the route as usual (its upstream answers).
+    """
+    config = request.app[CONFIG]
+    strict = len({key.name for key in config.api_keys}) > 1
+    unknown = NotFoundError(
+        f"No response with id '{response_id[:300]}' was answered to this key through this gateway "
+        "(records expire with the memory store's TTL).",
+        param="previous_response_id",
+    )
+    try:
+        found = await pins.find(request.app[MEMORY].store, config, tenant_of(request), response_id)
+    except pins.NotYours:
+        raise unknown from None
+    except StoreUnavailable as exc:
+        if strict:
+            with store_errors():
+                raise
+        log.warning("previous_response_id %s: its target could not be looked up (%s); routing as usual", response_id, exc)
+        return route
+    if found is None:
+        if strict:
+            raise unknown
+        return route
+    return pins.pinned(*found)
+
+
+def _recording(request: web.Request, route: Route) -> Answered:
+    """Records which target answered the response id the answer carries (passed through or translated)."""
+
+    async def answered(result: Result) -> None:
+        await pins.record(request.app[MEMORY].store, tenant_of(request), _response_id(result), route, result.target)
+
+    return answered
+
+
+def _response_id(result: Result) -> object:
+    """The id of the Responses answer in `result`: its JSON's, or its stream's `response.created`'s."""
+    if result.reply is not None:
+        data = result.reply.data
+        return data.get("id") if isinstance(data, dict) else None
+    assert result.first_event is not None
+    response = data_of(result.first_event).get("response")
+    return response.get("id") if isinstance(response, dict) else None
