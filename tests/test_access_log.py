@@ -10,6 +10,7 @@ import select
 import signal
 import subprocess
 import sys
+import time
 import weakref
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -19,7 +20,6 @@ import openai
 import pytest
 
 from gateway.cli import main as cli
-from gateway.observe import logs
 from gateway.observe import trace as observe
 from gateway.observe.logs import (
     ACCESS_BUFFER_LINES,
@@ -107,9 +107,9 @@ async def test_a_waiting_line_keeps_the_time_its_request_ended(
 ) -> None:
     """Lines are formatted when written, from values taken when the request ended."""
     sink, handler = install(flush_seconds=3600, fmt=fmt)
-    monkeypatch.setattr(logs.time, "time", lambda: 1_700_000_000.25)  # 2023-11-14T22:13:20.250Z
+    monkeypatch.setattr(time, "time", lambda: 1_700_000_000.25)  # 2023-11-14T22:13:20.250Z
     serve(RequestLog(), "req_1")
-    monkeypatch.setattr(logs.time, "time", lambda: 1_700_000_007.5)
+    monkeypatch.setattr(time, "time", lambda: 1_700_000_007.5)
     handler.flush()
     assert sink.getvalue().startswith("2023-11-14T22:13:20.250Z" if fmt == "text" else '{"time":"2023-11-14T22:13:20.250Z"')
 
@@ -197,7 +197,7 @@ def test_the_access_line_is_what_the_formatter_makes_of_its_record(formatter: Js
     trace.end(200)
     record = logging.LogRecord("gateway.access", logging.INFO, __file__, 0, "request", None, None)
     record.request_id, record.fields = "req_1", access_fields(trace)
-    assert formatter.access_line(record.created, "INFO", "gateway.access", trace) == formatter.format(record)
+    assert formatter.access_line(trace, created=record.created, level="INFO", logger="gateway.access") == formatter.format(record)
 
 
 def test_the_flush_interval_flag_reaches_serve(monkeypatch: pytest.MonkeyPatch) -> None:
