@@ -58,7 +58,7 @@ def access_entry(trace: Trace, created: float = 0.0, blank: dict[str, Any] = _HE
     line["status"] = trace.status
     line["error_code"] = trace.error_code
     line["stream"] = trace.stream
-    # Milliseconds to a tenth, half up: floor() is a third of round()'s cost, a tenth of round(ms, 1)'s
+    # Milliseconds to a tenth, half up, by floor(): cheaper than round(), and every request pays for it
     line["duration_ms"] = floor(trace.elapsed * 10_000 + 0.5) / 10
     ttft = trace.ttft
     if ttft is not None:

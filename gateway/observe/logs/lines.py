@@ -29,7 +29,7 @@ class _UtcClock:
         self._second: tuple[int, str] = (-1, "")
 
     def iso(self, created: float) -> str:
-        second = floor(created)  # floor(), not int(): the same for a time, at a third of the cost
+        second = floor(created)  # floor(), not int(): the same for a time, and cheaper
         cached, prefix = self._second
         if cached != second:
             prefix = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))

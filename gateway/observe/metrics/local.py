@@ -1,7 +1,7 @@
 """The back-end of one process: plain Python numbers, turned into samples only when scraped.
 
-A counter increment here is an attribute add, a fifth of prometheus-client's locked one, and
-only the event loop touches the values; a collector hands them to prometheus-client to format.
+Only the event loop touches these values, so a counter increment is an attribute add, without
+the lock prometheus-client takes for each; a collector hands them to prometheus-client to format.
 """
 
 from __future__ import annotations
