@@ -451,16 +451,6 @@ def test_round_window_new_turn_alone_too_big_forwards_no_history() -> None:
     assert p.forwarded == [u("x" * 50)] and p.history_kept == 0
 
 
-def test_normalize_drops_empty_tool_calls() -> None:
-    assert normalize({"role": "assistant", "content": "hi", "tool_calls": []}) == a("hi")
-
-
-def test_normalize_drops_extras_and_keeps_tool_fields() -> None:
-    message = {"role": "assistant", "content": None, "refusal": None, "annotations": [],
-               "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}, "index": 0}]}
-    assert normalize(message) == {"role": "assistant", "tool_calls": [call("c", "f", "{}")]}
-
-
 @settings(deadline=None)
 @given(st.lists(spelled, max_size=8), st.lists(spelled, min_size=1, max_size=8))
 def test_the_planned_turn_leaves_out_exactly_the_resent_copy(stored: list[tuple[int, int]], turn: list[tuple[int, int]]) -> None:

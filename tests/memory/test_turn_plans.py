@@ -14,7 +14,6 @@ from gateway.core.memory.plain import PlainHistory
 from gateway.core.memory.policies import CommonTurn, plan_common_turn, plan_turn
 from gateway.core.memory.settings import MemorySettings
 from gateway.memory import turns
-from gateway.memory.counting import OFF_LOOP_CHARS, Counts
 from gateway.memory.store import InProcessStore
 from gateway.memory.turns import Memory, Turn
 from gateway.observe.trace import Trace
@@ -126,38 +125,6 @@ def test_any_other_conversation_is_left_to_plan_turn(conversation: Conversation,
 
 
 WINDOW = MemorySettings("token_window", max_tokens=330)
-
-
-def test_a_request_of_the_common_shape_is_counted_as_plan_turn_counts() -> None:
-    counts = Counts(O200K, 128_000)
-    for system in (SYSTEM, {"role": "developer", "content": "rules"}):
-        turn = counts.common_turn([system, QUESTION], WINDOW)
-        assert turn == CommonTurn(system, QUESTION, count(system), count(QUESTION))
-        assert counts.common_turn([system, QUESTION], WINDOW) == turn  # the second time, from what it remembers
-
-
-@pytest.mark.parametrize(
-    "messages, window",
-    [
-        ([SYSTEM, QUESTION], MemorySettings("message_window")),
-        ([QUESTION], WINDOW),
-        ([SYSTEM, QUESTION, QUESTION], WINDOW),
-        ([QUESTION, SYSTEM], WINDOW),
-        ([SYSTEM, {**QUESTION, "name": "ann"}], WINDOW),
-        ([{**SYSTEM, "content": None}, QUESTION], WINDOW),
-        ([{"role": "system", "name": "ann"}, QUESTION], WINDOW),
-        ([SYSTEM, {"role": "user", "name": "ann"}], WINDOW),
-        ([SYSTEM, {"role": "user", "content": [{"type": "text", "text": "parts"}]}], WINDOW),
-        ([SYSTEM, {"role": "assistant", "content": "said"}], WINDOW),
-        ([SYSTEM, {"role": "user", "content": "x" * (OFF_LOOP_CHARS + 1)}], WINDOW),  # counted on a thread
-    ],
-    ids=[
-        "message-window", "no-system", "two-questions", "order", "name", "null-content", "system-without-content",
-        "question-without-content", "parts", "not-a-question", "large",
-    ],
-)
-def test_any_other_request_is_not_a_common_turn(messages: list[dict[str, Any]], window: MemorySettings) -> None:
-    assert Counts(O200K, 128_000).common_turn(messages, window) is None
 
 
 async def test_a_turn_of_the_common_shape_is_planned_without_plan_turn(monkeypatch: pytest.MonkeyPatch) -> None:

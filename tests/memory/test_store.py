@@ -1,9 +1,8 @@
-"""One contract, three stores: in-process, SQLite and a real redis-server."""
+"""The MemoryStore contract, held by three stores: in-process, SQLite and a real redis-server; the in-process locks."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -264,76 +263,3 @@ async def test_concurrent_locked_appends_lose_nothing(make_store: StoreFactory) 
     await asyncio.gather(*(turn(i) for i in range(30)))
     conversation = await store.load(KEY)
     assert conversation is not None and sorted(int(m["content"]) for m in conversation.messages) == list(range(30))
-
-
-async def test_sqlite_processes_sharing_a_file_see_each_others_turns(tmp_path: Path) -> None:
-    path = str(tmp_path / "shared.db")
-    one, two = (SQLiteStore(path, ttl_seconds=60, max_messages=100, lock_timeout=1, shared=True) for _ in range(2))
-    await one.append(KEY, [e("user", "from one")], system=None)
-    await two.append(KEY, [e("user", "from two")], system=None)
-    for store in (one, two):
-        conversation = await store.load(KEY)
-        assert conversation is not None and [m["content"] for m in conversation.messages] == ["from one", "from two"]
-        await store.close()
-
-
-async def test_sqlite_cache_is_bounded_and_falls_back_to_the_file(tmp_path: Path) -> None:
-    store = SQLiteStore(str(tmp_path / "c.db"), ttl_seconds=60, max_messages=100, lock_timeout=1, cache_entries=3)
-    keys = [("t", f"c{i}") for i in range(5)]
-    for key in keys:
-        await store.append(key, [e("user", key[1]), e("assistant", "ok")], system=None)
-        await store.load(key)
-    assert store._cache.entries <= 3
-    for key in keys:
-        conversation = await store.load(key)
-        assert conversation is not None and conversation.messages[0]["content"] == key[1]
-    await store.close()
-
-
-async def test_sqlite_uses_wal(tmp_path: Path) -> None:
-    import sqlite3
-
-    path = tmp_path / "wal.db"
-    store = SQLiteStore(str(path), ttl_seconds=60, max_messages=10, lock_timeout=1)
-    await store.append(KEY, [e("user", "x")], system=None)
-    await store.close()
-    assert sqlite3.connect(path).execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-
-
-async def test_shared_sqlite_locks_across_stores_on_one_file(tmp_path: Path) -> None:
-    path = str(tmp_path / "locks.db")
-    one, two = (SQLiteStore(path, ttl_seconds=60, max_messages=100, lock_timeout=0.3, shared=True) for _ in range(2))
-    held, release = asyncio.Event(), asyncio.Event()
-
-    async def holder() -> None:
-        async with one.lock(KEY):
-            held.set()
-            await release.wait()
-
-    task = asyncio.create_task(holder())
-    await held.wait()
-    with pytest.raises(LockTimeout):  # the other "process" waits, then gives up
-        async with two.lock(KEY):
-            pass
-    async with two.lock(("team-a", "other")):  # other conversations are free
-        pass
-    tries = 0
-    submit = two._worker.submit
-
-    def counted(job: Any) -> None:  # each try for the lease is a job for the store's thread
-        nonlocal tries
-        tries += 1
-        submit(job)
-
-    two._worker.submit = counted  # type: ignore[method-assign]
-    waiter = asyncio.create_task(two.lock(KEY).__aenter__())
-    await eventually(lambda: tries >= 2, what="the waiter tried the file twice")
-    waiter.cancel()  # a waiter that leaves must not leave a lock row behind
-    with contextlib.suppress(asyncio.CancelledError):
-        await waiter
-    release.set()
-    await task
-    async with two.lock(KEY):  # free again for the other store at once
-        pass
-    for store in (one, two):
-        await store.close()
