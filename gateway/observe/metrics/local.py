@@ -62,8 +62,8 @@ Child = TypeVar("Child", Number, Buckets)
 class _Family(Generic[Child]):
     """One series' children in this process, by label values, created on first use."""
 
-    def __init__(self, name: str, doc: str, labelnames: tuple[str, ...], make: Callable[[], Child]) -> None:
-        self.name, self.doc, self.labelnames = name, doc, labelnames
+    def __init__(self, series: CounterSeries | GaugeSeries | HistogramSeries, make: Callable[[], Child]) -> None:
+        self.name, self.doc, self.labelnames = series.name, series.doc, series.labels
         self.make: Callable[[], Child] = make
         self.children: dict[tuple[str, ...], Child] = {}
 
@@ -76,7 +76,7 @@ class _Family(Generic[Child]):
 
 class _NumberFamily(_Family[Number]):
     def __init__(self, series: CounterSeries | GaugeSeries) -> None:
-        super().__init__(series.name, series.doc, series.labels, Number)
+        super().__init__(series, Number)
         self.kind = CounterMetricFamily if isinstance(series, CounterSeries) else GaugeMetricFamily
 
     def collect(self) -> Metric:
@@ -88,7 +88,7 @@ class _NumberFamily(_Family[Number]):
 
 class _BucketsFamily(_Family[Buckets]):
     def __init__(self, series: HistogramSeries) -> None:
-        super().__init__(series.name, series.doc, series.labels, lambda: Buckets(series.buckets))
+        super().__init__(series, lambda: Buckets(series.buckets))
         self.edges = [*map(floatToGoString, series.buckets), "+Inf"]
 
     def collect(self) -> Metric:

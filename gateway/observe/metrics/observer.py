@@ -142,14 +142,14 @@ class Metrics(Observer):
         build_info.labels(version()).set(1)
         self._config_routes.set(len(config.routes))
 
-        prices = self._prices = load_prices() if prices is None else prices
+        self._prices = load_prices() if prices is None else prices
         # What a request adds to, found with one lookup per event; the bundles a request may need
         # are made here (their series show from the start), the rest on first use.
         self._endings: dict[tuple[str, int, bool], _Ending] = {}
         self._attempts: dict[tuple[Target, str], _Attempt] = {}
         self._routes = {name: self._route_children(name) for name in (*config.routes, OTHER_ROUTE)}
         self._targets = {
-            target: self._target_children(route, target, triggers, prices)
+            target: self._target_children(route, target, triggers)
             for route in config.routes.values()
             for target, triggers in leaves_with_triggers(route.root)
         }
@@ -170,7 +170,7 @@ class Metrics(Observer):
         for route in config.routes.values():
             for target, triggers in leaves_with_triggers(route.root):
                 if target not in self._targets:
-                    self._targets[target] = self._target_children(route, target, triggers, self._prices)
+                    self._targets[target] = self._target_children(route, target, triggers)
         self._config_routes.set(len(config.routes))
 
     def _route_children(self, name: str) -> _RouteChildren:
@@ -201,11 +201,9 @@ class Metrics(Observer):
         attempt = self._attempts[target, outcome] = _Attempt(count, t.duration)
         return attempt
 
-    def _target_children(
-        self, route: Route, target: Target, triggers: frozenset[str], prices: Mapping[str, Price]
-    ) -> _TargetChildren:
+    def _target_children(self, route: Route, target: Target, triggers: frozenset[str]) -> _TargetChildren:
         labels = (route.name, target.name, target.provider)
-        price = price_of(target.model or route.name, prices)
+        price = price_of(target.model or route.name, self._prices)
         tokens = _Tokens(
             self.tokens.labels(*labels, "prompt"),
             self.tokens.labels(*labels, "completion"),
