@@ -96,7 +96,7 @@ class Conversations:
             cursor.close()
             now = self._clock()
             self._turns.forget(key)  # its row changes: the next write reads it
-            _cut(db, key, start, now)
+            _cut(db, key, start, now=now)
             db.execute(  # the range as read, the newest messages gone: first_seq as it follows from them
                 "UPDATE conversations SET updated_at = ?, first_seq = ?, last_seq = ? WHERE tenant = ? AND memory_id = ?",
                 (now, first, start - 1, *key),
@@ -121,7 +121,7 @@ class Conversations:
             return db.execute("DELETE FROM conversations WHERE tenant = ? AND memory_id = ?", key).rowcount > 0
 
 
-def _cut(db: sqlite3.Connection, key: Key, start: int, now: float) -> None:
+def _cut(db: sqlite3.Connection, key: Key, start: int, *, now: float) -> None:
     """Delete messages numbered `start` on; a turn's row that holds older ones too keeps those."""
     held = db.execute(_HOLDING, (*key, start)).fetchone()
     db.execute("DELETE FROM messages WHERE tenant = ? AND memory_id = ? AND seq >= ?", (*key, start))

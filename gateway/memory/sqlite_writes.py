@@ -205,7 +205,7 @@ class TurnWriter:
         for write in writes:
             write.updated_at = now
         for key, first, start in trims:
-            _trim(cursor, key, first, start)
+            _trim(cursor, key, first=first, start=start)
         return True
 
     def _write_row(self, cursor: sqlite3.Cursor, write: Write, *, now: float, cutoff: float, today: int) -> None:
@@ -245,7 +245,7 @@ class TurnWriter:
             params = write.insert[4:]
             cursor.executemany(insert_rows(1), [(*key, start + i, now, *params[4 * i : 4 * i + 4]) for i in range(rows)])
         if trim_due(first, start, added):  # a row that holds a message from first_seq on stays
-            _trim(cursor, key, first, start)
+            _trim(cursor, key, first=first, start=start)
         write.updated_at = now
 
     def _write_row_from_file(
@@ -273,7 +273,7 @@ class TurnWriter:
         return first, last
 
 
-def _trim(cursor: sqlite3.Cursor, key: Key, first: int, start: int) -> None:
+def _trim(cursor: sqlite3.Cursor, key: Key, *, first: int, start: int) -> None:
     """Delete the rows that hold only messages below `first` (a turn numbered from `start` on moved it there).
 
     After turns written by themselves, a trim that fails is logged and left to the next one: the

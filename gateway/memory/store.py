@@ -39,8 +39,6 @@ class LockLost(StoreUnavailable):
     """The conversation's lock expired or passed to another holder before the write; nothing was written."""
 
 
-
-
 class MemoryStore(Protocol):
     async def load(self, key: Key) -> Conversation | None:
         """The whole stored conversation, or None when there is none (or it expired)."""
@@ -97,12 +95,6 @@ class Writability(Protocol):
     async def unwritable(self) -> str | None:
         """Why writes fail now (no path or secret in it: /readyz shows it), or None while they go through."""
         ...
-
-
-
-
-
-
 
 
 class KeyLocks:

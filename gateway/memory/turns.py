@@ -266,7 +266,9 @@ class Memory:
             if conversation is None:
                 conversation = _NO_CONVERSATION
             system, entries, older, plain = conversation.system, conversation.entries, conversation.older, conversation.plain
-            work = functools.partial(plan_turn, system, entries, messages, settings, encoding=encoding, older=older, plain=plain)
+            work = functools.partial(
+                plan_turn, system, entries, messages, settings=settings, encoding=encoding, older=older, plain=plain
+            )
             plan = None
             if len(messages) <= PLAN_ON_LOOP_MESSAGES:
                 with contextlib.suppress(CountOffLoop):

@@ -55,8 +55,8 @@ def test_a_plain_history_plans_as_the_walk_does(
     plain = PlainHistory.of(history[:split])  # built in two steps, as a store's cache grows with each write
     assert plain is not None and plain.extend(history[split:])
     messages = [{"role": "system", "content": "be brief"}, *turn]
-    walked = plan_turn([], history, messages, window, count=count, encoding="o200k_base", older=older)
-    assert plan_turn([], history, messages, window, count=count, encoding="o200k_base", older=older, plain=plain) == walked
+    walked = plan_turn([], history, messages, settings=window, count=count, encoding="o200k_base", older=older)
+    assert plan_turn([], history, messages, settings=window, count=count, encoding="o200k_base", older=older, plain=plain) == walked
 
 
 @given(history=stored_entries(), dropped=st.integers(0, 45), budget=st.integers(-5, 900))

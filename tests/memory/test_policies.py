@@ -41,7 +41,7 @@ def entries(*messages: dict[str, Any]) -> list[Entry]:
 
 
 def plan(history, messages, stored_system=(), **settings: Any):
-    return plan_turn(stored_system, entries(*history), messages, MemorySettings(**settings), count=count, encoding="o200k_base")
+    return plan_turn(stored_system, entries(*history), messages, settings=MemorySettings(**settings), count=count, encoding="o200k_base")
 
 
 HISTORY = [u("q1"), a("a1"), u("q2"), a("a2"), u("q3"), a("a3")]
@@ -396,7 +396,7 @@ def test_token_window_evicts_an_older_message_that_does_not_fit_whole() -> None:
 
 def test_token_window_uses_stored_counts() -> None:
     history = [Entry(u("cheap"), {"o200k_base": 1})]
-    p = plan_turn([], history, [u("x")], MemorySettings(memory_type="token_window", max_tokens=count(u("x")) + 3 + 1),
+    p = plan_turn([], history, [u("x")], settings=MemorySettings(memory_type="token_window", max_tokens=count(u("x")) + 3 + 1),
                   count=count, encoding="o200k_base")
     assert p.history_kept == 1  # counted as 1 token as stored, not recounted
 

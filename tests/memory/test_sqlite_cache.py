@@ -60,7 +60,7 @@ def test_plans_from_the_cache_equal_plans_over_the_stored_history(
             for turn in written:
                 messages = [{"role": "user", "content": "and now?"}]
                 planned = await memory.plan(key, window, messages, count=count, encoding="o200k_base", trace=Trace())
-                assert planned == plan_turn([], history[-cap:], messages, window, count=count, encoding="o200k_base")
+                assert planned == plan_turn([], history[-cap:], messages, settings=window, count=count, encoding="o200k_base")
                 async with store.lock(key):
                     await store.append(key, turn, system=None)
                 history.extend(turn)

@@ -62,7 +62,7 @@ async def plans_agree(
     assert whole is not None
     new = [m.message for m in whole.entries[len(whole.entries) - resend :]] if resend else []
     messages = [*new, {"role": "user", "content": "and now?"}]
-    expected = plan_turn(whole.system, whole.entries, messages, window, count=count, encoding="o200k_base")
+    expected = plan_turn(whole.system, whole.entries, messages, settings=window, count=count, encoding="o200k_base")
     with contextlib.ExitStack() as patches:
         if first_read is not None:
             patches.enter_context(mock.patch("gateway.memory.turns.first_reach", lambda *_: Reach(messages=first_read)))
@@ -166,7 +166,7 @@ async def test_a_long_conversation_is_read_only_as_far_as_the_window_goes(
     planned = await Memory(reads).plan(key, window, messages, count=count, encoding="o200k_base", trace=Trace())  # type: ignore[arg-type]
     whole = await store.load(key)
     assert whole is not None and len(whole.entries) == 1000
-    assert planned == plan_turn([], whole.entries, messages, window, count=count, encoding="o200k_base")
+    assert planned == plan_turn([], whole.entries, messages, settings=window, count=count, encoding="o200k_base")
     assert planned.evicted > 900
     assert reads.reads == 1 and reads.entries_read <= 128  # of 1,000 stored (redis reads in chunks)
     await store.close()

@@ -84,7 +84,7 @@ def test_the_common_plan_is_plan_turns_plan(
         return
     stored = conversation or Conversation([], [], 0.0)
     general = plan_turn(
-        stored.system, stored.entries, [system, question], MemorySettings("token_window", max_tokens=max_tokens),
+        stored.system, stored.entries, [system, question], settings=MemorySettings("token_window", max_tokens=max_tokens),
         count=count, encoding="o200k_base", older=stored.older, plain=stored.plain,
     )  # fmt: skip
     assert common == general
