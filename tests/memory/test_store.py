@@ -255,7 +255,7 @@ async def test_concurrent_locked_appends_lose_nothing(make_store: StoreFactory) 
     async def turn(i: int) -> None:
         async with store.lock(KEY):
             before = await store.load(KEY)
-            await store.get_value("unrelated")  # one more await while held: other turns run meanwhile
+            await asyncio.sleep(0)  # not a wait: the suspension point under test, where other turns run and must not get in
             await store.append(KEY, [e("user", str(i))], system=None)
             after = await store.load(KEY)
             assert after is not None and len(after.entries) == (len(before.entries) if before else 0) + 1
