@@ -216,9 +216,9 @@ class Memory(Section):
         default=_MEMORY.lock_timeout_seconds, description="Longest hold of a conversation by one request."
     )
     defaults: Window = Field(
-        default_factory=Window, description="Every route's window, unless the route sets its own."
+        default_factory=Window.model_construct, description="Every route's window, unless the route sets its own."
     )
-    limits: Limits = Field(default_factory=Limits, description="The largest window a request may ask for.")
+    limits: Limits = Field(default_factory=Limits.model_construct, description="The largest window a request may ask for.")
 
 
 class Retry(Section):
@@ -351,13 +351,13 @@ class ConfigFile(Section):
 
     model_config = ConfigDict(json_schema_extra={"required": ["routes"]})
 
-    server: Server = Field(default_factory=Server, description=Server.__doc__)
-    auth: Auth = Field(default_factory=Auth, description=Auth.__doc__)
-    cors: Cors = Field(default_factory=Cors, description=Cors.__doc__)
-    metrics: Metrics = Field(default_factory=Metrics, description=Metrics.__doc__)
-    breakers: Breakers = Field(default_factory=Breakers, description=Breakers.__doc__)
-    request_config: RequestConfig = Field(default_factory=RequestConfig, description=RequestConfig.__doc__)
-    memory: Memory = Field(default_factory=Memory, description=Memory.__doc__)
+    server: Server = Field(default_factory=Server.model_construct, description=Server.__doc__)
+    auth: Auth = Field(default_factory=Auth.model_construct, description=Auth.__doc__)
+    cors: Cors = Field(default_factory=Cors.model_construct, description=Cors.__doc__)
+    metrics: Metrics = Field(default_factory=Metrics.model_construct, description=Metrics.__doc__)
+    breakers: Breakers = Field(default_factory=Breakers.model_construct, description=Breakers.__doc__)
+    request_config: RequestConfig = Field(default_factory=RequestConfig.model_construct, description=RequestConfig.__doc__)
+    memory: Memory = Field(default_factory=Memory.model_construct, description=Memory.__doc__)
     default_route: Text | None = Field(
         default=None, description="The route of requests whose model names no route."
     )

@@ -29,7 +29,9 @@ class Section(BaseModel):
     `apiKey`); a key given null is as absent; any other key is refused, with the keys expected.
     """
 
-    model_config = ConfigDict(extra="forbid", alias_generator=camel, frozen=True)
+    # A validator is built when first used, for start-up cost: ConfigFile's at load (holding the
+    # sections'), Node's for the first x-gateway-config tree; the sections' own are never needed.
+    model_config = ConfigDict(extra="forbid", alias_generator=camel, frozen=True, defer_build=True)
     # what a value that is not a mapping is told
     expected: ClassVar[str] = "must be a mapping"
 

@@ -25,7 +25,8 @@ from gateway.config.checks import (
 from gateway.config.interpolation import Interpolated, env_refs, longest_first
 from gateway.config.problems import ConfigError, Loc, Problems, describe, path_of
 from gateway.config.providers import kind_of
-from gateway.config.schema import Breaker, Mock, Node, Retry, Route, Window
+from gateway.config.schema import Breaker, Limits, Mock, Node, Retry, Route
+from gateway.config.section import Section
 from gateway.config.validation import validated
 from gateway.core.memory.settings import MemorySettings
 from gateway.core.tree import BreakerPolicy, Fallback, LoadBalance, MockOptions, RetryPolicy, Single, Target
@@ -82,7 +83,7 @@ def read_route(
     return TreeRoute(name=name, root=root, memory=memory)
 
 
-def merged_window(window: Window | Any, base: MemorySettings) -> MemorySettings:
+def merged_window(window: Limits, base: MemorySettings) -> MemorySettings:
     """A memory window's given settings over `base`'s."""
     return dataclasses.replace(base, **_given(window))
 
@@ -233,7 +234,7 @@ def _target_env_refs(env: Mapping[str, Mapping[str, str]]) -> Mapping[str, str]:
     return longest_first(refs)
 
 
-def _given(section: Any) -> dict[str, Any]:
+def _given(section: Section) -> dict[str, Any]:
     """The settings a section of the schema gives (those it leaves None are inherited)."""
     return {key: value for key, value in section if value is not None}
 
