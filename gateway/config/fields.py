@@ -29,7 +29,8 @@ from gateway.config.section import refusal
 MAX_SECONDS: Final = 10 * 365 * 24 * 3600.0
 MAX_COUNT: Final = 10**9
 T = TypeVar("T")
-# What a `${VAR}` may stand for where the file is read as YAML, not only as text: a number or a flag.
+# A `${VAR}` reference as the file is written, where a number, a flag or a choice is expected: the
+# loader reads it once substituted.
 ENV_REFERENCE: Final = {
     "type": "string",
     "pattern": r"\$\{[A-Za-z_][A-Za-z0-9_]*(:-[^}]*)?\}",

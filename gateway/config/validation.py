@@ -1,7 +1,7 @@
 """The schema pass: a document validated against a model of gateway.config.schema, every problem kept.
 
-pydantic stops a mapping's checks at its first refused value (a model whose fields fail never
-runs its cross-field checks), and returns nothing when anything failed. To tell every problem
+pydantic tells every value it refuses, but runs no mapping's own check (a model validator) while
+one of its values is refused, and returns nothing when anything failed. To tell every problem
 at once, and to give the checks that follow a model of everything valid, each refused value is
 reported, then left out of the document (a mapping's key removed, a list's item emptied to `{}`
 so that the items after it keep their index) and the document validated again. A problem at or
@@ -74,7 +74,7 @@ def _leave_out(document: Any, loc: Loc) -> bool:
             return False
     last = loc[-1]
     if isinstance(parent, list) and isinstance(last, int) and last < len(parent):
-        if parent[last] == {}:
+        if parent[last] == {}:  # emptied before, and still refused: the list goes
             return _leave_out(document, loc[:-1])
         parent[last] = {}
         return True
