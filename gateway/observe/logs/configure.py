@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from enum import StrEnum
 from typing import Final, TextIO
 
 from gateway.observe import trace as observe
@@ -11,8 +12,26 @@ from gateway.observe.logs import handler as gateway_handler
 from gateway.observe.logs.handler import ACCESS_FLUSH_SECONDS, GatewayHandler
 from gateway.observe.logs.lines import JsonFormatter, TextFormatter
 
-FORMATS = ("json", "text")
-LEVELS = ("debug", "info", "warning", "error")
+
+class LogFormat(StrEnum):
+    """How a line is written."""
+
+    JSON = "json"  # one object per line, for whatever collects the output
+    TEXT = "text"  # `time LEVEL logger [request_id] message key=value ...`, for a person
+
+
+class LogLevel(StrEnum):
+    """The lowest level written, as `--log-level` names it."""
+
+    DEBUG = "debug"
+    INFO = "info"
+    WARNING = "warning"
+    ERROR = "error"
+
+
+# As plain strings: the command line offers and quotes them as such.
+FORMATS = tuple(fmt.value for fmt in LogFormat)
+LEVELS = tuple(level.value for level in LogLevel)
 
 # The HTTP clients' own loggers, kept at INFO or above even at --log-level debug (litellm's own
 # are set to WARNING by its provider, which imports it).
@@ -32,9 +51,9 @@ class RequestIdFilter(logging.Filter):
 def default_log_format(stream: TextIO) -> str:
     """Text for a person at a terminal, JSON for whatever collects the output otherwise."""
     try:
-        return "text" if stream.isatty() else "json"
+        return LogFormat.TEXT.value if stream.isatty() else LogFormat.JSON.value
     except (AttributeError, ValueError):  # no stream, or a closed one
-        return "json"
+        return LogFormat.JSON.value
 
 
 def configure_logging(
@@ -52,7 +71,7 @@ def configure_logging(
         raise ValueError(f"log level must be one of {', '.join(LEVELS)}, got {level!r}")
     if not flush_seconds >= 0:  # also rejects nan
         raise ValueError(f"access log flush interval must be >= 0 seconds, got {flush_seconds!r}")
-    formatter = JsonFormatter() if fmt == "json" else TextFormatter()
+    formatter = JsonFormatter() if fmt == LogFormat.JSON else TextFormatter()
     handler = GatewayHandler(sys.stderr if stream is None else stream, formatter, flush_seconds=flush_seconds)
     handler.addFilter(RequestIdFilter())
     root = logging.getLogger()
