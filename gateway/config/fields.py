@@ -16,19 +16,21 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Final, TypeVar, get_args
 
 import yaml
-from pydantic import AfterValidator, GetCoreSchemaHandler, GetJsonSchemaHandler
+from pydantic import AfterValidator, GetCoreSchemaHandler, GetJsonSchemaHandler, ValidatorFunctionWrapHandler
 from pydantic.json_schema import JsonSchemaValue
-from pydantic_core import CoreSchema, PydanticUseDefault, core_schema
+from pydantic_core import CoreSchema, PydanticUseDefault, ValidationError, core_schema
 
 from gateway.config.interpolation import Interpolated
 from gateway.config.problems import describe
-from gateway.config.section import refusal
+from gateway.config.section import again, refusal
 
 # Bounds on every duration and count: no wait needs more than 10 years nor any count more than a
 # billion, and past them a clock's or a store's arithmetic overflows (a datetime, a SQLite integer).
 MAX_SECONDS: Final = 10 * 365 * 24 * 3600.0
 MAX_COUNT: Final = 10**9
 T = TypeVar("T")
+# A list's item the schema pass left out (gateway.config.validation), skipped by ListOf.
+LEFT_OUT: Final = object()
 # A `${VAR}` reference as the file is written, where a number, a flag or a choice is expected: the
 # loader reads it once substituted.
 ENV_REFERENCE: Final = {
@@ -88,7 +90,9 @@ class AsFlag:
     def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
         return core_schema.no_info_before_validator_function(self.check, core_schema.bool_schema(strict=True))
 
-    def __get_pydantic_json_schema__(self, schema: CoreSchema, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+    def __get_pydantic_json_schema__(
+        self, schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
         return _or_reference(schema, handler)
 
     def check(self, value: Any) -> bool:
@@ -126,7 +130,9 @@ class Bounds:
             functools.partial(self.check, kind=source), inner
         )
 
-    def __get_pydantic_json_schema__(self, schema: CoreSchema, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+    def __get_pydantic_json_schema__(
+        self, schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
         return _or_reference(schema, handler)
 
     def check(self, value: Any, *, kind: type[int] | type[float]) -> float:
@@ -170,7 +176,9 @@ class Chosen:
             functools.partial(self.check, options=get_args(source)), handler(source)
         )
 
-    def __get_pydantic_json_schema__(self, schema: CoreSchema, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+    def __get_pydantic_json_schema__(
+        self, schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
         return _or_reference(schema, handler)
 
     def check(self, value: Any, *, options: tuple[str, ...]) -> str:
@@ -200,25 +208,38 @@ class StatusCode:
 
 @dataclass(frozen=True, slots=True)
 class ListOf:
-    """A list (of `items`, as messages name them); `non_empty` refuses an empty one too."""
+    """A list (of `items`, as messages name them); `non_empty` refuses an empty one too.
+
+    Items the schema pass left out (LEFT_OUT) are skipped, and its other items' problems keep
+    the places they have in the file.
+    """
 
     items: str = ""
     non_empty: bool = False
 
     def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
-        return core_schema.no_info_before_validator_function(self.check, handler(source))
+        return core_schema.no_info_wrap_validator_function(self.check, handler(source))
 
-    def __get_pydantic_json_schema__(self, schema: CoreSchema, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
+    def __get_pydantic_json_schema__(
+        self, schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
         listed = handler(schema)
         return {**listed, "minItems": 1} if self.non_empty else listed
 
-    def check(self, value: Any) -> list[Any]:
+    def check(self, value: Any, validate: ValidatorFunctionWrapHandler) -> Any:
         if not isinstance(value, list) or (self.non_empty and not value):
             wanted = "a non-empty list" if self.non_empty else "a list"
             raise refusal(
                 f"must be {wanted}{f' of {self.items}' if self.items else ''}, got {describe(value)}"
             )
-        return value
+        kept = [index for index, item in enumerate(value) if item is not LEFT_OUT]
+        try:
+            return validate([value[index] for index in kept])
+        except ValidationError as refused:
+            placed = [
+                again(error, (kept[int(error["loc"][0])], *error["loc"][1:])) for error in refused.errors()
+            ]
+            raise ValidationError.from_exception_data(refused.title, placed) from None
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
-from typing import Final
+from typing import Any, Final
 
 import yaml
 
@@ -39,7 +39,6 @@ from gateway.core.settings import (
     RequestConfigSettings,
     ServerConfig,
 )
-from gateway.core.tree import Route
 
 __all__ = [
     "DEFAULT_OPENAI_BASE_URL",
@@ -85,9 +84,8 @@ def parse_config(text: str, env: Mapping[str, str] | None = None) -> Config:
         document = interpolate(document, (), os.environ if env is None else env, problems, refs)
         if not isinstance(document, dict):
             raise ConfigError([*problems.messages, f"top level: must be a mapping, got {describe(document)}"])
+        route_names = _route_names(document, problems)
         checked = validated(ConfigFile, document, problems)
-        written = document.get("routes")
-        route_names = [str(name) for name in written] if isinstance(written, dict) else []
         config = None if checked is None else _config(checked, route_names=route_names, problems=problems)
     except RecursionError:
         raise ConfigError(["top level: nested too deeply"]) from None
@@ -98,19 +96,31 @@ def parse_config(text: str, env: Mapping[str, str] | None = None) -> Config:
     return config
 
 
+def _route_names(document: dict[str, Any], problems: Problems) -> list[str]:
+    """The names of the file's routes; a route whose name cannot be one is refused, and its body left unread."""
+    written = document.get("routes")
+    if not isinstance(written, dict):
+        return []
+    for name in written:
+        problem = route_name_problem(str(name))
+        if problem is not None:
+            problems.refuse(("routes", str(name)), problem)
+    document["routes"] = {
+        name: body for name, body in written.items() if route_name_problem(str(name)) is None
+    }
+    return [str(name) for name in written]
+
+
 def _config(checked: ConfigFile, *, route_names: list[str], problems: Problems) -> Config:
     """The gateway's settings from a validated file, with the checks that need more than one value."""
-    memory = _memory(checked.memory)
+    memory = _memory(checked.memory, given="memory" in checked.model_fields_set)
     for at, url in (("breakers", checked.breakers.url), ("memory", checked.memory.url)):
         for problem in redis_url_problems(url) if url else ():
             problems.add((at, "url"), problem)
-    routes: dict[str, Route] = {}
-    for name, route in checked.routes.items():
-        refused = route_name_problem(name)
-        if refused is not None:
-            problems.add(("routes", name), refused)
-        else:
-            routes[name] = read_route(name, route, ("routes", name), problems, memory.defaults)
+    routes = {
+        name: read_route(name, route, ("routes", name), problems, memory.defaults)
+        for name, route in checked.routes.items()
+    }
     if not route_names:
         problems.add(("routes",), "must be a mapping with at least one route")
     default_route = checked.default_route
@@ -144,15 +154,15 @@ def _api_key(key: GatewayKey) -> ApiKey:
         if key.key is not None
         else bytes.fromhex(key.key_sha256 or "")
     )
-    return ApiKey(key.name, digest)
+    return ApiKey(key.name or "", digest)
 
 
-def _memory(memory: Memory) -> MemoryConfig:
+def _memory(memory: Memory, *, given: bool) -> MemoryConfig:
     base = MemoryConfig()
     return MemoryConfig(
         store=memory.store,
         path=memory.path,
-        shown_path=show_references(memory.path, env_refs(memory.path)),
+        shown_path=show_references(memory.path, env_refs(memory.path)) if given else base.shown_path,
         url=memory.url or base.url,
         ttl_seconds=memory.ttl_seconds,
         max_stored_messages=memory.max_stored_messages,

@@ -61,19 +61,9 @@ class Problems:
             self.messages.append(f"{path_of(loc)}: {message}")
 
     def refuse(self, loc: Loc, message: str) -> None:
-        """Add a problem with the value at `loc`, which is then left out of every later check."""
-        self.add(loc, message)
+        """Tell a problem with the value at `loc`, which is then left out of every later check."""
+        self.messages.append(f"{path_of(loc)}: {message}")
         self.refused.append(loc)
 
     def is_refused(self, loc: Loc) -> bool:
         return any(loc[: len(refused)] == refused for refused in self.refused)
-
-    def refused_above(self, loc: Loc) -> Loc | None:
-        """The highest refused place at or above `loc`, if any."""
-        return min(
-            (refused for refused in self.refused if loc[: len(refused)] == refused), key=len, default=None
-        )
-
-    def refused_below(self, loc: Loc) -> bool:
-        """Whether a place under `loc` was refused."""
-        return any(len(refused) > len(loc) and refused[: len(loc)] == loc for refused in self.refused)

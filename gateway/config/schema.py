@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Annotated, Literal, cast
 
 from pydantic import ConfigDict, Field, model_validator
+from pydantic_core import InitErrorDetails, ValidationError
 
 from gateway.config.checks import (
     allowed_host_problem,
@@ -152,8 +153,11 @@ class RequestConfig(Section):
 class GatewayKey(Section):
     """A key clients send as their Bearer token; exactly one of key or keySha256."""
 
-    name: Annotated[str, AsText(), holds(tenant_problem)] = Field(
-        description="The caller's tenant: 1-64 letters, digits or ._@-."
+    # name is required, and told so with the key's other problems (_whole)
+    model_config = ConfigDict(json_schema_extra={"required": ["name"]})
+
+    name: Annotated[str, AsText(), holds(tenant_problem)] | None = Field(
+        default=None, description="The caller's tenant: 1-64 letters, digits or ._@-."
     )
     key: Annotated[str, AsText(), holds(gateway_key_problem)] | None = Field(
         default=None, description="The key itself."
@@ -163,9 +167,16 @@ class GatewayKey(Section):
     )
 
     @model_validator(mode="after")
-    def _one_key(self) -> GatewayKey:
+    def _whole(self) -> GatewayKey:
+        problems: list[InitErrorDetails] = []
+        if self.name is None:
+            problems.append({"type": refusal("is required"), "loc": ("name",), "input": None})
         if (self.key is None) == (self.key_sha256 is None):
-            raise refusal("needs exactly one of key or keySha256")
+            problems.append(
+                {"type": refusal("needs exactly one of key or keySha256"), "loc": (), "input": None}
+            )
+        if problems:
+            raise ValidationError.from_exception_data(type(self).__name__, problems)
         return self
 
 
@@ -216,9 +227,12 @@ class Memory(Section):
         default=_MEMORY.lock_timeout_seconds, description="Longest hold of a conversation by one request."
     )
     defaults: Window = Field(
-        default_factory=Window.model_construct, description="Every route's window, unless the route sets its own."
+        default_factory=Window.model_construct,
+        description="Every route's window, unless the route sets its own.",
     )
-    limits: Limits = Field(default_factory=Limits.model_construct, description="The largest window a request may ask for.")
+    limits: Limits = Field(
+        default_factory=Limits.model_construct, description="The largest window a request may ask for."
+    )
 
 
 class Retry(Section):
@@ -245,7 +259,8 @@ class Breaker(Section):
     """When a target's circuit opens: consecutive failures, or a failure rate over a window."""
 
     enabled: Flag | None = Field(
-        default=None, description=f"Whether the target has a breaker (default {str(_BREAKER.enabled).lower()})."
+        default=None,
+        description=f"Whether the target has a breaker (default {str(_BREAKER.enabled).lower()}).",
     )
     failures: PositiveCount | None = Field(
         default=None, description=f"Failures in a row that open it (default {_BREAKER.failures})."
@@ -356,7 +371,9 @@ class ConfigFile(Section):
     cors: Cors = Field(default_factory=Cors.model_construct, description=Cors.__doc__)
     metrics: Metrics = Field(default_factory=Metrics.model_construct, description=Metrics.__doc__)
     breakers: Breakers = Field(default_factory=Breakers.model_construct, description=Breakers.__doc__)
-    request_config: RequestConfig = Field(default_factory=RequestConfig.model_construct, description=RequestConfig.__doc__)
+    request_config: RequestConfig = Field(
+        default_factory=RequestConfig.model_construct, description=RequestConfig.__doc__
+    )
     memory: Memory = Field(default_factory=Memory.model_construct, description=Memory.__doc__)
     default_route: Text | None = Field(
         default=None, description="The route of requests whose model names no route."

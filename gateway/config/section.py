@@ -5,10 +5,10 @@ from __future__ import annotations
 import functools
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
-from pydantic_core import InitErrorDetails, PydanticCustomError
+from pydantic import BaseModel, ConfigDict, ModelWrapValidatorHandler, ValidationError, model_validator
+from pydantic_core import ErrorDetails, InitErrorDetails, PydanticCustomError
 
-from gateway.config.problems import describe
+from gateway.config.problems import Loc, describe
 
 
 def camel(key: str) -> str:
@@ -17,9 +17,13 @@ def camel(key: str) -> str:
     return head + "".join(part[:1].upper() + part[1:] for part in rest)
 
 
-def refusal(message: str) -> PydanticCustomError:
-    """The error a value check raises: `message` is what the config's problem list says after the path."""
-    return PydanticCustomError("config", "{message}", {"message": message})
+def refusal(message: str, *, stray: bool = False) -> PydanticCustomError:
+    """The error a value check raises: `message` is what the config's problem list says after the path.
+
+    A `stray` key (unknown, or spelled twice) is no value of its mapping: its mapping's own check
+    does not miss it.
+    """
+    return PydanticCustomError("config", "{message}", {"message": message, "stray": stray})
 
 
 class Section(BaseModel):
@@ -35,28 +39,51 @@ class Section(BaseModel):
     # what a value that is not a mapping is told
     expected: ClassVar[str] = "must be a mapping"
 
-    @model_validator(mode="before")
+    @model_validator(mode="wrap")
     @classmethod
-    def _spelled(cls, data: Any) -> Any:
-        """`data` with its keys in camelCase and its nulls left out; a ValidationError listing each key it cannot take."""
+    def _spelled(cls, data: Any, validate: ModelWrapValidatorHandler[Section]) -> Section:
+        """Validate `data` with its keys in camelCase and its nulls left out; its stray keys are told with its other problems."""
         if not isinstance(data, dict):
             raise refusal(f"{cls.expected}, got {describe(data)}")
         keys = _keys(cls)
         spelled: dict[str, Any] = {}
-        refused: list[InitErrorDetails] = []
+        seen: set[str] = set()
+        strays: list[InitErrorDetails] = []
         for raw_key, value in data.items():
             key = camel(str(raw_key))
-            if key in spelled:
+            if key in seen:
                 message = "given twice (snake_case and camelCase spellings of one key)"
             elif key not in keys:
                 message = f"unknown key (expected one of: {', '.join(sorted(keys))})"
             else:
-                spelled[key] = value
-                continue
-            refused.append({"type": refusal(message), "loc": (key,), "input": value})
-        if refused:
-            raise ValidationError.from_exception_data(cls.__name__, refused)
-        return {key: value for key, value in spelled.items() if value is not None}
+                message = ""
+            if key in keys:
+                spelled[key] = value  # of two spellings, the later is read
+            if message:
+                strays.append({"type": refusal(message, stray=True), "loc": (key,), "input": value})
+            seen.add(key)
+        given = {key: value for key, value in spelled.items() if value is not None}
+        if not strays:
+            return validate(given)
+        try:
+            validate(given)
+        except ValidationError as invalid:
+            strays.extend(map(again, invalid.errors()))
+        raise ValidationError.from_exception_data(cls.__name__, strays)
+
+
+def again(error: ErrorDetails, loc: Loc | None = None) -> InitErrorDetails:
+    """`error` to raise again (at `loc`, if given) with others."""
+    detail: InitErrorDetails = {
+        "type": PydanticCustomError("config", "{message}", error["ctx"])
+        if error["type"] == "config"
+        else error["type"],
+        "loc": tuple(error["loc"]) if loc is None else loc,
+        "input": error["input"],
+    }
+    if error["type"] != "config" and "ctx" in error:
+        detail["ctx"] = error["ctx"]
+    return detail
 
 
 @functools.cache

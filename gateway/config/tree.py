@@ -26,7 +26,7 @@ from gateway.config.interpolation import Interpolated, env_refs, longest_first
 from gateway.config.problems import ConfigError, Loc, Problems, describe, path_of
 from gateway.config.providers import kind_of
 from gateway.config.schema import Breaker, Limits, Mock, Node, Retry, Route
-from gateway.config.section import Section
+from gateway.config.section import Section, camel
 from gateway.config.validation import validated
 from gateway.core.memory.settings import MemorySettings
 from gateway.core.tree import BreakerPolicy, Fallback, LoadBalance, MockOptions, RetryPolicy, Single, Target
@@ -103,7 +103,11 @@ def read_node(
         problems.add((*loc, "name"), f"duplicate target name {name!r} (also at {path_of(names[name])})")
     names[name] = loc
     inherited = inherit(node, loc, inherited, problems)
-    if node.strategy is None and node.targets is None:
+    # a node that names a strategy or targets is a strategy node, even when they were refused
+    if not any(
+        getattr(node, key) is not None or problems.is_refused((*loc, camel(key)))
+        for key in ("strategy", "targets")
+    ):
         return build_target(node, loc, name, inherited, problems)
     mode, codes = "single", None
     if node.strategy is None:

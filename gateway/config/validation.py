@@ -4,9 +4,10 @@ pydantic tells every value it refuses, but runs no mapping's own check (a model 
 one of its values is refused, and returns nothing when anything failed. To tell every problem
 at once, and to give the checks that follow a model of everything valid, each refused value is
 reported, then left out of the document (a mapping's key removed, a list's item emptied to `{}`
-so that the items after it keep their index) and the document validated again. A problem at or
-under a place already refused only repeats it: that place's parent is left out instead,
-unreported; so is a mapping whose own check fails once a value was left out of it.
+or marked LEFT_OUT, so that the items after it keep their index) and the document validated again. A problem at or
+under a place already refused only repeats it: unreported, it leaves that place out for good (a
+list's item) or that place's mapping (a key); so is a mapping whose own check fails once a value
+was left out of it.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
+from gateway.config.fields import LEFT_OUT
 from gateway.config.problems import Loc, Problems
 from gateway.config.section import camel
 
@@ -25,6 +27,7 @@ M = TypeVar("M", bound=BaseModel)
 def validated(model: type[M], document: Any, problems: Problems) -> M | None:
     """`document` as a `model`, or None when no part of it is left to validate; every problem goes to `problems`."""
     document = _copied(document)
+    strays: set[Loc] = set()
     while True:
         try:
             return model.model_validate(document)
@@ -32,7 +35,11 @@ def validated(model: type[M], document: Any, problems: Problems) -> M | None:
             errors = refused.errors()
         # all of a pass's problems are told before any place is left out: a missing key's mapping
         # is left out, and the problems of its other keys are not repeats
-        left_out = [_told(error, problems) for error in errors]
+        settled = tuple(place for place in problems.refused if place not in strays)
+        left_out = [_told(error, problems, settled) for error in errors]
+        strays.update(
+            tuple(error["loc"]) for error in errors if error["type"] == "config" and error["ctx"]["stray"]
+        )
         if () in left_out:
             return None
         problems.refused.extend(left_out)
@@ -41,13 +48,13 @@ def validated(model: type[M], document: Any, problems: Problems) -> M | None:
             return None
 
 
-def _told(error: ErrorDetails, problems: Problems) -> Loc:
-    """Tell `error` unless it only repeats a problem told before; the place to leave out of the document."""
+def _told(error: ErrorDetails, problems: Problems, settled: tuple[Loc, ...]) -> Loc:
+    """Tell `error` unless it only repeats a problem of an earlier pass (`settled`); the place to leave out."""
     loc = tuple(error["loc"])
-    above = problems.refused_above(loc)
-    if above is not None:
-        return above[:-1]
-    if problems.refused_below(loc):
+    above = min((refused for refused in settled if loc[: len(refused)] == refused), key=len, default=None)
+    if above is not None:  # a list's item is then left out, a mapping's key with its mapping
+        return above if above and isinstance(above[-1], int) else above[:-1]
+    if any(len(refused) > len(loc) and refused[: len(loc)] == loc for refused in settled):
         return loc  # a check of the whole mapping, which misses the value left out of it
     if error["type"] == "missing":
         problems.refuse(loc, "is required")
@@ -74,9 +81,11 @@ def _leave_out(document: Any, loc: Loc) -> bool:
             return False
     last = loc[-1]
     if isinstance(parent, list) and isinstance(last, int) and last < len(parent):
-        if parent[last] == {}:  # emptied before, and still refused: the list goes
-            return _leave_out(document, loc[:-1])
-        parent[last] = {}
+        if parent[last] is LEFT_OUT:
+            return False
+        # emptied, it still holds its place (a strategy node's targets are named by it); refused
+        # again, it is left out, and the list skips it
+        parent[last] = LEFT_OUT if parent[last] == {} else {}
         return True
     if isinstance(parent, dict) and isinstance(last, str):
         key = _key(parent, last)

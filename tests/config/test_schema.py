@@ -22,7 +22,11 @@ from gateway.config.loader import ConfigError, load_config, parse_config
 ROOT = Path(__file__).resolve().parent.parent.parent
 SCHEMA_FILE = ROOT / "configs" / "gateway.schema.json"
 SHIPPED = sorted(
-    {*ROOT.joinpath("configs").rglob("*.yaml"), ROOT / "deploy" / "gateway.yaml", ROOT / "gateway" / "default.yaml"}
+    {
+        *ROOT.joinpath("configs").rglob("*.yaml"),
+        ROOT / "deploy" / "gateway.yaml",
+        ROOT / "gateway" / "default.yaml",
+    }
 )
 # values for the ${VAR}s the shipped files use, so that they also load
 PLACEHOLDERS = {
@@ -50,7 +54,9 @@ def test_the_schema_file_is_what_gateway_schema_prints(capsys: pytest.CaptureFix
 
 
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda path: str(path.relative_to(ROOT)))
-def test_every_shipped_config_validates_against_the_schema_and_loads(path: Path, validator: Draft202012Validator) -> None:
+def test_every_shipped_config_validates_against_the_schema_and_loads(
+    path: Path, validator: Draft202012Validator
+) -> None:
     text = path.read_text()
     first_line = text.splitlines()[0]
     assert first_line.startswith("# yaml-language-server: $schema="), first_line
