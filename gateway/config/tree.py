@@ -26,7 +26,7 @@ from gateway.config.interpolation import Interpolated, env_refs, longest_first
 from gateway.config.problems import ConfigError, Loc, Problems, describe, path_of
 from gateway.config.providers import kind_of
 from gateway.config.schema import Breaker, Limits, Mock, Node, Retry, Route
-from gateway.config.section import Section, camel
+from gateway.config.section import Section
 from gateway.config.validation import validated
 from gateway.core.memory.settings import MemorySettings
 from gateway.core.tree import BreakerPolicy, Fallback, LoadBalance, MockOptions, RetryPolicy, Single, Target
@@ -104,10 +104,8 @@ def read_node(
     names[name] = loc
     inherited = inherit(node, loc, inherited, problems)
     # a node that names a strategy or targets is a strategy node, even when they were refused
-    if not any(
-        getattr(node, key) is not None or problems.is_refused((*loc, camel(key)))
-        for key in ("strategy", "targets")
-    ):
+    named = {"strategy": node.strategy, "targets": node.targets}
+    if all(value is None and not problems.is_refused((*loc, key)) for key, value in named.items()):
         return build_target(node, loc, name, inherited, problems)
     mode, codes = "single", None
     if node.strategy is None:
