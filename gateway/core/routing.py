@@ -199,11 +199,11 @@ def _walk(node: Node, rng: Random, health: Health | None) -> Walk:
                     outcome = yield from _walk(child, rng, health)
                     if codes is None or not remaining or not triggers(codes, outcome):
                         return outcome
-            return (yield from _balance(remaining, codes, rng, health))
+            return (yield from _balance(remaining, codes, rng=rng, health=health))
     raise TypeError(f"not a strategy node: {node!r}")
 
 
-def _balance(remaining: list[Node], codes: frozenset[int] | None, rng: Random, health: Health) -> Walk:
+def _balance(remaining: list[Node], codes: frozenset[int] | None, *, rng: Random, health: Health) -> Walk:
     """A loadbalance that picks among children with a closed (or trial-ready) target only."""
     settled: Outcome | None = None
     while pool := [child for child in remaining if _reachable(child, health)]:

@@ -11,7 +11,7 @@ from typing import Any
 import openai
 import pytest
 
-from tests.conftest import Gateway
+from tests.support.gateway import Gateway
 
 CONFIG = "routes: {m: {provider: mock}}"
 

@@ -50,8 +50,10 @@ needs_the_internals = pytest.mark.skipif(
         ("3.14.5", "on", True),
         ("3.14.5", "off", False),
         ("3.14.5", " OFF ", False),
-        ("3.15.0", None, False),  # not read against its internals yet
+        ("3.14.6", None, False),  # not read against its internals yet
+        ("3.15.0", None, False),
         ("3.13.2", None, False),
+        ("3.14.5rc1", None, False),
         ("4.0.0a1", None, False),
         ("not-a-version", None, False),
     ],
