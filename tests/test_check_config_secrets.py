@@ -18,7 +18,7 @@ import pytest
 from gateway.cli.main import main
 from gateway.config.loader import ConfigError, parse_config
 from gateway.core.tree import iter_targets
-from tests.conftest import GATEWAY_KEY, Gateway
+from tests.support.gateway import GATEWAY_KEY, Gateway
 from tests.support.servers import free_port
 
 SECRETS = {

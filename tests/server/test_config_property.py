@@ -33,8 +33,8 @@ from hypothesis import strategies as st
 
 from gateway.config.loader import MAX_COUNT, MAX_SECONDS, ConfigError, parse_config
 from gateway.server.app import create_app
-from tests.conftest import GATEWAY_KEY
 from tests.support.behaviours import BEHAVIOURS, behaviours_app
+from tests.support.gateway import GATEWAY_KEY
 from tests.support.servers import free_port
 
 PROPERTY = settings(

@@ -9,8 +9,8 @@ import openai
 import pytest
 
 from gateway.upstream.deadline import IdleDeadline
-from tests.conftest import Gateway
 from tests.support.fakes import FakeUpstream, Step, chunk, stream_of
+from tests.support.gateway import Gateway
 from tests.support.metrics import scrape, value
 
 MESSAGES = [{"role": "user", "content": "stream please"}]

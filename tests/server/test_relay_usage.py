@@ -8,9 +8,9 @@ from typing import Any
 
 import orjson
 
-from tests.conftest import Gateway
-from tests.server.test_relay_events import raw_stream
 from tests.support.fakes import FakeUpstream, chunk
+from tests.support.gateway import Gateway
+from tests.support.sse_wire import raw_stream
 
 FIRST = chunk({"role": "assistant", "content": "Hi"})
 DONE = b"data: [DONE]\n\n"

@@ -13,11 +13,12 @@ import gzip
 import orjson
 import pytest
 
-from tests.conftest import GATEWAY_KEY, Gateway
-from tests.server.test_bad_input import AUTH, CONFIG, assert_error, call
-from tests.server.test_hostile_input import AUTH as AUTH_LINE
-from tests.server.test_hostile_input import CONFIG as MEMORY_CONFIG
-from tests.server.test_hostile_input import address, exchange, parse_answer, request
+from tests.support.gateway import GATEWAY_KEY, Gateway
+from tests.support.openai_errors import assert_error
+from tests.support.plain_http import AUTH, CONFIG, call
+from tests.support.raw_http import AUTH as AUTH_LINE
+from tests.support.raw_http import CONFIG as MEMORY_CONFIG
+from tests.support.raw_http import address, exchange, parse_answer, request
 
 PLAIN = {"role": "user", "content": "hi"}
 

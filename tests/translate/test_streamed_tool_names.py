@@ -17,8 +17,8 @@ import pytest
 
 from gateway.core.translate import messages as anthropic_api
 from gateway.core.translate import responses as responses_api
-from tests.conftest import GATEWAY_KEY, Gateway
 from tests.support.fakes import FakeUpstream, Step, chunk
+from tests.support.gateway import GATEWAY_KEY, Gateway
 
 NAMESPACE = {"type": "namespace", "name": "ns", "description": "A namespace",
              "tools": [{"type": "function", "name": "tool", "description": "A tool",
