@@ -8,6 +8,7 @@ from typing import Any, Final
 import orjson
 
 from gateway.core.errors import InvalidRequestError, PayloadTooLargeError
+from gateway.core.json_shape import Checker, Kind, Wording
 from gateway.core.nesting import MAX_JSON_DEPTH, too_deep
 
 
@@ -155,12 +156,30 @@ def _kind(value: Any) -> str:
     return "null" if value is None else type(value).__name__
 
 
+def _request_error(message: str, param: str | None, code: str) -> InvalidRequestError:
+    return InvalidRequestError(message, param=param, code=code)
+
+
+CHECK = Checker(Wording(
+    sentence="{path} must be {expected}, got {got}.",
+    names={Kind.OBJECT: "an object", Kind.ARRAY: "an array", Kind.STRING: "a string",
+           Kind.BOOLEAN: "a boolean", Kind.NUMBER: "a number"},
+    show=_kind,
+    error=_request_error,
+    code="invalid_type",
+    missing="{path} is required.",  # a top-level name, quoted by quote_names
+    missing_code="missing_required_parameter",
+    show_choice=_kind,
+    choice_code="invalid_value",
+    quote_names=True,
+))
+"""The door's checks: `'model' must be a non-empty string, got int.`, `messages[0].role must be a string, got null.`"""
+
+
 def check_model(payload: dict[str, Any]) -> str:
     model = payload.get("model")
     if not isinstance(model, str) or not model:
-        raise InvalidRequestError(
-            f"'model' must be a non-empty string, got {_kind(model)}.", param="model", code="invalid_type"
-        )
+        raise CHECK.fail("model", "a non-empty string", model)
     return model
 
 
@@ -169,20 +188,11 @@ def check_stream(payload: dict[str, Any]) -> bool:
     if stream is None:
         return False
     if not isinstance(stream, bool):
-        raise InvalidRequestError(f"'stream' must be a boolean, got {_kind(stream)}.", param="stream", code="invalid_type")
+        raise CHECK.fail("stream", "a boolean", stream)
     options = payload.get("stream_options")
     if options is not None and not isinstance(options, dict):
         raise InvalidRequestError("'stream_options' must be an object.", param="stream_options", code="invalid_type")
     return stream
-
-
-def _invalid(param: str, expected: str, value: Any) -> InvalidRequestError:
-    return InvalidRequestError(f"{param} must be {expected}, got {_kind(value)}.", param=param, code="invalid_type")
-
-
-def _check_string(value: Any, param: str) -> None:
-    if not isinstance(value, str):
-        raise _invalid(param, "a string", value)
 
 
 def check_messages(payload: dict[str, Any]) -> list[dict[str, Any]]:
@@ -195,11 +205,9 @@ def check_messages(payload: dict[str, Any]) -> list[dict[str, Any]]:
     if type(messages) is list and messages and _all_plain(messages):  # the usual conversation
         return messages
     if messages is None:
-        raise InvalidRequestError("'messages' is required.", param="messages", code="missing_required_parameter")
+        raise CHECK.missing("messages")
     if not isinstance(messages, list) or not messages:
-        raise InvalidRequestError(
-            f"'messages' must be a non-empty array, got {_kind(messages)}.", param="messages", code="invalid_type"
-        )
+        raise CHECK.fail("messages", "a non-empty array", messages)
     for index, message in enumerate(messages):
         _check_message(message, f"messages[{index}]")
     return messages
@@ -222,21 +230,20 @@ def _all_plain(messages: list[Any]) -> bool:
     return True
 
 
-def _check_message(message: Any, at: str) -> None:
-    if not isinstance(message, dict):
-        raise _invalid(at, "an object", message)
+def _check_message(value: Any, at: str) -> None:
+    message = CHECK.object(value, at)
     role = message.get("role")
     if not isinstance(role, str) or not role:
-        raise _invalid(f"{at}.role", "a non-empty string", role)
+        raise CHECK.fail(f"{at}.role", "a non-empty string", role)
     content = message.get("content")
     if isinstance(content, list):
         for number, part in enumerate(content):
             _check_part(part, f"{at}.content[{number}]")
     elif content is not None and not isinstance(content, str):
-        raise _invalid(f"{at}.content", "a string, an array of parts or null", content)
+        raise CHECK.fail(f"{at}.content", "a string, an array of parts or null", content)
     for key in ("name", "tool_call_id"):
         if message.get(key) is not None:
-            _check_string(message[key], f"{at}.{key}")
+            CHECK.string(message[key], f"{at}.{key}")
     calls = message.get("tool_calls")
     if calls is not None and (not isinstance(calls, list) or not all(isinstance(c, dict) for c in calls)):
         raise InvalidRequestError(
@@ -246,33 +253,27 @@ def _check_message(message: Any, at: str) -> None:
         _check_tool_call(call, f"{at}.tool_calls[{number}]")
 
 
-def _check_part(part: Any, at: str) -> None:
-    if not isinstance(part, dict):
-        raise _invalid(at, "an object", part)
-    _check_string(part.get("type"), f"{at}.type")
-    if part["type"] == "text":
-        _check_string(part.get("text"), f"{at}.text")
+def _check_part(value: Any, at: str) -> None:
+    part = CHECK.object(value, at)
+    if CHECK.string(part.get("type"), f"{at}.type") == "text":
+        CHECK.string(part.get("text"), f"{at}.text")
 
 
 def _check_tool_call(call: dict[str, Any], at: str) -> None:
-    _check_string(call.get("id"), f"{at}.id")
+    CHECK.string(call.get("id"), f"{at}.id")
     if "type" in call:
-        _check_string(call["type"], f"{at}.type")
-    function = call.get("function")
-    if not isinstance(function, dict):
-        raise _invalid(f"{at}.function", "an object", function)
-    _check_string(function.get("name"), f"{at}.function.name")
+        CHECK.string(call["type"], f"{at}.type")
+    function = CHECK.object(call.get("function"), f"{at}.function")
+    CHECK.string(function.get("name"), f"{at}.function.name")
     # OpenAI takes the arguments as JSON text only, never as the object itself.
-    _check_string(function.get("arguments"), f"{at}.function.arguments")
+    CHECK.string(function.get("arguments"), f"{at}.function.arguments")
 
 
 def check_input(payload: dict[str, Any], key: str, *, required: bool) -> None:
     value = payload.get(key)
     if value is None:
         if required:
-            raise InvalidRequestError(f"'{key}' is required.", param=key, code="missing_required_parameter")
+            raise CHECK.missing(key)
         return
     if not isinstance(value, (str, list)):
-        raise InvalidRequestError(
-            f"'{key}' must be a string or an array, got {_kind(value)}.", param=key, code="invalid_type"
-        )
+        raise CHECK.fail(key, "a string or an array", value)
