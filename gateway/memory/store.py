@@ -111,15 +111,16 @@ class KeyLocks:
     def hold(self, key: Key) -> Held:
         return Held(self, key)
 
-    def _take(self, key: Key) -> bool:
+    def take(self, key: Key) -> bool:
         """Take `key` if it is free (the common case), without an await."""
         if key in self._held:
             return False
         self._held[key] = []
         return True
 
-    async def _acquire(self, key: Key) -> None:
-        if self._take(key):
+    async def acquire(self, key: Key) -> None:
+        """Take `key`, waiting behind its earlier waiters up to `timeout` (LockTimeout)."""
+        if self.take(key):
             return
         turn: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         waiters = self._held[key]
@@ -129,14 +130,15 @@ class KeyLocks:
                 await turn
         except BaseException as exc:
             if turn.done() and not turn.cancelled():  # handed over just as the wait ended: pass it on
-                self._release(key)
+                self.release(key)
             elif turn in waiters:  # not yet passed over by a release
                 waiters.remove(turn)
             if isinstance(exc, TimeoutError):
                 raise LockTimeout(f"conversation busy for more than {self.timeout:g}s") from None
             raise
 
-    def _release(self, key: Key) -> None:
+    def release(self, key: Key) -> None:
+        """Pass `key` to its oldest waiter still waiting, or free it; never waits."""
         waiters = self._held[key]
         while waiters:
             turn = waiters.pop(0)
@@ -161,23 +163,14 @@ class Held:
 
     def take_now(self) -> bool:
         """Take the conversation if it is free (the common case); False: wait for it by `async with`."""
-        held = self._locks._held
-        if self._key in held:
-            return False
-        held[self._key] = []  # as `_take` does, without the call
-        return True
+        return self._locks.take(self._key)
 
     async def __aenter__(self) -> None:
-        if not self.take_now():
-            await self._locks._acquire(self._key)
+        await self._locks.acquire(self._key)
 
     def let_go(self) -> None:
         """Pass the conversation to its oldest waiter, or free it; never waits."""
-        held = self._locks._held
-        if not held[self._key]:  # nobody waits, the common case: let go here (as `_release` does)
-            del held[self._key]
-            return
-        self._locks._release(self._key)
+        self._locks.release(self._key)
 
     async def __aexit__(self, *exc: object) -> None:
         self.let_go()

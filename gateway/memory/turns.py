@@ -84,7 +84,7 @@ class Turn(Hold):
     async def __aenter__(self) -> Turn:  # type: ignore[override]  # Hold's gives nothing; a turn gives itself
         memory, trace, settings, messages = self._memory, self._trace, self._settings, self._messages
         self._encoding = encoding = encoding_name(self._model)
-        self._counts = counts = memory._counts_by_encoding.get(encoding) or await memory._counts(encoding)
+        self._counts = counts = memory.loaded_counts(encoding) or await memory.counts(encoding)
         common = counts.common_turn(messages, settings)
         if not self._take_now():  # Hold.__aenter__, without its await in the common case
             await self._wait()
@@ -98,7 +98,7 @@ class Turn(Hold):
             if common is not None:
                 plan = plan_common_turn(common, conversation, max_tokens=settings.max_tokens, encoding=encoding)
             if plan is None:
-                plan = await memory._plan(
+                plan = await memory.plan_read(
                     conversation, self._key, settings=settings, messages=messages, count=counts.count,
                     on_loop=counts.count_on_loop, encoding=encoding, trace=trace,
                 )  # fmt: skip
@@ -119,7 +119,7 @@ class Turn(Hold):
     def _report(self) -> None:
         """Tell the observer what the turn did, in one event (a turn that did not plan: its lock's wait)."""
         if self._loaded is None:
-            Hold._report(self)
+            super()._report()
             return
         trace = self._trace
         trace.observer.memory_turn(trace, self._store_kind, self._waited, self._loaded, self._appended, self._stored)
@@ -216,7 +216,11 @@ class Memory:
             self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="gateway-tokens")
         return await asyncio.get_running_loop().run_in_executor(self._pool, work)
 
-    async def _counts(self, encoding: str) -> Counts:
+    def loaded_counts(self, encoding: str) -> Counts | None:
+        """Counting in `encoding` if its tiktoken encoding is loaded already (after a first turn: always)."""
+        return self._counts_by_encoding.get(encoding)
+
+    async def counts(self, encoding: str) -> Counts:
         """Counting in `encoding`; loading the tiktoken encoding (~0.5 s of building tables) happens on a thread."""
         counts = self._counts_by_encoding.get(encoding)
         if counts is None:
@@ -244,7 +248,7 @@ class Memory:
         conversation, loaded = await self._read(key, first_reach(settings, messages))
         trace.observer.store_timed(self.store_kind, "load", loaded)
         on_loop = count_on_loop or counted_on_loop(count)
-        return await self._plan(
+        return await self.plan_read(
             conversation, key, settings=settings, messages=messages, count=count, on_loop=on_loop, encoding=encoding, trace=trace
         )
 
@@ -257,7 +261,7 @@ class Memory:
             raise unavailable(exc) from None
         return conversation, time.monotonic() - started
 
-    async def _plan(
+    async def plan_read(
         self, conversation: Conversation | None, key: Key, *, settings: MemorySettings, messages: Sequence[Mapping[str, Any]],
         count: TokenCounter, on_loop: TokenCounter, encoding: str, trace: Trace,
     ) -> Plan:  # fmt: skip
