@@ -37,7 +37,7 @@ class Batches(EventStream):
     """An EventStream of the given reads."""
 
     def __init__(self, *reads: Sequence[Event], status: int = 200) -> None:
-        super().__init__(status)
+        super().__init__(status, {})
         self._reads = [list(read) for read in reads]
         self.closed = False
 

@@ -107,10 +107,10 @@ class EventStream(ABC):
     first event read early, an answer replayed) are held here and handed out first.
     """
 
-    def __init__(self, status: int = 200, headers: Mapping[str, str] | None = None, *, held: Iterable[Event] = ()) -> None:
+    def __init__(self, status: int, headers: Mapping[str, str]) -> None:
         self.status = status
-        self.headers: Mapping[str, str] = headers if headers is not None else {}
-        self._held: list[Event] = list(held)
+        self.headers = headers
+        self._held: list[Event] = []
 
     def next_batch(self) -> Awaitable[list[Event]]:
         """The events held, else those of the next read that brings some; empty at the end of the stream.
@@ -143,7 +143,8 @@ class ReplayedStream(EventStream):
     """A stream of events already in hand (a JSON answer replayed as a stream)."""
 
     def __init__(self, events: Iterable[Event], headers: Mapping[str, str]) -> None:
-        super().__init__(200, headers, held=events)
+        super().__init__(200, headers)
+        self.hold(events)
 
     async def _read(self) -> list[Event]:
         return []

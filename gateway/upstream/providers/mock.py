@@ -285,7 +285,7 @@ class _MockEvents(EventStream):
     """The answer's chunks, an event a read."""
 
     def __init__(self, chunks: AsyncGenerator[bytes, None]) -> None:
-        super().__init__()
+        super().__init__(200, {})
         self._chunks = chunks
 
     async def _read(self) -> list[Event]:
