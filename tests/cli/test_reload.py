@@ -36,6 +36,7 @@ from tests.support.processes import (
     stopped_at_exit,
     wait_ready,
 )
+from tests.support.serve import worker_pids
 
 HI = [{"role": "user", "content": "hi"}]
 
@@ -204,14 +205,6 @@ async def models_served_by(port: int) -> tuple[int, list[str]]:
         return int(owner[1]), re.findall(r'"id":"([^"]+)"', body.decode())
     finally:
         writer.close()
-
-
-def worker_pids(parent: int) -> set[int]:
-    """The gateway workers of the `serve --workers` parent `parent` (not multiprocessing's helper process)."""
-    found: set[int] = set()
-    for task in Path(f"/proc/{parent}/task").iterdir():
-        found |= {int(p) for p in (task / "children").read_text().split()}
-    return {child for child in found if "spawn_main" in Path(f"/proc/{child}/cmdline").read_text()}
 
 
 async def test_workers_all_reload_and_no_connection_is_refused(tmp_path: Path) -> None:

@@ -1,0 +1,168 @@
+"""The command line (gateway.cli.main): check-config's exit codes, serve draining on SIGTERM, its flags and log format, settle-memory."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import signal
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import openai
+import pytest
+
+from gateway.cli.main import build_parser, main
+from gateway.core.memory.entries import Entry
+from gateway.memory.sqlite import SQLiteStore
+from gateway.observe.logs import default_log_format
+from tests.support.processes import free_port, start_gateway, wait_ready
+from tests.support.serve import listening, needs_ss, read_lines_until, ss
+
+
+def test_check_config_exits_2_with_every_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text("routes:\n  a: {provider: mock, weight: -1}\n  b: {provider: nope}\n")
+    with pytest.raises(SystemExit) as caught:
+        main(["check-config", str(path)])
+    assert caught.value.code == 2
+    err = capsys.readouterr().err
+    assert "routes.a.weight: must be >= 0, got -1" in err
+    assert "routes.b.provider: unknown provider 'nope'" in err
+
+
+def test_check_config_uses_env_default(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("GATEWAY_CONFIG", "configs/gateway.yaml")
+    assert main(["check-config"]) == 0
+    assert "configs/gateway.yaml: ok" in capsys.readouterr().out
+
+
+async def test_sigterm_drains_in_flight_requests_and_streams(slow_config: Path, processes: list) -> None:
+    port = free_port()
+    process = start_gateway(slow_config, port)
+    processes.append(process)
+    await wait_ready(port, process)
+    async with openai.AsyncOpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="x", max_retries=0) as client:
+        messages = [{"role": "user", "content": "drain me"}]
+        pending = asyncio.create_task(client.chat.completions.create(model="slow", messages=messages))
+        stream = await client.chat.completions.create(model="slow-stream", messages=messages, stream=True)
+        await asyncio.sleep(0.6)  # both requests are in flight by now
+        process.send_signal(signal.SIGTERM)
+        text = "".join([part.choices[0].delta.content or "" async for part in stream if part.choices])
+        completion = await pending
+    assert completion.choices[0].message.content.endswith('"drain me"')
+    assert text.endswith('"drain me"')
+    assert await asyncio.to_thread(process.wait, 20) == 0
+
+
+@needs_ss
+async def test_serve_listens_with_the_configured_backlog(tmp_path: Path, processes: list) -> None:
+    config = tmp_path / "g.yaml"
+    config.write_text("server: {backlog: 77}\nroutes:\n  m: {provider: mock}\n")
+    port = free_port()
+    process = start_gateway(config, port)
+    processes.append(process)
+    await wait_ready(port, process)
+    # For a listening socket Send-Q is the backlog the kernel was given (aiohttp's own default is 128).
+    [line] = ss("-l", f"sport = :{port}").splitlines()
+    assert line.split()[2] == "77"
+
+
+def test_serve_rejects_a_bad_config(tmp_path: Path) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text("routes: {}\n")
+    result = subprocess.run([sys.executable, "-m", "gateway", "serve", "--config", str(path)], capture_output=True, timeout=60)
+    assert result.returncode == 2
+    assert b"routes: must be a mapping with at least one route" in result.stderr
+
+
+def test_python_dash_m_help() -> None:
+    result = subprocess.run([sys.executable, "-m", "gateway", "--help"], capture_output=True, timeout=60, env={**os.environ})
+    assert result.returncode == 0 and b"check-config" in result.stdout
+
+
+def test_serve_log_flags_accept_the_formats_and_levels() -> None:
+    args = build_parser().parse_args(["serve", "--log-format", "text", "--log-level", "DEBUG"])
+    assert (args.log_format, args.log_level) == ("text", "debug")
+    args = build_parser().parse_args(["serve"])
+    assert (args.log_format, args.log_level) == (None, "info")  # None: chosen by whether stderr is a terminal
+
+
+@pytest.mark.parametrize(("flag", "value"), [("--log-format", "xml"), ("--log-level", "trace"), ("--log-level", "")])
+def test_serve_log_flags_refuse_other_values(flag: str, value: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as caught:
+        build_parser().parse_args(["serve", flag, value])
+    assert caught.value.code == 2
+    assert f"argument {flag}: invalid choice" in capsys.readouterr().err
+
+
+def test_default_log_format_is_text_on_a_terminal_and_json_otherwise(tmp_path: Path) -> None:
+    leader, follower = os.openpty()
+    with os.fdopen(follower, "w") as terminal, (tmp_path / "log").open("w") as file:
+        assert default_log_format(terminal) == "text"
+        assert default_log_format(file) == "json"
+    os.close(leader)
+
+
+async def test_serve_logs_json_by_default_when_stderr_is_not_a_terminal(slow_config: Path, processes: list) -> None:
+    process = start_gateway(slow_config, free_port())
+    processes.append(process)
+    assert process.stdout is not None
+    lines = await asyncio.wait_for(asyncio.to_thread(read_lines_until, process.stdout, listening), 30)
+    first = json.loads(lines[0])
+    assert first["level"] == "info" and first["logger"] == "gateway" and " listening on " in first["message"]
+
+
+async def test_serve_logs_text_by_default_on_a_terminal(slow_config: Path, processes: list) -> None:
+    leader, follower = os.openpty()
+    process = start_gateway(slow_config, free_port(), output=follower)
+    processes.append(process)
+    os.close(follower)
+    with os.fdopen(leader, "rb", buffering=0) as terminal:
+        lines = await asyncio.wait_for(asyncio.to_thread(read_lines_until, terminal, listening), 30)
+    assert re.fullmatch(r"\S+Z INFO gateway gateway \d+ listening on 127\.0\.0\.1:\d+ with 2 routes from \S+/slow\.yaml", lines[0])
+
+
+async def test_settle_memory_writes_each_conversation_row_as_its_messages_say(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A turn no longer moves its conversation's row; `settle-memory` writes the rows older gateways read alone."""
+    path = tmp_path / "memory.db"
+    store = SQLiteStore(str(path), ttl_seconds=3600, max_messages=40, lock_timeout=1)
+    for step in range(3):
+        turn = [Entry({"role": "user", "content": f"q{step}"}), Entry({"role": "assistant", "content": f"a{step}"})]
+        await store.append(("t", "conv"), turn, system=None)
+    await store.close()
+
+    def row() -> tuple[int, int]:
+        with sqlite3.connect(path) as db:
+            first, last = db.execute("SELECT first_seq, last_seq FROM conversations").fetchone()
+        return int(first), int(last)
+
+    assert row() == (1, 2)  # as the first turn left it: the later ones were one insert each
+    assert main(["settle-memory", str(path)]) == 0
+    assert row() == (1, 6)
+    assert "1 conversation rows settled" in capsys.readouterr().out
+    assert main(["settle-memory", str(path)]) == 0
+    assert "0 conversation rows settled" in capsys.readouterr().out
+
+
+def test_settle_memory_refuses_a_missing_or_foreign_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    missing = tmp_path / "nope.db"
+    assert main(["settle-memory", str(missing)]) == 2
+    assert not missing.exists()  # no empty store made where the operator meant an existing one
+    foreign = tmp_path / "notes.txt"
+    foreign.write_text("not a database " * 100)
+    assert main(["settle-memory", str(foreign)]) == 1
+    assert "cannot settle" in capsys.readouterr().err
+    other = tmp_path / "other.db"  # a SQLite file of something else: left as it was
+    with sqlite3.connect(other) as db:
+        db.execute("CREATE TABLE notes (body TEXT)")
+    assert main(["settle-memory", str(other)]) == 1
+    assert "not a gateway memory file" in capsys.readouterr().err
+    with sqlite3.connect(other) as db:
+        assert [name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")] == ["notes"]
+
