@@ -2,18 +2,11 @@
 
 from __future__ import annotations
 
-import pytest
-
-from gateway.config.loader import ConfigError, parse_config
+from gateway.config.loader import parse_config
 from gateway.config.problems import Problems
 from gateway.config.schema import Node
 from gateway.config.validation import validated
-
-
-def errors_of(text: str, env: dict[str, str] | None = None) -> list[str]:
-    with pytest.raises(ConfigError) as caught:
-        parse_config(text, env=env or {})
-    return list(caught.value.errors)
+from tests.support.config_text import errors_of
 
 
 def test_a_refused_item_keeps_the_index_of_the_items_after_it() -> None:

@@ -11,7 +11,7 @@ well-formed chat completions, streamed and not, with and without a memoryId. Eve
 anything but a 500, and every error is OpenAI-shaped; no stream carries the gateway's internal error.
 
 Each example runs a fresh gateway and upstream on its own event loop. Found this way, and now
-refused at load (tests/test_config_validation.py): an overrideParams stream_options that is not a
+refused at load (tests/config/test_checks.py): an overrideParams stream_options that is not a
 mapping (a mock stream's AttributeError), a non-ASCII header value on an anthropic target.
 """
 

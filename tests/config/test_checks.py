@@ -1,79 +1,15 @@
-"""What loads but could never work is refused at load, each problem with its dotted path.
+"""What a value of the right type may still not be (gateway.config.checks), refused at load with its dotted path.
 
-Classes of input, each a few members: Redis URLs the client refuses, base URLs with credentials,
-a query or a fragment, header names and values HTTP cannot carry, override params a JSON body
-cannot carry, names that cannot go out in a response header. The runtime's own guard against the
-same Redis URLs is tests/server/test_redis_refused_e2e.py.
-"""
+Base URLs with credentials, a query or a fragment; header names and values HTTP cannot carry;
+override params a JSON body cannot carry or OpenAI's API would refuse; names that cannot go out in a
+response header; CORS entries, metrics paths and allowedHosts entries that could never match."""
 
 from __future__ import annotations
-
-import textwrap
 
 import pytest
 
 from gateway.config.loader import ConfigError, parse_config
-
-
-def errors_of(text: str, env: dict[str, str] | None = None) -> list[str]:
-    with pytest.raises(ConfigError) as caught:
-        parse_config(textwrap.dedent(text), env=env or {})
-    return list(caught.value.errors)
-
-
-def loads(text: str, env: dict[str, str] | None = None) -> None:
-    parse_config(textwrap.dedent(text), env=env or {})
-
-
-MOCK = "routes: {m: {provider: mock}}\n"
-
-
-@pytest.mark.parametrize(
-    ("url", "problem"),
-    [
-        ("redis://h:6379/0?cluster=true", "query option 'cluster' is not one the Redis client takes"),
-        ("redis://h:6379/0?timeout=5", "query option 'timeout' is not one the Redis client takes"),
-        ("redis://h:6379/0?ssl_cert_reqs=none", "query option 'ssl_cert_reqs' is not one"),  # TLS options: rediss only
-        ("redis://h:6379/0?db=zero", "query option 'db': invalid value 'zero'"),
-        ("redis://h:6379/0?socket_timeout=0", "query option 'socket_timeout': must be a positive number"),
-        ("redis://h:6379/0?protocol=4", "the Redis client refuses it (protocol must be either 2 or 3)"),
-        ("redis://h:6379/0?client_name=", "query option 'client_name' needs a value"),
-        ("redis://h:99999/0", "cannot be read as a URL"),
-        ("redis://h:0/0", "port must be between 1 and 65535"),
-        ("redis://h:6379/zero", "the path must be a database number like /0"),
-        ("redis:///0", "needs a host"),
-        ("http://h:6379/0", "must be a redis://, rediss:// or unix:// URL, got http://"),
-        ("h:6379", "must be a redis://, rediss:// or unix:// URL"),
-        ("unix://", "a unix:// URL needs the socket's path"),
-    ],
-)
-@pytest.mark.parametrize("where", ["memory", "breakers"])
-def test_redis_urls_the_client_refuses(url: str, problem: str, where: str) -> None:
-    errors = errors_of(f"{where}: {{store: redis, url: '{url}'}}\n{MOCK}")
-    assert [error for error in errors if error.startswith(f"{where}.url: ")] == errors
-    assert any(problem in error for error in errors), errors
-
-
-@pytest.mark.parametrize(
-    "url",
-    [
-        "redis://127.0.0.1:6379/0",
-        "redis://:pw@127.0.0.1:6379/2?socket_timeout=2.5&health_check_interval=10&client_name=gw",
-        "rediss://user:pw@redis.example:6380/0?ssl_cert_reqs=none&ssl_check_hostname=false",
-        "unix:///run/redis.sock?db=1",
-        "redis://[::1]:6379",
-    ],
-)
-def test_redis_urls_the_client_takes(url: str) -> None:
-    loads(f"memory: {{store: redis, url: '{url}'}}\nbreakers: {{url: '{url}'}}\n{MOCK}")
-
-
-def test_a_redis_url_error_never_shows_its_password() -> None:
-    errors = errors_of(f"memory: {{store: redis, url: 'redis://u:pa55word@h:6379/0?cluster=pa55word'}}\n{MOCK}")
-    assert errors and not any("pa55word" in error for error in errors)
-    env = {"REDIS_URL": "redis://:from-env-secret@h:6379/zero"}
-    errors = errors_of(f"memory: {{store: redis, url: '${{REDIS_URL}}'}}\n{MOCK}", env)
-    assert errors and not any("from-env-secret" in error for error in errors)
+from tests.support.config_text import MOCK, errors_of, loads
 
 
 @pytest.mark.parametrize(
@@ -202,36 +138,10 @@ def test_override_params_of_the_api_types_load() -> None:
     )
 
 
-@pytest.mark.parametrize(
-    ("text", "problem"),
-    [
-        # each was a 500 or a crash: SQLite's purge overflowed, the health page's datetime too
-        ("memory: {store: sqlite, ttlSeconds: 1.0e+300}\n" + MOCK, "memory.ttlSeconds: must be at most"),
-        ("memory: {maxStoredMessages: 1000000000000000000000}\n" + MOCK, "memory.maxStoredMessages: must be at most"),
-        ("memory: {defaults: {maxMessages: 10000000000}}\n" + MOCK, "memory.defaults.maxMessages: must be at most"),
-        ("routes: {m: {provider: mock, breaker: {cooldownSeconds: 1.0e+300, maxCooldownSeconds: 1.0e+300}}}", "cooldownSeconds: must be at most"),
-        ("routes: {m: {provider: mock, retry: {backoffSeconds: 1.0e+300}}}", "routes.m.retry.backoffSeconds: must be at most"),
-        ("routes: {m: {provider: mock, timeout: 1.0e+300}}", "routes.m.timeout: must be at most 3.1536e+08 seconds"),
-        ("server: {bodyReadTimeoutSeconds: 1.0e+20}\n" + MOCK, "server.bodyReadTimeoutSeconds: must be at most"),
-    ],
-)
-def test_durations_and_counts_past_what_clocks_and_stores_hold(text: str, problem: str) -> None:
-    assert any(problem in error for error in errors_of(text)), errors_of(text)
-
-
-def test_long_durations_and_large_counts_load() -> None:
-    loads("memory: {ttlSeconds: 315360000, maxStoredMessages: 1000000000}\nroutes: {m: {provider: mock, timeout: 86400}}")
-
-
 @pytest.mark.parametrize("header", ['"a\\nb"', '"x a"', '"é"'])
 def test_cors_allow_headers_are_header_names(header: str) -> None:
     errors = errors_of(f"cors: {{allowOrigins: ['*'], allowHeaders: [x-ok, {header}]}}\n{MOCK}")
     assert any(error.startswith("cors.allowHeaders[1]: must be '*' or a header name") for error in errors), errors
-
-
-def test_a_password_with_an_unescaped_slash_is_not_quoted() -> None:
-    errors = errors_of(f"memory: {{store: redis, url: 'redis://:pa/ss-word@h:6379/0'}}\n{MOCK}")
-    assert errors and not any("ss-word" in error for error in errors), errors
 
 
 @pytest.mark.parametrize("path", ["/m?x", "/m#x", "/{x}", "/{tail:.*}", "//m", "/a//b", "m", "/m m", "/métrics"])
@@ -257,11 +167,12 @@ def test_a_host_that_is_not_idna_is_refused_with_its_path(host: str) -> None:
         assert any(error.startswith(f"{path}: ") for error in caught.value.errors), caught.value.errors
 
 
-@pytest.mark.parametrize(
-    "query", ["client_name=x%20y", "client_name=a%0d%0aFLUSHALL", "username=%00", "password=a%0Ab"]
-)
-def test_redis_text_options_the_server_would_refuse_are_refused(query: str) -> None:
-    """Sent as CLIENT SETNAME / AUTH, such values fail every command: memory would be unavailable for good."""
+def test_the_config_refuses_entries_that_admit_nothing() -> None:
+    text = "requestConfig: {enabled: true, allowedHosts: [api.example.com, 'https://x.example', 'h.example:443']}\nroutes: {m: {provider: mock}}"
     with pytest.raises(ConfigError) as caught:
-        parse_config(f"memory: {{store: redis, url: 'redis://127.0.0.1:6379/0?{query}'}}\nroutes:\n  a: {{provider: mock}}\n")
-    assert all(error.startswith("memory.url: query option") for error in caught.value.errors), caught.value.errors
+        parse_config(text)
+    assert [error.split(":")[0] for error in caught.value.errors] == [
+        "requestConfig.allowedHosts[1]",
+        "requestConfig.allowedHosts[2]",
+    ]
+
