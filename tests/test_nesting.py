@@ -1,4 +1,7 @@
-"""JSON nested past MAX_JSON_DEPTH is never written again by orjson (which may write past its buffer near 254)."""
+"""JSON nested past MAX_JSON_DEPTH is never written again by orjson: in memory's comparisons, translations, relayed answers.
+
+too_deep itself is tested in tests/core/test_nesting.py.
+"""
 
 from __future__ import annotations
 
@@ -9,27 +12,11 @@ from typing import Any
 import pytest
 
 from gateway.core.memory.resent import json_meaning as _json_meaning
-from gateway.core.nesting import MAX_JSON_DEPTH, too_deep
+from gateway.core.nesting import MAX_JSON_DEPTH
 from gateway.core.translate.messages.answer import tool_input as _tool_input
 from tests.support.fakes import FakeUpstream, Step
 from tests.support.gateway import Gateway
-
-
-def nested(depth: int) -> str:
-    """An object holding arrays `depth` levels deep in all, in the standard library's spelling."""
-    return json.dumps({"a": json.loads("[" * (depth - 1) + "]" * (depth - 1))})
-
-
-@pytest.mark.parametrize("depth", [MAX_JSON_DEPTH - 1, MAX_JSON_DEPTH, MAX_JSON_DEPTH + 1, 211, 252])
-def test_too_deep_reads_text_and_bytes_alike(depth: int) -> None:
-    text = nested(depth)
-    assert too_deep(text, json.loads(text)) is (depth > MAX_JSON_DEPTH)
-    assert too_deep(text.encode(), json.loads(text)) is (depth > MAX_JSON_DEPTH)
-
-
-def test_many_shallow_brackets_are_not_too_deep() -> None:
-    text = json.dumps({"a": [[1]] * 500, "b": "[[[[{{{{" * 100})
-    assert not too_deep(text, json.loads(text))
+from tests.support.nesting import nested
 
 
 @pytest.mark.parametrize("depth", [MAX_JSON_DEPTH + 1, 211, 252])
