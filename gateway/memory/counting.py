@@ -92,7 +92,7 @@ class Counts:
             question_tokens = short.get(("user", question["content"])) or count(question)
         except CountOffLoop:
             return None
-        return CommonTurn(system, question, system_tokens, question_tokens)
+        return system, question, system_tokens, question_tokens
 
     def _counter(self, codec: Encoding, cap: int, limit: int | None) -> TokenCounter:
         short = self._short

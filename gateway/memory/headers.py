@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import replace
-from typing import Any, Final, NamedTuple
+from dataclasses import dataclass, replace
+from typing import Any, Final
 
 from multidict import CIMultiDictProxy, istr
 
@@ -40,7 +40,8 @@ _CACHED_WINDOWS: Final = 1024
 _WINDOWS: dict[tuple[str | None, ...], tuple[MemorySettings, MemorySettings, MemorySettings]] = {}
 
 
-class MemoryAsk(NamedTuple):
+@dataclass(slots=True)  # not a NamedTuple: made on every memory request, and a NamedTuple is slower to make
+class MemoryAsk:
     """The conversation a request asks for, and its window."""
 
     memory_id: str

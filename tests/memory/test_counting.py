@@ -7,7 +7,6 @@ from typing import Any
 import pytest
 
 from gateway.core.memory.entries import Entry
-from gateway.core.memory.policies import CommonTurn
 from gateway.core.memory.settings import MemorySettings
 from gateway.memory import counting
 from gateway.memory.counting import (
@@ -75,7 +74,7 @@ def test_a_request_of_the_common_shape_is_counted_as_plan_turn_counts() -> None:
     counts = Counts(O200K, 128_000)
     for system in (SYSTEM, {"role": "developer", "content": "rules"}):
         turn = counts.common_turn([system, QUESTION], WINDOW)
-        assert turn == CommonTurn(system, QUESTION, count(system), count(QUESTION))
+        assert turn == (system, QUESTION, count(system), count(QUESTION))
         assert counts.common_turn([system, QUESTION], WINDOW) == turn  # the second time, from what it remembers
 
 

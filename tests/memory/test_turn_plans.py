@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import fields
 from typing import Any
 
 import pytest
@@ -74,10 +75,10 @@ def conversations(draw: st.DrawFn) -> Conversation | None:
 def test_the_common_plan_is_plan_turns_plan(
     conversation: Conversation | None, system: dict[str, Any], question: dict[str, Any], kept: int, off: int
 ) -> None:
-    turn = CommonTurn(system, question, count(system), count(question))
+    turn: CommonTurn = (system, question, count(system), count(question))
     # a window at a few tokens from fitting the newest `kept` messages exactly: where an error of a token shows
     newest = conversation.entries[-kept:] if conversation is not None and kept else []
-    max_tokens = max(0, turn.system_tokens + turn.question_tokens + 3 + sum(e.tokens.get("o200k_base", 0) for e in newest) + off)
+    max_tokens = max(0, turn[2] + turn[3] + 3 + sum(e.tokens.get("o200k_base", 0) for e in newest) + off)
     common = plan_common_turn(turn, conversation, max_tokens=max_tokens, encoding="o200k_base")
     event("planned in one pass" if common is not None else "left to plan_turn")
     if common is None:
@@ -88,7 +89,7 @@ def test_the_common_plan_is_plan_turns_plan(
         count=count, encoding="o200k_base", older=stored.older, plain=stored.plain,
     )  # fmt: skip
     assert common == general
-    assert [type(field) for field in common] == [type(field) for field in general]  # a bool is not an int
+    assert [type(getattr(common, f.name)) for f in fields(common)] == [type(getattr(general, f.name)) for f in fields(general)]  # a bool is not an int
 
 
 def plain_conversation(*messages: dict[str, Any], older: int = 0) -> Conversation:
@@ -98,7 +99,7 @@ def plain_conversation(*messages: dict[str, Any], older: int = 0) -> Conversatio
 
 SYSTEM = {"role": "system", "content": "be brief"}
 QUESTION = {"role": "user", "content": "and now?"}
-TURN = CommonTurn(SYSTEM, QUESTION, count(SYSTEM), count(QUESTION))
+TURN: CommonTurn = (SYSTEM, QUESTION, count(SYSTEM), count(QUESTION))
 HISTORY = [{"role": "user", "content": f"q{i}"} if i % 2 == 0 else {"role": "assistant", "content": f"a{i}"} for i in range(20)]
 
 

@@ -15,7 +15,8 @@ oldest entry it was given (or a resent copy may reach further back) and a wider 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Final, NamedTuple
+from dataclasses import dataclass
+from typing import Any, Final
 
 from gateway.core.memory.conversation import Conversation
 from gateway.core.memory.entries import Entry, Message
@@ -30,7 +31,8 @@ TokenCounter = Callable[[Message], int]
 REPLY_PRIMING: Final = 3  # tokens every reply is primed with (OpenAI's cookbook), kept free in a token window
 
 
-class Plan(NamedTuple):
+@dataclass(slots=True)  # not a NamedTuple: made on every turn, and a NamedTuple is slower to make by keywords
+class Plan:
     """The forwarded messages, and the turn to store if the request succeeds."""
 
     forwarded: list[Message]
@@ -116,16 +118,11 @@ def plan_turn(
     )
 
 
-class CommonTurn(NamedTuple):
-    """A request of the common shape: one system (or developer) message, then one user question.
-
-    Both are `{role, content}` with string content; their counts are in the window's encoding.
-    """
-
-    system: Message
-    question: Message
-    system_tokens: int
-    question_tokens: int
+# A request of the common shape: one system (or developer) message, then one user question, both
+# `{role, content}` with string content; then their counts in the window's encoding:
+# (system, question, system_tokens, question_tokens). A plain tuple: made on every turn and
+# unpacked at once by plan_common_turn.
+CommonTurn = tuple[Message, Message, int, int]
 
 
 def plan_common_turn(
