@@ -183,10 +183,11 @@ class SQLiteStore:
         return await self._run(read, functools.partial(self._cache.remember, key))
 
     def append(self, key: Key, entries: Sequence[Entry], *, system: Sequence[Message] | None) -> asyncio.Future[None]:
-        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        cached = self._cache.take(key)  # out of the cache until written: a read meanwhile comes after this write
-        self._worker.submit(Write(key, entries, system=system, token=self._leases.held.get(key), cached=cached, done=done))
-        return done
+        write = Write(key, entries, system)
+        write.token = self._leases.held.get(key)
+        write.cached = self._cache.take(key)  # out of the cache until written: a read meanwhile comes after this write
+        self._worker.submit(write)
+        return write.done
 
     async def unwritable(self) -> str | None:
         """Why memory writes fail, or None while they go through; after a failure, a write is tried first.

@@ -76,25 +76,21 @@ class Write:
 
     __slots__ = ("cached", "done", "entries", "error", "insert", "key", "new_system", "rows", "token", "updated_at")
 
-    def __init__(
-        self,
-        key: Key,
-        entries: Sequence[Entry],
-        *,
-        system: Sequence[Message] | None,
-        token: str | None,
-        cached: Conversation | None,
-        done: asyncio.Future[None],
-    ) -> None:
+    def __init__(self, key: Key, entries: Sequence[Entry], system: Sequence[Message] | None) -> None:
+        """The turn `entries` to append to `key`, with `system` the system messages to store (None: keep the stored ones).
+
+        Made on the loop, whose future `done` says when it is written. The store sets `token` and
+        `cached` after: by keywords, a class is slower to call on every turn.
+        """
         self.key = key
         self.entries = entries
         self.rows, params = message_rows(entries)  # how many message rows: one for most turns (see sqlite_file)
         # insert_rows' parameters: the key, the first seq and time (set by the thread), then the rows'
         self.insert: list[Any] = [*key, 0, 0.0, *params]
-        self.new_system = system  # None: keep the stored one
-        self.token = token  # the lease this write must still hold (shared mode)
-        self.cached = cached
-        self.done = done
+        self.new_system = system
+        self.token: str | None = None  # the lease this write must still hold (shared mode)
+        self.cached: Conversation | None = None
+        self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.updated_at = 0.0  # set by the thread once written
         self.error: BaseException | None = None
 
