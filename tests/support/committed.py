@@ -44,9 +44,6 @@ class ScriptedStream:
         self.reads = list(reads)
         self.closed = False
 
-    async def next_event(self) -> Event | None:
-        raise NotImplementedError  # the relay reads batches
-
     async def next_batch(self) -> list[Event]:
         if not self.reads:
             return []
@@ -54,9 +51,6 @@ class ScriptedStream:
         if isinstance(read, BaseException):
             raise read
         return [parse_event(raw.removesuffix(b"\n\n")) for raw in read]
-
-    def ready(self) -> list[Event]:
-        return []
 
     async def close(self) -> None:
         self.closed = True
