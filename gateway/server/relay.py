@@ -106,7 +106,7 @@ class _Chunks:
         """
         hide, plain, add = self.hide_usage, self.plain, out.append
         for event in batch:
-            raw, data, name = event
+            raw, data, name = event.raw, event.data, event.name
             if data is None:  # a comment (keep-alive): passed on
                 add(raw)
                 continue
