@@ -1,13 +1,15 @@
 from __future__ import annotations
 
 import hashlib
+import re
 import textwrap
 from pathlib import Path
 
 import pytest
 
 from gateway.config.loader import DEFAULT_OPENAI_BASE_URL, ConfigError, load_config, parse_config
-from gateway.core.tree import Fallback, LoadBalance, Single, Target, iter_targets
+from gateway.core.tree import Fallback, LoadBalance, Target, iter_targets
+from tests.support.secret_env import SECRETS, check_config, set_secrets
 
 ENV = {"OPENAI_API_KEY": "sk-env", "TEAM_A_KEY": "team-a-secret"}
 
@@ -180,19 +182,6 @@ def test_env_default_and_numbers_from_env() -> None:
     assert config.server.port == 8181
     target = config.routes["r"].root
     assert isinstance(target, Target) and target.api_key == "" and target.base_url == "http://h:1/v1"
-
-
-def test_single_mode_uses_first_target_node() -> None:
-    config = load(
-        """
-        routes:
-          s:
-            strategy: {mode: single}
-            targets: [{provider: mock, name: a}, {provider: mock, name: b}]
-        """
-    )
-    assert isinstance(config.routes["s"].root, Single)
-
 
 @pytest.mark.parametrize(
     ("text", "message"),
@@ -368,28 +357,6 @@ def test_every_shipped_config_loads(path: Path) -> None:
     config = load_config(path, env=env)
     assert config.routes
 
-
-def test_provider_params_become_litellm_arguments_inherited_down_the_tree() -> None:
-    config = parse_config(
-        """
-        routes:
-          claude:
-            strategy: {mode: fallback}
-            provider: bedrock
-            providerParams: {awsRegionName: eu-west-1, aws_secret_access_key: s3cr3t-value}
-            targets:
-              - {name: a, overrideParams: {model: anthropic.claude-3}}
-              - {name: b, providerParams: {awsRegionName: us-east-1}}
-              - {name: c, provider: anthropic, providerParams: {}}
-        """
-    )
-    a, b, c = iter_targets(config.routes["claude"].root)
-    assert dict(a.provider_params) == {"aws_region_name": "eu-west-1", "aws_secret_access_key": "s3cr3t-value"}
-    assert a.param_secrets == ("s3cr3t-value",)
-    assert b.provider_params["aws_region_name"] == "us-east-1"
-    assert c.provider == "anthropic" and c.base_url == ""
-
-
 def test_any_provider_litellm_knows_is_accepted() -> None:
     config = parse_config("routes: {r: {provider: deepseek, overrideParams: {model: deepseek-chat}}}")
     assert config.routes["r"].first_target.provider == "deepseek"
@@ -406,27 +373,6 @@ def test_any_provider_litellm_knows_is_accepted() -> None:
 def test_bad_provider_params_name_their_path(params: str, message: str) -> None:
     errors = errors_of(f"routes: {{r: {params}}}")
     assert any(e.startswith(message) for e in errors), errors
-
-
-def test_breaker_and_responses_api_settings_are_inherited_down_the_tree() -> None:
-    config = parse_config(
-        """
-routes:
-  a:
-    breaker: {failures: 3, cooldownSeconds: 10}
-    responsesApi: translate
-    strategy: {mode: fallback}
-    targets:
-      - {name: one, apiKey: k, breaker: {enabled: false}}
-      - {name: two, apiKey: k, responsesApi: native}
-"""
-    )
-    one, two = config.routes["a"].root.children
-    assert isinstance(one, Target) and isinstance(two, Target)
-    assert (one.breaker.enabled, one.breaker.failures, one.breaker.cooldown_seconds) == (False, 3, 10.0)
-    assert (two.breaker.enabled, two.breaker.failures, two.breaker.failure_rate) == (True, 3, 0.5)
-    assert (one.responses_api, two.responses_api) == ("translate", "native")
-
 
 def test_breaker_request_config_and_responses_api_errors_are_path_qualified() -> None:
     with pytest.raises(ConfigError) as caught:
@@ -446,24 +392,62 @@ routes: {a: {apiKey: k, responsesApi: both, breaker: {failureRate: 2, cooldownSe
         "routes.a.breaker.maxCooldownSeconds: must be >= cooldownSeconds",
     }
 
-
-def test_an_inline_tree_is_read_without_interpolation_and_with_paths_from_its_top() -> None:
-    from gateway.config.loader import read_inline_route
-    from gateway.core.memory.settings import MemorySettings
-
-    tree = {"strategy": {"mode": "fallback"}, "targets": [{"baseUrl": "http://h/${HOME}", "apiKey": "${SECRET}"}]}
-    route = read_inline_route(tree, name="inline", memory=MemorySettings())
-    (target,) = route.root.children
-    assert isinstance(target, Target) and target.api_key == "${SECRET}" and target.base_url == "http://h/${HOME}"
-    with pytest.raises(ConfigError) as caught:
-        read_inline_route({"targets": [{"weight": -1}]}, name="inline", memory=MemorySettings())
-    assert "targets[0].weight: must be >= 0, got -1" in caught.value.errors
-    with pytest.raises(ConfigError):
-        read_inline_route(["not", "a", "tree"], name="inline", memory=MemorySettings())
-
-
 def test_a_config_file_that_is_not_utf8_is_a_config_error(tmp_path: Path) -> None:
     path = tmp_path / "latin1.yaml"
     path.write_bytes("routes:\n  caf\xe9: {provider: mock}\n".encode("latin-1"))
     with pytest.raises(ConfigError, match="not UTF-8"):
         load_config(path)
+
+
+def test_check_config_errors_show_references_and_mask_userinfo(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    set_secrets(monkeypatch)
+    text = """
+    memory: {store: redis, url: "redis://:${REDIS_PASSWORD}@127.0.0.1:6379/0?cluster=${USER_TAG}"}
+    routes:
+      a: {provider: openai, apiKey: "${OPENAI_KEY}", baseUrl: "https://user:${TENANT_TOKEN}@api.example/v1"}
+      b: {provider: openai, baseUrl: "ftp://user:${TEAM_HEADER}@api.example/v1"}
+      c: {provider: openai, apiKey: k, weight: "${GATEWAY_KEY}"}
+      d: {provider: openai, apiKey: k, baseUrl: "https://api.example/v1/${TENANT_TOKEN}?x=1"}
+    """
+    code = check_config(tmp_path, text)
+    out, err = capsys.readouterr()
+    assert code == 2
+    for value in SECRETS.values():
+        assert value not in out + err
+    assert "routes.a.baseUrl: must not carry credentials" in err
+    assert "routes.b.baseUrl: must be an http(s) URL, got 'ftp://***@api.example/v1'" in err
+    assert "routes.c.weight: must be a number, got '${GATEWAY_KEY}'" in err
+    assert "https://api.example/v1/${TENANT_TOKEN}?x=1" in err
+    assert "memory.url: query option 'cluster'" in err
+
+
+def test_numbers_and_booleans_from_the_environment_are_settings_not_secrets() -> None:
+    # shown in errors as they are: masking '1' or 'true' everywhere would garble every message
+    with pytest.raises(ConfigError) as caught:
+        parse_config("routes: {m: {provider: mock, timeout: '${T}', weight: '${W}'}}", env={"T": "-5", "W": "true"})
+    assert "routes.m.timeout: must be > 0, got -5" in caught.value.errors
+    assert "routes.m.weight: must be a number, got a boolean" in caught.value.errors
+
+
+def test_the_configs_repr_carries_no_secret() -> None:
+    config = parse_config(
+        "memory: {store: redis, url: 'redis://:pw-0009@h:6379/0'}\n"
+        "breakers: {store: redis, url: 'redis://:pw-0010@h:6379/1'}\n"
+        "routes: {m: {provider: openai, apiKey: sk-0011, baseUrl: 'https://h/v1/${TOKEN}', headers: {x-key: '${TOKEN}'}}}",
+        env={"TOKEN": "tok-0012"},
+    )
+    shown = repr(config)
+    assert not {"pw-0009", "pw-0010", "sk-0011", "tok-0012"} & set(re.findall(r"[\w-]+", shown))
+    assert "base_url='https://h/v1/${TOKEN}'" in shown
+
+
+@pytest.mark.parametrize("token", ["tenantsecret42\n", "tenant\tsecret42", "tenantsecret42\x00", "tenant'secret\"42\r\n"])
+def test_a_value_with_control_characters_is_shown_as_its_reference_in_errors(token: str) -> None:
+    """A token read from a file keeps its newline: the error quotes the URL with repr, escapes and all."""
+    with pytest.raises(ConfigError) as caught:
+        parse_config("routes:\n  a: {provider: openai, baseUrl: 'http://h/v1/${TOK}/x'}\n", env={"TOK": token})
+    told = "\n".join(caught.value.errors)
+    assert "secret" not in told and "${TOK}" in told, told
+
