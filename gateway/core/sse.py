@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from dataclasses import dataclass
+from typing import Any
 
 import orjson
 
@@ -10,11 +11,13 @@ DONE: bytes = b"[DONE]"
 MAX_EVENT_BYTES: int = 8 * 1024 * 1024
 
 
-class Event(NamedTuple):
+@dataclass(slots=True)
+class Event:
     """One SSE event: `raw` is its bytes (line ends made `\\n`, blank line included), `data` its data lines joined.
 
-    A named tuple, not a dataclass: made for every event of every stream, it is made and its
-    fields read faster.
+    A slotted dataclass, not a named tuple: made for every event of every stream, it is made and
+    its fields read faster (a named tuple's constructor is a Python function, and its fields are
+    read through descriptors the interpreter does not specialise).
     """
 
     raw: bytes
