@@ -2,8 +2,27 @@
 
 from __future__ import annotations
 
+from typing import Annotated, Any, Literal
+
 import pytest
 
+from gateway.config.fields import (
+    LEFT_OUT,
+    Chosen,
+    Count,
+    Flag,
+    Fraction,
+    HeaderValue,
+    Seconds,
+    Setting,
+    StatusCodes,
+    Text,
+    Weight,
+)
+from gateway.config.interpolation import Interpolated
+from gateway.config.problems import Problems
+from gateway.config.section import Section
+from gateway.config.validation import validated
 from tests.support.config_text import MOCK, errors_of, loads
 
 
@@ -27,3 +46,70 @@ def test_durations_and_counts_past_what_clocks_and_stores_hold(text: str, proble
 def test_long_durations_and_large_counts_load() -> None:
     loads("memory: {ttlSeconds: 315360000, maxStoredMessages: 1000000000}\nroutes: {m: {provider: mock, timeout: 86400}}")
 
+
+
+class Sample(Section):
+    """One key of each kind, for the tests below."""
+
+    text: Text = ""
+    setting: Setting = "default"
+    header: HeaderValue = ""
+    flag: Flag = False
+    weight: Weight = 1.0
+    fraction: Fraction = 0.5
+    seconds: Seconds = 1.0
+    count: Count = 1
+    api: Annotated[Literal["native", "translate"], Chosen()] = "native"
+    codes: StatusCodes = ()
+
+
+def read(**values: Any) -> tuple[Sample | None, list[str]]:
+    problems = Problems()
+    return validated(Sample, values, problems), problems.messages
+
+
+def from_env(text: str) -> Interpolated:
+    """`text` as `${VAR}` interpolation makes it."""
+    value = Interpolated(text)
+    value.refs = {}
+    return value
+
+
+def test_numbers_and_flags_from_the_environment_are_read_as_yaml_reads_them() -> None:
+    sample, problems = read(flag=from_env("TRUE"), count=from_env("8181"), seconds=from_env("1.5"))
+    assert problems == [] and sample is not None
+    assert (sample.flag, sample.count, sample.seconds) == (True, 8181, 1.5)
+    assert read(flag="true")[1] == ["flag: must be true or false, got 'true'"]  # written as text in the file
+
+
+@pytest.mark.parametrize(
+    ("values", "problem"),
+    [
+        ({"weight": -1}, "weight: must be >= 0, got -1"),
+        ({"fraction": 2}, "fraction: must be a fraction between 0 and 1, got 2"),
+        ({"fraction": 0}, "fraction: must be > 0, got 0"),
+        ({"count": 1.5}, "count: must be an integer, got 1.5"),
+        ({"count": True}, "count: must be an integer, got a boolean"),
+        ({"seconds": "fast"}, "seconds: must be a number, got 'fast'"),
+        ({"seconds": 10**400}, "seconds: must be a number within a float's range, got a 401-digit integer"),
+        ({"api": "both"}, "api: must be native or translate, got 'both'"),
+        ({"codes": 5}, "codes: must be a list of HTTP status codes, got 5"),
+        ({"codes": [200, 600]}, "codes[1]: must be a status code between 100 and 599, got 600"),
+        ({"header": 5}, "header: must be a string, got 5"),
+        ({"text": [1]}, "text: must be a string, got a list"),
+    ],
+)
+def test_each_kind_words_what_it_expected(values: dict[str, Any], problem: str) -> None:
+    assert read(**values)[1] == [problem]
+
+
+def test_text_takes_a_number_as_written_and_a_blank_setting_is_its_default() -> None:
+    sample, problems = read(text=5, setting="", codes=[429, 503])
+    assert problems == [] and sample is not None
+    assert (sample.text, sample.setting, sample.codes) == ("5", "default", (429, 503))
+
+
+def test_a_list_skips_the_items_left_out_and_tells_the_others_at_their_places_in_the_file() -> None:
+    problems = read(codes=[LEFT_OUT, 429, LEFT_OUT, 600])[1]
+    assert problems == ["codes[3]: must be a status code between 100 and 599, got 600"]
+    assert read(codes=[LEFT_OUT, 503])[0] == Sample(codes=(503,))
