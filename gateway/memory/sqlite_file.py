@@ -313,10 +313,10 @@ def read_row(body: bytes | str, encoding: str | None, tokens: int | None) -> lis
                 entries = [Entry(message, counts) for message, counts in data]
             else:
                 entries = [Entry(data, {encoding: tokens} if encoding and tokens is not None else {})]
-        for message, counts in entries:
-            if type(message) is not dict or type(counts) is not dict:
+        for entry in entries:
+            if type(entry.message) is not dict or type(entry.tokens) is not dict:
                 raise TypeError("not a message and its counts")
-            for count in counts.values():
+            for count in entry.tokens.values():
                 if type(count) is not int:
                     raise TypeError("a count that is not an integer")
     except (ValueError, TypeError, KeyError) as exc:  # orjson.JSONDecodeError is a ValueError

@@ -3,24 +3,23 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from types import MappingProxyType
-from typing import Any, NamedTuple
+from dataclasses import dataclass, field
+from typing import Any
 
 import orjson
-
-_NO_COUNTS: Mapping[str, int] = MappingProxyType({})
 
 Message = dict[str, Any]
 
 
-class Entry(NamedTuple):
+@dataclass(slots=True)  # not frozen, nor a NamedTuple: made for each message stored, and either is slower to make
+class Entry:
     """A stored message with its token counts, computed once when it was stored.
 
     Neither it nor its counts are changed once made.
     """
 
     message: Message
-    tokens: Mapping[str, int] = _NO_COUNTS
+    tokens: Mapping[str, int] = field(default_factory=dict)  # none counted
 
 
 def last_turn_start(entries: Sequence[Entry]) -> int:
@@ -32,7 +31,7 @@ def last_turn_start(entries: Sequence[Entry]) -> int:
 
 
 def dump_entry(entry: Entry) -> bytes:
-    return orjson.dumps({"m": entry.message, "t": entry.tokens}, default=dict)  # an Entry's default counts: a mapping proxy
+    return orjson.dumps({"m": entry.message, "t": entry.tokens}, default=dict)  # counts may be a mapping proxy (windows.py's uncounted entries)
 
 
 def load_entry(raw: bytes | str) -> Entry:
