@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 
+from gateway.config.checks import allowed_host_problem, cors_origin_problem, listed, tenant_problem
 from gateway.config.loader import ConfigError, parse_config
 from tests.support.config_text import MOCK, errors_of, loads
 
@@ -176,3 +177,19 @@ def test_the_config_refuses_entries_that_admit_nothing() -> None:
         "requestConfig.allowedHosts[2]",
     ]
 
+
+
+def test_list_entries_are_kept_without_trailing_slashes_and_checked_that_way() -> None:
+    assert listed("https://app.example/") == "https://app.example" and listed("*") == "*"
+    assert cors_origin_problem("https://app.example/") is None
+    assert cors_origin_problem("https://app.example/path") is not None
+    assert allowed_host_problem("API.example.com/") is None
+
+
+@pytest.mark.parametrize(
+    ("name", "problem"),
+    [("team-a", None), ("a.b@c_d", None), ("", "must be 1-64"), ("a:b", "must be 1-64"), ("x" * 65, "must be 1-64")],
+)
+def test_a_tenant_name_keeps_memory_keys_unambiguous(name: str, problem: str | None) -> None:
+    found = tenant_problem(name)
+    assert found is None if problem is None else (found or "").startswith(problem)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from gateway.config.loader import ConfigError, parse_config
+from gateway.config.redis_urls import redis_url_problems
 from tests.support.config_text import MOCK, errors_of, loads
 
 
@@ -72,3 +73,16 @@ def test_redis_text_options_the_server_would_refuse_are_refused(query: str) -> N
         parse_config(f"memory: {{store: redis, url: 'redis://127.0.0.1:6379/0?{query}'}}\nroutes:\n  a: {{provider: mock}}\n")
     assert all(error.startswith("memory.url: query option") for error in caught.value.errors), caught.value.errors
 
+
+
+def test_a_usable_url_has_no_problems_and_an_unusable_one_every_problem_at_once() -> None:
+    assert redis_url_problems("redis://127.0.0.1:6379/0?socket_timeout=1") == []
+    problems = redis_url_problems("redis://:0/x?nope=1&client_name=")
+    assert problems[:3] == [
+        "needs a host (redis://host:6379/0)",
+        "port must be between 1 and 65535, got 0",
+        "the path must be a database number like /0",
+    ]
+    assert problems[3].startswith("query option 'nope' is not one the Redis client takes (")
+    assert "socket_timeout" in problems[3] and "ssl_cert_reqs" not in problems[3]  # TLS options: rediss:// only
+    assert problems[4:] == ["query option 'client_name' needs a value"]
