@@ -36,7 +36,7 @@ class Hold:
     def _take_now(self) -> bool:
         """Take a free in-process lock (a Held: the common case) without an await; False: `_wait` for it."""
         lock = self._lock
-        if type(lock) is Held and lock.take_now():
+        if type(lock) is Held and lock.locks.take(lock.key):
             self._waited = 0.0  # reported when the lock is let go
             return True
         return False
@@ -72,7 +72,7 @@ class Hold:
         lock = self._lock
         try:
             if type(lock) is Held:  # in-process: let go without an await
-                lock.let_go()
+                lock.locks.release(lock.key)
             else:
                 await lock.__aexit__(kind, exc, traceback)
         except StoreUnavailable as failure:

@@ -151,29 +151,21 @@ class KeyLocks:
 class Held:
     """`async with locks.hold(key)`: a plain class, cheaper per request than a generator-based one.
 
-    `take_now` and `let_go` are the same without an await, for a caller that knows the class
-    (a turn, which saves a coroutine's await on every request this way).
+    A caller that knows the class (a memory turn's Hold) takes and releases `key` from `locks`
+    itself, without an await in the common case: a conversation that is free.
     """
 
-    __slots__ = ("_key", "_locks")
+    __slots__ = ("key", "locks")
 
     def __init__(self, locks: KeyLocks, key: Key) -> None:
-        self._locks = locks
-        self._key = key
-
-    def take_now(self) -> bool:
-        """Take the conversation if it is free (the common case); False: wait for it by `async with`."""
-        return self._locks.take(self._key)
+        self.locks = locks
+        self.key = key
 
     async def __aenter__(self) -> None:
-        await self._locks.acquire(self._key)
-
-    def let_go(self) -> None:
-        """Pass the conversation to its oldest waiter, or free it; never waits."""
-        self._locks.release(self._key)
+        await self.locks.acquire(self.key)
 
     async def __aexit__(self, *exc: object) -> None:
-        self.let_go()
+        self.locks.release(self.key)
 
 
 _SWEEP_SECONDS = 600.0

@@ -84,7 +84,7 @@ class Turn(Hold):
     async def __aenter__(self) -> Turn:  # type: ignore[override]  # Hold's gives nothing; a turn gives itself
         memory, trace, settings, messages = self._memory, self._trace, self._settings, self._messages
         self._encoding = encoding = encoding_name(self._model)
-        self._counts = counts = memory.loaded_counts(encoding) or await memory.counts(encoding)
+        self._counts = counts = memory.counts_by_encoding.get(encoding) or await memory.counts(encoding)
         common = counts.common_turn(messages, settings)
         if not self._take_now():  # Hold.__aenter__, without its await in the common case
             await self._wait()
@@ -203,7 +203,8 @@ class Memory:
         self.token_cap = token_cap
         self.max_reply_bytes = max_reply_bytes
         self._pool: ThreadPoolExecutor | None = None
-        self._counts_by_encoding: dict[str, Counts] = {}
+        # Counting in each encoding whose tiktoken encoding is loaded (after a first turn: the one in use)
+        self.counts_by_encoding: dict[str, Counts] = {}
 
     async def offload(self, work: Callable[[], T], messages: Sequence[Mapping[str, Any]]) -> T:
         """Run `work` here when `messages` are small, else on a thread (tiktoken releases the GIL)."""
@@ -216,16 +217,12 @@ class Memory:
             self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="gateway-tokens")
         return await asyncio.get_running_loop().run_in_executor(self._pool, work)
 
-    def loaded_counts(self, encoding: str) -> Counts | None:
-        """Counting in `encoding` if its tiktoken encoding is loaded already (after a first turn: always)."""
-        return self._counts_by_encoding.get(encoding)
-
     async def counts(self, encoding: str) -> Counts:
         """Counting in `encoding`; loading the tiktoken encoding (~0.5 s of building tables) happens on a thread."""
-        counts = self._counts_by_encoding.get(encoding)
+        counts = self.counts_by_encoding.get(encoding)
         if counts is None:
             codec = await self._on_thread(functools.partial(get_encoding, encoding))
-            counts = self._counts_by_encoding[encoding] = Counts(codec, self.token_cap)
+            counts = self.counts_by_encoding[encoding] = Counts(codec, self.token_cap)
         return counts
 
     async def plan(
