@@ -11,6 +11,7 @@ import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import openai
 import pytest
@@ -19,8 +20,9 @@ from gateway.cli.main import build_parser, main
 from gateway.core.memory.entries import Entry
 from gateway.memory.sqlite import SQLiteStore
 from gateway.observe.logs import default_log_format
+from tests.support.fakes import FakeUpstream, Step, chat_completion, stream_of
 from tests.support.processes import free_port, start_gateway, wait_ready
-from tests.support.serve import listening, needs_ss, read_lines_until, ss
+from tests.support.serve import listening, needs_ss, read_lines_until, ss, wait_until_not_listening
 
 
 def test_check_config_exits_2_with_every_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -40,21 +42,32 @@ def test_check_config_uses_env_default(monkeypatch: pytest.MonkeyPatch, capsys: 
     assert "configs/gateway.yaml: ok" in capsys.readouterr().out
 
 
-async def test_sigterm_drains_in_flight_requests_and_streams(slow_config: Path, processes: list) -> None:
+async def test_sigterm_drains_in_flight_requests_and_streams(
+    tmp_path: Path, upstream: FakeUpstream, processes: list
+) -> None:
+    answer, resume = asyncio.Event(), asyncio.Event()
+    events = stream_of("one ", "two ")
+    upstream.then(Step(body=chat_completion(), gate=answer), Step(events=[*events[:2], resume, *events[2:]]))
+    config = tmp_path / "g.yaml"
+    config.write_text(f"routes:\n  up: {{provider: openai, baseUrl: '{upstream.url}', apiKey: sk-test}}\n")
     port = free_port()
-    process = start_gateway(slow_config, port)
+    process = start_gateway(config, port)
     processes.append(process)
     await wait_ready(port, process)
     async with openai.AsyncOpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="x", max_retries=0) as client:
-        messages = [{"role": "user", "content": "drain me"}]
-        pending = asyncio.create_task(client.chat.completions.create(model="slow", messages=messages))
-        stream = await client.chat.completions.create(model="slow-stream", messages=messages, stream=True)
-        await asyncio.sleep(0.6)  # both requests are in flight by now
+        messages: Any = [{"role": "user", "content": "drain me"}]
+        pending = asyncio.create_task(client.chat.completions.create(model="up", messages=messages))
+        await asyncio.wait_for(upstream.arrived.wait(), 30)  # the request is under way, held upstream
+        stream = await client.chat.completions.create(model="up", messages=messages, stream=True)
+        parts = [await anext(aiter(stream))]  # the stream is under way: its first chunk came
         process.send_signal(signal.SIGTERM)
-        text = "".join([part.choices[0].delta.content or "" async for part in stream if part.choices])
+        await asyncio.to_thread(wait_until_not_listening, port)  # stopping: only what is under way goes on
+        answer.set()
+        resume.set()
+        parts += [part async for part in stream]
         completion = await pending
-    assert completion.choices[0].message.content.endswith('"drain me"')
-    assert text.endswith('"drain me"')
+    assert completion.choices[0].message.content == "Hello from upstream"
+    assert "".join(part.choices[0].delta.content or "" for part in parts if part.choices) == "one two "
     assert await asyncio.to_thread(process.wait, 20) == 0
 
 

@@ -14,8 +14,16 @@ from pathlib import Path
 import openai
 
 from gateway.cli.workers import describe_exit, restart_delay
+from tests.support.fakes import FakeUpstream, Step, chat_completion
 from tests.support.processes import free_port, start_gateway, wait_ready
-from tests.support.serve import listening, needs_ss, read_lines_until, ss, worker_pids
+from tests.support.serve import (
+    listening,
+    needs_ss,
+    read_lines_until,
+    ss,
+    wait_until_not_listening,
+    worker_pids,
+)
 
 
 async def test_workers_share_the_port_and_stop_on_sigterm(slow_config: Path, processes: list) -> None:
@@ -88,9 +96,13 @@ async def wait_for_new_worker(process: subprocess.Popen[bytes], port: int, old: 
 
 
 @needs_ss
-async def test_workers_replace_a_killed_worker(slow_config: Path, processes: list) -> None:
+async def test_workers_replace_a_killed_worker(tmp_path: Path, upstream: FakeUpstream, processes: list) -> None:
+    answer = asyncio.Event()
+    upstream.then(Step(body=chat_completion(), gate=answer))
+    config = tmp_path / "g.yaml"
+    config.write_text(f"routes:\n  up: {{provider: openai, baseUrl: '{upstream.url}', apiKey: sk-test}}\n")
     port = free_port()
-    process = start_gateway(slow_config, port, "--workers", "2")
+    process = start_gateway(config, port, "--workers", "2")
     processes.append(process)
     await wait_ready(port, process)
     workers = worker_pids(process.pid)
@@ -105,10 +117,12 @@ async def test_workers_replace_a_killed_worker(slow_config: Path, processes: lis
     else:
         raise AssertionError(f"worker {replacement} served none of 64 connections")
     async with openai.AsyncOpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="x", max_retries=0) as client:
-        pending = asyncio.create_task(client.chat.completions.create(model="slow", messages=[{"role": "user", "content": "hi"}]))
-        await asyncio.sleep(0.5)  # the request is in flight by now
+        pending = asyncio.create_task(client.chat.completions.create(model="up", messages=[{"role": "user", "content": "hi"}]))
+        await asyncio.wait_for(upstream.arrived.wait(), 30)  # the request is under way, held upstream
         process.send_signal(signal.SIGTERM)
-        assert (await pending).choices[0].message.content
+        await asyncio.to_thread(wait_until_not_listening, port)  # every worker is stopping
+        answer.set()
+        assert (await pending).choices[0].message.content == "Hello from upstream"
     assert await asyncio.to_thread(process.wait, 20) == 0
     log = process.stdout.read().decode() if process.stdout else ""
     assert f"worker {victim} died (signal SIGKILL) after " in log

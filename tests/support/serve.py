@@ -5,11 +5,14 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
 import pytest
+
+from tests.support.processes import listeners
 
 
 def worker_pids(parent: int) -> set[int]:
@@ -44,3 +47,11 @@ def read_lines_until(stream: IO[bytes], done: Callable[[list[str]], bool]) -> li
 def listening(lines: list[str]) -> bool:
     """Whether a gateway process said it listens in `lines`."""
     return any(" listening on " in line for line in lines)
+
+
+def wait_until_not_listening(port: int, seconds: float = 30) -> None:
+    """Return once nothing listens on `port` (a stopping gateway closes its sockets before it drains); fail after `seconds`."""
+    deadline = time.monotonic() + seconds
+    while listeners(port):
+        assert time.monotonic() < deadline, f"still listening on {port} after {seconds}s"
+        time.sleep(0.05)
