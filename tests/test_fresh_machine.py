@@ -28,20 +28,6 @@ def test_version_prints_the_installed_version() -> None:
     assert done.stdout.strip() == f"gateway {metadata.version('gateway')}"
 
 
-def test_config_path_prefers_the_flag_then_the_environment_then_the_working_directory(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("GATEWAY_CONFIG", raising=False)
-    assert cli._config_path(None) == cli.PACKAGED_CONFIG
-    (tmp_path / "configs").mkdir()
-    (tmp_path / "configs" / "gateway.yaml").write_text("routes: {}\n")
-    assert cli._config_path(None) == "configs/gateway.yaml"
-    monkeypatch.setenv("GATEWAY_CONFIG", "/etc/gateway/gateway.yaml")
-    assert cli._config_path(None) == "/etc/gateway/gateway.yaml"
-    assert cli._config_path("mine.yaml") == "mine.yaml"
-
-
 def test_the_packaged_default_is_the_checkouts_offline_default() -> None:
     assert Path(cli.PACKAGED_CONFIG).is_file()
     assert (ROOT / "configs" / "gateway.yaml").resolve() == Path(cli.PACKAGED_CONFIG).resolve()
@@ -133,20 +119,3 @@ def test_every_third_party_import_comes_from_a_declared_dependency() -> None:
                     if not providers.get(top, set()) & closure:
                         undeclared.setdefault(top, str(path.relative_to(ROOT)))
     assert not undeclared, f"imported but not declared in pyproject.toml: {undeclared}"
-
-
-def test_serve_freezes_what_start_up_made_before_it_serves(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Full collections during a big body's parse would otherwise walk every start-up object, GIL held."""
-    import gc
-
-    from aiohttp import web
-
-    frozen: list[int] = []
-    monkeypatch.setattr(web, "run_app", lambda *args, **kwargs: frozen.append(gc.get_freeze_count()))
-    monkeypatch.setattr("gateway.cli.main.configure_logging", lambda *args, **kwargs: None)
-    monkeypatch.setattr("uvloop.install", lambda: None)  # the event loop policy stays the tests'
-    try:
-        cli.serve(cli.PACKAGED_CONFIG, "127.0.0.1", 0)
-    finally:
-        gc.unfreeze()
-    assert frozen and frozen[0] > 0

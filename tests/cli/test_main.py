@@ -1,4 +1,5 @@
-"""The command line (gateway.cli.main): check-config's exit codes, serve draining on SIGTERM, its flags and log format, settle-memory."""
+"""The command line (gateway.cli.main): which config it reads, check-config's exit codes, serve draining on SIGTERM and
+freezing start-up objects, its flags and log format, settle-memory."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from typing import Any
 import openai
 import pytest
 
+from gateway.cli import main as cli
 from gateway.cli.main import build_parser, main
 from gateway.core.memory.entries import Entry
 from gateway.memory.sqlite import SQLiteStore
@@ -178,4 +180,35 @@ def test_settle_memory_refuses_a_missing_or_foreign_file(tmp_path: Path, capsys:
     assert "not a gateway memory file" in capsys.readouterr().err
     with sqlite3.connect(other) as db:
         assert [name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")] == ["notes"]
+
+
+def test_config_path_prefers_the_flag_then_the_environment_then_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("GATEWAY_CONFIG", raising=False)
+    assert cli._config_path(None) == cli.PACKAGED_CONFIG
+    (tmp_path / "configs").mkdir()
+    (tmp_path / "configs" / "gateway.yaml").write_text("routes: {}\n")
+    assert cli._config_path(None) == "configs/gateway.yaml"
+    monkeypatch.setenv("GATEWAY_CONFIG", "/etc/gateway/gateway.yaml")
+    assert cli._config_path(None) == "/etc/gateway/gateway.yaml"
+    assert cli._config_path("mine.yaml") == "mine.yaml"
+
+
+def test_serve_freezes_what_start_up_made_before_it_serves(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Full collections during a big body's parse would otherwise walk every start-up object, GIL held."""
+    import gc
+
+    from aiohttp import web
+
+    frozen: list[int] = []
+    monkeypatch.setattr(web, "run_app", lambda *args, **kwargs: frozen.append(gc.get_freeze_count()))
+    monkeypatch.setattr("gateway.cli.main.configure_logging", lambda *args, **kwargs: None)
+    monkeypatch.setattr("uvloop.install", lambda: None)  # the event loop policy stays the tests'
+    try:
+        cli.serve(cli.PACKAGED_CONFIG, "127.0.0.1", 0)
+    finally:
+        gc.unfreeze()
+    assert frozen and frozen[0] > 0
 
