@@ -31,7 +31,7 @@ from gateway.upstream.breakers.board import Breakers
 from gateway.upstream.deadline import Deadline, Deadlines
 from gateway.upstream.providers.base import JSON, Call, EventStream, Provider, Reply, TransportError
 from gateway.upstream.redaction import redact
-from gateway.upstream.results import OK, Failed, Replied, Result, Streamed
+from gateway.upstream.results import OK, Failed, Replied, Result, streamed
 from gateway.upstream.verdict import TIMED_OUT, ErrorFields, broken, error_fields, judge_reply, replay_reply
 
 __all__ = ["Dispatcher", "Request", "Result"]  # Result: what the server reads (gateway.upstream.results)
@@ -280,7 +280,7 @@ class Dispatcher:
             outcome = Outcome(status if isinstance(status, int) and 400 <= status <= 599 else 502, transport=True)
             detail = f"error event: {error.get('message', '')}"[:300]
             return Failed(target=target, attempts=attempts, outcome=outcome, detail=detail, kind=STREAM_ERROR, started=started)
-        return Streamed(
+        return streamed(
             target=target, attempts=attempts, outcome=answered(opened.status), detail=OK, started=started,
             stream=opened, first_event=first, first_chunk=chunk, rest=rest,
         )  # fmt: skip

@@ -7,7 +7,10 @@ so any Result reads alike: `result.reply`, `result.stream`, `result.kind`.
 
 Nothing changes a Result once it is made. The classes are not frozen all the same: a frozen
 dataclass sets each field through object.__setattr__, which every request would pay for, several
-times what the whole Result costs to make otherwise.
+times what the whole Result costs to make otherwise. For the same reason a usable answer's
+Result is made by `replied` and `streamed`: they take every field by keyword, as a call site
+should name them, and make the class from them in field order (calling a class with keywords
+builds a dict of them first, on every answer).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from gateway.upstream.providers.base import EventStream, Reply
 OK: Final = "ok"  # a usable answer's detail: the gateway's word, never an upstream's text
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True)
 class _Judged:
     """What every variant holds."""
 
@@ -36,7 +39,7 @@ class _Judged:
     started: float  # when the attempt began (time.monotonic)
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True)
 class Replied(_Judged):
     """An answer read whole, of any status: a usable one, or the upstream's error answer."""
 
@@ -60,7 +63,7 @@ class Replied(_Judged):
         return str(self.outcome.status)
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True)
 class Streamed(_Judged):
     """A stream committed at its first event that carries data, which the dispatcher read (and parsed)."""
 
@@ -84,7 +87,7 @@ class Streamed(_Judged):
         return str(self.outcome.status)
 
 
-@dataclass(slots=True, kw_only=True)
+@dataclass(slots=True)
 class Failed(_Judged):
     """An attempt that brought no usable answer: `kind` says how (TIMEOUT, CONNECT_ERROR, STREAM_ERROR, ...)."""
 
@@ -109,3 +112,19 @@ class Failed(_Judged):
 
 
 Result = Replied | Streamed | Failed
+
+
+def replied(
+    *, target: Target, attempts: list[Attempt], outcome: Outcome, detail: str, started: float, reply: Reply,
+    retry_after: float | None = None,
+) -> Replied:
+    """An answer read whole (see the module's docstring for why not Replied(...) by keywords)."""
+    return Replied(target, attempts, outcome, detail, started, reply, retry_after)
+
+
+def streamed(
+    *, target: Target, attempts: list[Attempt], outcome: Outcome, detail: str, started: float, stream: EventStream,
+    first_event: Event, first_chunk: Any, rest: Sequence[Event] = (),
+) -> Streamed:
+    """A stream committed at its first event (see the module's docstring for why not Streamed(...) by keywords)."""
+    return Streamed(target, attempts, outcome, detail, started, stream, first_event, first_chunk, rest)

@@ -21,7 +21,7 @@ from gateway.core.routing import Outcome, answered
 from gateway.core.tree import Target
 from gateway.observe.trace import INVALID_RESPONSE
 from gateway.upstream.providers.base import Call, ReplayedStream, Reply
-from gateway.upstream.results import OK, Failed, Replied, Result, Streamed
+from gateway.upstream.results import OK, Failed, Replied, Result, replied, streamed
 
 TIMED_OUT: Final = Outcome(504, transport=True)
 BROKEN: Final = Outcome(502, transport=True)  # no usable answer: unreachable, cut off or malformed
@@ -105,12 +105,12 @@ def judge_reply(call: Call, reply: Reply, attempts: list[Attempt], *, started: f
         if status < 200:  # no final answer (101 switches protocols): relayed, it would break the client's connection
             detail = f"upstream answered {status} (not a final answer)"
             return broken(target, attempts, detail=detail, kind=INVALID_RESPONSE, started=started)
-        return Replied(
+        return replied(
             target=target, attempts=attempts, outcome=answered(status), detail=error_fields(reply.body).message,
             started=started, reply=reply, retry_after=retry_after_seconds(reply.headers),
         )  # fmt: skip
     if call.endpoint in OPAQUE_ANSWERS:
-        return Replied(target=target, attempts=attempts, outcome=answered(status), detail=OK, started=started, reply=reply)
+        return replied(target=target, attempts=attempts, outcome=answered(status), detail=OK, started=started, reply=reply)
     try:
         data = reply.data = orjson.loads(reply.body)
     except orjson.JSONDecodeError:
@@ -125,7 +125,7 @@ def judge_reply(call: Call, reply: Reply, attempts: list[Attempt], *, started: f
         failure = Outcome(code if isinstance(code, int) and 400 <= code <= 599 else 502, transport=True)
         detail = f"error in a {status} answer: {error_fields(reply.body).message}"[:300]
         return Failed(target=target, attempts=attempts, outcome=failure, detail=detail, kind=INVALID_RESPONSE, started=started)
-    return Replied(target=target, attempts=attempts, outcome=answered(status), detail=OK, started=started, reply=reply)
+    return replied(target=target, attempts=attempts, outcome=answered(status), detail=OK, started=started, reply=reply)
 
 
 def replay_reply(call: Call, reply: Reply, attempts: list[Attempt], *, started: float) -> Result:
@@ -139,7 +139,7 @@ def replay_reply(call: Call, reply: Reply, attempts: list[Attempt], *, started: 
     if events is None:
         detail = "malformed upstream response (a stream was asked for; the JSON is not a completion)"
         return broken(call.target, attempts, detail=detail, kind=INVALID_RESPONSE, started=started)
-    return Streamed(
+    return streamed(
         target=call.target, attempts=attempts, outcome=answered(200), detail=OK, started=started,
         stream=ReplayedStream([], reply.headers), first_event=events[0], first_chunk=None, rest=events[1:],
     )  # fmt: skip
