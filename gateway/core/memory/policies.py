@@ -31,9 +31,9 @@ TokenCounter = Callable[[Message], int]
 REPLY_PRIMING: Final = 3  # tokens every reply is primed with (OpenAI's cookbook), kept free in a token window
 
 
-@dataclass(slots=True)  # not a NamedTuple: made on every turn, and a NamedTuple is slower to make by keywords
+@dataclass(slots=True)  # not a NamedTuple: made on every turn, and a NamedTuple is slower to make
 class Plan:
-    """The forwarded messages, and the turn to store if the request succeeds."""
+    """The forwarded messages, and the turn to store if the request succeeds (made by `make_plan`)."""
 
     forwarded: list[Message]
     system: list[Message]
@@ -43,6 +43,15 @@ class Plan:
     evicted: int
     wants_older: bool = False  # older history, not given, could change this plan: read more, plan again
     turn_tokens: list[int] | None = None  # the new turn's counts in the plan's encoding, when the window took them
+
+
+def make_plan(
+    *, forwarded: list[Message], system: list[Message], system_changed: bool, new_turn: list[Message],
+    history_kept: int, evicted: int, wants_older: bool = False, turn_tokens: list[int] | None = None,
+) -> Plan:
+    """A Plan from its fields by keyword, made in field order: calling the class with keywords would
+    build a dict of them first, on every memory turn."""
+    return Plan(forwarded, system, system_changed, new_turn, history_kept, evicted, wants_older, turn_tokens)
 
 
 def plan_turn(
@@ -106,7 +115,7 @@ def plan_turn(
         kept, exhausted = newest_that_fit(history, settings.max_messages - len(turn), None)
     if plain is None:  # a plain history has no tool calls to leave unanswered
         kept = without_unanswered_calls(kept, turn)
-    return Plan(
+    return make_plan(
         forwarded=[*system, *kept, *turn],
         system=system,
         system_changed=bool(given_system) and given_system != list(stored_system),
@@ -140,7 +149,7 @@ def plan_common_turn(
     """
     system, question, system_tokens, question_tokens = turn
     if conversation is None:  # the conversation's first turn: nothing stored, nothing to read further
-        return Plan(
+        return make_plan(
             forwarded=[system, question],
             system=[system],
             system_changed=True,
@@ -164,7 +173,7 @@ def plan_common_turn(
     # plan wants older history, which Memory._plan reads after plan_turn's plan.
     if exhausted and older:
         return None
-    return Plan(  # wants_older stays False: the window stops within what was read (or nothing is older)
+    return make_plan(  # wants_older stays False: the window stops within what was read (or nothing is older)
         forwarded=[system, *kept, question],
         system=[system],
         system_changed=len(stored) != 1 or stored[0] != system,
