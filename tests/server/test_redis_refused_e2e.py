@@ -1,6 +1,6 @@
 """A Redis URL the client refuses (at build or at first use) is Redis unavailable, never a 500.
 
-The loader refuses such URLs (tests/test_config_validation.py); these build the stores and the
+The loader refuses such URLs (tests/config/test_redis_urls.py); these build the stores and the
 gateway around them anyway, so the runtime holds on its own: memory turns are 503
 memory_unavailable, breakers decide per process, `/v1/gateway/health` answers 200, a fallback runs.
 """
