@@ -216,7 +216,7 @@ class SplitProvider:
 
 
 def split_providers(
-    providers: Mapping[str, Provider], config: Config, guarded: Resources, resolver: GuardedResolver
+    providers: Mapping[str, Provider], config: Config, *, guarded: Resources, resolver: GuardedResolver
 ) -> dict[str, Provider]:
     """`providers` (by name) wrapped so targets outside `config` are served over `guarded` only."""
     configured = frozenset(target for route in config.routes.values() for target in iter_targets(route.root))
@@ -246,4 +246,4 @@ async def guarded_providers(
     resolver = GuardedResolver(policy)
     async with guarded_session(resolver, policy, client_timeout=client_timeout) as session:
         resources = Resources(session, max_response_bytes=config.server.max_response_bytes)
-        yield split_providers(providers, config, resources, resolver)
+        yield split_providers(providers, config, guarded=resources, resolver=resolver)

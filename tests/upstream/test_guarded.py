@@ -186,7 +186,7 @@ async def test_providers_a_client_may_not_name_refuse_outside_targets() -> None:
     session = aiohttp.ClientSession()
     try:
         resources = Resources(session, max_response_bytes=1024)
-        providers = split_providers({"anthropic": Recorder()}, config, resources, GuardedResolver(HostPolicy()))
+        providers = split_providers({"anthropic": Recorder()}, config, guarded=resources, resolver=GuardedResolver(HostPolicy()))
         assert set(providers) == {"anthropic", "openai", "mock"}
         stray = parse_config("routes: {x: {provider: anthropic, apiKey: k}}").routes["x"].first_target
         with pytest.raises(TransportError, match="cannot serve a target from x-gateway-config"):
