@@ -8,7 +8,7 @@ from gateway.core.errors import InvalidRequestError
 class TranslationError(InvalidRequestError):
     """A request that is malformed or cannot be translated (a 400); `param` is the culprit's dotted path."""
 
-    def __init__(self, message: str, param: str | None = None, *, code: str = "invalid_value") -> None:
+    def __init__(self, message: str, param: str | None = None, code: str = "invalid_value") -> None:
         super().__init__(message, param=param, code=code)
 
 

@@ -24,16 +24,12 @@ def describe(value: Any) -> str:
     return shown if len(shown) <= 40 else shown[:37] + "..."
 
 
-def _translation_error(message: str, path: str | None, code: str) -> TranslationError:
-    return TranslationError(message, path, code=code)
-
-
 CHECK = Checker(Wording(
     sentence="{path}: must be {expected}, got {got}",
     names={Kind.OBJECT: "an object", Kind.ARRAY: "a list", Kind.STRING: "a string",
            Kind.BOOLEAN: "a boolean", Kind.NUMBER: "a finite number"},
     show=describe,
-    error=_translation_error,
+    error=TranslationError,
     code="invalid_value",
     missing="{path}: required",
     missing_code="invalid_value",

@@ -32,10 +32,6 @@ def _shown_choice(value: Any) -> str:
     return repr(value[:40]) if isinstance(value, str) else kind_name(value)
 
 
-def _translation_error(message: str, path: str | None, code: str) -> TranslationError:
-    return TranslationError(message, path, code=code)
-
-
 def _malformed(message: str, path: str | None, code: str) -> MalformedAnswer:
     return MalformedAnswer(message)
 
@@ -47,7 +43,7 @@ CHECK = Checker(Wording(
     sentence="{path} must be {expected}, got {got}.",
     names=_NAMES,
     show=kind_name,
-    error=_translation_error,
+    error=TranslationError,
     code="invalid_type",
     missing="'{path}' is required.",
     missing_code="missing_required_parameter",
