@@ -23,7 +23,6 @@ import enum
 import functools
 import logging
 import os
-import re
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
 from operator import attrgetter
@@ -34,12 +33,11 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 from multidict import CIMultiDict
 
+from gateway.core.aiohttp_releases import SWITCH, VERIFIED_FROM, VERIFIED_TO, switched_off, verified
+
 log = logging.getLogger("gateway")
 
-ENV: Final = "GATEWAY_AIOHTTP_INTERNALS"  # "off": aiohttp's public API only
-VERIFIED_FROM: Final = (3, 14, 0)
-VERIFIED_TO: Final = (3, 14, 5)
-_RELEASE: Final = re.compile(r"(\d+)\.(\d+)\.(\d+)")
+ENV: Final = SWITCH
 
 
 class Mode(enum.Enum):
@@ -50,15 +48,9 @@ class Mode(enum.Enum):
     PUBLIC_UNVERIFIED = "aiohttp's public API only (a version the fast paths were not verified on)"
 
 
-def verified(version: str) -> bool:
-    """Whether aiohttp `version` is a release the private parts were verified on (a pre-release is not)."""
-    release = _RELEASE.fullmatch(version)
-    return release is not None and VERIFIED_FROM <= tuple(map(int, release.groups())) <= VERIFIED_TO
-
-
 def mode_for(version: str, setting: str | None) -> Mode:
     """The mode for aiohttp `version` with `setting` the value of GATEWAY_AIOHTTP_INTERNALS (None: unset)."""
-    if setting is not None and setting.strip().lower() == "off":
+    if switched_off(setting):
         return Mode.PUBLIC_CHOSEN
     return Mode.PRIVATE if verified(version) else Mode.PUBLIC_UNVERIFIED
 

@@ -11,7 +11,7 @@ Two fast paths, each with the public API as its fallback:
   property.
 
 The fast paths are taken only with an aiohttp release whose internals were read against them
-(VERIFIED_FROM to VERIFIED_TO, as on the server side) that has every name they use, and unless
+(gateway.core.aiohttp_releases, shared with the server side) that has every name they use, and unless
 the environment says GATEWAY_AIOHTTP_INTERNALS=off (read once, at import; the server side's
 `gateway.server.aiohttp_internals` reads the same variable). The benchmarks in bench/ measure
 what they save; the tests run both ways.
@@ -20,7 +20,6 @@ what they save; the tests run both ways.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Awaitable, Callable
 from operator import attrgetter
 from typing import Final
@@ -30,10 +29,7 @@ from aiohttp.base_protocol import BaseProtocol
 from aiohttp.client_reqrep import ClientResponse
 from aiohttp.streams import StreamReader
 
-SWITCH: Final = "GATEWAY_AIOHTTP_INTERNALS"
-VERIFIED_FROM: Final = (3, 14, 0)  # the releases whose internals this module was read against
-VERIFIED_TO: Final = (3, 14, 5)
-_RELEASE: Final = re.compile(r"(\d+)\.(\d+)\.(\d+)")
+from gateway.core.aiohttp_releases import SWITCH, switched_off, verified
 
 # What the fast paths read, by owner
 _READER_NAMES: Final = (
@@ -46,10 +42,7 @@ _RESPONSE_NAMES: Final = ("_closed",)
 
 def usable(version: str, setting: str | None) -> bool:
     """Whether the fast paths may run with aiohttp `version` and the switch's `setting` (None: unset)."""
-    if setting is not None and setting.strip().lower() == "off":
-        return False
-    release = _RELEASE.fullmatch(version)  # a pre-release or a version it cannot read was not checked
-    return release is not None and VERIFIED_FROM <= tuple(map(int, release.groups())) <= VERIFIED_TO
+    return not switched_off(setting) and verified(version)
 
 
 def _has_names() -> bool:
