@@ -23,7 +23,7 @@ from gateway.core.memory.entries import Entry
 from gateway.memory.sqlite import SQLiteStore
 from gateway.observe.logs import default_log_format
 from tests.support.fakes import FakeUpstream, Step, chat_completion, stream_of
-from tests.support.processes import free_port, start_gateway, wait_ready
+from tests.support.processes import free_port, spawn_gateway, wait_ready
 from tests.support.serve import listening, needs_ss, read_lines_until, ss, wait_until_not_listening
 
 
@@ -53,7 +53,7 @@ async def test_sigterm_drains_in_flight_requests_and_streams(
     config = tmp_path / "g.yaml"
     config.write_text(f"routes:\n  up: {{provider: openai, baseUrl: '{upstream.url}', apiKey: sk-test}}\n")
     port = free_port()
-    process = start_gateway(config, port)
+    process = spawn_gateway(config, port)
     processes.append(process)
     await wait_ready(port, process)
     async with openai.AsyncOpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="x", max_retries=0) as client:
@@ -78,7 +78,7 @@ async def test_serve_listens_with_the_configured_backlog(tmp_path: Path, process
     config = tmp_path / "g.yaml"
     config.write_text("server: {backlog: 77}\nroutes:\n  m: {provider: mock}\n")
     port = free_port()
-    process = start_gateway(config, port)
+    process = spawn_gateway(config, port)
     processes.append(process)
     await wait_ready(port, process)
     # For a listening socket Send-Q is the backlog the kernel was given (aiohttp's own default is 128).
@@ -123,7 +123,7 @@ def test_default_log_format_is_text_on_a_terminal_and_json_otherwise(tmp_path: P
 
 
 async def test_serve_logs_json_by_default_when_stderr_is_not_a_terminal(slow_config: Path, processes: list) -> None:
-    process = start_gateway(slow_config, free_port())
+    process = spawn_gateway(slow_config, free_port())
     processes.append(process)
     assert process.stdout is not None
     lines = await asyncio.wait_for(asyncio.to_thread(read_lines_until, process.stdout, listening), 30)
@@ -133,7 +133,7 @@ async def test_serve_logs_json_by_default_when_stderr_is_not_a_terminal(slow_con
 
 async def test_serve_logs_text_by_default_on_a_terminal(slow_config: Path, processes: list) -> None:
     leader, follower = os.openpty()
-    process = start_gateway(slow_config, free_port(), output=follower)
+    process = spawn_gateway(slow_config, free_port(), output=follower)
     processes.append(process)
     os.close(follower)
     with os.fdopen(leader, "rb", buffering=0) as terminal:

@@ -32,7 +32,7 @@ from tests.support.processes import (
     LogLines,
     free_port,
     running_gateway,
-    start_gateway,
+    spawn_gateway,
     stopped_at_exit,
     wait_ready,
 )
@@ -316,7 +316,7 @@ async def test_a_worker_started_after_a_reload_keeps_the_settings_only_a_restart
     config = tmp_path / "g.yaml"
     config.write_text(f"server: {{host: 127.0.0.1, port: {first}}}\n" + mock_routes("a"))
     with stopped_at_exit() as processes:
-        process = start_gateway(config, None, "--workers", "2")  # listening where the config says
+        process = spawn_gateway(config, None, "--workers", "2")  # listening where the config says
         processes.append(process)
         logs = LogLines(process)
         await wait_ready(first, process)
@@ -430,7 +430,7 @@ async def test_a_sighup_while_the_workers_start_reloads_them_once_they_can(tmp_p
     config.write_text(mock_routes("a"))
     port = free_port()
     with stopped_at_exit() as processes:
-        process = start_gateway(config, port, "--workers", "2")
+        process = spawn_gateway(config, port, "--workers", "2")
         processes.append(process)
         logs = LogLines(process)
         assert await asyncio.to_thread(held_within, process.pid, 30)

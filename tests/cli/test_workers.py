@@ -15,7 +15,7 @@ import openai
 
 from gateway.cli.workers import describe_exit, restart_delay
 from tests.support.fakes import FakeUpstream, Step, chat_completion
-from tests.support.processes import free_port, start_gateway, wait_ready
+from tests.support.processes import free_port, spawn_gateway, wait_ready
 from tests.support.serve import (
     listening,
     needs_ss,
@@ -28,7 +28,7 @@ from tests.support.serve import (
 
 async def test_workers_share_the_port_and_stop_on_sigterm(slow_config: Path, processes: list) -> None:
     port = free_port()
-    process = start_gateway(slow_config, port, "--workers", "2")
+    process = spawn_gateway(slow_config, port, "--workers", "2")
     processes.append(process)
     await wait_ready(port, process)
     async with openai.AsyncOpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="x", max_retries=0) as client:
@@ -44,7 +44,7 @@ async def test_workers_share_the_port_and_stop_on_sigterm(slow_config: Path, pro
 async def test_workers_stop_when_their_parent_is_killed(slow_config: Path, processes: list) -> None:
     """A parent killed outright (kill -9, the OOM killer) must not leave workers serving the port."""
     port = free_port()
-    process = start_gateway(slow_config, port, "--workers", "2")
+    process = spawn_gateway(slow_config, port, "--workers", "2")
     processes.append(process)
     await wait_ready(port, process)
     workers = worker_pids(process.pid)
@@ -102,7 +102,7 @@ async def test_workers_replace_a_killed_worker(tmp_path: Path, upstream: FakeUps
     config = tmp_path / "g.yaml"
     config.write_text(f"routes:\n  up: {{provider: openai, baseUrl: '{upstream.url}', apiKey: sk-test}}\n")
     port = free_port()
-    process = start_gateway(config, port, "--workers", "2")
+    process = spawn_gateway(config, port, "--workers", "2")
     processes.append(process)
     await wait_ready(port, process)
     workers = worker_pids(process.pid)
@@ -134,7 +134,7 @@ async def test_workers_that_keep_failing_to_start_make_serve_exit_1(slow_config:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        process = start_gateway(slow_config, port, "--workers", "2")
+        process = spawn_gateway(slow_config, port, "--workers", "2")
         processes.append(process)
         out, _ = await asyncio.to_thread(process.communicate, timeout=60)
     assert process.returncode == 1
@@ -177,7 +177,7 @@ def test_a_worker_killed_by_a_signal_never_counts_as_a_failed_start() -> None:
 async def test_workers_log_in_the_format_and_from_the_level_given(tmp_path: Path, processes: list) -> None:
     config = tmp_path / "open.yaml"
     config.write_text("routes:\n  m: {provider: mock}\n")  # no auth.keys: every worker warns at start
-    process = start_gateway(config, free_port(), "--workers", "2", "--log-format", "text", "--log-level", "warning")
+    process = spawn_gateway(config, free_port(), "--workers", "2", "--log-format", "text", "--log-level", "warning")
     processes.append(process)
     assert process.stdout is not None
 

@@ -23,7 +23,7 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def start_gateway(
+def spawn_gateway(
     config: Path,
     port: int | None,
     *extra: str,
@@ -155,7 +155,7 @@ async def running_gateway(
     """`gateway serve` of `config` on a free port, once it takes connections; killed at the end if still running."""
     port = free_port()
     with stopped_at_exit() as processes:
-        process = start_gateway(config, port, *extra, preexec_fn=preexec_fn)
+        process = spawn_gateway(config, port, *extra, preexec_fn=preexec_fn)
         processes.append(process)
         logs = LogLines(process)
         await wait_ready(port, process)
