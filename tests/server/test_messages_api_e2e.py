@@ -2,7 +2,7 @@
 
 The upstreams are an OpenAI-compatible fake (tests/support/fakes.py), to which requests are translated,
 and a fake Anthropic Messages API (tests/support/fakes_anthropic.py) behind `anthropic` targets, to which
-they pass through (test_messages_native_e2e.py has the pass-through itself).
+they pass through (test_messages_api_native_e2e.py has the pass-through itself).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 The targets here are translated onto chat completions (`responsesApi: translate`, or a provider
 other than openai): what the upstream receives is a chat payload, and what the client reads is a
-Responses object or event stream. Pass-through is in test_responses_native_e2e.py.
+Responses object or event stream. Pass-through is in test_responses_api_native_e2e.py.
 """
 
 from __future__ import annotations
