@@ -47,7 +47,7 @@ pytestmark = pytest.mark.filterwarnings("ignore:.*`ReadOnly` qualifier:UserWarni
 
 KEY = "sk-ant-operator-secret-0123456789"
 MESSAGES = [{"role": "user", "content": "hello"}]
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture
