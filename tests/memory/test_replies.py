@@ -140,3 +140,10 @@ def test_a_reply_within_the_limit_is_kept_and_one_past_it_refused() -> None:
     _, refused = assembled_peak(lambda: (content("a" * 10) for _ in range(101)), max_bytes=limit)
     assert isinstance(refused, ReplyTooLarge)
     assert "server.maxResponseBytes (1000 bytes)" in str(refused)
+
+
+def test_a_streamed_reply_is_measured_in_utf8_bytes() -> None:
+    assembler = ReplyAssembler(max_bytes=100)
+    assembler.feed({"choices": [{"index": 0, "delta": {"content": "語" * 40}, "finish_reason": "stop"}]})
+    with pytest.raises(ReplyTooLarge):  # 40 characters, 120 bytes
+        assembler.message()

@@ -1,7 +1,9 @@
-"""A turn's reads: a store that fails to read is a 503 that lets the conversation go (the turn did not plan); a read too short is widened."""
+"""A turn's reads: a store that fails to read is a 503 that lets the conversation go (the turn did not plan); a read too short
+is widened. Large token counts leave the event loop."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +14,7 @@ from gateway.core.memory.entries import Entry
 from gateway.core.memory.plain import PlainHistory
 from gateway.core.memory.reach import Reach
 from gateway.core.memory.settings import MemorySettings
+from gateway.memory.counting import OFF_LOOP_CHARS
 from gateway.memory.errors import MemoryUnavailableError
 from gateway.memory.sqlite import SQLiteStore
 from gateway.memory.store import InProcessStore, Key, StoreUnavailable
@@ -115,5 +118,17 @@ async def test_a_turn_whose_wider_read_fails_did_not_plan_and_reports_its_lock_w
             async with Turn(memory, ("t", "m"), MemorySettings("token_window", max_tokens=1000), messages, "gpt-4o", Trace(events)):
                 pytest.fail("planned over a read that failed")
         assert events.told == ["lock_waited"]
+    finally:
+        await memory.close()
+
+
+async def test_small_counts_run_inline_and_large_ones_on_a_thread() -> None:
+    memory = Memory(InProcessStore(ttl_seconds=60, max_messages=10, lock_timeout=1))
+    here = threading.current_thread().name
+    small = [{"role": "user", "content": "x" * (OFF_LOOP_CHARS - 100)}]
+    large = [{"role": "user", "content": "x" * (OFF_LOOP_CHARS + 1)}]
+    try:
+        assert await memory.offload(lambda: threading.current_thread().name, small) == here
+        assert (await memory.offload(lambda: threading.current_thread().name, large)).startswith("gateway-tokens")
     finally:
         await memory.close()

@@ -1,13 +1,9 @@
-"""Token counting stays bounded, and large counts leave the event loop."""
+"""Token counting stays bounded: long texts in pieces, nothing encoded past the cap."""
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
-from gateway.memory.counting import OFF_LOOP_CHARS
-from gateway.memory.store import InProcessStore
-from gateway.memory.turns import Memory
 from gateway.tokens import EXACT_CHARS, PIECE_CHARS, count_message, count_text, get_encoding
 
 O200K = get_encoding("o200k_base")
@@ -49,31 +45,8 @@ def test_past_the_cap_nothing_more_is_encoded() -> None:
     assert counting.encoded <= 2 * PIECE_CHARS + 10
 
 
-async def test_small_counts_run_inline_and_large_ones_on_a_thread() -> None:
-    memory = Memory(InProcessStore(ttl_seconds=60, max_messages=10, lock_timeout=1))
-    here = threading.current_thread().name
-    small = [{"role": "user", "content": "x" * (OFF_LOOP_CHARS - 100)}]
-    large = [{"role": "user", "content": "x" * (OFF_LOOP_CHARS + 1)}]
-    try:
-        assert await memory.offload(lambda: threading.current_thread().name, small) == here
-        assert (await memory.offload(lambda: threading.current_thread().name, large)).startswith("gateway-tokens")
-    finally:
-        await memory.close()
-
-
 def test_a_message_of_many_parts_stops_counting_past_the_cap() -> None:
     counting = CountingEncoding()
     message = {"role": "user", "content": [{"type": "text", "text": "word " * 12_000} for _ in range(150)]}
     assert count_message(message, counting, cap=1000) > 1000  # type: ignore[arg-type]
     assert counting.encoded <= 2 * 60_000  # a part or two, not 150 of them
-
-
-def test_a_streamed_reply_is_measured_in_utf8_bytes() -> None:
-    import pytest
-
-    from gateway.memory.replies import ReplyAssembler, ReplyTooLarge
-
-    assembler = ReplyAssembler(max_bytes=100)
-    assembler.feed({"choices": [{"index": 0, "delta": {"content": "語" * 40}, "finish_reason": "stop"}]})
-    with pytest.raises(ReplyTooLarge):  # 40 characters, 120 bytes
-        assembler.message()
