@@ -14,19 +14,14 @@ import time
 import weakref
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import openai
 import pytest
 
-from gateway.cli import main as cli
 from gateway.observe import trace as observe
 from gateway.observe.logs import (
     ACCESS_BUFFER_LINES,
-    JsonFormatter,
     RequestLog,
-    TextFormatter,
-    access_fields,
     configure_logging,
 )
 from tests.support.processes import free_port, wait_ready
@@ -187,35 +182,6 @@ async def test_without_the_gateway_handler_lines_go_through_the_logger(install: 
         logger.removeHandler(collector)
     [record] = records
     assert (record.getMessage(), record.request_id, record.fields["status"]) == ("request", "req_1", 200)  # type: ignore[attr-defined]
-
-
-@pytest.mark.parametrize("formatter", [JsonFormatter(), TextFormatter()], ids=["json", "text"])
-def test_the_access_line_is_what_the_formatter_makes_of_its_record(formatter: JsonFormatter | TextFormatter) -> None:
-    """The access line skips the LogRecord, not anything the line says."""
-    trace = observe.Trace(request_id="req_1", method="POST", path="/v1/chat/completions", tenant="team a")
-    trace.stream, trace.attempts, trace.prompt_tokens, trace.completion_tokens = True, 2, 11, 7
-    trace.end(200)
-    record = logging.LogRecord("gateway.access", logging.INFO, __file__, 0, "request", None, None)
-    record.request_id, record.fields = "req_1", access_fields(trace)
-    assert formatter.access_line(trace, created=record.created, level="INFO", logger="gateway.access") == formatter.format(record)
-
-
-def test_the_flush_interval_flag_reaches_serve(monkeypatch: pytest.MonkeyPatch) -> None:
-    given: list[dict[str, Any]] = []
-    monkeypatch.setattr(cli, "serve", lambda *args, **options: given.append(options))
-    monkeypatch.setattr(cli, "serve_workers", lambda *args, **options: given.append(options) or 0)
-    cli.main(["serve", "--access-log-flush", "0"])
-    cli.main(["serve", "--workers", "2", "--access-log-flush", "2.5"])
-    cli.main(["serve"])
-    assert [options["access_log_flush"] for options in given] == [0.0, 2.5, 0.5]
-
-
-@pytest.mark.parametrize("value", ["-1", "nan"])
-def test_a_negative_flush_interval_is_refused(value: str, capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(SystemExit) as caught:
-        cli.main(["serve", "--access-log-flush", value])
-    assert caught.value.code == 2
-    assert "--access-log-flush must be >= 0" in capsys.readouterr().err
 
 
 def start_workers(config: Path, port: int, log_path: Path, *options: str) -> subprocess.Popen[bytes]:

@@ -1,17 +1,12 @@
-"""Logs: both line formats, the request id from the current trace, the access line, and no secrets."""
+"""gateway.observe.logs.request_log: one access line per request when it ends, and a whole gateway's log holds no secret."""
 
 from __future__ import annotations
 
 import asyncio
 import io
 import json
-import logging
-import re
 import signal
-import subprocess
-import sys
-from collections.abc import Awaitable, Callable, Iterator
-from datetime import UTC, datetime
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,133 +16,10 @@ import pytest
 from gateway.config.loader import parse_config
 from gateway.core.tree import Target
 from gateway.observe import trace as observe
-from gateway.observe.logs import JsonFormatter, RequestLog, TextFormatter, configure_logging
+from gateway.observe.logs import RequestLog
 from tests.support.fakes import FakeUpstream, Step, chat_completion, error_body, stream_of
+from tests.support.log_lines import ISO_UTC, start_logging_gateway
 from tests.support.processes import free_port, wait_ready
-
-ISO_UTC = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
-
-
-def make_record(message: str = "hello %s", *args: Any, **extra: Any) -> logging.LogRecord:
-    record = logging.LogRecord("gateway.test", logging.WARNING, __file__, 1, message, args or ("world",), None)
-    record.__dict__.update(extra)
-    return record
-
-
-def failing_record() -> logging.LogRecord:
-    try:
-        raise ValueError("the upstream answer was not JSON")
-    except ValueError:
-        return logging.LogRecord("gateway", logging.ERROR, __file__, 1, "it failed", (), sys.exc_info())
-
-
-def test_json_line_has_time_level_logger_message_request_id_and_fields() -> None:
-    record = make_record(request_id="req_1", fields={"route": "fast", "attempts": 2, "stream": False, "ttft_ms": None})
-    line = JsonFormatter().format(record)
-    assert "\n" not in line
-    parsed = json.loads(line)
-    assert parsed == {
-        "time": parsed["time"],
-        "level": "warning",
-        "logger": "gateway.test",
-        "message": "hello world",
-        "request_id": "req_1",
-        "route": "fast",
-        "attempts": 2,
-        "stream": False,
-        "ttft_ms": None,
-    }
-    assert ISO_UTC.fullmatch(parsed["time"])
-    when = datetime.fromisoformat(parsed["time"])
-    assert when.tzinfo == UTC and abs(when.timestamp() - record.created) < 0.001
-
-
-def test_json_line_without_request_id_or_fields_has_the_four_keys() -> None:
-    assert set(json.loads(JsonFormatter().format(make_record(request_id=None)))) == {"time", "level", "logger", "message"}
-
-
-def test_json_line_renders_an_exception_as_a_string_field() -> None:
-    parsed = json.loads(JsonFormatter().format(failing_record()))
-    assert parsed["message"] == "it failed"
-    assert parsed["exception"].startswith("Traceback (most recent call last):")
-    assert parsed["exception"].endswith("ValueError: the upstream answer was not JSON")
-
-
-def test_text_line_reads_time_level_logger_id_message_then_fields() -> None:
-    fields = {"route": "fast", "target": None, "stream": True, "path": "/v1/x y", "code": "", "n": 3}
-    line = TextFormatter().format(make_record(request_id="req_1", fields=fields))
-    time_text, rest = line.split(" ", 1)
-    assert ISO_UTC.fullmatch(time_text)
-    # None is left out; a value with a space (or an empty one) is quoted so the line splits cleanly.
-    assert rest == 'WARNING gateway.test [req_1] hello world route=fast stream=true path="/v1/x y" code="" n=3'
-
-
-def test_text_line_without_request_id_and_with_a_traceback() -> None:
-    line = TextFormatter().format(failing_record())
-    first, *rest = line.splitlines()
-    assert first.endswith(" ERROR gateway it failed")
-    assert rest[0] == "Traceback (most recent call last):"
-    assert rest[-1] == "ValueError: the upstream answer was not JSON"
-
-
-@pytest.fixture
-def captured() -> Iterator[Callable[[str, str], io.StringIO]]:
-    """configure_logging into a StringIO; the root logger is put back afterwards."""
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-
-    def install(fmt: str, level: str) -> io.StringIO:
-        out = io.StringIO()
-        configure_logging(fmt, level, stream=out)
-        return out
-
-    yield install
-    root.handlers[:] = handlers
-    root.setLevel(level)
-    logging.captureWarnings(False)
-
-
-async def test_each_task_logs_with_its_own_request_id(captured: Callable[[str, str], io.StringIO]) -> None:
-    out = captured("json", "info")
-    log = logging.getLogger("gateway.some.layer")
-    first_logged, second_logged = asyncio.Event(), asyncio.Event()
-
-    async def serve(request_id: str, mine: asyncio.Event, other: asyncio.Event) -> None:
-        observe.current.set(observe.Trace(request_id=request_id))
-        log.info("step one")
-        mine.set()
-        await other.wait()  # the other task has set its own trace in between
-        log.info("step two")
-
-    await asyncio.gather(
-        serve("req_a", first_logged, second_logged), serve("req_b", second_logged, first_logged)
-    )
-    log.info("outside any request")
-    lines = [json.loads(line) for line in out.getvalue().splitlines()]
-    said = [(line["message"], line.get("request_id")) for line in lines]
-    assert said[:2] == [("step one", "req_a"), ("step one", "req_b")]  # both traces set before any step two
-    assert sorted(said[2:4]) == [("step two", "req_a"), ("step two", "req_b")]
-    assert said[4:] == [("outside any request", None)]
-
-
-async def test_text_format_and_level_apply_to_every_logger(captured: Callable[[str, str], io.StringIO]) -> None:
-    out = captured("text", "warning")
-    observe.current.set(observe.Trace(request_id="req_t"))
-    logging.getLogger("gateway.memory").info("hidden below warning")
-    logging.getLogger("aiohttp.server").warning("shown")
-    [line] = out.getvalue().splitlines()
-    assert line.endswith(" WARNING aiohttp.server [req_t] shown")
-
-
-def test_configure_logging_twice_leaves_one_handler(captured: Callable[[str, str], io.StringIO]) -> None:
-    before = len(logging.getLogger().handlers)
-    captured("json", "info")
-    second = captured("text", "debug")
-    assert len(logging.getLogger().handlers) == before + 1
-    logging.getLogger("gateway").debug("once")
-    assert second.getvalue().count("once") == 1
-    with pytest.raises(ValueError, match="log format must be one of json, text, got 'xml'"):
-        configure_logging("xml", "info")
 
 
 def traced_request(observer: observe.Observer) -> tuple[observe.Trace, Target]:
@@ -234,8 +106,7 @@ def test_health_checks_and_scrapes_are_logged_at_debug(captured: Callable[[str, 
     observe.Trace(log, request_id="req_y", method="GET", path="/healthz").end(200)
     assert " DEBUG gateway.access [req_y] request method=GET path=/healthz" in out.getvalue()
 
-
-# --- The whole gateway, with known secrets, scanned ------------------------------------------
+# The whole gateway, with known secrets, scanned.
 
 GATEWAY_KEYS = {"team-a": "gwkey-alpha-5c1e9d", "team-b": "gwkey-bravo-77aa01"}
 WRONG_KEY = "gwkey-wrong-0b3f42"
@@ -285,18 +156,6 @@ routes:
     )
     return config
 
-
-def start_logging_gateway(config: Path, port: int, log_path: Path) -> subprocess.Popen[bytes]:
-    """`gateway serve` logging JSON from debug up, its stdout and stderr both into `log_path`."""
-    with log_path.open("wb") as log_file:
-        return subprocess.Popen(
-            [sys.executable, "-m", "gateway", "serve", "--config", str(config), "--host", "127.0.0.1",
-             "--port", str(port), "--log-format", "json", "--log-level", "debug"],
-            stdout=log_file,
-            stderr=subprocess.STDOUT,
-        )
-
-
 async def run_traffic(base_url: str) -> None:
     """A success, a fallback, a stream, two memory turns, a failure and a wrong key, ids chosen by us."""
 
@@ -325,7 +184,6 @@ async def run_traffic(base_url: str) -> None:
         assert failed.value.status_code == 503
         with pytest.raises(openai.AuthenticationError):
             await wrong.chat.completions.create(model="direct", **ask("t-wrong-key"))
-
 
 async def test_a_gateways_whole_log_holds_no_secret_and_one_access_line_per_request(
     tmp_path: Path, make_upstream: Callable[..., Awaitable[FakeUpstream]]
@@ -388,57 +246,3 @@ async def test_a_gateways_whole_log_holds_no_secret_and_one_access_line_per_requ
     assert (by_id["t-memory-2"]["memory_type"], by_id["t-memory-2"]["evicted"]) == ("message_window", 2)
     assert by_id["t-failure"]["error_code"] is not None
     assert by_id["t-wrong-key"]["error_code"] == "invalid_api_key"
-
-
-async def test_a_line_logged_while_serving_a_request_carries_its_id(tmp_path: Path) -> None:
-    blocker = tmp_path / "not-a-directory"
-    blocker.write_text("")
-    config = tmp_path / "gateway.yaml"
-    # The SQLite file cannot be created under a regular file: the memory flow logs an error mid-request.
-    config.write_text(f"memory: {{store: sqlite, path: {blocker / 'memory.db'}}}\nroutes:\n  m: {{provider: mock}}\n")
-    log_path = tmp_path / "gateway.log"
-    port = free_port()
-    process = start_logging_gateway(config, port, log_path)
-    try:
-        await wait_ready(port, process)
-        async with openai.AsyncOpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="x", max_retries=0) as client:
-            with pytest.raises(openai.APIStatusError) as failed:
-                await client.chat.completions.create(
-                    model="m",
-                    messages=[{"role": "user", "content": "hi"}],
-                    extra_headers={"x-request-id": "t-memory-down", "memoryId": "conv-1"},
-                )
-        assert failed.value.status_code == 503
-        process.send_signal(signal.SIGTERM)
-        assert await asyncio.to_thread(process.wait, 30) == 0
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-    lines = [json.loads(line) for line in log_path.read_text().splitlines()]
-    [error] = [line for line in lines if line["level"] == "error"]
-    assert error["logger"] == "gateway.memory" and error["message"].startswith("memory store unavailable: ")
-    assert error["request_id"] == "t-memory-down"
-    [access] = [line for line in lines if line["logger"] == "gateway.access"]
-    assert (access["request_id"], access["status"], access["error_code"]) == ("t-memory-down", 503, "memory_unavailable")
-
-
-def test_at_debug_the_http_clients_own_debug_lines_stay_off() -> None:
-    """openai's and httpx's debug lines carry the request's URL (a path token) and headers."""
-    import io
-
-    from gateway.observe.logs import CLIENT_LOGGERS, configure_logging
-
-    root_level = logging.getLogger().level
-    levels = {name: logging.getLogger(name).level for name in CLIENT_LOGGERS}  # litellm's provider sets its own
-    handler = configure_logging("json", "debug", stream=io.StringIO())
-    try:
-        assert logging.getLogger("gateway").isEnabledFor(logging.DEBUG)
-        for name in (*CLIENT_LOGGERS, "openai._base_client", "httpcore.http11"):
-            assert not logging.getLogger(name).isEnabledFor(logging.DEBUG), name
-            assert logging.getLogger(name).isEnabledFor(logging.INFO), name
-    finally:
-        logging.getLogger().removeHandler(handler)
-        logging.getLogger().setLevel(root_level)
-        for name, level in levels.items():
-            logging.getLogger(name).setLevel(level)
