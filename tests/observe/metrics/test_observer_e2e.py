@@ -465,7 +465,7 @@ def test_only_the_metrics_package_knows_prometheus() -> None:
     import ast
     from pathlib import Path
 
-    package = Path(__file__).parent.parent.parent / "gateway"
+    package = Path(__file__).resolve().parents[3] / "gateway"
     reporters = [package / "core" / "routing.py", package / "upstream" / "dispatch.py", package / "observe" / "trace.py"]
     reporters += [*(package / "memory").glob("*.py"), *(package / "upstream" / "providers").glob("*.py")]
     for path in reporters:
