@@ -227,35 +227,6 @@ async def test_conversation_survives_a_restart(gateway: Gateway, upstream: FakeU
     assert received(upstream)[1] == [SYSTEM, u("q1"), a("r1"), u("q2")]
 
 
-async def test_management_api(gateway: Gateway, upstream: FakeUpstream, tmp_path: Path) -> None:
-    client = await gateway(config(upstream, tmp_path))
-    script_replies(upstream, 2, stream=False)
-    await ask(client, [SYSTEM, u("q1")], {"memoryId": "mgmt"})
-    await ask(client, [u("q2")], {"memoryId": "mgmt"})
-    status, body = await stored(client, "mgmt")
-    assert status == 200
-    assert body["memoryId"] == "mgmt" and body["system"] == [SYSTEM] and body["turns"] == 2
-    assert body["messages"] == [u("q1"), a("r1"), u("q2"), a("r2")] and body["updatedAt"] > 0
-    base = str(client.base_url).rstrip("/")
-    auth = {"Authorization": f"Bearer {GATEWAY_KEY}"}
-    async with aiohttp.ClientSession(headers=auth) as session:
-        async with session.post(f"{base}/memory/mgmt/undo") as response:
-            assert response.status == 200
-            assert (await response.json())["messages"] == [u("q1"), a("r1")]
-        async with session.post(f"{base}/memory/mgmt/undo") as response:
-            assert (await response.json())["messages"] == []
-        async with session.post(f"{base}/memory/mgmt/undo") as response:
-            assert response.status == 404
-        async with session.delete(f"{base}/memory/mgmt") as response:
-            assert response.status == 204
-        async with session.get(f"{base}/memory/mgmt") as response:
-            assert response.status == 404
-            assert (await response.json())["error"]["code"] == "memory_not_found"
-        async with session.get(f"{base}/memory/bad%20id") as response:
-            assert response.status == 400
-            assert (await response.json())["error"]["param"] == "memoryId"
-
-
 @pytest.mark.parametrize(
     ("headers", "param"),
     [
