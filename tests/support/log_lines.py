@@ -9,6 +9,7 @@ from pathlib import Path
 
 ISO_UTC = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
 
+
 def start_logging_gateway(config: Path, port: int, log_path: Path) -> subprocess.Popen[bytes]:
     """`gateway serve` logging JSON from debug up, its stdout and stderr both into `log_path`."""
     with log_path.open("wb") as log_file:

@@ -61,6 +61,7 @@ def test_configure_logging_twice_leaves_one_handler(captured: Callable[[str, str
     with pytest.raises(ValueError, match="log format must be one of json, text, got 'xml'"):
         configure_logging("xml", "info")
 
+
 async def test_a_line_logged_while_serving_a_request_carries_its_id(tmp_path: Path) -> None:
     blocker = tmp_path / "not-a-directory"
     blocker.write_text("")
@@ -92,6 +93,7 @@ async def test_a_line_logged_while_serving_a_request_carries_its_id(tmp_path: Pa
     assert error["request_id"] == "t-memory-down"
     [access] = [line for line in lines if line["logger"] == "gateway.access"]
     assert (access["request_id"], access["status"], access["error_code"]) == ("t-memory-down", 503, "memory_unavailable")
+
 
 def test_at_debug_the_http_clients_own_debug_lines_stay_off() -> None:
     """openai's and httpx's debug lines carry the request's URL (a path token) and headers."""

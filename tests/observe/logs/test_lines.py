@@ -27,6 +27,7 @@ def failing_record() -> logging.LogRecord:
     except ValueError:
         return logging.LogRecord("gateway", logging.ERROR, __file__, 1, "it failed", (), sys.exc_info())
 
+
 def test_json_line_has_time_level_logger_message_request_id_and_fields() -> None:
     record = make_record(request_id="req_1", fields={"route": "fast", "attempts": 2, "stream": False, "ttft_ms": None})
     line = JsonFormatter().format(record)

@@ -108,6 +108,7 @@ def test_health_checks_and_scrapes_are_logged_at_debug(captured: Callable[[str, 
 
 # The whole gateway, with known secrets, scanned.
 
+
 GATEWAY_KEYS = {"team-a": "gwkey-alpha-5c1e9d", "team-b": "gwkey-bravo-77aa01"}
 WRONG_KEY = "gwkey-wrong-0b3f42"
 PROVIDER_KEYS = ("sk-prov-one-e4d1", "sk-prov-two-9f20", "sk-prov-three-a7c3", "sk-prov-four-3b66")
@@ -156,6 +157,7 @@ routes:
     )
     return config
 
+
 async def run_traffic(base_url: str) -> None:
     """A success, a fallback, a stream, two memory turns, a failure and a wrong key, ids chosen by us."""
 
@@ -184,6 +186,7 @@ async def run_traffic(base_url: str) -> None:
         assert failed.value.status_code == 503
         with pytest.raises(openai.AuthenticationError):
             await wrong.chat.completions.create(model="direct", **ask("t-wrong-key"))
+
 
 async def test_a_gateways_whole_log_holds_no_secret_and_one_access_line_per_request(
     tmp_path: Path, make_upstream: Callable[..., Awaitable[FakeUpstream]]
