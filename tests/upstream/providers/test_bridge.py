@@ -1,51 +1,17 @@
-"""The Bridge picks pass-through or translation per call, and streams commit at their first output (no sockets)."""
+"""The Bridge picks pass-through or translation per call; translated streams end and fail as their API does (no sockets)."""
 
 from __future__ import annotations
-
-from collections.abc import Sequence
-from typing import Any
 
 import orjson
 import pytest
 
 from gateway.config.loader import parse_config
-from gateway.core.sse import Event, parse_event
 from gateway.core.tree import Target, iter_targets
-from gateway.upstream.providers.apis import (
-    COUNT_TOKENS,
-    MESSAGES,
-    MESSAGES_API,
-    RESPONSES,
-    RESPONSES_API,
-    RETRIEVE,
-)
+from gateway.upstream.providers.apis import COUNT_TOKENS, MESSAGES, RESPONSES, RETRIEVE
 from gateway.upstream.providers.base import Call, EventStream, Reply, TransportError
 from gateway.upstream.providers.bridge import Bridge
-from gateway.upstream.providers.commit import CommitPoint
+from tests.support.event_streams import Batches, events, read_all
 from tests.support.fakes import chat_completion, chunk
-
-
-def events(*raw: bytes) -> list[Event]:
-    return [parse_event(item.rstrip(b"\n")) for item in raw]
-
-
-def named(kind: str, **fields: Any) -> bytes:
-    return b"event: " + kind.encode() + b"\ndata: " + orjson.dumps({"type": kind, **fields}) + b"\n\n"
-
-
-class Batches(EventStream):
-    """An EventStream of the given reads."""
-
-    def __init__(self, *reads: Sequence[Event], status: int = 200) -> None:
-        super().__init__(status, {})
-        self._reads = [list(read) for read in reads]
-        self.closed = False
-
-    async def _read(self) -> list[Event]:
-        return self._reads.pop(0) if self._reads else []
-
-    async def close(self) -> None:
-        self.closed = True
 
 
 class Recorder:
@@ -76,63 +42,6 @@ routes:
       - {name: claude, provider: anthropic, apiKey: k}
 """)
     return {target.name: target for target in iter_targets(config.routes["r"].root)}
-
-
-# ---------------------------------------------------------------- the commit point
-
-
-async def read_all(stream: EventStream) -> list[bytes | None]:
-    """The names of the events, read as the dispatcher and the relay do: by batch."""
-    out: list[bytes | None] = []
-    while batch := await stream.next_batch():
-        out += [event.name for event in batch]
-    return out
-
-
-async def test_opening_events_are_held_until_the_first_output() -> None:
-    upstream = Batches(
-        events(named("response.created", response={}), named("response.in_progress", response={})),
-        events(named("response.output_text.delta", delta="Hi"), named("response.completed", response={})),
-    )
-    committed = CommitPoint(upstream, RESPONSES_API)
-    assert await read_all(committed) == [
-        b"response.created", b"response.in_progress", b"response.output_text.delta", b"response.completed",
-    ]  # fmt: skip
-
-
-@pytest.mark.parametrize(
-    ("api", "opening", "failing", "status"),
-    [
-        (RESPONSES_API, [named("response.created", response={}), named("response.in_progress", response={})],
-         named("error", code="rate_limit_exceeded", message="slow"), 429),
-        (RESPONSES_API, [named("response.created", response={})],
-         named("response.failed", response={"error": {"code": "server_error", "message": "boom"}}), 500),
-        (MESSAGES_API, [named("message_start", message={}), named("ping")],
-         named("error", error={"type": "overloaded_error", "message": "o"}), 529),
-    ],
-)  # fmt: skip
-async def test_a_failure_before_the_first_output_fails_the_attempt_with_its_status(
-    api: Any, opening: list[bytes], failing: bytes, status: int
-) -> None:
-    committed = CommitPoint(Batches(events(*opening), events(failing)), api)
-    with pytest.raises(TransportError) as caught:
-        await committed.next_batch()
-    assert caught.value.status == status and caught.value.kind == "stream_error"
-
-
-async def test_a_stream_that_ends_before_its_first_output_has_no_first_event() -> None:
-    committed = CommitPoint(Batches(events(named("message_start", message={}), named("ping"))), MESSAGES_API)
-    assert await committed.next_batch() == []
-
-
-async def test_a_failure_after_the_first_output_is_left_to_the_relay() -> None:
-    upstream = Batches(events(named("message_start", message={}), named("content_block_start", index=0),
-                              named("error", error={"type": "overloaded_error", "message": "o"})))  # fmt: skip
-    committed = CommitPoint(upstream, MESSAGES_API)
-    assert await read_all(committed) == [b"message_start", b"content_block_start", b"error"]
-
-
-# ---------------------------------------------------------------- pass-through or translation, per target
 
 
 async def test_each_call_is_passed_through_or_translated_by_its_target() -> None:
