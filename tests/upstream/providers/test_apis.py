@@ -1,4 +1,4 @@
-"""What the gateway reads out of Responses and Anthropic events: pure, no I/O."""
+"""gateway.upstream.providers.apis: what the gateway reads out of Responses and Anthropic events: pure, no I/O."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import orjson
 import pytest
 
 from gateway.core.sse import parse_event
-from gateway.upstream.providers.anthropic import joined_betas
 from gateway.upstream.providers.apis import (
     MESSAGES,
     MESSAGES_API,
@@ -66,8 +65,3 @@ def test_usage_becomes_chat_usage() -> None:
     assert chat_usage(MESSAGES, counts) == {"prompt_tokens": 113, "completion_tokens": 5}
     assert chat_usage(MESSAGES, {"input_tokens": -1, "output_tokens": True}) == {"prompt_tokens": 0, "completion_tokens": 0}
     assert chat_usage(RESPONSES, None) is None
-
-
-def test_betas_are_joined_each_once() -> None:
-    assert joined_betas("a, b", None, "b,c", "") == "a,b,c"
-    assert joined_betas(None, None) == ""
