@@ -26,7 +26,7 @@ from aiohttp.test_utils import TestServer
 from gateway.cli.reload import RESTART_ONLY, Reloader, keep_restart_only
 from gateway.config.loader import parse_config
 from gateway.server.app import create_app
-from gateway.server.keys import CONFIG, UPSTREAMS, InFlight
+from gateway.server.keys import CONFIG, UPSTREAMS
 from tests.support.fakes import FakeUpstream, Step, stream_of
 from tests.support.processes import (
     LogLines,
@@ -77,18 +77,6 @@ def test_every_restart_only_setting_names_a_field_of_the_config() -> None:
         for attribute in attributes:
             assert attribute in {f.name for f in dataclasses.fields(value)}, name  # type: ignore[arg-type]
             value = getattr(value, attribute)
-
-
-async def test_inflight_drained_waits_for_the_last_request() -> None:
-    inflight = InFlight()
-    await inflight.drained()  # none under way: at once
-    inflight.count += 2
-    drained = asyncio.create_task(inflight.drained())
-    inflight.ended()
-    await asyncio.sleep(0)  # one turn of the loop: the waiter has run, and waits on
-    assert not drained.done()
-    inflight.ended()
-    await asyncio.wait_for(drained, 10)
 
 
 async def test_sighup_serves_the_changed_routes_and_keeps_the_process(tmp_path: Path) -> None:
