@@ -257,13 +257,6 @@ async def test_rate_limit_headers_pass_through(gateway: Gateway, upstream: FakeU
     assert "x-secret" not in raw.headers
 
 
-async def test_default_route_takes_unknown_models(gateway: Gateway, upstream: FakeUpstream) -> None:
-    client = await gateway(f'defaultRoute: chat\nroutes: {{chat: {{provider: openai, baseUrl: "{upstream.url}", apiKey: k}}}}')
-    raw = await client.chat.completions.with_raw_response.create(model="gpt-whatever", messages=MESSAGES)
-    assert raw.headers["x-gateway-route"] == "chat"
-    assert upstream.requests[0].body["model"] == "gpt-whatever"
-
-
 async def test_completions_and_embeddings_are_routed(gateway: Gateway, make_upstream) -> None:
     first, second = await make_upstream(), await make_upstream()
     first.then(Step(status=503, body=error_body(503)), Step(status=503, body=error_body(503)))
