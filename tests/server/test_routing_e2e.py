@@ -274,16 +274,6 @@ async def test_completions_and_embeddings_are_routed(gateway: Gateway, make_upst
     assert [r.path for r in second.requests] == ["/v1/completions", "/v1/embeddings"]
 
 
-async def test_models_list_and_get(gateway: Gateway) -> None:
-    client = await gateway("routes: {a: {provider: mock}, b: {provider: mock}}")
-    models = await client.models.list()
-    assert [m.id for m in models.data] == ["a", "b"]
-    assert (await client.models.retrieve("b")).id == "b"
-    with pytest.raises(openai.NotFoundError) as caught:
-        await client.models.retrieve("zzz")
-    assert caught.value.code == "model_not_found"
-
-
 async def test_mock_provider_scripted_statuses(gateway: Gateway) -> None:
     client = await gateway(
         """
