@@ -6,10 +6,11 @@ its loggers quiet below WARNING and written by our handler, OpenAI parameters a 
 dropped rather than refused, URLs in messages fetched only with its SSRF checks.
 
 A call passes on only an allow-list of the client's OpenAI fields (a body must never choose
-`api_base`, keys or callbacks); the target supplies the rest (`litellm_calls`). litellm's exceptions become the
-upstream status they stand for (a Reply with an OpenAI-shaped error body and Retry-After), or a
-TransportError when no answer came; streams are re-emitted as OpenAI chunks, and end with
-`[DONE]` only when the provider said the answer finished.
+`api_base`, keys or callbacks); the target supplies the rest (`litellm_calls`). litellm's
+exceptions become the upstream status they stand for (a Reply with an OpenAI-shaped error body
+and Retry-After), or a TransportError when no answer came; streams are re-emitted as OpenAI
+chunks, and end with `[DONE]` only when the provider said the answer finished. litellm's private
+names are used in `litellm_internals` only.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from gateway.core.errors import OverloadedError
 from gateway.core.sse import DONE_EVENT, Event, parse_event
 from gateway.core.tree import Target
 from gateway.observe.trace import INVALID_RESPONSE, STREAM_ERROR
+from gateway.upstream.providers import litellm_internals
 from gateway.upstream.providers.base import Call, EventStream, Reply, TransportError, shortage
 from gateway.upstream.providers.litellm_calls import litellm_arguments, relayed_headers
 from gateway.upstream.redaction import redact
@@ -41,17 +43,6 @@ os.environ["LITELLM_MODE"] = "PRODUCTION"
 import litellm
 from litellm.exceptions import APIConnectionError, MidStreamFallbackError, Timeout
 
-_CALLBACK_LISTS: Final = (
-    "callbacks",
-    "input_callback",
-    "success_callback",
-    "failure_callback",
-    "service_callback",
-    "audit_log_callbacks",
-    "_async_input_callback",
-    "_async_success_callback",
-    "_async_failure_callback",
-)
 LOGGERS: Final = ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy")
 
 
@@ -62,8 +53,8 @@ def configure_litellm() -> None:
     litellm.redact_messages_in_exceptions = True  # prompts stay out of error messages (and our logs)
     litellm.drop_params = True
     litellm.user_url_validation = True  # image URLs in messages are fetched only past its SSRF checks
-    for name in _CALLBACK_LISTS:
-        setattr(litellm, name, [])
+    litellm_internals.empty_callback_lists(litellm)
+    litellm_internals.announce_mode()
     for name in LOGGERS:
         logger = logging.getLogger(name)
         logger.setLevel(logging.WARNING)  # its DEBUG lines carry request bodies and headers
@@ -186,7 +177,8 @@ def _mid_stream(failure: Reply | TransportError | OverloadedError) -> TransportE
 
 
 def _answer_headers(response: Any) -> dict[str, str]:
-    hidden = getattr(response, "_hidden_params", None)
+    """The provider's headers to relay from an answer: litellm keeps them in its hidden params."""
+    hidden = getattr(response, "hidden_params", None)
     return relayed_headers(hidden.get("additional_headers") if isinstance(hidden, dict) else None)
 
 

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from gateway.upstream.providers.base import Call
+from gateway.upstream.providers.litellm_internals import keep_from_mcp_bridge
 
 # The client's fields a call passes on, per endpoint: OpenAI parameters (and Anthropic's top_k and
 # thinking). Everything else in a body is dropped: litellm also reads api_base, api_key, aws_*,
@@ -55,9 +56,7 @@ def litellm_arguments(call: Call, *, stream: bool) -> dict[str, Any]:
     if target.headers:
         arguments["extra_headers"] = dict(target.headers)
     if call.endpoint == "chat/completions":
-        # Tools go to the provider as they are: litellm's MCP bridge would otherwise connect to
-        # any MCP server a client's tool names (and it needs the `mcp` package to even look).
-        arguments["_skip_mcp_handler"] = True
+        keep_from_mcp_bridge(arguments)
     if stream:
         arguments["stream"] = True
     return arguments

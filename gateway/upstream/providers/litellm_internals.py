@@ -1,0 +1,107 @@
+"""litellm's private names the gateway relies on: here and nowhere else, each beside its public fallback.
+
+Each is needed for something litellm's public API cannot do:
+
+- `_skip_mcp_handler`, a keyword argument of `litellm.acompletion`, turns off litellm's MCP
+  bridge: given a tool `{"type": "mcp", "server_url": ...}` that names litellm's own gateway, it
+  would connect from the gateway's host to an MCP server (and it needs the `mcp` package to even
+  look). With it, tools go to the provider as they are. Fallback: the chat call goes without the
+  client's `mcp` tools, so Anthropic's MCP connector is out of reach through chat completions.
+- `_async_input_callback`, `_async_success_callback` and `_async_failure_callback` are litellm's
+  lists of async callbacks, filled from the public lists (`litellm.callbacks`, `success_callback`,
+  ...) at each call and by its callback manager. They are emptied with the public ones, so that no
+  callback registered earlier in the process sees a request. Fallback: only the public lists are
+  emptied; a callback that already made it into a private one stays there (in a gateway's own
+  process none has: litellm was imported a moment before).
+
+The provider headers in a response's hidden params need no private name: litellm's public
+`hidden_params` property returns that same dict.
+
+The private names are used only on a litellm release they were read against (VERIFIED), and
+unless the environment says GATEWAY_LITELLM_INTERNALS=off (read once, at import); the callback
+lists, only when litellm still has them. The release comes from the installed distribution's
+metadata, without importing litellm: `litellm_calls` reads this module and is not to pay for it.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import importlib.metadata
+import logging
+import os
+from types import ModuleType
+from typing import Any, Final
+
+log = logging.getLogger("gateway")
+
+SWITCH: Final = "GATEWAY_LITELLM_INTERNALS"  # "off": litellm's public API only
+# The releases whose source the private names were read against (1.82.7 and 1.82.8, compromised
+# releases, are never to be added).
+VERIFIED: Final = frozenset({"1.110.2"})
+
+SKIP_MCP_BRIDGE: Final = "_skip_mcp_handler"
+PUBLIC_CALLBACK_LISTS: Final = (
+    "callbacks", "input_callback", "success_callback", "failure_callback", "service_callback", "audit_log_callbacks",
+)  # fmt: skip
+PRIVATE_CALLBACK_LISTS: Final = ("_async_input_callback", "_async_success_callback", "_async_failure_callback")
+
+
+class Mode(enum.Enum):
+    """Which of litellm's names the gateway uses."""
+
+    PRIVATE = "litellm's private names, on a release they were read against"
+    PUBLIC_CHOSEN = f"litellm's public API only ({SWITCH}=off)"
+    PUBLIC_UNVERIFIED = "litellm's public API only (a release its private names were not read against)"
+
+
+def mode_for(version: str | None, setting: str | None) -> Mode:
+    """The mode for litellm `version` (None: not installed) with `setting` the switch's value (None: unset)."""
+    if setting is not None and setting.strip().lower() == "off":
+        return Mode.PUBLIC_CHOSEN
+    return Mode.PRIVATE if version in VERIFIED else Mode.PUBLIC_UNVERIFIED
+
+
+def installed_version() -> str | None:
+    """The installed litellm's release, read from its metadata (None: not installed)."""
+    try:
+        return importlib.metadata.version("litellm")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+MODE: Final = mode_for(installed_version(), os.environ.get(SWITCH))
+PRIVATE: Final = MODE is Mode.PRIVATE
+
+
+@functools.cache
+def announce_mode() -> None:
+    """Log, once per process, that the fallbacks are in use because of litellm's release."""
+    if MODE is Mode.PUBLIC_UNVERIFIED:
+        log.info(
+            "litellm %s: its private names were read on %s only; chat calls go without the client's mcp tools",
+            installed_version(), ", ".join(sorted(VERIFIED)),
+        )  # fmt: skip
+
+
+def keep_from_mcp_bridge(arguments: dict[str, Any], *, private: bool = PRIVATE) -> None:
+    """Keep litellm's MCP bridge out of a chat call's `arguments`: by its switch, or without the tools it acts on."""
+    if private:
+        arguments[SKIP_MCP_BRIDGE] = True
+        return
+    tools = arguments.get("tools")
+    if isinstance(tools, list):
+        kept = [tool for tool in tools if not (isinstance(tool, dict) and tool.get("type") == "mcp")]
+        if kept:
+            arguments["tools"] = kept
+        else:  # providers refuse an empty list of tools
+            del arguments["tools"]
+
+
+def empty_callback_lists(litellm: ModuleType, *, private: bool = PRIVATE) -> None:
+    """Empty every list of callbacks of the `litellm` module: the private ones too when `private` and still there."""
+    names: tuple[str, ...] = PUBLIC_CALLBACK_LISTS
+    if private and all(isinstance(getattr(litellm, name, None), list) for name in PRIVATE_CALLBACK_LISTS):
+        names += PRIVATE_CALLBACK_LISTS
+    for name in names:
+        setattr(litellm, name, [])
