@@ -15,7 +15,7 @@ from gateway.core.memory.policies import plan_turn
 from gateway.core.memory.resent import resent_length
 from gateway.core.memory.settings import MemorySettings
 from gateway.core.memory.windows import NOTICE
-from gateway.tokens import count_message, count_messages, encoding_name, get_encoding
+from gateway.tokens import count_message, count_messages, get_encoding
 
 O200K = get_encoding("o200k_base")
 
@@ -341,37 +341,6 @@ def test_planning_never_raises_whatever_the_store_holds(
 
 
 # ---------------------------------------------------------------- token_window
-
-COOKBOOK = [
-    {"role": "system", "content": "You are a helpful, pattern-following assistant that translates corporate jargon into plain English."},
-    {"role": "system", "name": "example_user", "content": "New synergies will help drive top-line growth."},
-    {"role": "system", "name": "example_assistant", "content": "Things working well together will increase revenue."},
-    {"role": "system", "name": "example_user", "content": "Let's circle back when we have more bandwidth to touch base on opportunities for increased leverage."},
-    {"role": "system", "name": "example_assistant", "content": "Let's talk later when we're less busy about how to do better."},
-    {"role": "user", "content": "This late pivot means we don't have time to boil the ocean for the client deliverable."},
-]
-
-
-@pytest.mark.parametrize(("model", "expected"), [("gpt-3.5-turbo", 129), ("gpt-4", 129), ("gpt-4o", 124), ("gpt-4o-mini", 124)])
-def test_token_counts_match_the_cookbook(model: str, expected: int) -> None:
-    assert count_messages(COOKBOOK, get_encoding(encoding_name(model))) == expected
-
-
-@pytest.mark.parametrize(
-    ("model", "encoding"),
-    [("gpt-4o", "o200k_base"), ("gpt-4.1-mini", "o200k_base"), ("gpt-5", "o200k_base"), ("o3-mini", "o200k_base"),
-     ("o1", "o200k_base"), ("gpt-4", "cl100k_base"), ("gpt-4-turbo", "cl100k_base"), ("gpt-3.5-turbo", "cl100k_base"),
-     ("llama-3-70b", "o200k_base"), (None, "o200k_base"), ("openai/gpt-4", "cl100k_base")],
-)
-def test_encoding_by_model(model: str | None, encoding: str) -> None:
-    assert encoding_name(model) == encoding
-
-
-def test_tool_calls_are_counted() -> None:
-    plain = {"role": "assistant", "content": ""}
-    with_call = {"role": "assistant", "content": "", "tool_calls": [call("c1", "get_weather", '{"city": "Paris"}')]}
-    assert count(with_call) - count(plain) == len(O200K.encode("get_weather")) + len(O200K.encode('{"city": "Paris"}'))
-
 
 def test_token_window_keeps_the_newest_messages_that_fit() -> None:
     system = [sys("You are terse.")]
