@@ -2,7 +2,8 @@
 gateway key, a memory path from the environment.
 
 What the loader and check-config show of such values is tested in tests/config/test_loader.py,
-tests/config/test_tree.py and tests/cli/test_describe.py.
+tests/config/test_tree.py and tests/cli/test_describe.py; a secret in a target's baseUrl in
+test_secrets_e2e.py.
 """
 
 from __future__ import annotations
