@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import json
+
 import orjson
 import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from gateway.config.loader import parse_config
 from gateway.core.errors import InvalidRequestError
 from gateway.core.hosts import HostPolicy
 from gateway.core.tree import Target
 from gateway.server.inline import INLINE_ROUTE, MAX_DEPTH, InlineConfigs, read_tree, route_from_header
+from tests.support.fuzzing import FUZZ, json_values, nodes
 
 CONFIG = parse_config(
     """
@@ -109,3 +114,13 @@ def test_the_cache_reads_a_text_once_and_holds_at_most_its_size() -> None:
     with pytest.raises(InvalidRequestError):
         configs.tree('{"weight": -1}')
     assert len(configs) == 2  # refusals are not kept
+
+
+@FUZZ
+@given(text=st.text(max_size=300) | (nodes | json_values).map(json.dumps))
+@example(text='{"baseUrl": "http://h:99999/v1"}')
+def test_any_header_text_is_a_tree_or_a_400(text: str) -> None:
+    try:
+        read_tree(text, HostPolicy.parse(["127.0.0.1", "*"]))
+    except InvalidRequestError as exc:
+        assert exc.status == 400 and exc.param == "x-gateway-config"
