@@ -1,4 +1,4 @@
-"""The shape of the code, checked: module size, aiohttp internals in their two rooms, no riddles.
+"""The shape of the code, checked: module size, third-party internals in their own rooms, no riddles.
 
 The layers themselves are import-linter contracts (`.importlinter`, run as `lint-imports` in the
 README's test command); these are the rules it cannot express.
@@ -15,8 +15,17 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent.parent / "gateway"
 MAX_LINES = 400
-# The one module per side allowed to touch aiohttp's private names (each checks the version).
-INTERNALS = frozenset({PACKAGE / "server" / "aiohttp_internals.py", PACKAGE / "upstream" / "aiohttp_internals.py"})
+# The modules allowed to touch a library's private names (each checks the release): aiohttp's,
+# one per side, and litellm's.
+INTERNALS = frozenset(
+    {
+        PACKAGE / "server" / "aiohttp_internals.py",
+        PACKAGE / "upstream" / "aiohttp_internals.py",
+        PACKAGE / "upstream" / "providers" / "litellm_internals.py",
+    }
+)
+# The calls that take an attribute's name as a string.
+BY_NAME = frozenset({"getattr", "setattr", "hasattr", "delattr", "attrgetter", "methodcaller"})
 # Underscore names that are public API: namedtuple's methods, os._exit.
 PUBLIC_UNDERSCORED = frozenset({"_replace", "_asdict", "_fields", "_make", "_exit"})
 # A comment that counts what the interpreter runs ("~1.5k instructions", "12 opcodes"): figures
@@ -40,20 +49,66 @@ def is_own(value: ast.expr) -> bool:
     return isinstance(value, ast.Name) and value.id in ("self", "cls")
 
 
+def is_private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__") and name not in PUBLIC_UNDERSCORED
+
+
+def private_strings(node: ast.AST) -> list[str]:
+    """The string constants in `node` that spell an underscore name."""
+    return [n.value for n in ast.walk(node) if isinstance(n, ast.Constant) and isinstance(n.value, str) and is_private(n.value)]
+
+
+def by_name(node: ast.AST) -> ast.Call | None:
+    """`node` as a call of getattr, setattr, hasattr, delattr, attrgetter or methodcaller."""
+    if not isinstance(node, ast.Call):
+        return None
+    name = node.func.id if isinstance(node.func, ast.Name) else node.func.attr if isinstance(node.func, ast.Attribute) else ""
+    return node if name in BY_NAME else None
+
+
+def names_by_string(tree: ast.AST) -> Iterator[ast.AST]:
+    """Underscore names of another object spelt as strings: `getattr(x, "_y")`, and tables of names.
+
+    A table is a module-level tuple, list or set of strings, in a module that also reaches an
+    attribute by a name it does not spell out (`getattr(x, name)`): its underscore entries count.
+    """
+    computed = False
+    for node in ast.walk(tree):
+        if (call := by_name(node)) is None:
+            continue
+        if isinstance(call.func, ast.Name) and call.func.id in ("getattr", "setattr", "hasattr", "delattr"):
+            if len(call.args) < 2 or is_own(call.args[0]):
+                continue
+            names = call.args[1:2]
+        else:
+            names = call.args
+        if any(private_strings(name) for name in names):
+            yield call
+        computed = computed or not all(isinstance(name, ast.Constant) for name in names)
+    if computed and isinstance(tree, ast.Module):
+        for statement in tree.body:
+            value = statement.value if isinstance(statement, ast.Assign | ast.AnnAssign) else None
+            if isinstance(value, ast.Tuple | ast.List | ast.Set) and private_strings(value):
+                yield statement
+
+
 def private_uses(tree: ast.AST) -> Iterator[ast.AST]:
-    """Reads and imports of another object's or library's underscore names."""
+    """Reads, imports and keyword arguments of another object's or library's underscore names, as names or strings."""
     for node in ast.walk(tree):
         if isinstance(node, ast.Attribute):
-            private = node.attr.startswith("_") and not node.attr.startswith("__")
-            if private and node.attr not in PUBLIC_UNDERSCORED and not is_own(node.value):
+            if is_private(node.attr) and not is_own(node.value):
+                yield node
+        elif isinstance(node, ast.Call) and any(keyword.arg and is_private(keyword.arg) for keyword in node.keywords):
+            if not (isinstance(node.func, ast.Attribute) and is_own(node.func.value)):
                 yield node
         elif isinstance(node, ast.ImportFrom) and node.module and not node.module.startswith("gateway"):
             names = [node.module, *(alias.name for alias in node.names)]
-            if any(part.startswith("_") and not part.startswith("__") for name in names for part in name.split(".")):
+            if any(is_private(part) for name in names for part in name.split(".")):
                 yield node
+    yield from names_by_string(tree)
 
 
-def test_underscore_names_of_other_objects_are_used_only_in_the_two_aiohttp_internals_modules() -> None:
+def test_underscore_names_of_other_objects_are_used_only_in_the_internals_modules() -> None:
     found = [
         f"{path.relative_to(PACKAGE)}:{node.lineno}: {ast.unparse(node)}"
         for path in modules()
@@ -63,10 +118,39 @@ def test_underscore_names_of_other_objects_are_used_only_in_the_two_aiohttp_inte
     assert found == []
 
 
+def scanned(source: str) -> list[str]:
+    found = sorted(private_uses(ast.parse(source)), key=lambda node: node.lineno)  # type: ignore[attr-defined]
+    return [ast.unparse(node) for node in found]
+
+
 def test_the_scan_sees_other_objects_underscore_names_not_its_own() -> None:
     source = "self._mine = 1\nsuper()._theirs()\nrequest._payload\nentry._replace(a=1)\nfrom aiohttp.web import _x\n"
-    found = sorted(private_uses(ast.parse(source)), key=lambda node: node.lineno)  # type: ignore[attr-defined]
-    assert [ast.unparse(node) for node in found] == ["request._payload", "from aiohttp.web import _x"]
+    assert scanned(source) == ["request._payload", "from aiohttp.web import _x"]
+
+
+def test_the_scan_sees_underscore_names_spelt_as_strings() -> None:
+    source = """
+getattr(self, "_mine")
+getattr(response, "_hidden_params", None)
+setattr(litellm, "_async_success_callback", [])
+hasattr(thing, "__dunder__") and hasattr(thing, "public") and hasattr(entry, "_asdict")
+attrgetter("_closed" if fast else "closed")
+litellm.acompletion(model="m", _skip_mcp_handler=True)
+self._call(_mine=1)
+"""
+    assert scanned(source) == [
+        "getattr(response, '_hidden_params', None)",
+        "setattr(litellm, '_async_success_callback', [])",
+        "attrgetter('_closed' if fast else 'closed')",
+        "litellm.acompletion(model='m', _skip_mcp_handler=True)",
+    ]
+
+
+def test_the_scan_sees_a_table_of_underscore_names_only_where_names_are_looked_up() -> None:
+    table = "NAMES = ('callbacks', '_async_input_callback')\nRAW = {'_raw': 1}\n"
+    assert scanned(table) == []  # strings, no attribute of anything
+    looked_up = table + "for name in NAMES:\n    setattr(litellm, name, [])\n"
+    assert scanned(looked_up) == ["NAMES = ('callbacks', '_async_input_callback')"]
 
 
 def test_no_tuple_new_and_no_comment_or_docstring_counts_instructions() -> None:
