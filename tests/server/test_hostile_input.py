@@ -1,21 +1,17 @@
-"""Hostile input the SDK never sends: raw header bytes, lying Content-Encoding, trickled bodies.
+"""Hostile input the SDK never sends: raw header bytes, bodies shaped to poison memory or to nest too deep.
 
-Raw bytes need a raw socket: these tests write HTTP/1.1 by hand over asyncio streams.
+Raw bytes need a raw socket: these tests write HTTP/1.1 by hand over asyncio streams. Lying
+Content-Encoding and trickled bodies are in test_bodies_reading.py.
 """
 
 from __future__ import annotations
-
-import asyncio
-import gzip
-import zlib
-from typing import Any
 
 import orjson
 import pytest
 
 from tests.support.gateway import GATEWAY_KEY, Gateway
 from tests.support.openai_errors import assert_error
-from tests.support.raw_http import AUTH, CONFIG, HELLO, address, exchange, parse_answer, request, send
+from tests.support.raw_http import AUTH, CONFIG, address, exchange, request
 
 
 @pytest.mark.parametrize(
@@ -49,53 +45,6 @@ async def test_non_ascii_bearer_token_is_an_incorrect_key(gateway: Gateway, toke
     assert_error(body, code="invalid_api_key")
 
 
-@pytest.mark.parametrize("encoding", ["gzip", "deflate", "GZip"])
-async def test_body_that_is_not_what_content_encoding_says_is_a_400(gateway: Gateway, encoding: str) -> None:
-    data = request(AUTH + f"Content-Encoding: {encoding}\r\n".encode())
-    status, headers, body = await exchange(await address(gateway), data)
-    assert status == 400 and headers["connection"] == "close"  # the undecodable rest is not read
-    assert_error(body, code="invalid_body")
-    assert encoding.lower() in body["error"]["message"].lower()  # aiohttp spells it as sent, or lowered
-
-
-@pytest.mark.parametrize(
-    ("encoding", "compress"),
-    [("gzip", gzip.compress), ("deflate", zlib.compress), ("identity", bytes)],
-)
-async def test_compressed_body_is_read(gateway: Gateway, encoding: str, compress: Any) -> None:
-    data = request(AUTH + f"Content-Encoding: {encoding}\r\n".encode(), compress(HELLO))
-    status, _, body = await exchange(await address(gateway), data)
-    assert status == 200
-    assert body["choices"][0]["message"]["content"].endswith('"hi"')
-
-
-@pytest.mark.parametrize("encoding", ["br", "zstd"])
-async def test_uncompressed_br_or_zstd_body_is_a_400(gateway: Gateway, encoding: str) -> None:
-    """aiohttp decodes these only with Brotli / backports.zstd installed; without, its parser says 400."""
-    status, headers, body = await send(await address(gateway), request(AUTH + f"Content-Encoding: {encoding}\r\n".encode()))
-    assert status == 400
-    if headers["content-type"].startswith("application/json"):  # decoded by aiohttp, refused by the gateway
-        assert_error(orjson.loads(body), code="invalid_body")
-
-
-@pytest.mark.parametrize("encoding", ["compress", "x-gzip", "gzip, gzip", "gzip, identity", "é"])
-async def test_unsupported_content_encoding_is_a_415(gateway: Gateway, encoding: str) -> None:
-    data = request(AUTH + b"Content-Encoding: " + encoding.encode() + b"\r\n")
-    status, headers, body = await exchange(await address(gateway), data)
-    assert status == 415
-    assert_error(body, param="Content-Encoding", code="unsupported_content_encoding")
-    assert headers["accept-encoding"] == "gzip, deflate"
-
-
-async def test_two_content_encoding_headers_are_one_list(gateway: Gateway) -> None:
-    """aiohttp's C parser decodes by the last header; the gateway judges them all, so no mix-up."""
-    for first, second in (b"compress", b"gzip"), (b"gzip", b"compress"):
-        headers = AUTH + b"Content-Encoding: " + first + b"\r\nContent-Encoding: " + second + b"\r\n"
-        status, _, body = await exchange(await address(gateway), request(headers, gzip.compress(HELLO)))
-        assert status == 415
-        assert_error(body, code="unsupported_content_encoding")
-
-
 async def test_memory_poisoned_by_a_list_tool_call_id_is_refused(gateway: Gateway) -> None:
     """A tool call id given as an array used to be stored, and every later turn was a 500."""
     where = await address(gateway)
@@ -124,32 +73,6 @@ async def test_json_nested_deeper_than_it_can_be_written_again_is_a_400(gateway:
     shallow = b'{"model": "m", "messages": [{"role": "user", "content": "hi", "x": ' + b"[" * 250 + b"]" * 250 + b"}]}"
     status, _, body = await exchange(where, request(AUTH + headers, shallow))
     assert status != 500, body
-
-
-async def test_trickled_body_gets_a_408_and_the_connection_closed(gateway: Gateway) -> None:
-    """A client sending one byte every 0.2 s is cut off at bodyReadTimeoutSeconds (0.5 s)."""
-    where = await address(gateway, CONFIG + "server: {bodyReadTimeoutSeconds: 0.5}\n")
-    reader, writer = await asyncio.open_connection(*where)
-    head = b"POST /v1/chat/completions HTTP/1.1\r\nHost: gateway\r\n" + AUTH + b"Content-Length: 100\r\n\r\n"
-
-    async def trickle() -> None:
-        writer.write(head)
-        for _ in range(100):
-            writer.write(b" ")
-            await writer.drain()
-            await asyncio.sleep(0.2)  # the slow client under test, not a wait for anything
-
-    sender = asyncio.create_task(trickle())
-    try:
-        raw = await asyncio.wait_for(reader.read(), 5)  # returns only once the gateway closes; 20 s otherwise
-    finally:
-        sender.cancel()
-        await asyncio.gather(sender, return_exceptions=True)  # it may also have hit the closed socket
-        writer.close()
-    status, headers, body = parse_answer(raw)
-    assert status == 408
-    assert headers["connection"] == "close"
-    assert_error(orjson.loads(body), code="request_timeout")
 
 
 async def test_full_message_shapes_with_provider_extras_pass(gateway: Gateway) -> None:
