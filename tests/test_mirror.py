@@ -1,7 +1,8 @@
 """The tests mirror the package: a test module for each module with logic, and no test directory without its package.
 
 A module gateway/<path>/<stem>.py is tested by tests/<path>/test_<stem>.py or by modules
-tests/<path>/test_<stem>_<aspect>.py, in the same relative directory. `__init__.py` files are
+tests/<path>/test_<stem>_<aspect>.py, in the same relative directory (a test module counts for
+the longest module name it starts with). `__init__.py` files are
 left out. tests/support (shared helpers), tests/clients (the clients as users run them) and
 the top level of tests/ (repo-wide checks: architecture, fresh machine, deploy, start-up...)
 mirror nothing.
@@ -28,16 +29,27 @@ OWN_DIRECTORIES = ("support", "clients")  # below tests/, mirroring nothing
 
 
 def untested_modules(package: Path, tests: Path, *, exempt: Collection[str] = ()) -> list[str]:
-    """The modules of `package` (paths relative to it) with no test module in their mirror directory under `tests`."""
+    """The modules of `package` (paths relative to it) with no test module in their mirror directory under `tests`.
+
+    A test module counts for the longest module name it starts with: tests/memory/test_sqlite_cache.py
+    tests memory/sqlite_cache.py, not memory/sqlite.py.
+    """
     missing = []
     for module in sorted(package.rglob("*.py")):
         relative = module.relative_to(package)
         if module.name == "__init__.py" or relative.as_posix() in exempt:
             continue
-        mirror = tests / relative.parent
-        if not [*mirror.glob(f"test_{module.stem}.py"), *mirror.glob(f"test_{module.stem}_*.py")]:
+        siblings = [path.stem for path in module.parent.glob("*.py")]
+        tested = {module_named_by(test.stem, siblings) for test in (tests / relative.parent).glob("test_*.py")}
+        if module.stem not in tested:
             missing.append(relative.as_posix())
     return missing
+
+
+def module_named_by(test: str, modules: Collection[str]) -> str | None:
+    """The module a test module is named for: test_<stem>.py or test_<stem>_<aspect>.py, the longest such stem."""
+    named = test.removeprefix("test_")
+    return max((stem for stem in modules if named == stem or named.startswith(f"{stem}_")), key=len, default=None)
 
 
 def homeless_tests(package: Path, tests: Path, *, own: Collection[str] = OWN_DIRECTORIES) -> list[str]:
@@ -95,6 +107,15 @@ def test_a_module_is_tested_by_its_name_or_an_aspect_of_it_in_its_mirror_directo
     package, tests = tmp_path / "gateway", tmp_path / "tests"
     assert untested_modules(package, tests) == ["__main__.py", "core/hosts.py"]
     assert untested_modules(package, tests, exempt={"__main__.py"}) == ["core/hosts.py"]
+
+
+def test_a_test_module_counts_for_the_longest_module_name_it_starts_with(tmp_path: Path) -> None:
+    make_tree(tmp_path, "gateway/memory/sqlite.py", "gateway/memory/sqlite_cache.py", "tests/memory/test_sqlite_cache.py")
+    assert untested_modules(tmp_path / "gateway", tmp_path / "tests") == ["memory/sqlite.py"]
+    make_tree(tmp_path, "tests/memory/test_sqlite_state.py")  # an aspect of sqlite, no module of its own
+    assert untested_modules(tmp_path / "gateway", tmp_path / "tests") == []
+    assert module_named_by("test_sqlite_cache_sizes", ["sqlite", "sqlite_cache"]) == "sqlite_cache"
+    assert module_named_by("test_agent_bodies", ["sqlite"]) is None
 
 
 def test_a_test_outside_the_mirror_is_found_unless_at_the_top_or_in_support_or_clients(tmp_path: Path) -> None:
