@@ -3,10 +3,10 @@
 Each is needed for something litellm's public API cannot do:
 
 - `_skip_mcp_handler`, a keyword argument of `litellm.acompletion`, turns off litellm's MCP
-  bridge: given a tool `{"type": "mcp", "server_url": ...}` that names litellm's own gateway, it
-  would connect from the gateway's host to an MCP server (and it needs the `mcp` package to even
-  look). With it, tools go to the provider as they are. Fallback: the chat call goes without the
-  client's `mcp` tools, so Anthropic's MCP connector is out of reach through chat completions.
+  bridge, which would otherwise take a client's `{"type": "mcp", "server_url": ...}` tools to
+  make MCP calls itself, from the gateway's host (and needs the `mcp` package to even look). With
+  it, tools go to the provider as they are. Fallback: the chat call goes without the client's
+  `mcp` tools, so Anthropic's MCP connector is out of reach through chat completions.
 - `_async_input_callback`, `_async_success_callback` and `_async_failure_callback` are litellm's
   lists of async callbacks, filled from the public lists (`litellm.callbacks`, `success_callback`,
   ...) at each call and by its callback manager. They are emptied with the public ones, so that no
@@ -36,8 +36,9 @@ from typing import Any, Final
 log = logging.getLogger("gateway")
 
 SWITCH: Final = "GATEWAY_LITELLM_INTERNALS"  # "off": litellm's public API only
-# The releases whose source the private names were read against (1.82.7 and 1.82.8, compromised
-# releases, are never to be added).
+# The releases whose source the private names were read against. A release joins once its source
+# was read for each name below and tests/upstream/providers/test_litellm_internals.py passes on it;
+# 1.82.7 and 1.82.8 were compromised releases and never join.
 VERIFIED: Final = frozenset({"1.110.2"})
 
 SKIP_MCP_BRIDGE: Final = "_skip_mcp_handler"
