@@ -324,4 +324,4 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.workers == 1:
         serve(path, args.host, args.port, **logs)
         return 0
-    return serve_workers(path, args.host, args.port, args.workers, **logs)
+    return serve_workers(path, args.host, args.port, workers=args.workers, **logs)

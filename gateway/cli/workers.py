@@ -97,7 +97,7 @@ class AcceptedConfig:
 def accepted_config(shown_as: str, text: str) -> Iterator[AcceptedConfig]:
     """An AcceptedConfig of `text` (the file at `shown_as` as the workers start on it), its copy in a private directory removed at exit."""
     with tempfile.TemporaryDirectory(prefix="gateway-config-") as folder:  # mode 0700: the text may hold keys
-        accepted = AcceptedConfig(shown_as, text, text, os.path.join(folder, "accepted.yaml"))
+        accepted = AcceptedConfig(shown_as, started=text, text=text, path=os.path.join(folder, "accepted.yaml"))
         accepted.accept(text)
         yield accepted
 

@@ -57,9 +57,9 @@ def interpolate(
             refs.setdefault(found, reference)
         return result
     if isinstance(value, dict):
-        return {k: interpolate(v, (*loc, str(k)), env, problems, refs) for k, v in value.items()}
+        return {k: interpolate(v, (*loc, str(k)), env, problems=problems, refs=refs) for k, v in value.items()}
     if isinstance(value, list):
-        return [interpolate(v, (*loc, i), env, problems, refs) for i, v in enumerate(value)]
+        return [interpolate(v, (*loc, i), env, problems=problems, refs=refs) for i, v in enumerate(value)]
     return value
 
 

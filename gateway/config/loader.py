@@ -81,7 +81,7 @@ def parse_config(text: str, env: Mapping[str, str] | None = None) -> Config:
     problems = Problems()
     refs: dict[str, str] = {}
     try:
-        document = interpolate(document, (), os.environ if env is None else env, problems, refs)
+        document = interpolate(document, (), os.environ if env is None else env, problems=problems, refs=refs)
         if not isinstance(document, dict):
             raise ConfigError([*problems.messages, f"top level: must be a mapping, got {describe(document)}"])
         route_names = _route_names(document, problems)
@@ -118,7 +118,7 @@ def _config(checked: ConfigFile, *, route_names: list[str], problems: Problems) 
         for problem in redis_url_problems(url) if url else ():
             problems.add((at, "url"), problem)
     routes = {
-        name: read_route(name, route, ("routes", name), problems, memory.defaults)
+        name: read_route(name, route, ("routes", name), problems=problems, memory_defaults=memory.defaults)
         for name, route in checked.routes.items()
     }
     if not route_names:

@@ -76,7 +76,7 @@ def read_route(
     """The route `name` of the config file, at `loc`."""
     memory = memory_defaults if route.memory is None else merged_window(route.memory, memory_defaults)
     names: dict[str, Loc] = {}
-    root = read_node(route, loc, name, Inherited(), names, problems)
+    root = read_node(route, loc, name, inherited=Inherited(), names=names, problems=problems)
     for node_name, at in names.items():  # an inline tree's names are held to stricter rules (server.inline)
         if not node_name.isprintable():
             problems.add((*at, "name"), f"{NAME_EXPECTED}, got {node_name!r}")
@@ -102,11 +102,11 @@ def read_node(
     if name in names:
         problems.add((*loc, "name"), f"duplicate target name {name!r} (also at {path_of(names[name])})")
     names[name] = loc
-    inherited = inherit(node, loc, inherited, problems)
+    inherited = inherit(node, loc, inherited, problems=problems)
     # a node that names a strategy or targets is a strategy node, even when they were refused
     named = {"strategy": node.strategy, "targets": node.targets}
     if all(value is None and not problems.is_refused((*loc, key)) for key, value in named.items()):
-        return build_target(node, loc, name, inherited, problems)
+        return build_target(node, loc, name, inherited=inherited, problems=problems)
     mode, codes = "single", None
     if node.strategy is None:
         problems.add(
@@ -118,16 +118,16 @@ def read_node(
     if node.targets is None:
         problems.add((*loc, "targets"), "must be a non-empty list")
     children = tuple(
-        read_node(child, (*loc, "targets", i), f"{position}.targets[{i}]", inherited, names, problems)
+        read_node(child, (*loc, "targets", i), f"{position}.targets[{i}]", inherited=inherited, names=names, problems=problems)
         for i, child in enumerate(node.targets or ())
         if not problems.is_refused((*loc, "targets", i))
     )
     if mode == "loadbalance" and children and all(c.weight == 0 for c in children):
         problems.add((*loc, "targets"), "a loadbalance needs at least one target with weight > 0")
     if mode == "fallback":
-        return Fallback(name, node.weight, children, codes)
+        return Fallback(name, node.weight, children, on_status_codes=codes)
     if mode == "loadbalance":
-        return LoadBalance(name, node.weight, children, codes)
+        return LoadBalance(name, node.weight, children, on_status_codes=codes)
     return Single(name, node.weight, children)
 
 
@@ -173,7 +173,7 @@ def inherit(node: Node, loc: Loc, parent: Inherited, problems: Problems) -> Inhe
         retry=parent.retry if node.retry is None else _retry(node.retry, parent.retry),
         breaker=parent.breaker
         if node.breaker is None
-        else _breaker(node.breaker, (*loc, "breaker"), parent.breaker, problems),
+        else _breaker(node.breaker, (*loc, "breaker"), parent.breaker, problems=problems),
         responses_api=node.responses_api or parent.responses_api,
         mock=parent.mock if node.mock is None else _mock(node.mock, parent.mock),
         provider_params={
@@ -271,7 +271,7 @@ def read_inline_route(data: Any, *, name: str, memory: MemorySettings) -> TreeRo
         )
     problems = Problems()
     node = validated(Node, data, problems)
-    root = None if node is None else read_node(node, (), name, Inherited(from_file=False), {}, problems)
+    root = None if node is None else read_node(node, (), name, inherited=Inherited(from_file=False), names={}, problems=problems)
     if problems.messages or root is None:
         raise ConfigError(problems.messages or ["top level: not a target or a strategy node"])
     return TreeRoute(name=name, root=root, memory=memory)

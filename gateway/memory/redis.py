@@ -169,7 +169,7 @@ class RedisStore:
                 orjson.loads(meta.get(b"system", b"[]")),
                 entries,
                 float(meta[b"updated_at"]),
-                max(total - len(entries), 0),
+                older=max(total - len(entries), 0),
             )
 
     def append(self, key: Key, entries: Sequence[Entry], *, system: Sequence[Message] | None) -> Awaitable[None]:

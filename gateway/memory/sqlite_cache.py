@@ -79,7 +79,7 @@ class ConversationCache:
             return
         entries = list(conversation.entries)
         self._conversations[key] = Conversation(
-            list(conversation.system), entries, conversation.updated_at, conversation.older, conversation.plain
+            list(conversation.system), entries, conversation.updated_at, older=conversation.older, plain=conversation.plain
         )
         self.entries += len(entries)
         self._evict()

@@ -72,7 +72,7 @@ class Conversations:
         cursor.close()  # ends the read before its last row: an open statement would pin the WAL
         entries.reverse()
         plain = PlainHistory.of(entries) if self._plain else None
-        return Conversation(read_system(system), entries, updated_at, older, plain)
+        return Conversation(read_system(system), entries, updated_at, older=older, plain=plain)
 
     def delete(self, db: sqlite3.Connection, *, key: Key) -> bool:
         """Delete the conversation; False when there was none (or it had expired)."""

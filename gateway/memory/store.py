@@ -213,7 +213,7 @@ class InProcessStore:
         record = self._live(key)
         if record is None:
             return None
-        return Conversation(record.system, record.entries, record.updated_at, 0, record.plain)
+        return Conversation(record.system, record.entries, record.updated_at, plain=record.plain)
 
     async def append(self, key: Key, entries: Sequence[Entry], *, system: Sequence[Message] | None) -> None:
         """Written at once: there is no await in here to be cancelled at."""

@@ -69,7 +69,7 @@ class Turn(Hold):
         model: str | None,
         trace: Trace,
     ) -> None:
-        Hold.__init__(self, memory.store, key, trace.observer, store_kind=memory.store_kind)
+        Hold.__init__(self, memory.store, key, observer=trace.observer, store_kind=memory.store_kind)
         self._memory = memory
         self._settings = settings
         self._messages = messages
@@ -122,7 +122,9 @@ class Turn(Hold):
             super()._report()
             return
         trace = self._trace
-        trace.observer.memory_turn(trace, self._store_kind, self._waited, self._loaded, self._appended, self._stored)
+        trace.observer.memory_turn(
+            trace, self._store_kind, waited=self._waited, loaded=self._loaded, appended=self._appended, stored=self._stored
+        )
 
     @property
     def assembler(self) -> ReplyAssembler:

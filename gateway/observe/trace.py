@@ -115,7 +115,7 @@ def _takes(observer: Observer, event: str) -> bool:
     )
 
 
-def _ignore(*args: Any) -> None:
+def _ignore(*args: Any, **kwargs: Any) -> None:
     """An event nobody takes."""
 
 
@@ -144,15 +144,15 @@ def _fan_out(calls: Sequence[Callable[..., None]], arity: int = -1) -> Callable[
     if len(calls) == 2:
         first, second = calls
 
-        def both(*args: Any) -> None:
-            first(*args)
-            second(*args)
+        def both(*args: Any, **kwargs: Any) -> None:
+            first(*args, **kwargs)
+            second(*args, **kwargs)
 
         return both
 
-    def fan_out(*args: Any) -> None:
+    def fan_out(*args: Any, **kwargs: Any) -> None:
         for call in calls:
-            call(*args)
+            call(*args, **kwargs)
 
     return fan_out
 
@@ -225,7 +225,7 @@ class Trace:
     def attempt_ended(self, target: Target, outcome: str, seconds: float) -> None:
         self.target = target
         self.attempts += 1
-        self.observer.attempt_ended(self, target, outcome, seconds)
+        self.observer.attempt_ended(self, target, outcome=outcome, seconds=seconds)
 
     def retried(self, target: Target, reason: str) -> None:
         self.observer.retried(self, target, reason)
@@ -253,7 +253,7 @@ class Trace:
         else:
             self.prompt_tokens += prompt
             self.completion_tokens = (self.completion_tokens or 0) + completion
-        self.observer.usage(self, target, prompt, completion)
+        self.observer.usage(self, target, prompt=prompt, completion=completion)
 
     def memory_planned(self, memory_type: str, evicted: int) -> None:
         self.memory_type, self.evicted = memory_type, evicted

@@ -182,7 +182,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     headers = request.headers
     ask = read_memory_headers(headers, route.memory, config.memory.limits) if asks_for_memory(headers) else None
     if ask is None:
-        return await forward(request, route, Request("chat/completions", payload, raw, trace.stream, trace), app=app)
+        return await forward(request, route, Request("chat/completions", payload, raw, stream=trace.stream, trace=trace), app=app)
     return await chat_with_memory(request, route, payload, ask=ask, trace=trace, app=app)
 
 
@@ -229,7 +229,7 @@ def chat(
     """
     trace: Trace = request[TRACE]
     if ask is None:
-        return forward(request, route, Request("chat/completions", payload, None, trace.stream, trace), reshape=reshape)
+        return forward(request, route, Request("chat/completions", payload, None, stream=trace.stream, trace=trace), reshape=reshape)
     return chat_with_memory(request, route, payload, ask=ask, trace=trace, reshape=reshape)
 
 
@@ -250,9 +250,9 @@ async def chat_with_memory(
     assert tenant is not None  # set for every /v1/ path before its handler runs
     model = route.memory_model or payload["model"]
     memory: Memory = app_state(app)[MEMORY]
-    async with Turn(memory, (tenant, ask.memory_id), ask.settings, payload["messages"], model, trace) as turn:
+    async with Turn(memory, (tenant, ask.memory_id), settings=ask.settings, messages=payload["messages"], model=model, trace=trace) as turn:
         payload["messages"] = turn.plan.forwarded  # the request's own dict: the turn keeps the messages it was sent
-        call = Request("chat/completions", payload, None, trace.stream, trace)
+        call = Request("chat/completions", payload, None, stream=trace.stream, trace=trace)
         return await forward(request, route, call, turn=turn, reshape=reshape, app=app)
 
 
@@ -263,7 +263,7 @@ async def completions(request: web.Request) -> web.StreamResponse:
     stream = check_stream(payload)
     trace.resolved(route, stream=stream)
     check_input(payload, "prompt", required=False)
-    return await forward(request, route, Request("completions", payload, raw, stream, trace))
+    return await forward(request, route, Request("completions", payload, raw, stream=stream, trace=trace))
 
 
 async def embeddings(request: web.Request) -> web.StreamResponse:

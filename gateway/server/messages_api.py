@@ -28,7 +28,7 @@ async def messages(request: web.Request) -> web.StreamResponse:
     trace: Trace = request[TRACE]
     ask = memory_ask(request, route)
     if ask is None and served_as_is(route, MESSAGES):
-        call = Request(MESSAGES, body, raw, trace.stream, trace, client_headers=client_headers(request.headers))
+        call = Request(MESSAGES, body, raw, stream=trace.stream, trace=trace, client_headers=client_headers(request.headers))
         return await forward_as_is(request, route, call, api=MESSAGES_API)
     payload = await to_chat(anthropic_api.to_chat, body, raw)
     return await chat(request, route, payload, ask=ask, reshape=AnthropicReshape(str(payload.get("model", ""))))

@@ -197,7 +197,7 @@ def gateway_middleware(
             request_id = new_request_id()
         elif not _REQUEST_ID.fullmatch(request_id):
             request_id, invalid_id = new_request_id(), True
-        trace = request_state(request)[TRACE] = Trace(observer, request_id, request.method, path)
+        trace = request_state(request)[TRACE] = Trace(observer, request_id, method=request.method, path=path)
         trace.endpoint = endpoint
         observe.current.set(trace)  # this task serves only this request: no reset needed
         status, code = observe.CLIENT_CLOSED, None  # unless an answer is settled below

@@ -21,7 +21,7 @@ def route_for(request: web.Request, model: str, config: Config | None = None) ->
     if config is None:
         config = request.app[CONFIG]
     if HEADER in request.headers:
-        return route_from_header(request.headers.getall(HEADER), config, request.app.get(INLINE_CONFIGS), model)
+        return route_from_header(request.headers.getall(HEADER), config, configs=request.app.get(INLINE_CONFIGS), model=model)
     route = config.routes.get(model)
     if route is None and config.default_route is not None:
         route = config.routes[config.default_route]

@@ -50,7 +50,7 @@ async def responses(request: web.Request) -> web.StreamResponse:
         route = await _pinned_route(request, route, previous)
     if ask is None and served_as_is(route, RESPONSES):
         stored = body.get("store") is not False  # an upstream keeps no response the client asked it not to
-        call = Request(RESPONSES, body, raw, trace.stream, trace)
+        call = Request(RESPONSES, body, raw, stream=trace.stream, trace=trace)
         answered = _recording(request, route) if stored else None
         return await forward_as_is(request, route, call, api=RESPONSES_API, answered=answered)
     # Translated here, by a route no target of which keeps responses (or for memory): nothing to record.
@@ -86,7 +86,7 @@ async def _stored_response(request: web.Request, endpoint: str) -> web.StreamRes
     store, tenant = request.app[MEMORY].store, tenant_of(request)
     with store_errors():
         try:
-            found = await pins.find(store, request.app[CONFIG], tenant, response_id)
+            found = await pins.find(store, request.app[CONFIG], tenant=tenant, response_id=response_id)
         except pins.NotYours:
             found = None
     if found is None:
@@ -119,7 +119,7 @@ async def _pinned_route(request: web.Request, route: Route, response_id: str) ->
         param="previous_response_id",
     )
     try:
-        found = await pins.find(request.app[MEMORY].store, config, tenant_of(request), response_id)
+        found = await pins.find(request.app[MEMORY].store, config, tenant=tenant_of(request), response_id=response_id)
     except pins.NotYours:
         raise unknown from None
     except StoreUnavailable as exc:
@@ -139,7 +139,9 @@ def _recording(request: web.Request, route: Route) -> Answered:
     """Records which target answered the response id the answer carries (passed through or translated)."""
 
     async def answered(result: Result) -> None:
-        await pins.record(request.app[MEMORY].store, tenant_of(request), _response_id(result), route, result.target)
+        await pins.record(
+            request.app[MEMORY].store, tenant_of(request), _response_id(result), route=route, target=result.target
+        )
 
     return answered
 

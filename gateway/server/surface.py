@@ -195,7 +195,7 @@ def parse_form(raw: bytes, boundary: bytes) -> Form:
     while True:
         after = position + len(delimiter)
         if raw.startswith(b"--", after):
-            return Form(raw, boundary, tuple(parts), position)
+            return Form(raw, boundary, tuple(parts), closing=position)
         if not raw.startswith(b"\r\n", after):
             raise _malformed("a delimiter is not followed by a line break")
         headers_end = raw.find(b"\r\n\r\n", after)
@@ -205,7 +205,7 @@ def parse_form(raw: bytes, boundary: bytes) -> Form:
         if following < 0:
             raise _malformed("a part does not end with the boundary")
         name, is_file = _disposition(raw[after + 2 : headers_end])
-        parts.append(Part(name, headers_end + 4, following, is_file, position))
+        parts.append(Part(name, headers_end + 4, following, is_file=is_file, head=position))
         position = following + 2
 
 

@@ -232,9 +232,9 @@ class Dispatcher:
     def _call_for(target: Target, request: Request) -> Call:
         overrides, kind = target.override_params, request.content_type
         if not overrides:
-            return Call(target, request.endpoint, request.payload, request.raw, kind, request.client_headers)
+            return Call(target, request.endpoint, request.payload, raw=request.raw, content_type=kind, client_headers=request.client_headers)
         raw = request.encode(overrides) if request.encode is not None else None
-        call = Call(target, request.endpoint, {**request.payload, **overrides}, raw, content_type=kind)
+        call = Call(target, request.endpoint, {**request.payload, **overrides}, raw=raw, content_type=kind)
         call.client_headers = request.client_headers
         return call
 

@@ -81,9 +81,9 @@ def error_fields(body: bytes) -> ErrorFields:
         message, kind, code, param = (error.get(k) for k in ("message", "type", "code", "param"))
         return ErrorFields(
             str(message)[:300] if message is not None else "",
-            kind if isinstance(kind, str) else None,
-            str(code) if code is not None else None,
-            param if isinstance(param, str) else None,
+            type=kind if isinstance(kind, str) else None,
+            code=str(code) if code is not None else None,
+            param=param if isinstance(param, str) else None,
         )
     if isinstance(error, str):
         return ErrorFields(error[:300])

@@ -144,7 +144,7 @@ def plan_common_turn(
     history (`conversation.plain`, no tool messages) counted in `encoding` whose last message is
     not a user's (a question could then resend it), read far enough back for the window (else
     the plan would want older history). Over such a conversation this is the plan plan_turn
-    gives, tests/memory/test_turn_plans.py shows, with no call per message; over any other,
+    gives, tests/core/memory/test_policies_common_turn.py shows, with no call per message; over any other,
     None: plan_turn plans it (and a wider read follows).
     """
     system, question, system_tokens, question_tokens = turn

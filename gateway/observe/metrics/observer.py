@@ -207,8 +207,8 @@ class Metrics(Observer):
         tokens = _Tokens(
             self.tokens.labels(*labels, "prompt"),
             self.tokens.labels(*labels, "completion"),
-            self.cost.labels(route.name, target.name) if price is not None else None,
-            price,
+            cost=self.cost.labels(route.name, target.name) if price is not None else None,
+            price=price,
         )
         children = _TargetChildren(
             route.name,

@@ -58,11 +58,11 @@ REQUESTS = CounterSeries(
 )  # fmt: skip
 REQUEST_DURATION = HistogramSeries(
     "gateway_request_duration_seconds", "Time from request to the answer's last byte.",
-    ("route", "stream"), LATENCY_BUCKETS,
+    ("route", "stream"), buckets=LATENCY_BUCKETS,
 )  # fmt: skip
 TIME_TO_FIRST_TOKEN = HistogramSeries(
     "gateway_time_to_first_token_seconds", "Time from request to a stream's first event.",
-    ("route", "target"), FIRST_TOKEN_BUCKETS,
+    ("route", "target"), buckets=FIRST_TOKEN_BUCKETS,
 )  # fmt: skip
 UPSTREAM_REQUESTS = CounterSeries(
     "gateway_upstream_requests", "Upstream attempts by outcome (status code, timeout, connect_error, stream_error).",
@@ -70,7 +70,7 @@ UPSTREAM_REQUESTS = CounterSeries(
 )  # fmt: skip
 UPSTREAM_DURATION = HistogramSeries(
     "gateway_upstream_duration_seconds", "Duration of one upstream attempt (a stream: until it ended).",
-    ("route", "target", "provider"), LATENCY_BUCKETS,
+    ("route", "target", "provider"), buckets=LATENCY_BUCKETS,
 )  # fmt: skip
 FALLBACKS = CounterSeries(
     "gateway_fallbacks", "Times a route moved on from a target, by the reason.",
@@ -94,11 +94,11 @@ OVERLOADED = CounterSeries(
 )  # fmt: skip
 BREAKER_STATE = GaugeSeries(
     "gateway_breaker_state", "Circuit breaker state by target: 0 closed, 1 half-open, 2 open.",
-    ("route", "target"), WorkersView.LATEST,
+    ("route", "target"), workers=WorkersView.LATEST,
 )  # fmt: skip
 INFLIGHT = GaugeSeries(
     "gateway_inflight_requests", "Requests being answered now.",
-    ("route",), WorkersView.LIVE_SUM,
+    ("route",), workers=WorkersView.LIVE_SUM,
 )  # fmt: skip
 MEMORY_REQUESTS = CounterSeries(
     "gateway_memory_requests", "Requests served with memory, by memory type.",
@@ -110,17 +110,17 @@ MEMORY_EVICTED = CounterSeries(
 )  # fmt: skip
 STORE_DURATION = HistogramSeries(
     "gateway_memory_store_duration_seconds", "Memory store operations (load, append, lock).",
-    ("store", "operation"), STORE_BUCKETS,
+    ("store", "operation"), buckets=STORE_BUCKETS,
 )  # fmt: skip
 LOCK_WAIT = HistogramSeries(
     "gateway_memory_lock_wait_seconds", "Time waited for a conversation's lock.",
-    (), LOCK_BUCKETS,
+    (), buckets=LOCK_BUCKETS,
 )  # fmt: skip
 BUILD_INFO = GaugeSeries(
     "gateway_build_info", "The running gateway's version.",
-    ("version",), WorkersView.MAX,
+    ("version",), workers=WorkersView.MAX,
 )  # fmt: skip
 CONFIG_ROUTES = GaugeSeries(
     "gateway_config_routes", "Routes in the loaded config.",
-    (), WorkersView.MAX,
+    (), workers=WorkersView.MAX,
 )  # fmt: skip

@@ -255,7 +255,9 @@ class LocalBreakers:
         phase = breaker.phase(now)
         calls, failures = self._window(guard, now)
         cooldown = breaker.open_until - now if phase == OPEN else None
-        return TargetHealth(target.name, True, phase, calls, failures, breaker.failures, cooldown)
+        return TargetHealth(
+            target.name, True, phase, calls=calls, failures=failures, consecutive_failures=breaker.failures, cooldown=cooldown
+        )
 
     def _window(self, guard: Guard, now: float) -> tuple[int, int]:
         return guard.breaker.window.totals(now)

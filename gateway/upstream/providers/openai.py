@@ -169,7 +169,7 @@ class OpenAIProvider:
             raise transport_error(exc) from None
         if response.status < 300:
             headers = relayed_headers(response.headers)
-            return Reply(response.status, b"", _content_type(response), headers, unread=_UnreadBody(response))
+            return Reply(response.status, b"", content_type=_content_type(response), headers=headers, unread=_UnreadBody(response))
         return await self._exchange(response)
 
     async def stream(self, call: Call) -> Reply | EventStream:
@@ -211,7 +211,7 @@ class OpenAIProvider:
                 raise _too_large(response, limit)
         except Exception as exc:  # see transport_error
             raise transport_error(exc) from None
-        return Reply(response.status, body, _content_type(response), relayed_headers(response.headers))
+        return Reply(response.status, body, content_type=_content_type(response), headers=relayed_headers(response.headers))
 
 
 async def _read_arriving(response: aiohttp.ClientResponse, limit: int) -> bytes:
