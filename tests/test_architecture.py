@@ -174,3 +174,78 @@ def test_the_comment_check_sees_counts_not_the_word() -> None:
     assert COUNTS.search("# ~1.5k instructions a call") and COUNTS.search("# 12 opcodes fewer")
     assert COUNTS.search("# costs 900 instructions per delta")
     assert not COUNTS.search("# instructions between turns (Claude Code's environment): chat has them too")
+
+
+# Factories that take every field by keyword and build their class by position, in field order
+# (a class called with keywords builds a dict of them on every call): the only calls that may
+# pass more than three arguments by position.
+FIELD_ORDER_FACTORIES = frozenset({("upstream/results.py", "replied"), ("upstream/results.py", "streamed"),
+                                   ("core/memory/policies.py", "make_plan")})  # fmt: skip
+MAX_POSITIONAL = 3
+
+
+def positional_capacity(tree: ast.AST) -> dict[str, int]:
+    """For each function and class name defined in `tree`: how many arguments it takes by position (-1: any)."""
+    taken: dict[str, int] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            args = node.args
+            capacity = -1 if args.vararg else len(args.posonlyargs) + len(args.args)
+            if args.args and args.args[0].arg in ("self", "cls"):
+                capacity = capacity if capacity < 0 else capacity - 1
+            taken[node.name] = max(taken.get(node.name, 0), capacity) if capacity >= 0 else -1
+        elif isinstance(node, ast.ClassDef):
+            taken.setdefault(node.name, MAX_POSITIONAL + 1)  # a dataclass or NamedTuple takes its fields by position
+    return taken
+
+
+def long_positional_calls(tree: ast.AST, ours: dict[str, int], *, allowed: frozenset[str] = frozenset()) -> Iterator[ast.Call]:
+    """Calls of our own functions and classes that pass more than MAX_POSITIONAL arguments by position."""
+    scopes: list[ast.AST] = [
+        node for node in ast.walk(tree)
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name in allowed
+    ]  # fmt: skip
+    exempt = {id(call) for scope in scopes for call in ast.walk(scope)}
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call) or id(node) in exempt or len(node.args) <= MAX_POSITIONAL:
+            continue
+        func = node.func
+        name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+        receiver = func.value if isinstance(func, ast.Attribute) else None
+        if isinstance(receiver, ast.Name) and receiver.id in ("log", "logger", "logging"):
+            continue  # logging's own calls: a format string and its values
+        if name in ours and ours[name] != -1 and not any(isinstance(arg, ast.Starred) for arg in node.args):
+            yield node
+
+
+def test_calls_name_their_arguments_past_the_third() -> None:
+    ours: dict[str, int] = {}
+    for path in modules():
+        for name, capacity in positional_capacity(ast.parse(path.read_text())).items():
+            ours[name] = -1 if -1 in (capacity, ours.get(name, 0)) else max(capacity, ours.get(name, 0))
+    found = []
+    for path in modules():
+        relative = str(path.relative_to(PACKAGE))
+        allowed = frozenset(function for module, function in FIELD_ORDER_FACTORIES if module == relative)
+        for call in long_positional_calls(ast.parse(path.read_text()), ours, allowed=allowed):
+            found.append(f"{relative}:{call.lineno}: {ast.unparse(call)[:100]}")
+    assert found == []
+
+
+def test_the_call_check_sees_positional_runs_of_our_own_callables() -> None:
+    source = """
+def ours(a, b, c, d=None): ...
+def spread(*values): ...
+class Row: ...
+def factory(*, a, b, c, d):
+    return Row(a, b, c, d)
+ours(1, 2, 3, 4)
+ours(1, 2, 3, d=4)
+spread(1, 2, 3, 4)
+Row(1, 2, 3, 4)
+log.error("%s %s %s", 1, 2, 3)
+theirs(1, 2, 3, 4)
+"""
+    tree = ast.parse(source)
+    found = long_positional_calls(tree, positional_capacity(tree), allowed=frozenset({"factory"}))
+    assert [ast.unparse(call) for call in found] == ["ours(1, 2, 3, 4)", "Row(1, 2, 3, 4)"]

@@ -3,7 +3,7 @@
 `claude -p` runs as a user runs it, offline in a fresh home, against the built-in mock and
 against a scripted chat completions upstream where the model asks for a tool (Read), Claude
 Code runs it and sends its result, and the model answers. What Claude Code sent is compared
-with tests/clients/fixtures/claude_code_*.json, whose fields tests/translate/test_agent_bodies.py
+with tests/clients/fixtures/claude_code_*.json, whose fields tests/core/translate/test_agent_bodies.py
 translates one by one.
 """
 

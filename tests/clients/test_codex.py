@@ -4,7 +4,7 @@
 the gateway as a Responses API provider, against the built-in mock and against a scripted chat
 completions upstream where the model asks for a command (exec_command), Codex runs it and
 sends its output, and the model answers. What Codex sent is compared with
-tests/clients/fixtures/codex_*.json, whose fields tests/translate/test_agent_bodies.py
+tests/clients/fixtures/codex_*.json, whose fields tests/core/translate/test_agent_bodies.py
 translates one by one.
 """
 

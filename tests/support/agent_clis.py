@@ -299,6 +299,6 @@ def check_against_fixture(name: str, body: Any, run_dir: Path) -> None:
     new, gone = sorted(sent - kept), sorted(kept - sent)
     assert not new and not gone, (
         f"the client sends fields that tests/clients/fixtures/{name} lacks: {new}, and no longer sends {gone}. "
-        "Check that the translation handles them (tests/translate/test_agent_bodies.py), then refresh the fixture: "
+        "Check that the translation handles them (tests/core/translate/test_agent_bodies.py), then refresh the fixture: "
         f"{REFRESH}=1 pytest tests/clients"
     )

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from gateway.core.memory.resent import json_meaning, longest_overlap, meaning, resent_length
+from gateway.core.nesting import MAX_JSON_DEPTH
+from tests.support.nesting import nested
 
 
 def u(text: str) -> dict[str, Any]:
@@ -58,3 +62,14 @@ def test_longest_overlap_is_the_longest_start_of_head_that_ends_tail() -> None:
     assert longest_overlap([1, 2, 3], [9, 1, 2]) == 2
     assert longest_overlap([1, 1, 2], [1, 1, 1]) == 2
     assert longest_overlap([1, 2], [3, 4]) == 0
+
+
+@pytest.mark.parametrize("depth", [MAX_JSON_DEPTH + 1, 211, 252])
+def test_deep_tool_arguments_are_compared_as_text(depth: int) -> None:
+    """A client's JSON inside a string, nested past MAX_JSON_DEPTH, is never parsed to be written again by orjson."""
+    arguments = nested(depth)
+    assert json_meaning(arguments) == arguments
+
+
+def test_shallow_tool_arguments_are_compared_by_meaning() -> None:
+    assert json_meaning('{"b": [1, {"c": 2}], "a": true}') == b'{"a":true,"b":[1,{"c":2}]}'

@@ -9,13 +9,15 @@ from anthropic.types import Message
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gateway.core.nesting import MAX_JSON_DEPTH
 from gateway.core.translate import MalformedAnswer
-from gateway.core.translate.messages.answer import from_chat
+from gateway.core.translate.messages.answer import from_chat, tool_input
 from tests.support.anthropic_translation import (
     MODEL,
     completion,
     json_values,
 )
+from tests.support.nesting import nested
 
 
 def test_a_text_answer_becomes_a_message_the_sdk_accepts() -> None:
@@ -104,3 +106,14 @@ def test_hostile_answers_give_a_valid_message_or_a_translation_error(answer: Any
     except MalformedAnswer:
         return
     Message.model_validate(message)
+
+
+@pytest.mark.parametrize("depth", [MAX_JSON_DEPTH + 1, 211, 252])
+def test_deep_tool_arguments_stay_text_in_a_tool_use_input(depth: int) -> None:
+    """A client's JSON inside a string, nested past MAX_JSON_DEPTH, is never parsed to be written again by orjson."""
+    arguments = nested(depth)
+    assert tool_input(arguments) == {"_raw": arguments}
+
+
+def test_shallow_tool_arguments_are_parsed_into_a_tool_use_input() -> None:
+    assert tool_input('{"b": [1, {"c": 2}], "a": true}') == {"b": [1, {"c": 2}], "a": True}
