@@ -14,7 +14,6 @@ from typing import Any, Final
 
 import orjson
 from aiohttp import hdrs, web
-from aiohttp.helpers import parse_mimetype
 from aiohttp.multipart import parse_content_disposition
 from aiohttp.typedefs import Handler
 
@@ -175,10 +174,20 @@ def _malformed(detail: str) -> InvalidRequestError:
 
 
 def boundary_of(content_type: str) -> bytes:
-    """The boundary of a multipart/form-data Content-Type; a 400 for any other type."""
-    mime = parse_mimetype(content_type)
-    boundary = mime.parameters.get("boundary", "")
-    if (mime.type, mime.subtype) != ("multipart", "form-data") or not boundary:
+    """The boundary of a multipart/form-data Content-Type; a 400 for any other type.
+
+    Read as aiohttp reads a Content-Type, so that the same values pass: split at every ";", the
+    type compared in lower case up to a "+suffix", parameter names in lower case, the first
+    `boundary` taken with the spaces and double quotes around it stripped.
+    """
+    media_type, *parameters = content_type.split(";")
+    boundary = ""
+    for parameter in parameters:
+        name, _, value = parameter.partition("=")
+        if name.lower().strip() == "boundary":
+            boundary = value.strip(' "')
+            break
+    if media_type.strip().lower().partition("+")[0] != "multipart/form-data" or not boundary:
         raise InvalidRequestError(
             "The request body must be multipart/form-data (with a boundary).", param="Content-Type", code="invalid_body"
         )
