@@ -72,7 +72,7 @@ class _Approximate:
 def get_encoding(name: str) -> Encoding:
     use_offline_encodings()
     try:
-        import tiktoken
+        import tiktoken  # on first use, for start-up cost: a gateway that counts no tokens never loads it
 
         encoding: Encoding = tiktoken.get_encoding(name)
         return encoding

@@ -90,7 +90,7 @@ def settle_memory(path: str) -> int:
     This version moves a conversation's row only when it must (see sqlite_file); older gateways
     read the row alone. Run it with the gateways that use the file stopped.
     """
-    import sqlite3  # only this command needs them
+    import sqlite3  # for start-up cost: only this command needs them, every other command starts without
 
     from gateway.memory.sqlite_file import open_file, settle
 
@@ -127,7 +127,7 @@ def serve(
 ) -> None:
     """Run one gateway process until SIGTERM/SIGINT, draining in-flight requests on the way out.
 
-    SIGHUP reloads the config file (gateway.reload); it stays blocked (`main` blocks it) until
+    SIGHUP reloads the config file (gateway.cli.reload); it stays blocked (`main` blocks it) until
     the reloader listens.
     """
     _serve(
@@ -152,7 +152,7 @@ def serve_worker(
     settings only a restart changes as the workers started, the rest as the parent last accepted.
     SIGHUP reloads the parent's copy; the parent blocked it before starting the worker.
     """
-    from gateway.cli.reload import keep_restart_only
+    from gateway.cli.reload import keep_restart_only  # the serving side, for start-up cost: see _serve
 
     end_with_parent()
     started = _load_or_exit(accepted.shown_as, accepted.started)
@@ -176,6 +176,8 @@ def _serve(
     access_log_flush: float,
 ) -> None:
     """Serve `config` until SIGTERM/SIGINT; SIGHUP reloads the file at `reloads` (the logs name `shown_as`)."""
+    # The server's modules, for start-up cost: imported by the commands that serve, so
+    # check-config, schema and settle-memory start without aiohttp and the application.
     from aiohttp import web
 
     from gateway.cli.reload import Reloader
@@ -183,10 +185,10 @@ def _serve(
 
     configure_logging(log_format, log_level, flush_seconds=access_log_flush)
     try:
-        import uvloop
+        import uvloop  # only when serving, for start-up cost, like the server's modules
 
         uvloop.install()
-    except ImportError:  # pragma: no cover - uvloop is a dependency on every platform we ship
+    except ImportError:  # pragma: no cover - not installed on Windows (pyproject): asyncio's own loop
         pass
     host = host or config.server.host
     port = config.server.port if port is None else port
@@ -218,13 +220,13 @@ def serve_workers(
     path: str,
     host: str | None,
     port: int | None,
-    workers: int,
     *,
+    workers: int,
     log_format: str = "json",
     log_level: str = "info",
     access_log_flush: float = ACCESS_FLUSH_SECONDS,
 ) -> int:
-    """Run `workers` processes sharing one port (SO_REUSEPORT), supervised (see gateway.workers).
+    """Run `workers` processes sharing one port (SO_REUSEPORT), supervised (see gateway.cli.workers).
 
     The file is read once at start and once per SIGHUP, here: workers start and reload from what
     this process accepted (AcceptedConfig), so a file it refused never reaches one.
@@ -247,7 +249,7 @@ def serve_workers(
 
         def reload() -> bool:
             """Accept the config file if it loads: the workers are told to reload only then (its errors logged once, here)."""
-            from gateway.cli.reload import log_refused
+            from gateway.cli.reload import log_refused  # the serving side, for start-up cost: see _serve
 
             try:
                 accepted.accept(_read_config(path)[0])

@@ -13,7 +13,7 @@ the metrics mode, ...) keeps its value, and each such setting the file changed i
 taking effect at the next restart.
 
 Under `--workers` the parent checks the file and a worker reloads the parent's copy of the text
-it accepted (gateway.workers.AcceptedConfig), never the file itself.
+it accepted (gateway.cli.workers.AcceptedConfig), never the file itself.
 """
 
 from __future__ import annotations

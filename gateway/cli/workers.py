@@ -4,7 +4,7 @@ A worker that dies is logged (exit code or signal) and restarted after a backoff
 keep dying at start-up mean a broken config or host, and the parent gives up with exit code 1.
 On SIGHUP the parent checks the config file; when it loads, the parent keeps a copy of its text
 (AcceptedConfig) and passes SIGHUP on to every worker, each of which reloads that copy in place
-(gateway.reload): the port stays served throughout. Workers read only that copy, never the file:
+(gateway.cli.reload): the port stays served throughout. Workers read only that copy, never the file:
 a worker started after a refused reload serves what its siblings serve, not the file refused.
 """
 

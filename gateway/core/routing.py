@@ -38,8 +38,8 @@ class Outcome:
 
     `skipped`: no call was made, the target's circuit is open. `ok`: a 2xx status, settled when
     made. A slotted class, not a NamedTuple: every attempt reads its fields several times, and a
-    slot is read in a tenth of a NamedTuple field's time; `answered` hands out one Outcome per
-    plain status, made once.
+    slot is read directly where a NamedTuple field goes through a descriptor; `answered` hands
+    out one Outcome per plain status, made once.
     """
 
     status: int

@@ -23,8 +23,8 @@ from gateway.core.tree import Route, iter_targets
 from gateway.memory.headers import MemoryAsk, asks_for_memory, read_memory_headers
 from gateway.memory.turns import Memory, Turn
 from gateway.observe.trace import Trace
-from gateway.server.aiohttp_internals import app_state, request_state
-from gateway.server.bodies import OFF_LOOP_BYTES, is_large, off_loop, read_payload
+from gateway.server.aiohttp_internals import app_state
+from gateway.server.bodies import is_large, off_loop, read_payload
 from gateway.server.body_relay import relay_body
 from gateway.server.keys import CONFIG, DISPATCHER, LIFECYCLE, MEMORY, TRACE
 from gateway.server.parsing import check_count, check_input, check_messages, check_model, check_stream
@@ -94,7 +94,7 @@ async def forward(
 ) -> web.StreamResponse:
     """Dispatch and relay the answer; with memory, the answer reaches the client only once stored.
 
-    `app`: the request's, when the caller holds it already (each request.app is two property calls).
+    `app`: the request's, when the caller holds it already (request.app goes through properties).
     """
     if app is None:
         app = request.app
@@ -166,24 +166,14 @@ MODEL_PATHS = {
 
 
 async def chat_completions(request: web.Request) -> web.StreamResponse:
-    # _resolve and _chat written out: the most common request takes two frames less.
     raw, payload = await read_payload(request)
-    trace = request_state(request)[TRACE]
-    app = request.app  # read once, for route_for and forward both: each read is two property calls
-    config = app[CONFIG]  # read once too: app[...] is a Python method
-    route = route_for(request, check_model(payload), config)
-    trace.resolved(route, stream=check_stream(payload))
-    check_count(payload, "messages", config.server.max_messages)
-    if len(raw) > OFF_LOOP_BYTES:
+    route = resolve(request, payload)
+    check_count(payload, "messages", request.app[CONFIG].server.max_messages)
+    if is_large(raw):
         await off_loop(functools.partial(check_messages, payload))
     else:
         check_messages(payload)
-    # _memory_ask written out: the usual request (no memoryId) takes no frame for it
-    headers = request.headers
-    ask = read_memory_headers(headers, route.memory, config.memory.limits) if asks_for_memory(headers) else None
-    if ask is None:
-        return await forward(request, route, Request("chat/completions", payload, raw, stream=trace.stream, trace=trace), app=app)
-    return await chat_with_memory(request, route, payload, ask=ask, trace=trace, app=app)
+    return await chat(request, route, payload, ask=memory_ask(request, route), raw=raw)
 
 
 async def to_chat(translate: Callable[[dict[str, Any]], dict[str, Any]], body: dict[str, Any], raw: bytes) -> dict[str, Any]:
@@ -221,15 +211,18 @@ def chat(
     payload: dict[str, Any],
     *,
     ask: MemoryAsk | None,
+    raw: bytes | None = None,
     reshape: Reshape | None = None,
 ) -> Awaitable[web.StreamResponse]:
     """A chat request (its messages checked), whichever API it came in: with memory when asked, answered.
 
-    Without memory, forward's own coroutine is handed back: no frame more on the common path.
+    `raw`: the client's bytes of `payload`, sent as they came when nothing changes it (memory
+    does). Without memory, forward's own coroutine is handed back, to be awaited by the caller.
     """
     trace: Trace = request[TRACE]
     if ask is None:
-        return forward(request, route, Request("chat/completions", payload, None, stream=trace.stream, trace=trace), reshape=reshape)
+        call = Request("chat/completions", payload, raw, stream=trace.stream, trace=trace)
+        return forward(request, route, call, reshape=reshape)
     return chat_with_memory(request, route, payload, ask=ask, trace=trace, reshape=reshape)
 
 
@@ -241,11 +234,9 @@ async def chat_with_memory(
     ask: MemoryAsk,
     trace: Trace,
     reshape: Reshape | None = None,
-    app: web.Application | None = None,
 ) -> web.StreamResponse:
-    """A chat turn of a conversation the gateway keeps; `app`: the request's, when the caller holds it."""
-    if app is None:
-        app = request.app
+    """A chat turn of a conversation the gateway keeps."""
+    app = request.app
     tenant = trace.tenant
     assert tenant is not None  # set for every /v1/ path before its handler runs
     model = route.memory_model or payload["model"]

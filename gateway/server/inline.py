@@ -3,8 +3,8 @@
 Off unless `requestConfig.enabled`; off, the header is refused (400), never ignored. A tree is
 read like a route of the config file (`read_inline_route`: no `${VAR}` interpolation, so it can
 never carry an operator's key), then held to what a client may choose: `openai` targets whose
-baseUrl host `requestConfig.allowedHosts` admits (gateway.net; the addresses a name resolves to
-are checked when the target is called, gateway.guarded) and `mock` targets; at most
+baseUrl host `requestConfig.allowedHosts` admits (gateway.core.hosts; the addresses a name resolves to
+are checked when the target is called, gateway.upstream.guarded) and `mock` targets; at most
 MAX_TARGETS targets; no headers that change where or how the request travels; no
 `overrideParams` that would redirect the upstream or carry credentials. Trees are cached by
 their text in a bounded LRU, so a client repeating one config parses it once.
@@ -157,7 +157,7 @@ class InlineConfigs:
 INLINE_CONFIGS: Final = web.AppKey("inline_configs", InlineConfigs)
 
 
-def route_from_header(values: Sequence[str], config: Config, configs: InlineConfigs | None, model: str) -> Route:
+def route_from_header(values: Sequence[str], config: Config, *, configs: InlineConfigs | None, model: str) -> Route:
     """The route the `x-gateway-config` header asks for, in place of `model`'s; a 400 when it may not.
 
     A value that starts with `{` is a tree, anything else a route name. A tree keeps the memory

@@ -1,7 +1,7 @@
 """Typed application keys for the long-lived objects handlers reach.
 
 The server's application holds the objects of the configuration it started with; a reload
-(gateway.reload) builds an application of the same shape for the new configuration, sharing the
+(gateway.cli.reload) builds an application of the same shape for the new configuration, sharing the
 process's long-lived resources (SESSION, MEMORY, LIFECYCLE), and requests reach the new one from
 then on. A request reaches every key through its own `request.app`, so it keeps the objects of
 the configuration it started under until it ends.

@@ -103,8 +103,8 @@ class Authenticator:
     def __init__(self, keys: Sequence[ApiKey]) -> None:
         self._tenants = {key.sha256: key.name for key in keys}  # a repeated key: the last name, as before
         # `Authorization` values already found to hold a key, with their tenant: a client sends
-        # the same header on every request, and one dict lookup costs a tenth of the pattern
-        # match and SHA-256. Only headers carrying a valid key get in, so a
+        # the same header on every request, and a dict lookup spares it the pattern match and
+        # the SHA-256. Only headers carrying a valid key get in, so a
         # caller cannot grow it without a key; it is a dict of strings, looked up by a hash the
         # caller cannot steer, like the digests.
         self._known: dict[str, str] = {}

@@ -118,7 +118,7 @@ ORDINARY_FIELDS: Final = frozenset(
 def _has_redirect_field(fields: dict[str, Any]) -> bool:
     # On the parsed keys, not the bytes: a key spelled with a JSON escape ("api\u005fbase") would
     # slip past a byte search, and a body has a few keys where its bytes are kilobytes. The prefix
-    # is looked for in one joined string, at half the cost of a startswith per key.
+    # is looked for in one joined string, one search in C rather than a startswith per key.
     return not REDIRECT_FIELDS.isdisjoint(fields) or _PREFIX_AT_LINE_START in "\n" + "\n".join(fields)
 
 

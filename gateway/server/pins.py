@@ -30,7 +30,7 @@ class NotYours(Exception):
     """The response id was answered to another tenant."""
 
 
-async def record(store: MemoryStore, tenant: str, response_id: object, route: Route, target: Target) -> None:
+async def record(store: MemoryStore, tenant: str, response_id: object, *, route: Route, target: Target) -> None:
     """Remember that `target` of `route` produced `response_id` (a non-string id is no response's).
 
     A store that fails costs only the pin: the answer itself stands, and the failure is logged.
@@ -43,7 +43,7 @@ async def record(store: MemoryStore, tenant: str, response_id: object, route: Ro
         log.warning("response %s: which target produced it could not be recorded (%s)", response_id, exc)
 
 
-async def find(store: MemoryStore, config: Config, tenant: str, response_id: str) -> tuple[Route, Target] | None:
+async def find(store: MemoryStore, config: Config, *, tenant: str, response_id: str) -> tuple[Route, Target] | None:
     """The route and target that produced `response_id` for `tenant`; None when unknown (or gone from the config).
 
     Raises NotYours when another tenant's answer carried it, StoreUnavailable when the store cannot say.

@@ -78,7 +78,7 @@ class _Queue:
 class Deadline:
     """`with Deadline(deadlines, seconds):` raises TimeoutError when the block outlasts `seconds`.
 
-    Running when built (one frame, not two, on every attempt): build it where the block begins.
+    Running when built (no frame for a separate start on every attempt): build it where the block begins.
     """
 
     __slots__ = ("_cancelling", "_queue", "_task", "expired", "when")
@@ -92,7 +92,7 @@ class Deadline:
         self._cancelling = task.cancelling()  # cancellations already asked for are not ours to undo
         self.expired = False
         self.when = loop.time() + seconds
-        # _Queue.add and Deadlines.queue written out: two calls less on every attempt
+        # Joins the queue of deadlines of this length (made on first use), which one timer serves
         queue = self._queue = deadlines.queues.get(seconds) or deadlines.queue(seconds)
         queue.live[self] = None
         if not queue.timed:

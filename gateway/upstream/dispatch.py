@@ -198,7 +198,7 @@ class Dispatcher:
         try:
             if request.stream:  # judges its own failures: it closes what it opened
                 tried = await self._open_stream(call, attempts, started)
-            else:  # here, not in a coroutine of its own: the common call costs a frame less
+            else:  # here, not in a coroutine of its own: the common call awaits no coroutine more
                 with Deadline(self._deadlines or Deadlines(asyncio.get_running_loop()), target.timeout):
                     reply = await self._providers[target.provider].complete(call)
                 tried = judge_reply(call, reply, attempts, started=started)

@@ -84,19 +84,19 @@ def test_every_refusal_is_listed_with_its_path() -> None:
 def test_off_or_unwired_the_header_is_refused() -> None:
     for configs in (None, InlineConfigs(parse_config("routes: {m: {provider: mock}}").request_config)):
         with pytest.raises(InvalidRequestError) as caught:
-            route_from_header(["windowed"], CONFIG, configs, "windowed")
+            route_from_header(["windowed"], CONFIG, configs=configs, model="windowed")
         assert caught.value.code == "request_config_disabled"
 
 
 def test_an_inline_route_has_the_models_memory_or_the_defaults() -> None:
     configs = InlineConfigs(CONFIG.request_config)
-    inline = route_from_header(['  {"provider": "mock"} '], CONFIG, configs, "windowed")
+    inline = route_from_header(['  {"provider": "mock"} '], CONFIG, configs=configs, model="windowed")
     assert (inline.name, inline.memory.max_messages) == (INLINE_ROUTE, 3)
-    assert route_from_header(['{"provider": "mock"}'], CONFIG, configs, "unknown-model").memory.max_messages == 7
-    assert route_from_header(["windowed"], CONFIG, configs, "unknown-model") is CONFIG.routes["windowed"]
+    assert route_from_header(['{"provider": "mock"}'], CONFIG, configs=configs, model="unknown-model").memory.max_messages == 7
+    assert route_from_header(["windowed"], CONFIG, configs=configs, model="unknown-model") is CONFIG.routes["windowed"]
     for values in ([], ["a", "b"], ["   "]):
         with pytest.raises(InvalidRequestError):
-            route_from_header(values, CONFIG, configs, "windowed")
+            route_from_header(values, CONFIG, configs=configs, model="windowed")
 
 
 def test_the_cache_reads_a_text_once_and_holds_at_most_its_size() -> None:
