@@ -205,9 +205,10 @@ async def test_a_failing_target_falls_back_to_the_next(
     second.then(Step(events=stream_of("from second")) if stream else Step(body=chat_completion("from second")))
     client = await gateway(f"{KEYS}\n{fallback_route(first, second, responses_api='translate')}")
     if stream:
-        async with client.responses.stream(model="chat", input="hello") as events:
-            text = (await events.get_final_response()).output_text
-            headers = events._raw_stream.response.headers
+        async with client.responses.with_streaming_response.create(model="chat", input="hello", stream=True) as streamed:
+            events = [event async for event in await streamed.parse()]
+        assert events[-1].type == "response.completed"
+        text, headers = events[-1].response.output_text, streamed.headers
     else:
         raw = await client.responses.with_raw_response.create(model="chat", input="hello")
         text, headers = raw.parse().output_text, raw.headers

@@ -154,9 +154,10 @@ async def test_a_failure_before_any_output_falls_back(gateway: Gateway, make_res
     failed = error_event("server_error", "boom", 2) if failure == "error" else failed_event("server_error", "boom", "resp_one9", 2)
     one.then(Answer(events=[*opening, failed]))
     client = await gateway(fallback(target(one), target(two), codes="[500]"))
-    async with client.responses.stream(model="chat", input="hello") as stream:
-        final = await stream.get_final_response()
-        headers = stream._raw_stream.response.headers
+    async with client.responses.with_streaming_response.create(model="chat", input="hello", stream=True) as raw:
+        events = [event async for event in await raw.parse()]
+    assert events[-1].type == "response.completed"
+    final, headers = events[-1].response, raw.headers
     assert final.output_text == "Hello from Responses" and final.id == "resp_two1"
     assert (headers["x-gateway-target"], headers["x-gateway-attempts"]) == ("two", "2")
 
@@ -209,9 +210,10 @@ async def test_a_fallback_to_an_anthropic_target_translates_that_attempt(
     claude_target = f'{{name: claude, provider: anthropic, baseUrl: "{claude.url}", apiKey: sk-ant, overrideParams: {{model: {CLAUDE_MODEL}}}}}'
     client = await gateway(fallback(target(up), claude_target))
     if stream:
-        async with client.responses.stream(model="chat", input="hello") as events:
-            final = await events.get_final_response()
-            headers = events._raw_stream.response.headers
+        async with client.responses.with_streaming_response.create(model="chat", input="hello", stream=True) as streamed:
+            events = [event async for event in await streamed.parse()]
+        assert events[-1].type == "response.completed"
+        final, headers = events[-1].response, streamed.headers
     else:
         raw = await client.responses.with_raw_response.create(model="chat", input="hello")
         final, headers = raw.parse(), raw.headers
