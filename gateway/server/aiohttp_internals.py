@@ -6,7 +6,8 @@ path: it does what a public property or method does, without the Python-level ca
 property or method costs on every request. Those parts were verified on aiohttp VERIFIED_FROM to
 VERIFIED_TO. On any other version, or with GATEWAY_AIOHTTP_INTERNALS=off in the environment
 (read once, at import), every fast path takes aiohttp's public API instead (`PUBLIC_PARTS`), with
-the same results; the tests run once that way too.
+the same results; the tests run once that way too. gateway.core.internals makes that choice, as
+for the client side's and litellm's private names.
 
 Two features have no public way at all, and are off with the fast paths:
 - the front door (gateway.server.frontdoor), which answers plain paths from a table and hands
@@ -19,9 +20,6 @@ Two features have no public way at all, and are off with the fast paths:
 from __future__ import annotations
 
 import asyncio
-import enum
-import functools
-import logging
 import os
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
@@ -33,40 +31,18 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 from multidict import CIMultiDict
 
-from gateway.core.aiohttp_releases import SWITCH, VERIFIED_FROM, VERIFIED_TO, switched_off, verified
+from gateway.core.aiohttp_releases import SWITCH, VERIFIED_RANGE, internals_for
+from gateway.core.internals import Mode as Mode  # with MODE, for gateway.server.connections
+from gateway.core.internals import announce
 
-log = logging.getLogger("gateway")
-
-ENV: Final = SWITCH
-
-
-class Mode(enum.Enum):
-    """Which parts of aiohttp the server uses."""
-
-    PRIVATE = "fast paths through aiohttp's private parts"
-    PUBLIC_CHOSEN = f"aiohttp's public API only ({ENV}=off)"
-    PUBLIC_UNVERIFIED = "aiohttp's public API only (a version the fast paths were not verified on)"
-
-
-def mode_for(version: str, setting: str | None) -> Mode:
-    """The mode for aiohttp `version` with `setting` the value of GATEWAY_AIOHTTP_INTERNALS (None: unset)."""
-    if switched_off(setting):
-        return Mode.PUBLIC_CHOSEN
-    return Mode.PRIVATE if verified(version) else Mode.PUBLIC_UNVERIFIED
-
-
-MODE: Final = mode_for(aiohttp.__version__, os.environ.get(ENV))
+INTERNALS: Final = internals_for(aiohttp.__version__, os.environ.get(SWITCH))
+MODE: Final = INTERNALS.mode
 FAST: Final = MODE is Mode.PRIVATE
 
 
-@functools.cache
 def announce_mode() -> None:
     """Log, once per process, that the fast paths are off because of aiohttp's version."""
-    if MODE is Mode.PUBLIC_UNVERIFIED:
-        log.info(
-            "aiohttp %s: the server's fast paths were verified on %s to %s only; serving through aiohttp's public API",
-            aiohttp.__version__, ".".join(map(str, VERIFIED_FROM)), ".".join(map(str, VERIFIED_TO)),
-        )  # fmt: skip
+    announce(INTERNALS, f"the server's fast paths were verified on {VERIFIED_RANGE} only; serving through aiohttp's public API")
 
 
 Store = MutableMapping[Any, Any]

@@ -11,10 +11,11 @@ Two fast paths, each with the public API as its fallback:
   property.
 
 The fast paths are taken only with an aiohttp release whose internals were read against them
-(gateway.core.aiohttp_releases, shared with the server side) that has every name they use, and unless
-the environment says GATEWAY_AIOHTTP_INTERNALS=off (read once, at import; the server side's
-`gateway.server.aiohttp_internals` reads the same variable). The benchmarks in bench/ measure
-what they save; the tests run both ways.
+(gateway.core.aiohttp_releases, shared with the server side) that has every name they use, and
+unless the environment says GATEWAY_AIOHTTP_INTERNALS=off (read once, at import; the server
+side's `gateway.server.aiohttp_internals` reads the same variable, and says when the release
+keeps both sides to the public API). gateway.core.internals makes that choice. The benchmarks
+in bench/ measure what they save; the tests run both ways.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from aiohttp.base_protocol import BaseProtocol
 from aiohttp.client_reqrep import ClientResponse
 from aiohttp.streams import StreamReader
 
-from gateway.core.aiohttp_releases import SWITCH, switched_off, verified
+from gateway.core.aiohttp_releases import SWITCH, internals_for
 
 # What the fast paths read, by owner
 _READER_NAMES: Final = (
@@ -38,11 +39,6 @@ _READER_NAMES: Final = (
 )  # fmt: skip
 _PROTOCOL_NAMES: Final = ("_reading_paused",)
 _RESPONSE_NAMES: Final = ("_closed",)
-
-
-def usable(version: str, setting: str | None) -> bool:
-    """Whether the fast paths may run with aiohttp `version` and the switch's `setting` (None: unset)."""
-    return not switched_off(setting) and verified(version)
 
 
 def _has_names() -> bool:
@@ -54,7 +50,7 @@ def _has_names() -> bool:
     )
 
 
-FAST: Final = usable(aiohttp.__version__, os.environ.get(SWITCH)) and _has_names()
+FAST: Final = internals_for(aiohttp.__version__, os.environ.get(SWITCH)).private and _has_names()
 
 # The reader take_arrived drains: StreamReader itself, not a subclass (EMPTY_PAYLOAD is one, with no
 # buffer); None when the fast paths are off, and every reader is read with readany().

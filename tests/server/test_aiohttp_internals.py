@@ -18,16 +18,10 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient
 
+from gateway.core.aiohttp_releases import SWITCH, internals_for, verified
+from gateway.core.internals import Mode
 from gateway.server import aiohttp_internals
-from gateway.server.aiohttp_internals import (
-    ENV,
-    PRIVATE_PARTS,
-    PUBLIC_PARTS,
-    Mode,
-    Parts,
-    mode_for,
-    verified,
-)
+from gateway.server.aiohttp_internals import PRIVATE_PARTS, PUBLIC_PARTS, Parts
 
 Client = Callable[[web.Application], Awaitable[TestClient[Any, Any]]]
 BOTH: Final = [PRIVATE_PARTS, PUBLIC_PARTS] if verified(aiohttp.__version__) else [PUBLIC_PARTS]
@@ -41,27 +35,27 @@ NAME = web.AppKey("name", str)
 @pytest.mark.parametrize("version", ["3.14.0", "3.14.3", "3.14.5"])
 def test_the_verified_releases_take_the_private_parts(version: str) -> None:
     assert verified(version)
-    assert mode_for(version, None) is Mode.PRIVATE
-    assert mode_for(version, "on") is Mode.PRIVATE  # only "off" turns them off
+    assert internals_for(version, None).mode is Mode.PRIVATE
+    assert internals_for(version, "on").mode is Mode.PRIVATE  # only "off" turns them off
 
 
 @pytest.mark.parametrize("version", ["3.13.9", "3.14.6", "3.15.0", "4.0.0", "3.14.5rc1", "3.14.5.dev0", "3.14", "x"])
 def test_any_other_version_takes_the_public_api(version: str) -> None:
     assert not verified(version)
-    assert mode_for(version, None) is Mode.PUBLIC_UNVERIFIED
+    assert internals_for(version, None).mode is Mode.PUBLIC_UNVERIFIED
 
 
 @pytest.mark.parametrize("setting", ["off", "OFF", " off\n"])
 def test_the_environment_turns_the_fast_paths_off_on_any_version(setting: str) -> None:
-    assert mode_for("3.14.5", setting) is Mode.PUBLIC_CHOSEN
-    assert mode_for("3.15.0", setting) is Mode.PUBLIC_CHOSEN
+    assert internals_for("3.14.5", setting).mode is Mode.PUBLIC_CHOSEN
+    assert internals_for("3.15.0", setting).mode is Mode.PUBLIC_CHOSEN
 
 
 def imported(*, setting: str | None, version: str | None = None) -> dict[str, Any]:
     """What a fresh process finds importing the module: its mode, chosen parts, and the log lines of two announce_mode()."""
-    env = {key: value for key, value in os.environ.items() if key != ENV}
+    env = {key: value for key, value in os.environ.items() if key != SWITCH}
     if setting is not None:
-        env[ENV] = setting
+        env[SWITCH] = setting
     script = f"""
 import io, json, logging
 import aiohttp

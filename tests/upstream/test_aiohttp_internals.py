@@ -21,9 +21,10 @@ from aiohttp.client_proto import ResponseHandler
 from aiohttp.streams import StreamReader
 
 from gateway.config.loader import parse_config
+from gateway.core.aiohttp_releases import SWITCH, internals_for
 from gateway.core.sse import Event
 from gateway.upstream import aiohttp_internals
-from gateway.upstream.aiohttp_internals import SWITCH, arrival, is_closed, take_arrived, usable
+from gateway.upstream.aiohttp_internals import arrival, is_closed, take_arrived
 from gateway.upstream.providers import openai
 from gateway.upstream.providers.base import Call
 from gateway.upstream.providers.openai import OpenAIProvider
@@ -59,7 +60,7 @@ needs_the_internals = pytest.mark.skipif(
     ],
 )
 def test_the_fast_paths_run_only_on_a_verified_version_unless_switched_off(version: str, setting: str | None, fast: bool) -> None:
-    assert usable(version, setting) is fast
+    assert internals_for(version, setting).private is fast
 
 
 def _chosen_at_import(setting: str | None) -> str:

@@ -18,22 +18,20 @@ The provider headers in a response's hidden params need no private name: litellm
 `hidden_params` property returns that same dict.
 
 The private names are used only on a litellm release they were read against (VERIFIED), and
-unless the environment says GATEWAY_LITELLM_INTERNALS=off (read once, at import); the callback
-lists, only when litellm still has them. The release comes from the installed distribution's
+unless the environment says GATEWAY_LITELLM_INTERNALS=off (read once, at import;
+gateway.core.internals decides, as for aiohttp's private names); the callback lists, only when
+litellm still has them. The release comes from the installed distribution's
 metadata, without importing litellm: `litellm_calls` reads this module and is not to pay for it.
 """
 
 from __future__ import annotations
 
-import enum
-import functools
 import importlib.metadata
-import logging
 import os
 from types import ModuleType
 from typing import Any, Final
 
-log = logging.getLogger("gateway")
+from gateway.core.internals import Internals, announce, choose
 
 SWITCH: Final = "GATEWAY_LITELLM_INTERNALS"  # "off": litellm's public API only
 # The releases whose source the private names were read against. A release joins once its source
@@ -48,21 +46,6 @@ PUBLIC_CALLBACK_LISTS: Final = (
 PRIVATE_CALLBACK_LISTS: Final = ("_async_input_callback", "_async_success_callback", "_async_failure_callback")
 
 
-class Mode(enum.Enum):
-    """Which of litellm's names the gateway uses."""
-
-    PRIVATE = "litellm's private names, on a release they were read against"
-    PUBLIC_CHOSEN = f"litellm's public API only ({SWITCH}=off)"
-    PUBLIC_UNVERIFIED = "litellm's public API only (a release its private names were not read against)"
-
-
-def mode_for(version: str | None, setting: str | None) -> Mode:
-    """The mode for litellm `version` (None: not installed) with `setting` the switch's value (None: unset)."""
-    if setting is not None and setting.strip().lower() == "off":
-        return Mode.PUBLIC_CHOSEN
-    return Mode.PRIVATE if version in VERIFIED else Mode.PUBLIC_UNVERIFIED
-
-
 def installed_version() -> str | None:
     """The installed litellm's release, read from its metadata (None: not installed)."""
     try:
@@ -71,18 +54,20 @@ def installed_version() -> str | None:
         return None
 
 
-MODE: Final = mode_for(installed_version(), os.environ.get(SWITCH))
-PRIVATE: Final = MODE is Mode.PRIVATE
+def internals_for(version: str | None, setting: str | None) -> Internals:
+    """Whether litellm's private names are used with litellm `version` (None: not installed) and the switch at `setting`."""
+    return choose(library="litellm", release=version, switch=SWITCH, verified=version in VERIFIED, setting=setting)
 
 
-@functools.cache
+INTERNALS: Final = internals_for(installed_version(), os.environ.get(SWITCH))
+MODE: Final = INTERNALS.mode
+PRIVATE: Final = INTERNALS.private
+
+
 def announce_mode() -> None:
     """Log, once per process, that the fallbacks are in use because of litellm's release."""
-    if MODE is Mode.PUBLIC_UNVERIFIED:
-        log.info(
-            "litellm %s: its private names were read on %s only; chat calls go without the client's mcp tools",
-            installed_version(), ", ".join(sorted(VERIFIED)),
-        )  # fmt: skip
+    read_on = ", ".join(sorted(VERIFIED))
+    announce(INTERNALS, f"its private names were read on {read_on} only; chat calls go without the client's mcp tools")
 
 
 def keep_from_mcp_bridge(arguments: dict[str, Any], *, private: bool = PRIVATE) -> None:

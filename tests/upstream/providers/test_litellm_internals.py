@@ -7,6 +7,7 @@ kind), or answered by litellm's own `mock_response` where only its callbacks are
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 import subprocess
@@ -17,16 +18,16 @@ from typing import Any
 import pytest
 
 from gateway.config.loader import parse_config
+from gateway.core.internals import Mode, announce
 from gateway.upstream.providers import litellm_internals
 from gateway.upstream.providers.base import Call, EventStream, Reply
 from gateway.upstream.providers.litellm import LitellmProvider, litellm  # litellm as the gateway sets it up
 from gateway.upstream.providers.litellm_internals import (
     PRIVATE_CALLBACK_LISTS,
     SWITCH,
-    Mode,
     empty_callback_lists,
+    internals_for,
     keep_from_mcp_bridge,
-    mode_for,
 )
 from tests.support.fakes import FakeUpstream, Step, chat_completion, stream_of
 
@@ -37,7 +38,7 @@ MESSAGES = [{"role": "user", "content": "hello"}]
 MCP_TOOL = {"type": "mcp", "server_url": "litellm_proxy", "server_label": "theirs", "require_approval": "never"}
 FUNCTION_TOOL = {"type": "function", "function": {"name": "lookup", "parameters": {"type": "object", "properties": {}}}}
 on_a_verified_release = pytest.mark.skipif(
-    not litellm_internals.PRIVATE, reason=f"litellm's private names are not used here ({litellm_internals.MODE.value})"
+    not litellm_internals.PRIVATE, reason=f"not used here: {litellm_internals.INTERNALS.reason}"
 )
 
 
@@ -63,7 +64,7 @@ on_a_verified_release = pytest.mark.skipif(
 def test_the_private_names_are_used_only_on_a_verified_release_unless_switched_off(
     version: str | None, setting: str | None, mode: Mode
 ) -> None:
-    assert mode_for(version, setting) is mode
+    assert internals_for(version, setting).mode is mode
 
 
 def _chosen_at_import(setting: str | None) -> str:
@@ -91,12 +92,12 @@ def test_a_release_read_against_has_every_private_list() -> None:
 def test_an_unverified_release_is_logged_once(
     mode: Mode, logged: bool, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    monkeypatch.setattr(litellm_internals, "MODE", mode)
-    litellm_internals.announce_mode.cache_clear()
+    monkeypatch.setattr(litellm_internals, "INTERNALS", dataclasses.replace(litellm_internals.INTERNALS, mode=mode))
+    announce.cache_clear()
     with caplog.at_level(logging.INFO, logger="gateway"):
         litellm_internals.announce_mode()
         litellm_internals.announce_mode()
-    litellm_internals.announce_mode.cache_clear()
+    announce.cache_clear()
     version = litellm_internals.installed_version()
     expected = [f"litellm {version}: its private names were read on 1.110.2 only; chat calls go without the client's mcp tools"]
     assert [record.getMessage() for record in caplog.records] == (expected if logged else [])
