@@ -29,10 +29,11 @@ from gateway.config.tree import OTHER_ROUTE, merged_window, read_inline_route, r
 from gateway.config.validation import validated
 from gateway.core.kinds import KINDS
 from gateway.core.masks import show_references
-from gateway.core.memory.settings import MemoryConfig
+from gateway.core.memory.settings import MemoryConfig, StoreKind
 from gateway.core.settings import (
     ApiKey,
     BreakersConfig,
+    BreakerStoreKind,
     Config,
     CorsConfig,
     MetricsConfig,
@@ -140,7 +141,7 @@ def _config(checked: ConfigFile, *, route_names: list[str], problems: Problems) 
             max_age_seconds=checked.cors.max_age_seconds,
         ),
         metrics=MetricsConfig(**dict(checked.metrics)),
-        breakers=BreakersConfig(store=checked.breakers.store, url=checked.breakers.url),
+        breakers=BreakersConfig(store=_breaker_store(checked.breakers.store), url=checked.breakers.url),
         request_config=RequestConfigSettings(
             enabled=checked.request_config.enabled,
             allowed_hosts=tuple(listed(host).lower() for host in checked.request_config.allowed_hosts),
@@ -157,10 +158,14 @@ def _api_key(key: GatewayKey) -> ApiKey:
     return ApiKey(key.name or "", digest)
 
 
+def _breaker_store(store: str | None) -> BreakerStoreKind | None:
+    return None if store is None else BreakerStoreKind(store)
+
+
 def _memory(memory: Memory, *, given: bool) -> MemoryConfig:
     base = MemoryConfig()
     return MemoryConfig(
-        store=memory.store,
+        store=StoreKind(memory.store),
         path=memory.path,
         shown_path=show_references(memory.path, env_refs(memory.path)) if given else base.shown_path,
         url=memory.url or base.url,

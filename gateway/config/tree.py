@@ -28,8 +28,17 @@ from gateway.config.providers import kind_of
 from gateway.config.schema import Breaker, Limits, Mock, Node, Retry, Route
 from gateway.config.section import Section
 from gateway.config.validation import validated
-from gateway.core.memory.settings import MemorySettings
-from gateway.core.tree import BreakerPolicy, Fallback, LoadBalance, MockOptions, RetryPolicy, Single, Target
+from gateway.core.memory.settings import MemorySettings, MemoryType
+from gateway.core.tree import (
+    BreakerPolicy,
+    Fallback,
+    LoadBalance,
+    MockOptions,
+    ResponsesMode,
+    RetryPolicy,
+    Single,
+    Target,
+)
 from gateway.core.tree import Node as TreeNode
 from gateway.core.tree import Route as TreeRoute
 
@@ -49,7 +58,7 @@ class Inherited:
     stream_idle_timeout: float = 120.0
     retry: RetryPolicy = RetryPolicy()
     breaker: BreakerPolicy = BreakerPolicy()
-    responses_api: str = "native"
+    responses_api: ResponsesMode = ResponsesMode.NATIVE
     mock: MockOptions = MockOptions()
     provider_params: Mapping[str, tuple[Any, Loc]] = field(default_factory=dict)  # key → (value, where set)
     # per setting (apiKey, baseUrl, headers.X-Team, overrideParams.user, ...): its values from the
@@ -71,7 +80,7 @@ def route_name_problem(name: str) -> str | None:
 
 
 def read_route(
-    name: str, route: Route, loc: Loc, problems: Problems, memory_defaults: MemorySettings
+    name: str, route: Route, loc: Loc, *, problems: Problems, memory_defaults: MemorySettings
 ) -> TreeRoute:
     """The route `name` of the config file, at `loc`."""
     memory = memory_defaults if route.memory is None else merged_window(route.memory, memory_defaults)
@@ -85,11 +94,14 @@ def read_route(
 
 def merged_window(window: Limits, base: MemorySettings) -> MemorySettings:
     """A memory window's given settings over `base`'s."""
-    return dataclasses.replace(base, **_given(window))
+    given = _given(window)
+    if "memory_type" in given:
+        given["memory_type"] = MemoryType(given["memory_type"])
+    return dataclasses.replace(base, **given)
 
 
 def read_node(
-    node: Node, loc: Loc, position: str, inherited: Inherited, names: dict[str, Loc], problems: Problems
+    node: Node, loc: Loc, position: str, *, inherited: Inherited, names: dict[str, Loc], problems: Problems
 ) -> TreeNode:
     """A target or strategy node at `loc`; `position` (e.g. `smart.targets[1]`) is its default name."""
     name = node.name or position
@@ -131,7 +143,7 @@ def read_node(
     return Single(name, node.weight, children)
 
 
-def inherit(node: Node, loc: Loc, parent: Inherited, problems: Problems) -> Inherited:
+def inherit(node: Node, loc: Loc, parent: Inherited, *, problems: Problems) -> Inherited:
     """What `node` hands down: its own settings over its parent's."""
     override = node.override_params or {}
     headers = node.headers or {}
@@ -174,7 +186,7 @@ def inherit(node: Node, loc: Loc, parent: Inherited, problems: Problems) -> Inhe
         breaker=parent.breaker
         if node.breaker is None
         else _breaker(node.breaker, (*loc, "breaker"), parent.breaker, problems=problems),
-        responses_api=node.responses_api or parent.responses_api,
+        responses_api=ResponsesMode(node.responses_api) if node.responses_api else parent.responses_api,
         mock=parent.mock if node.mock is None else _mock(node.mock, parent.mock),
         provider_params={
             **inherited_params,
@@ -185,7 +197,7 @@ def inherit(node: Node, loc: Loc, parent: Inherited, problems: Problems) -> Inhe
     )
 
 
-def build_target(node: Node, loc: Loc, name: str, inherited: Inherited, problems: Problems) -> Target:
+def build_target(node: Node, loc: Loc, name: str, *, inherited: Inherited, problems: Problems) -> Target:
     """The target `node` is, with every inherited setting resolved."""
     provider = inherited.provider or "openai"  # a bare apiKey target is OpenAI-compatible
     kind = kind_of(provider)
@@ -248,7 +260,7 @@ def _retry(retry: Retry, base: RetryPolicy) -> RetryPolicy:
     return dataclasses.replace(base, **given)
 
 
-def _breaker(breaker: Breaker, loc: Loc, base: BreakerPolicy, problems: Problems) -> BreakerPolicy:
+def _breaker(breaker: Breaker, loc: Loc, base: BreakerPolicy, *, problems: Problems) -> BreakerPolicy:
     policy = dataclasses.replace(base, **_given(breaker))
     if policy.max_cooldown_seconds < policy.cooldown_seconds:
         problems.add((*loc, "maxCooldownSeconds"), "must be >= cooldownSeconds")

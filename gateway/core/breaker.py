@@ -15,6 +15,7 @@ from __future__ import annotations
 from enum import Enum, IntEnum, auto
 from typing import Final
 
+from gateway.core.failures import Failure
 from gateway.core.tree import BreakerPolicy
 
 
@@ -172,7 +173,7 @@ class Breaker:
         self.window.clear()  # the failures that opened it must not open it again by their rate
 
 
-SKIPPED: Final = "circuit_open"  # the reason a route moved on from a target it did not call
+SKIPPED: Final = Failure.CIRCUIT_OPEN  # the reason a route moved on from a target it did not call
 
 
 class Admission(Enum):

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from gateway.core.tree import Target
+from gateway.core.tree import ResponsesMode, Target
 
 _OURS: Final = frozenset({"openai", "mock"})
 
@@ -102,4 +102,4 @@ def serves_natively(target: Target, api: str) -> bool:
     kind = KINDS.get(target.provider)
     if kind is None or api not in kind.native_apis:
         return False
-    return api != "responses" or target.responses_api == "native"
+    return api != "responses" or target.responses_api == ResponsesMode.NATIVE

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from gateway.core.memory.settings import MemoryConfig
 from gateway.core.tree import Route
@@ -53,6 +54,13 @@ class MetricsConfig:
     stream_usage: bool = True
 
 
+class BreakerStoreKind(StrEnum):
+    """Where circuit-breaker state lives: in each process, or in Redis, shared by all."""
+
+    LOCAL = "local"
+    REDIS = "redis"
+
+
 @dataclass(frozen=True, slots=True)
 class BreakersConfig:
     """Where circuit-breaker state lives: "local" (per process) or "redis" (shared by all).
@@ -60,7 +68,7 @@ class BreakersConfig:
     None means: redis when memory.store is redis (at memory.url), local otherwise.
     """
 
-    store: str | None = None
+    store: BreakerStoreKind | None = None
     url: str | None = field(default=None, repr=False)  # its password must never reach a log
 
 

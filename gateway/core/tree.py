@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from types import MappingProxyType
 from typing import Any, Final, TypeAlias
 
@@ -43,7 +44,14 @@ class BreakerPolicy:
     max_cooldown_seconds: float = 300.0
 
 
-RESPONSES_API_MODES: Final = ("native", "translate")
+class ResponsesMode(StrEnum):
+    """How /v1/responses reaches an openai target: its own Responses API, or chat completions translated."""
+
+    NATIVE = "native"
+    TRANSLATE = "translate"
+
+
+RESPONSES_API_MODES: Final = tuple(ResponsesMode)
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,9 +84,8 @@ class Target:
     stream_idle_timeout: float = 120.0
     retry: RetryPolicy = RetryPolicy()
     breaker: BreakerPolicy = BreakerPolicy()
-    # How /v1/responses reaches an openai target: its own Responses API ("native") or chat
-    # completions ("translate"); every other provider is translated.
-    responses_api: str = "native"
+    # How /v1/responses reaches an openai target (every other provider is translated)
+    responses_api: ResponsesMode = ResponsesMode.NATIVE
     mock: MockOptions = MockOptions()
     # litellm arguments from `providerParams` (e.g. aws_region_name), and the values among them
     # that are secrets (masked like api_key)

@@ -14,7 +14,7 @@ from typing import Any, Final
 from gateway.core.memory.entries import Entry, Message
 from gateway.core.memory.messages import SYSTEM_ROLES
 from gateway.core.memory.policies import CommonTurn, TokenCounter
-from gateway.core.memory.settings import MemorySettings
+from gateway.core.memory.settings import TOKEN_WINDOW, MemorySettings
 from gateway.tokens import Encoding, count_message, text_size
 
 OFF_LOOP_CHARS: Final = 16_384  # texts to tokenize beyond this many characters are counted on a thread
@@ -77,7 +77,7 @@ class Counts:
 
         Counted on the loop: a text too large for it makes the request another one.
         """
-        if len(messages) != 2 or settings.memory_type != "token_window":
+        if len(messages) != 2 or settings.memory_type != TOKEN_WINDOW:
             return None
         system, question = messages
         if not (

@@ -14,7 +14,7 @@ from typing import Any, Final
 from multidict import CIMultiDictProxy, istr
 
 from gateway.core.errors import InvalidRequestError
-from gateway.core.memory.settings import MEMORY_TYPES, MemorySettings
+from gateway.core.memory.settings import MEMORY_TYPES, MemorySettings, MemoryType
 
 MEMORY_ID: Final = re.compile(r"[A-Za-z0-9._:@-]{1,256}")
 # canonical name -> (its x-memory- spelling, and the MemorySettings field it sets); memoryId first
@@ -126,7 +126,7 @@ def _read_window(defaults: MemorySettings, limits: MemorySettings, window: tuple
         if field == "memory_type":
             if raw.strip() not in MEMORY_TYPES:
                 raise _bad(header, f"must be one of {', '.join(MEMORY_TYPES)}, got {raw[:40]!r}")
-            changes[field] = raw.strip()
+            changes[field] = MemoryType(raw.strip())
         else:
             changes[field] = _window_size(header, raw, getattr(limits, field))
     return replace(defaults, **changes) if changes else defaults

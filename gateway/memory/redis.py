@@ -30,6 +30,7 @@ from gateway.core.masks import mask_password
 from gateway.core.memory.conversation import Conversation
 from gateway.core.memory.entries import Entry, Message, dump_entry, last_turn_start, load_entry
 from gateway.core.memory.reach import Reach
+from gateway.core.memory.settings import StoreKind
 from gateway.memory.store import Key, KeyLocks, LockLost, LockTimeout, StoreUnavailable
 
 LEASE_SECONDS = 30.0
@@ -85,7 +86,7 @@ def key_prefix(key: Key) -> str:
 
 
 class RedisStore:
-    kind = "redis"  # the `store` label of its metrics
+    kind = StoreKind.REDIS  # the `store` label of its metrics
 
     def __init__(
         self, url: str, *, ttl_seconds: float, max_messages: int, lock_timeout: float, lease_seconds: float | None = None

@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 from gateway.core.memory.conversation import Conversation
 from gateway.core.memory.entries import Entry, Message
 from gateway.core.memory.reach import Reach
+from gateway.core.memory.settings import StoreKind
 from gateway.memory.sqlite_cache import ConversationCache
 from gateway.memory.sqlite_connection import StoreFile
 from gateway.memory.sqlite_conversations import Conversations
@@ -52,7 +53,7 @@ class _Call:
 class SQLiteStore:
     """Survives restarts; every statement runs on a single dedicated thread."""
 
-    kind = "sqlite"  # the `store` label of its metrics
+    kind = StoreKind.SQLITE  # the `store` label of its metrics
 
     def __init__(
         self,

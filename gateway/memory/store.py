@@ -23,6 +23,7 @@ from gateway.core.memory.conversation import Conversation
 from gateway.core.memory.entries import Entry, Message, last_turn_start
 from gateway.core.memory.plain import PlainHistory
 from gateway.core.memory.reach import Reach
+from gateway.core.memory.settings import StoreKind
 
 Key = tuple[str, str]  # (tenant, memoryId)
 
@@ -182,7 +183,7 @@ class _Record:
 class InProcessStore:
     """Conversations in a dict: for tests and throwaway setups; same TTL and cap as the others."""
 
-    kind = "memory"  # the `store` label of its metrics
+    kind = StoreKind.MEMORY  # the `store` label of its metrics
 
     def __init__(
         self, *, ttl_seconds: float, max_messages: int, lock_timeout: float, clock: Callable[[], float] = time.time

@@ -12,22 +12,28 @@ import contextvars
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from time import monotonic
-from typing import Any
+from typing import Any, Final
 
+from gateway.core.failures import Failure
+from gateway.core.memory.settings import MemoryType
 from gateway.core.tree import Route, Target
 
-# Upstream attempt outcomes that are not an HTTP status (the status code's text otherwise).
-TIMEOUT = "timeout"
-CONNECT_ERROR = "connect_error"
-STREAM_ERROR = "stream_error"
-INVALID_RESPONSE = "invalid_response"  # a 2xx answer that is not what was asked for (not JSON, ...)
-CLIENT_CLOSED = 499  # nginx's convention: the client left before the answer was complete
+# Upstream attempt outcomes that are not an HTTP status (the status code's text otherwise), by
+# the names their reporters import
+TIMEOUT: Final = Failure.TIMEOUT
+CONNECT_ERROR: Final = Failure.CONNECT_ERROR
+STREAM_ERROR: Final = Failure.STREAM_ERROR
+INVALID_RESPONSE: Final = Failure.INVALID_RESPONSE
+CLIENT_CLOSED: Final = 499  # nginx's convention: the client left before the answer was complete
 
 
 class Observer:
     """A consumer of request events. Every method is a no-op here; consumers override what they use.
 
     Methods run on the event loop inside the request: they must be quick and must not raise.
+    An event's arguments past the third come by keyword (`attempt_ended`'s `outcome=` and
+    `seconds=`, `usage`'s `prompt=` and `completion=`, `memory_turn`'s `waited=`, `loaded=`,
+    `appended=` and `stored=`): an observer's parameter names are part of the contract.
     """
 
     def route_resolved(self, trace: Trace) -> None: ...
@@ -191,7 +197,7 @@ class Trace:
     ttft: float | None = None
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
-    memory_type: str | None = None
+    memory_type: MemoryType | None = None
     evicted: int | None = None
     ended: float | None = None
     elapsed: float = 0.0  # seconds from the start to end(), set there: what observers of the end read
@@ -255,7 +261,7 @@ class Trace:
             self.completion_tokens = (self.completion_tokens or 0) + completion
         self.observer.usage(self, target, prompt=prompt, completion=completion)
 
-    def memory_planned(self, memory_type: str, evicted: int) -> None:
+    def memory_planned(self, memory_type: MemoryType, evicted: int) -> None:
         self.memory_type, self.evicted = memory_type, evicted
         self.observer.memory_planned(self, memory_type, evicted)
 

@@ -15,7 +15,7 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from gateway.config.providers import kind_of
-from gateway.core.memory.settings import MemoryConfig
+from gateway.core.memory.settings import MemoryConfig, StoreKind
 from gateway.core.routing import Random
 from gateway.core.settings import Config
 from gateway.core.tree import iter_targets
@@ -62,11 +62,11 @@ def open_store(config: MemoryConfig, *, processes: int = 1) -> MemoryStore:
     Worker processes sharing one SQLite file lock conversations through the file, uncached.
     """
     ttl, cap, wait = config.ttl_seconds, config.max_stored_messages, config.lock_timeout_seconds
-    if config.store == "redis":
+    if config.store == StoreKind.REDIS:
         from gateway.memory.redis import RedisStore
 
         return RedisStore(config.url, ttl_seconds=ttl, max_messages=cap, lock_timeout=wait)
-    if config.store == "memory":
+    if config.store == StoreKind.MEMORY:
         return InProcessStore(ttl_seconds=ttl, max_messages=cap, lock_timeout=wait)
     return SQLiteStore(
         config.path, ttl_seconds=ttl, max_messages=cap, lock_timeout=wait, shared=processes > 1, shown_path=config.shown_path
@@ -110,7 +110,7 @@ def create_app(config: Config, *, rng: Random | None = None, processes: int = 1)
     app = config_app(config, Lifecycle(started_at=int(time.time()), processes=processes))
     announce_mode()
     warn_open(config)
-    if processes > 1 and config.memory.store == "memory":  # a setting only a restart changes: said once
+    if processes > 1 and config.memory.store == StoreKind.MEMORY:  # a setting only a restart changes: said once
         log.warning(
             "memory.store memory with %d processes: each process keeps its own conversations; "
             "use sqlite or redis to share them",

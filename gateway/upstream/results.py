@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Final
 
 from gateway.core.errors import Attempt
+from gateway.core.failures import Failure
 from gateway.core.routing import Outcome
 from gateway.core.sse import Event
 from gateway.core.tree import Target
@@ -89,9 +90,9 @@ class Streamed(_Judged):
 
 @dataclass(slots=True)
 class Failed(_Judged):
-    """An attempt that brought no usable answer: `kind` says how (TIMEOUT, CONNECT_ERROR, STREAM_ERROR, ...)."""
+    """An attempt that brought no usable answer: `kind` says how (a timeout, a broken stream, ...)."""
 
-    kind: str
+    kind: Failure
 
     reply: ClassVar[None] = None
     stream: ClassVar[None] = None

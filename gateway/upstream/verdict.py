@@ -16,6 +16,7 @@ import orjson
 
 from gateway.core.chunks import replay
 from gateway.core.errors import Attempt
+from gateway.core.failures import Failure
 from gateway.core.nesting import MAX_JSON_DEPTH, too_deep
 from gateway.core.routing import Outcome, answered
 from gateway.core.tree import Target
@@ -90,7 +91,7 @@ def error_fields(body: bytes) -> ErrorFields:
     return ErrorFields(body[:200].decode(errors="replace").strip())
 
 
-def broken(target: Target, attempts: list[Attempt], *, detail: str, kind: str, started: float) -> Failed:
+def broken(target: Target, attempts: list[Attempt], *, detail: str, kind: Failure, started: float) -> Failed:
     """An attempt whose answer could not be used (a 502), `kind` saying how."""
     return Failed(target=target, attempts=attempts, outcome=BROKEN, detail=detail, kind=kind, started=started)
 

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from multidict import CIMultiDict, CIMultiDictProxy
 
 from gateway.core.errors import InvalidRequestError
-from gateway.core.memory.settings import MemorySettings
+from gateway.core.memory.settings import MemorySettings, MemoryType
 from gateway.memory.headers import MemoryAsk, asks_for_memory, read_memory_headers
 
 DEFAULTS = MemorySettings()
@@ -177,3 +177,9 @@ def test_a_cached_window_is_read_again_for_other_defaults() -> None:
     assert settings(pairs).max_chars == DEFAULTS.max_chars
     other = read_memory_headers(looked_up(pairs), MemorySettings(max_chars=7), LIMITS)
     assert other is not None and (other.settings.max_chars, other.settings.max_tokens) == (7, 5000)
+
+
+@pytest.mark.parametrize("spelling", ["memoryType", "x-memory-type"])
+def test_a_memory_type_header_chooses_its_enum_member(spelling: str) -> None:
+    asked = both([("memoryId", "c"), (spelling, " round_window ")])
+    assert isinstance(asked, MemoryAsk) and asked.settings.memory_type is MemoryType.ROUND_WINDOW

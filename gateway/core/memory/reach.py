@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from gateway.core.memory.entries import Entry
-from gateway.core.memory.settings import MemorySettings
+from gateway.core.memory.settings import ROUND_WINDOW, TOKEN_WINDOW, MemorySettings, MemoryType
 
 WIDER_AT_LEAST: Final = 64  # a second read fetches at least this many messages, and 4x the first
 FIRST_CHUNK: Final = 32  # a first chunk for a token or round window, where a store reads in chunks
@@ -93,9 +93,9 @@ def first_reach(settings: MemorySettings, messages: Sequence[Mapping[str, Any]])
     reach = _FIRST_REACHES.get(key)
     if reach is not None:  # the common case: a window asked for before, of as many messages
         return reach
-    if settings.memory_type == "token_window":
+    if settings.memory_type == TOKEN_WINDOW:
         reach = Reach(messages=len(messages), tokens=settings.max_tokens)
-    elif settings.memory_type == "round_window":
+    elif settings.memory_type == ROUND_WINDOW:
         reach = Reach(messages=len(messages), users=settings.max_rounds)
     else:
         reach = Reach(messages=max(settings.max_messages + 1, len(messages)))
@@ -107,7 +107,7 @@ def first_reach(settings: MemorySettings, messages: Sequence[Mapping[str, Any]])
 
 # First reaches made before, by their window and request size: a Reach is never changed once
 # made, so every turn with the same window and request size shares one rather than building it.
-_FIRST_REACHES: dict[tuple[str, int, int, int, int], Reach] = {}
+_FIRST_REACHES: dict[tuple[MemoryType, int, int, int, int], Reach] = {}
 _REMEMBERED_REACHES: Final = 4096
 
 

@@ -3,16 +3,39 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Final
 
-MEMORY_TYPES: Final = ("message_window", "token_window", "round_window")
+
+class MemoryType(StrEnum):
+    """How a request's window of its conversation is cut: by messages, by tokens or by rounds."""
+
+    MESSAGE_WINDOW = "message_window"
+    TOKEN_WINDOW = "token_window"
+    ROUND_WINDOW = "round_window"
+
+
+class StoreKind(StrEnum):
+    """Where conversations are kept: a SQLite file, this process's memory, or Redis."""
+
+    SQLITE = "sqlite"
+    MEMORY = "memory"
+    REDIS = "redis"
+
+
+MEMORY_TYPES: Final = tuple(MemoryType)
+
+# The windows by their names alone, as every memory turn reads them: a module's name is looked
+# up in a fraction of the time an Enum class's attribute takes (on 3.11).
+TOKEN_WINDOW: Final = MemoryType.TOKEN_WINDOW
+ROUND_WINDOW: Final = MemoryType.ROUND_WINDOW
 
 
 @dataclass(frozen=True, slots=True)
 class MemorySettings:
     """Window sizes for one request; also used for the operator's upper limits."""
 
-    memory_type: str = "message_window"
+    memory_type: MemoryType = MemoryType.MESSAGE_WINDOW
     max_messages: int = 20
     max_tokens: int = 4000
     max_rounds: int = 3
@@ -21,7 +44,7 @@ class MemorySettings:
 
 @dataclass(frozen=True, slots=True)
 class MemoryConfig:
-    store: str = "sqlite"
+    store: StoreKind = StoreKind.SQLITE
     path: str = "./data/memory.db"
     # The path as logs and errors show it: values from the environment as their ${VAR} ("" : the path itself)
     shown_path: str = ""

@@ -153,7 +153,7 @@ class Metrics(Observer):
             for route in config.routes.values()
             for target, triggers in leaves_with_triggers(route.root)
         }
-        self._memory = {kind: self._memory_children(kind) for kind in MEMORY_TYPES}
+        self._memory: dict[str, tuple[Count, Count]] = {kind: self._memory_children(kind) for kind in MEMORY_TYPES}
         self._overloaded = {reason: self.overloaded_requests.labels(reason) for reason in SHORTAGES.values()}
         self._store: dict[tuple[str, str], Observed] = {}
         self._stores: dict[str, _StoreChildren] = {}

@@ -18,14 +18,16 @@ from gateway.core.breaker import (
     Admission,
     State,
 )
-from gateway.core.settings import Config
+from gateway.core.memory.settings import StoreKind
+from gateway.core.settings import BreakerStoreKind, Config
 from gateway.upstream.breakers.board import BreakerListener, Breakers, LocalBreakers, TargetHealth
 
 
 def open_breakers(config: Config, *, listener: BreakerListener | None = None) -> Breakers:
     """The configured board: shared through Redis (`breakers.store`, or memory's Redis), else per process."""
-    store = config.breakers.store or ("redis" if config.memory.store == "redis" else "local")
-    if store == "redis":
+    shared = config.memory.store == StoreKind.REDIS
+    store = config.breakers.store or (BreakerStoreKind.REDIS if shared else BreakerStoreKind.LOCAL)
+    if store == BreakerStoreKind.REDIS:
         from gateway.upstream.breakers.redis import RedisBreakers
 
         return RedisBreakers(config.routes, config.breakers.url or config.memory.url, listener=listener)

@@ -23,6 +23,7 @@ from typing import Final, Protocol
 
 from gateway.core.breaker import CLOSED, OPEN, ORDINARY, PROBE, REFUSED, Admission, Breaker, State
 from gateway.core.routing import Health, Outcome, judging_codes, triggers
+from gateway.core.settings import BreakerStoreKind
 from gateway.core.tree import Route, Target, iter_targets
 
 log = logging.getLogger("gateway.breakers")
@@ -36,7 +37,7 @@ CLIENT_MISTAKES: Final = frozenset({400, 413, 415, 422})
 class Breakers(Protocol):
     """Where breaker state lives: what the dispatcher and the health page ask of it."""
 
-    kind: str  # "local" or "redis"
+    kind: BreakerStoreKind
 
     def health(self, route: Route) -> Health | None:
         """What the walk may call on `route`; None while every one of its targets is closed."""
@@ -129,7 +130,7 @@ class RouteGuards:
 class LocalBreakers:
     """The breakers of one process (also the Health the routing walk reads)."""
 
-    kind = "local"
+    kind = BreakerStoreKind.LOCAL
 
     def __init__(
         self,

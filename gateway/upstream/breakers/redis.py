@@ -30,6 +30,7 @@ from redis.backoff import NoBackoff
 from gateway.core.breaker import CLOSED, OPEN, ORDINARY, PROBE, REFUSED, Admission
 from gateway.core.masks import mask_password
 from gateway.core.routing import Outcome
+from gateway.core.settings import BreakerStoreKind
 from gateway.core.tree import BreakerPolicy, Route, Target
 from gateway.upstream.breakers.board import (
     BreakerListener,
@@ -146,7 +147,7 @@ def _policy_args(policy: BreakerPolicy) -> list[Any]:
 class RedisBreakers(LocalBreakers):
     """One breaker per target for every process that shares the Redis at `url`."""
 
-    kind = "redis"
+    kind = BreakerStoreKind.REDIS
 
     def __init__(
         self,
