@@ -31,7 +31,7 @@ class Interpolated(str):
 
 
 def interpolate(
-    value: Any, loc: Loc, env: Mapping[str, str], problems: Problems, refs: dict[str, str]
+    value: Any, loc: Loc, env: Mapping[str, str], *, problems: Problems, refs: dict[str, str]
 ) -> Any:
     """`value` with every `${VAR}` substituted; every value taken from `env` is also added to `refs`."""
     if isinstance(value, str):

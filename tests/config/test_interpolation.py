@@ -12,7 +12,7 @@ ENV = {"KEY": "sk-123", "EMPTY": "", "HOST": "h.example"}
 
 def substituted(value: Any, env: dict[str, str] = ENV) -> tuple[Any, list[str], dict[str, str]]:
     problems, refs = Problems(), {}
-    return interpolate(value, ("routes", "r"), env, problems, refs), problems.messages, refs
+    return interpolate(value, ("routes", "r"), env, problems=problems, refs=refs), problems.messages, refs
 
 
 def test_references_are_substituted_throughout_the_document_and_remembered() -> None:
