@@ -2,8 +2,9 @@
 
 The Dockerfile is read as text (its promises: pinned base, numeric non-root user, exec-form
 `gateway serve`, a curl-free HEALTHCHECK, the config path, a data volume, tokenizers proven
-offline), the compose file as YAML (healthchecks, conditions, no literal secrets, Prometheus and
-Grafana wired to what the gateway and grafana/ provide), and the parts that can run here do:
+offline), the compose file as YAML (identical gateway replicas, healthchecks, conditions, no
+literal secrets, Prometheus scraping each replica, Grafana wired to what grafana/ provides; the
+balancer in front of the replicas is tests/test_deploy_balancer.py's), and the parts that can run here do:
 the compose stack's gateway config loads, and the image's HEALTHCHECK command passes against the
 image's default config served from its WORKDIR, and fails once the gateway is gone.
 """
@@ -20,7 +21,6 @@ import subprocess
 import sys
 import urllib.request
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -29,10 +29,18 @@ import yaml
 
 from gateway.config.loader import load_config
 from gateway.core.tree import iter_targets
+from tests.support.dockerfile import (
+    DOCKERFILE,
+    Instruction,
+    exec_form,
+    final_stage,
+    healthcheck_command,
+    in_force,
+    parse_dockerfile,
+)
 from tests.support.servers import free_port, wait_for_port
 
 ROOT = Path(__file__).resolve().parent.parent
-DOCKERFILE = ROOT / "Dockerfile"
 DEPLOY = ROOT / "deploy"
 COMPOSE = DEPLOY / "docker-compose.yml"
 IMAGE_CONFIG = ROOT / "configs" / "gateway.yaml"
@@ -53,61 +61,6 @@ def require_tool(name: str, install: str) -> str:
             pytest.fail(f"{message}; CI must have it", pytrace=False)
         pytest.skip(message)
     return path
-
-
-# ---------------------------------------------------------------- reading the Dockerfile
-
-
-@dataclass(frozen=True)
-class Instruction:
-    keyword: str  # upper case: FROM, RUN, ...
-    args: str  # continuation lines joined
-    stage: int  # 0-based index of the FROM it belongs to
-
-
-def parse_dockerfile(text: str) -> list[Instruction]:
-    """Instructions with continuation lines joined and comments dropped (no parser directives used)."""
-    instructions: list[Instruction] = []
-    stage = -1
-    pending = ""
-    for line in text.splitlines():
-        stripped = line.strip()
-        if not stripped or stripped.startswith("#"):  # Docker drops comments inside continuations too
-            continue
-        if stripped.endswith("\\"):
-            pending += stripped[:-1] + " "
-            continue
-        keyword, _, args = (pending + stripped).partition(" ")
-        pending = ""
-        if keyword.upper() == "FROM":
-            stage += 1
-        instructions.append(Instruction(keyword.upper(), args.strip(), stage))
-    return instructions
-
-
-def final_stage(instructions: list[Instruction]) -> list[Instruction]:
-    last = max(i.stage for i in instructions)
-    return [i for i in instructions if i.stage == last]
-
-
-def exec_form(args: str) -> list[str]:
-    """The JSON array of an exec-form CMD/HEALTHCHECK CMD; a shell-form string fails the test."""
-    value = json.loads(args)
-    assert isinstance(value, list) and all(isinstance(v, str) for v in value), args
-    return value
-
-
-def healthcheck_command(instructions: list[Instruction]) -> list[str]:
-    (check,) = [i for i in final_stage(instructions) if i.keyword == "HEALTHCHECK"]
-    options, _, command = check.args.partition("CMD ")
-    assert all(option.startswith("--") for option in options.split()), check.args
-    return exec_form(command)
-
-
-def in_force(instructions: list[Instruction], keyword: str) -> Instruction:
-    found = [i for i in final_stage(instructions) if i.keyword == keyword]
-    assert found, f"the final stage has no {keyword}"
-    return found[-1]  # the last one is the one in force
 
 
 @pytest.fixture(scope="module")
@@ -235,6 +188,11 @@ def built_from_our_dockerfile(service: Mapping[str, Any]) -> bool:
     return isinstance(build, dict) and (DEPLOY / build["context"] / build.get("dockerfile", "Dockerfile")).resolve() == DOCKERFILE
 
 
+def gateway_services(compose: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The gateway replicas: the services built from our Dockerfile."""
+    return {name: service for name, service in services(compose).items() if built_from_our_dockerfile(service)}
+
+
 def mounts(service: Mapping[str, Any]) -> dict[str, Path | str]:
     """Container path → host path (resolved against deploy/) or named volume, for short-form volumes."""
     found: dict[str, Path | str] = {}
@@ -259,7 +217,8 @@ def test_every_dependency_waits_for_a_condition(compose: dict[str, Any]) -> None
         assert isinstance(depends_on, dict), f"{name}: depends_on as a list waits for nothing"
         for other, how in depends_on.items():
             # Prometheus only needs the gateway started: an unhealthy gateway is when it matters most.
-            wanted = "service_started" if (name, other) == ("prometheus", "gateway") else "service_healthy"
+            scraped = name == "prometheus" and other in gateway_services(compose)
+            wanted = "service_started" if scraped else "service_healthy"
             assert how.get("condition") == wanted, f"{name} -> {other}: {how}"
             assert other in services(compose)
 
@@ -280,7 +239,7 @@ def secret_values(node: Any, path: str = "") -> Iterator[tuple[str, Any]]:
 def test_no_secret_is_written_in_the_compose_file_or_the_gateway_config(compose: dict[str, Any]) -> None:
     found = [*secret_values(compose), *secret_values(yaml.safe_load((DEPLOY / "gateway.yaml").read_text()))]
     assert {path for path, _ in found} >= {
-        "services.gateway.environment.GATEWAY_KEY",
+        *(f"services.{name}.environment.GATEWAY_KEY" for name in gateway_services(compose)),
         "services.grafana.environment.GF_SECURITY_ADMIN_PASSWORD",
         "auth.keys[0].key",
     }
@@ -296,23 +255,27 @@ def test_every_pulled_image_is_pinned(compose: dict[str, Any]) -> None:
         assert re.match(r"v?\d+\.\d+\.\d+(-|$)", tag), f"{name}: {service['image']}"
 
 
-def test_the_gateway_service_mounts_its_config_where_the_image_reads_it(compose: dict[str, Any]) -> None:
-    gateway = services(compose)["gateway"]
-    assert built_from_our_dockerfile(gateway)
-    assert mounts(gateway)[CONFIG_PATH] == DEPLOY / "gateway.yaml"
+def test_the_stack_runs_two_replicas_of_one_gateway_service(compose: dict[str, Any]) -> None:
+    replicas = list(gateway_services(compose).values())
+    assert len(replicas) >= 2
+    assert all(replica == replicas[0] for replica in replicas), "the replicas differ"
 
 
-def test_prometheus_scrapes_the_gateway_metrics(compose: dict[str, Any]) -> None:
+def test_every_replica_mounts_its_config_where_the_image_reads_it(compose: dict[str, Any]) -> None:
+    for name, gateway in gateway_services(compose).items():
+        assert mounts(gateway)[CONFIG_PATH] == DEPLOY / "gateway.yaml", name
+
+
+def test_prometheus_scrapes_every_replica_by_itself(compose: dict[str, Any]) -> None:
+    """Each replica is a target of its own; nothing else is (through the balancer, counters would mix)."""
     prometheus_yml = mounts(services(compose)["prometheus"])["/etc/prometheus/prometheus.yml"]
     assert isinstance(prometheus_yml, Path)
     scrape = yaml.safe_load(prometheus_yml.read_text())["scrape_configs"]
-    port = load_config(DEPLOY / "gateway.yaml", env=gateway_env(compose)).server.port
-    gateway_jobs = [
-        job for job in scrape
-        if any(f"gateway:{port}" in static["targets"] for static in job.get("static_configs", []))
-    ]
-    assert gateway_jobs and all(job.get("metrics_path", "/metrics") == "/metrics" for job in gateway_jobs)
-    assert any(mapping.endswith(f":{port}") for mapping in services(compose)["gateway"]["ports"])
+    config = load_config(DEPLOY / "gateway.yaml", env=gateway_env(compose))
+    (job,) = scrape
+    assert job.get("metrics_path", "/metrics") == config.metrics.path
+    targets = [target for static in job["static_configs"] for target in static["targets"]]
+    assert sorted(targets) == sorted(f"{name}:{config.server.port}" for name in gateway_services(compose))
 
 
 def test_grafana_mounts_the_provisioning_and_dashboards_folders(compose: dict[str, Any]) -> None:
@@ -339,7 +302,7 @@ def test_grafana_provisioning_reads_what_compose_mounts(compose: dict[str, Any])
 def test_the_stack_needs_a_gateway_key_and_a_grafana_password_to_start(compose: dict[str, Any]) -> None:
     """`${VAR:?message}`: compose stops with the message instead of starting with an empty secret."""
     required = {
-        ("gateway", "GATEWAY_KEY"): "GATEWAY_KEY",
+        **{(name, "GATEWAY_KEY"): "GATEWAY_KEY" for name in gateway_services(compose)},
         ("grafana", "GF_SECURITY_ADMIN_PASSWORD"): "GRAFANA_ADMIN_PASSWORD",
     }
     for (service, name), variable in required.items():
@@ -367,7 +330,7 @@ def interpolate_like_compose(value: str, shell: Mapping[str, str]) -> str:
 def gateway_env(compose: Mapping[str, Any]) -> dict[str, str]:
     """The gateway container's environment when the shell sets only what the README's command sets."""
     shell = {"GATEWAY_KEY": STACK_KEY, "GRAFANA_ADMIN_PASSWORD": "not-a-gateway-setting"}
-    environment = services(compose)["gateway"]["environment"]
+    (environment, *_) = [gateway["environment"] for gateway in gateway_services(compose).values()]
     return {name: interpolate_like_compose(str(value), shell) for name, value in environment.items()}
 
 
@@ -376,6 +339,8 @@ def test_the_stack_config_loads_with_the_environment_compose_passes(compose: dic
     assert config.memory.store == "redis"
     host = config.memory.url.removeprefix("redis://").partition(":")[0]
     assert host in services(compose), f"memory.url {config.memory.url} is not a compose service"
+    # the replicas share circuit breakers too, in the same Redis
+    assert (config.breakers.store, config.breakers.url) == ("redis", config.memory.url)
     assert [key.sha256 for key in config.api_keys] == [hashlib.sha256(STACK_KEY.encode()).digest()]
     providers = {target.provider for route in config.routes.values() for target in iter_targets(route.root)}
     assert providers == {"mock"}, "with no provider keys every route still answers"
