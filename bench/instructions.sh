@@ -4,9 +4,11 @@
 # Scenarios: a chat request, a stream of 2 chunks (`-stream`), a stream of 32 chunks (`-long`).
 # Needs valgrind, nginx with the echo module (see run.sh).
 #   bash bench/instructions.sh [SERVER...]   servers: floor gateway nometrics nostreamusage gateway-nolog
-#                                            nometrics-nolog memory litellm memory-scale (default: all but
-#                                            litellm and memory-scale); guard = what bench/guard.py checks
-#                                            (gateway, gateway-stream, gateway-memory)
+#                                            nometrics-nolog memory memory-redis litellm memory-scale (default:
+#                                            all but litellm and memory-scale); guard = what bench/guard.py
+#                                            checks (gateway, gateway-stream, gateway-memory, gateway-memory-redis)
+# memory-redis: the memory turn of `memory` on a redis-server this script starts on a free port (bench/memory-redis.yaml);
+# its instructions are the gateway's alone, not redis-server's.
 # memory-scale: a memory turn (message_window of 20) over a prefilled SQLite file (bench/fill_memory.py):
 # 20 stored messages a conversation against 1,000, and a store of 10 conversations against 100,000
 # (10 messages each); prints the two ratios. ~3 min.
@@ -31,10 +33,12 @@ port=18094
 url="http://127.0.0.1:$port/v1/chat/completions"
 pid=""
 dumps=0
+redis_pid=""
 
 stop_server() { if [ -n "$pid" ]; then kill "$pid"; wait "$pid" 2>/dev/null || true; pid=""; fi; }
 cleanup() {
   stop_server
+  if [ -n "$redis_pid" ]; then kill "$redis_pid" 2>/dev/null || true; wait "$redis_pid" 2>/dev/null || true; fi
   [ -f "$run/nginx.pid" ] && kill "$(cat "$run/nginx.pid")" 2>/dev/null || true
   rm -rf "$run"
 }
@@ -94,6 +98,20 @@ gateway() {  # config [serve flags...]
   start_server "$python" -m gateway serve --config "$here/$config" --host 127.0.0.1 --port "$port" "$@"
 }
 gateway_memory() { rm -f /tmp/gateway-bench-memory.db*; gateway memory.yaml; }
+start_redis() {  # a throwaway redis-server on a free port: BENCH_REDIS_URL, which memory-redis.yaml reads
+  local redis_port
+  redis_port=$("$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  redis-server --port "$redis_port" --bind 127.0.0.1 --save '' --appendonly no --dir "$run" --protected-mode no \
+    >"$run/redis.log" 2>&1 9>&- &
+  redis_pid=$!
+  export BENCH_REDIS_URL="redis://127.0.0.1:$redis_port/0"
+  for _ in $(seq 100); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$redis_port") 2>/dev/null && return 0
+    sleep 0.1
+  done
+  echo "redis-server did not start:" >&2; cat "$run/redis.log" >&2; exit 1
+}
+gateway_memory_redis() { [ -n "$redis_pid" ] || start_redis; gateway memory-redis.yaml; }
 gateway_memory_filled() {  # config conversations messages: the gateway on a file filled before it starts
   local db=/tmp/gateway-bench-memory-scale.db
   rm -f "$db"*
@@ -109,7 +127,7 @@ declare -A measured=()
 floor_server() { start_server "$python" "$floor" "$port" "http://127.0.0.1:18080$1" --uvloop; }
 
 servers=("$@")
-[ ${#servers[@]} -gt 0 ] || servers=(floor gateway nometrics nostreamusage gateway-nolog nometrics-nolog memory)
+[ ${#servers[@]} -gt 0 ] || servers=(floor gateway nometrics nostreamusage gateway-nolog nometrics-nolog memory memory-redis)
 for server in "${servers[@]}"; do
   case $server in
     floor)  # the floor passes bytes through: one instance per upstream path
@@ -128,6 +146,8 @@ for server in "${servers[@]}"; do
       scenario "gateway gateway-nometrics.yaml --log-level warning" nometrics-nolog nometrics-nolog-stream:stream ;;
     memory)
       scenario gateway_memory gateway-memory:memory ;;
+    memory-redis)
+      scenario gateway_memory_redis gateway-memory-redis:memory ;;
     memory-scale)  # issue 10: CPU per memory turn follows the window, not what is stored
       scenario "gateway_memory_filled memory-20.yaml 8 20" memory-stored-20:window
       scenario "gateway_memory_filled memory-1000.yaml 8 1000" memory-stored-1000:window
@@ -137,7 +157,8 @@ for server in "${servers[@]}"; do
       ratio memory-conversations-100000 memory-conversations-10 ;;
     guard)  # bench/guard.py's paths
       scenario "gateway gateway.yaml" gateway gateway-stream:stream
-      scenario gateway_memory gateway-memory:memory ;;
+      scenario gateway_memory gateway-memory:memory
+      scenario gateway_memory_redis gateway-memory-redis:memory ;;
     litellm)  # gateway.yaml's routes served through litellm (provider hosted_vllm): 20-40x the
       # instructions, so fewer requests (for this call only) keep it to minutes
       requests=${LITELLM_REQUESTS:-200} warmup=100 scenario "gateway gateway-litellm.yaml" litellm litellm-stream:stream ;;

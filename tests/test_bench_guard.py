@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -34,7 +35,9 @@ def test_a_path_over_five_percent_fails_only_if_its_second_reading_is_over_too(
     first, stream = guard.PATHS[0], guard.PATHS[1]
     readings = iter([{**base, first: 1_060_000, stream: 1_049_000}, {first: 1_040_000}])
     monkeypatch.setattr(guard, "measure", lambda paths: next(readings))
-    assert guard.check(baseline(guard, base)) == 0  # a loaded first run, a clean second: the lower figure stands
+    assert (
+        guard.check(baseline(guard, base)) == 0
+    )  # a loaded first run, a clean second: the lower figure stands
     assert "lower of two runs" in capsys.readouterr().out
 
     readings = iter([{**base, first: 1_060_000}, {first: 1_051_000}])
@@ -45,3 +48,50 @@ def test_a_path_over_five_percent_fails_only_if_its_second_reading_is_over_too(
 def test_five_percent_exactly_is_within_the_limit(guard: ModuleType) -> None:
     row = guard.Row("gateway", 1_000_000, 1_050_000)
     assert not row.over and guard.Row("gateway", 1_000_000, 1_050_001).over
+
+
+def test_the_guard_run_of_instructions_sh_measures_every_guarded_path(guard: ModuleType) -> None:
+    script = (GUARD.parent / "instructions.sh").read_text(encoding="utf-8")
+    block = script[script.index("    guard)") :].split(";;", 1)[0]
+    assert "gateway-memory-redis" in guard.PATHS
+    for path in guard.PATHS:
+        assert f" {path}" in block or f" {path}:" in block, f"instructions.sh guard does not measure {path}"
+
+
+def test_a_path_the_baseline_lacks_is_measured_and_fails_the_guard_by_name(
+    guard: ModuleType, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    older = {path: 1_000_000 for path in guard.PATHS if path != "gateway-memory-redis"}
+    file = tmp_path / "baseline.json"
+    guard.write_baseline({**older, "gateway-memory-redis": 0}, file)
+    data = json.loads(file.read_text(encoding="utf-8"))
+    del data["instructions_per_request"]["gateway-memory-redis"]
+    file.write_text(json.dumps(data), encoding="utf-8")
+    read = guard.read_baseline(file)  # a baseline from before the path was guarded still reads
+    assert dict(read.counts) == older
+
+    monkeypatch.setattr(guard, "measure", lambda paths: {**older, "gateway-memory-redis": 2_345_678})
+    assert guard.check(read) == 1
+    out = capsys.readouterr().out
+    assert "NO BASELINE" in out
+    assert "no figure for gateway-memory-redis (measured now: gateway-memory-redis 2,345,678)" in out
+
+
+@pytest.mark.parametrize(
+    ("ci", "status", "verdict"), [("", 0, "guard: skipped"), ("true", 1, "guard: FAILED under CI")]
+)
+def test_without_redis_server_the_guard_skips_locally_and_fails_under_ci(
+    guard: ModuleType,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    ci: str,
+    status: int,
+    verdict: str,
+) -> None:
+    which = guard.shutil.which
+    monkeypatch.setattr(guard.shutil, "which", lambda tool: None if tool == "redis-server" else which(tool))
+    monkeypatch.setenv("CI", ci)
+    monkeypatch.setattr(guard, "measure", lambda paths: pytest.fail("measured without redis-server"))
+    assert guard.main([]) == status
+    captured = capsys.readouterr()
+    assert verdict in captured.out + captured.err and "redis-server" in captured.out + captured.err
