@@ -10,7 +10,8 @@ A call passes on only an allow-list of the client's OpenAI fields (a body must n
 exceptions become the upstream status they stand for (a Reply with an OpenAI-shaped error body
 and Retry-After), or a TransportError when no answer came; streams are re-emitted as OpenAI
 chunks, and end with `[DONE]` only when the provider said the answer finished. litellm's private
-names are used in `litellm_internals` only.
+names, and the undocumented attributes of its stream wrappers, are used in `litellm_internals`
+only.
 """
 
 from __future__ import annotations
@@ -221,13 +222,13 @@ class LitellmProvider:
             events = ChunkEvents(opened, call.target, _answer_headers(opened))
             await events.read_first()
         except TransportError:
-            await _close(opened)
+            await litellm_internals.close_stream(opened)
             raise
         except Exception as exc:
-            await _close(opened)
+            await litellm_internals.close_stream(opened)
             return _reply_or_raise(map_failure(exc, call.target))
         except BaseException:
-            await _close(opened)
+            await litellm_internals.close_stream(opened)
             raise
         return events
 
@@ -236,30 +237,6 @@ def _reply_or_raise(failure: Reply | TransportError | OverloadedError) -> Reply:
     if not isinstance(failure, Reply):
         raise failure
     return failure
-
-
-async def _close(stream: Any) -> None:
-    """Close a litellm stream (a text-completion stream wraps the chat stream that can be closed)."""
-    for candidate in (stream, getattr(stream, "completion_stream", None)):
-        closer = getattr(candidate, "aclose", None)
-        if closer is not None:
-            await closer()
-            return
-
-
-def _provider_finished(stream: Any) -> bool:
-    """Whether the provider itself sent a finish reason.
-
-    At the end of a provider stream litellm adds a chunk with finish_reason "stop" whether or not
-    the provider finished; its wrapper records the finish reasons the provider actually sent.
-    """
-    candidates: tuple[Any, ...] = (stream, getattr(stream, "completion_stream", None))
-    for candidate in candidates:
-        if hasattr(candidate, "received_finish_reason"):
-            return bool(
-                candidate.received_finish_reason or getattr(candidate, "intermittent_finish_reason", None)
-            )
-    return True  # a stream without that record: its finish chunk is all there is to go by
 
 
 _DONE: Final = parse_event(DONE_EVENT[:-2])
@@ -311,7 +288,7 @@ class ChunkEvents(EventStream):
         choices = data.get("choices")
         if isinstance(choices, list):
             if any(isinstance(c, dict) and c.get("finish_reason") for c in choices):
-                if not _provider_finished(self._stream):
+                if not litellm_internals.provider_finished(self._stream):
                     raise TransportError(
                         "upstream stream ended before the answer finished", kind=STREAM_ERROR
                     )
@@ -324,4 +301,4 @@ class ChunkEvents(EventStream):
     async def close(self) -> None:
         self._ended = True
         self._held.clear()
-        await _close(self._stream)
+        await litellm_internals.close_stream(self._stream)

@@ -1,4 +1,4 @@
-"""litellm's private names the gateway relies on: here and nowhere else, each beside its public fallback.
+"""litellm's private and undocumented names the gateway relies on: here and nowhere else, each beside its public fallback.
 
 Each is needed for something litellm's public API cannot do:
 
@@ -14,14 +14,32 @@ Each is needed for something litellm's public API cannot do:
   emptied; a callback that already made it into a private one stays there (in a gateway's own
   process none has: litellm was imported a moment before).
 
+Three more are attributes of litellm's stream wrappers, without an underscore but no part of
+its documented API:
+
+- `received_finish_reason` and `intermittent_finish_reason`, the finish reasons litellm's stream
+  wrapper (CustomStreamWrapper) records as the provider sends them. At the end of a provider's
+  stream litellm adds a chunk with a finish reason ("stop") whether or not the provider sent one;
+  these tell a finished answer from one the provider broke off cleanly, which then ends with a
+  stream error instead of `[DONE]`. Fallback: litellm's finish chunk is taken at its word, so a
+  stream that ends cleanly before the provider finished ends with `[DONE]` like a whole answer
+  (one cut off by a broken connection is still an error: litellm raises it). litellm's own
+  OpenAI chat streams raise on such an end by themselves, either way.
+- `completion_stream`, what litellm's text-completion stream wrapper reads from (its chat
+  stream, or an async generator over it): that wrapper has no `aclose`, so closing a
+  text-completion stream (the client left, or a failure before its first chunk) closes what it
+  reads from, and nothing more is read. Fallback: a text-completion stream is left as it is, to
+  be closed when it is garbage-collected. Chat streams are closed by their public `aclose`
+  either way.
+
 The provider headers in a response's hidden params need no private name: litellm's public
 `hidden_params` property returns that same dict.
 
-The private names are used only on a litellm release they were read against (VERIFIED), and
-unless the environment says GATEWAY_LITELLM_INTERNALS=off (read once, at import;
-gateway.core.internals decides, as for aiohttp's private names); the callback lists, only when
-litellm still has them. The release comes from the installed distribution's
-metadata, without importing litellm: `litellm_calls` reads this module and is not to pay for it.
+All of them are used only on a litellm release they were read against (VERIFIED), and unless
+the environment says GATEWAY_LITELLM_INTERNALS=off (read once, at import;
+gateway.core.internals decides, as for aiohttp's private names); the callback lists and the
+finish records, only when litellm still has them. The release comes from the installed
+distribution's metadata, without importing litellm: `litellm_calls` reads this module and is not to pay for it.
 """
 
 from __future__ import annotations
@@ -40,6 +58,8 @@ SWITCH: Final = "GATEWAY_LITELLM_INTERNALS"  # "off": litellm's public API only
 VERIFIED: Final = frozenset({"1.110.2"})
 
 SKIP_MCP_BRIDGE: Final = "_skip_mcp_handler"
+INNER_STREAM: Final = "completion_stream"
+FINISH_RECORDS: Final = ("received_finish_reason", "intermittent_finish_reason")
 PUBLIC_CALLBACK_LISTS: Final = (
     "callbacks", "input_callback", "success_callback", "failure_callback", "service_callback", "audit_log_callbacks",
 )  # fmt: skip
@@ -67,7 +87,11 @@ PRIVATE: Final = INTERNALS.private
 def announce_mode() -> None:
     """Log, once per process, that the fallbacks are in use because of litellm's release."""
     read_on = ", ".join(sorted(VERIFIED))
-    announce(INTERNALS, f"its private names were read on {read_on} only; chat calls go without the client's mcp tools")
+    announce(
+        INTERNALS,
+        f"its private names were read on {read_on} only; chat calls go without the client's mcp tools, "
+        "and a stream that ends is taken as finished",
+    )
 
 
 def keep_from_mcp_bridge(arguments: dict[str, Any], *, private: bool = PRIVATE) -> None:
@@ -91,3 +115,28 @@ def empty_callback_lists(litellm: ModuleType, *, private: bool = PRIVATE) -> Non
         names += PRIVATE_CALLBACK_LISTS
     for name in names:
         setattr(litellm, name, [])
+
+
+def provider_finished(stream: Any, *, private: bool = PRIVATE) -> bool:
+    """Whether the provider itself sent the finish reason that a chunk of litellm's `stream` carries.
+
+    Read from the finish reasons litellm's wrapper recorded (a text-completion stream's, from the
+    chat stream inside it); without them (`private` off, or a stream without that record), the
+    chunk's finish reason is all there is to go by.
+    """
+    if not private:
+        return True
+    for candidate in (stream, getattr(stream, INNER_STREAM, None)):
+        if hasattr(candidate, FINISH_RECORDS[0]):
+            return any(getattr(candidate, name, None) for name in FINISH_RECORDS)
+    return True
+
+
+async def close_stream(stream: Any, *, private: bool = PRIVATE) -> None:
+    """Close a litellm stream by its `aclose`; when it has none (text completions), what it reads from, if `private`."""
+    candidates = (stream, getattr(stream, INNER_STREAM, None)) if private else (stream,)
+    for candidate in candidates:
+        closer = getattr(candidate, "aclose", None)
+        if closer is not None:
+            await closer()
+            return

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from litellm import CustomLLM
 
 from gateway.config.loader import parse_config
 from gateway.core.internals import Mode, announce
@@ -25,11 +26,15 @@ from gateway.upstream.providers.litellm import LitellmProvider, litellm  # litel
 from gateway.upstream.providers.litellm_internals import (
     PRIVATE_CALLBACK_LISTS,
     SWITCH,
+    close_stream,
     empty_callback_lists,
     internals_for,
     keep_from_mcp_bridge,
+    provider_finished,
 )
 from tests.support.fakes import FakeUpstream, Step, chat_completion, stream_of
+from tests.support.fakes_anthropic import MODEL as CLAUDE_MODEL
+from tests.support.fakes_anthropic import Answer, FakeAnthropic, message_events, start_anthropic
 
 # litellm's pydantic types warn once per process when first built; litellm itself hides it, pytest shows it
 pytestmark = pytest.mark.filterwarnings("ignore:.*`ReadOnly` qualifier:UserWarning")
@@ -99,7 +104,10 @@ def test_an_unverified_release_is_logged_once(
         litellm_internals.announce_mode()
     announce.cache_clear()
     version = litellm_internals.installed_version()
-    expected = [f"litellm {version}: its private names were read on 1.110.2 only; chat calls go without the client's mcp tools"]
+    expected = [
+        f"litellm {version}: its private names were read on 1.110.2 only; chat calls go without the client's mcp tools, "
+        "and a stream that ends is taken as finished"
+    ]
     assert [record.getMessage() for record in caplog.records] == (expected if logged else [])
 
 
@@ -209,3 +217,100 @@ async def test_the_provider_s_rate_limit_headers_are_relayed_from_answers_and_st
     await opened.close()
     relayed = {"x-ratelimit-remaining-requests": "41", "retry-after": "3"}
     assert (answer.headers, dict(opened.headers)) == (relayed, relayed)
+
+
+# ---------------------------------------------------------------- a stream's finish, and closing it
+
+
+def _piece(text: str, finish: str | None = None) -> dict[str, Any]:
+    """A chunk as a litellm custom provider streams it (litellm's GenericStreamingChunk)."""
+    return {"text": text, "is_finished": finish is not None, "finish_reason": finish or "", "usage": None, "index": 0, "tool_use": None}
+
+
+class Scripted(CustomLLM):
+    """A provider through litellm's public custom_provider_map: streams "Hel", "lo", then its finish if it has one."""
+
+    def __init__(self, finish: str | None) -> None:
+        super().__init__()
+        self.finish = finish
+
+    async def astreaming(self, *args: Any, **kwargs: Any) -> Any:  # litellm's own signature is untyped
+        yield _piece("Hel")
+        yield _piece("lo")
+        if self.finish is not None:
+            yield _piece("", self.finish)
+
+
+@pytest.fixture
+def scripted() -> Iterator[None]:
+    """litellm's custom providers as they were afterwards."""
+    before = litellm.custom_provider_map
+    yield
+    litellm.custom_provider_map = before
+
+
+async def _finished_when_the_finish_came(finish: str | None, *, private: bool) -> bool:
+    """What provider_finished said of a real litellm chat stream at its chunk with a finish reason."""
+    litellm.custom_provider_map = [{"provider": "scripted", "custom_handler": Scripted(finish)}]
+    stream = await litellm.acompletion(model="scripted/m", messages=MESSAGES, stream=True)
+    async for chunk in stream:
+        if any(choice.finish_reason for choice in chunk.choices):
+            return provider_finished(stream, private=private)
+    raise AssertionError("litellm ended the stream without a finish reason")
+
+
+@pytest.mark.usefixtures("scripted")
+@pytest.mark.parametrize("private", [pytest.param(True, marks=on_a_verified_release), False], ids=["private", "public"])
+async def test_a_finish_the_provider_sent_is_the_provider_s_either_way(private: bool) -> None:
+    assert await _finished_when_the_finish_came("stop", private=private)
+
+
+@on_a_verified_release
+@pytest.mark.usefixtures("scripted")
+async def test_the_finish_litellm_adds_itself_is_told_apart_by_its_record() -> None:
+    assert not await _finished_when_the_finish_came(None, private=True)
+
+
+@pytest.mark.usefixtures("scripted")
+async def test_without_its_record_litellm_s_finish_is_taken_at_its_word() -> None:
+    assert await _finished_when_the_finish_came(None, private=False)
+
+
+async def _claude_stream(claude: FakeAnthropic, *, text: bool) -> tuple[Any, asyncio.Event]:
+    """A litellm stream of Claude's answer (text completions with `text`) after its first chunk, and the Event that lets the rest go."""
+    go = asyncio.Event()
+    events = message_events("Hel", *["lo"] * 5)
+    claude.then(Answer(events=[*events[:4], go, *events[4:]]))
+    arguments: dict[str, Any] = {"model": f"anthropic/{CLAUDE_MODEL}", "api_base": claude.url, "api_key": "k", "stream": True}
+    if text:
+        stream = await litellm.atext_completion(prompt="hello", **arguments)
+    else:
+        stream = await litellm.acompletion(messages=MESSAGES, **arguments)
+    await anext(stream)
+    return stream, go
+
+
+@pytest.mark.parametrize("private", [pytest.param(True, marks=on_a_verified_release), False], ids=["private", "public"])
+async def test_a_chat_stream_is_closed_by_its_own_aclose_either_way(aiohttp_server: Any, private: bool) -> None:
+    claude = await start_anthropic(aiohttp_server)
+    stream, go = await _claude_stream(claude, text=False)
+    await close_stream(stream, private=private)
+    go.set()
+    await asyncio.wait_for(claude.disconnected.wait(), 10)  # the provider's connection went
+    assert [chunk async for chunk in stream] == []
+
+
+@on_a_verified_release
+async def test_a_text_completion_stream_is_closed_by_what_it_reads_from(aiohttp_server: Any) -> None:
+    stream, go = await _claude_stream(await start_anthropic(aiohttp_server), text=True)
+    await close_stream(stream, private=True)
+    go.set()
+    assert [chunk async for chunk in stream] == []
+
+
+async def test_without_that_a_text_completion_stream_is_left_open(aiohttp_server: Any) -> None:
+    stream, go = await _claude_stream(await start_anthropic(aiohttp_server), text=True)
+    await close_stream(stream, private=False)
+    go.set()
+    texts = [chunk.choices[0].text or "" async for chunk in stream if chunk.choices]
+    assert "".join(texts) == "lololololo"
