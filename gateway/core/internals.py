@@ -67,7 +67,7 @@ class Internals:
 
 def choose(*, library: str, release: str | None, switch: str, verified: bool, setting: str | None) -> Internals:
     """The Internals of a module of `library`'s names: `verified` says whether `release` was read against."""
-    return Internals(library, release, switch, mode_for(verified=verified, setting=setting))
+    return Internals(library=library, release=release, switch=switch, mode=mode_for(verified=verified, setting=setting))
 
 
 @functools.cache

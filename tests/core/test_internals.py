@@ -29,7 +29,7 @@ def test_only_off_switches_the_private_names_off(setting: str | None, off: bool)
 def test_the_private_names_only_on_a_verified_release_unless_switched_off(verified: bool, setting: str | None, mode: Mode) -> None:
     assert mode_for(verified=verified, setting=setting) is mode
     chosen = choose(library="lib", release="1.2.3", switch="LIB_INTERNALS", verified=verified, setting=setting)
-    assert chosen == Internals("lib", "1.2.3", "LIB_INTERNALS", mode)
+    assert chosen == Internals(library="lib", release="1.2.3", switch="LIB_INTERNALS", mode=mode)
     assert chosen.private is (mode is Mode.PRIVATE)
 
 
