@@ -38,7 +38,8 @@ from tests.support.dockerfile import (
     in_force,
     parse_dockerfile,
 )
-from tests.support.servers import free_port, wait_for_port
+from tests.support.processes import free_port
+from tests.support.servers import wait_for_port
 
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"
