@@ -153,7 +153,12 @@ def test_every_manifest_is_valid_kubernetes(rendered: list[dict[str, Any]], vers
 def test_the_base_has_the_pieces_of_a_replicated_service(rendered: list[dict[str, Any]]) -> None:
     kinds = sorted(doc["kind"] for doc in rendered)
     assert kinds == ["ConfigMap", "Deployment", "HorizontalPodAutoscaler", "PodDisruptionBudget", "Service"]
-    assert one(rendered, "Deployment")["spec"]["replicas"] >= 2
+    assert one(rendered, "HorizontalPodAutoscaler")["spec"]["minReplicas"] >= 2
+
+
+def test_the_autoscaler_alone_sets_the_replica_count(rendered: list[dict[str, Any]]) -> None:
+    """With `replicas` in the Deployment, each apply would undo the HPA's count (it scales below min up itself)."""
+    assert "replicas" not in one(rendered, "Deployment")["spec"]
 
 
 # ---------------------------------------------------------------- the config the pods mount
@@ -255,7 +260,7 @@ def test_the_disruption_budget_and_the_service_select_the_deployments_pods(rende
     assert set(budget["selector"]) == {"matchLabels"}
     # one pod at a time may go: never all, never none (a node drain would wait forever)
     assert budget.get("maxUnavailable", 1) >= 1
-    assert budget.get("minAvailable", 0) < deployment["spec"]["replicas"]
+    assert budget.get("minAvailable", 0) < one(rendered, "HorizontalPodAutoscaler")["spec"]["minReplicas"]
     service = one(rendered, "Service")["spec"]
     assert service["selector"].items() <= labels.items()
     (port,) = service["ports"]
@@ -269,7 +274,7 @@ def test_the_autoscaler_scales_the_deployment_on_the_cpu_it_requests(rendered: l
     target = hpa["spec"]["scaleTargetRef"]
     assert (target["apiVersion"], target["kind"], target["name"]) == ("apps/v1", "Deployment", deployment["metadata"]["name"])
     assert [m["resource"]["name"] for m in hpa["spec"]["metrics"] if m["type"] == "Resource"] == ["cpu"]
-    assert hpa["spec"]["minReplicas"] == deployment["spec"]["replicas"] >= 2
+    assert 2 <= hpa["spec"]["minReplicas"] < hpa["spec"]["maxReplicas"]
     # utilization is a percentage of the request: without one the HPA cannot scale
     assert all("cpu" in c.get("resources", {}).get("requests", {}) for c in pod_spec(rendered)["containers"])
 
