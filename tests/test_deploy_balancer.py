@@ -129,8 +129,13 @@ def requests_answered(port: int) -> float:
     return sum(value for (name, _), value in samples(text).items() if name == "gateway_requests_total")
 
 
+def error_code(error: openai.APIStatusError) -> object:
+    return error.body.get("code") if isinstance(error.body, dict) else error.body
+
+
 def test_two_replicas_behind_nginx_share_memory_and_outlive_each_other(tmp_path: Path, compose: dict[str, Any]) -> None:
-    """Turns of one conversation alternate replicas; one stopped, the other answers; none: a 503 in the API's shape."""
+    """Turns of one conversation alternate replicas; one stopped, the other answers (its own errors unchanged);
+    none: a 503 in the API's shape."""
     with ExitStack() as stack:
         redis = stack.enter_context(redis_server(tmp_path))
         env = {**os.environ, "GATEWAY_KEY": KEY, "REDIS_URL": redis.url, "OPENAI_API_KEY": ""}
@@ -155,6 +160,12 @@ def test_two_replicas_behind_nginx_share_memory_and_outlive_each_other(tmp_path:
         stop(replicas[first])
         for number in range(5, 9):
             assert turn(f"turn {number}").startswith(f"Mock reply: received {2 * number - 1} messages")
+
+        # A replica's own 503 reaches the client as the replica wrote it, not as the balancer's
+        redis.kill()
+        with pytest.raises(openai.InternalServerError) as unstored:
+            turn("with Redis gone")
+        assert (unstored.value.status_code, error_code(unstored.value)) == (503, "memory_unavailable")
 
         for name in others:
             stop(replicas[name])
