@@ -132,7 +132,10 @@ def kustomize_command() -> list[str] | None:
 
 
 def test_the_test_renderer_renders_what_kustomize_renders(rendered: list[dict[str, Any]]) -> None:
-    """Where a kustomize is installed (kubectl has one), its output is the helper's (CI has none: skipped)."""
+    """Where a kustomize is installed (kubectl has one), its output is the helper's; skipped elsewhere.
+
+    No registry this project installs from ships kustomize, so no machine is made to have one.
+    """
     command = kustomize_command()
     if command is None:
         pytest.skip("neither kustomize nor kubectl is installed")
@@ -202,7 +205,8 @@ def test_every_secret_the_pods_read_is_in_the_secrets_example(rendered: list[dic
 
 
 def test_each_probe_path_answers_on_a_gateway_serving_the_config_map(rendered: list[dict[str, Any]], tmp_path: Path) -> None:
-    """With a real redis-server as the Secret's REDIS_URL: 200 on every probe, a memory turn and breakers in Redis."""
+    """With a real redis-server as the Secret's REDIS_URL: 200 on every probe, a memory turn and breakers
+    in Redis, and still ready once Redis is gone."""
     with redis_server(tmp_path) as server:
         env = {**os.environ, **container_env(rendered), "REDIS_URL": server.url}
         config = loaded_config(rendered, tmp_path, env)
@@ -225,6 +229,11 @@ def test_each_probe_path_answers_on_a_gateway_serving_the_config_map(rendered: l
                 health = client.get("/gateway/health", cast_to=object)
             assert isinstance(health, dict) and health["breakers"] == "redis"
             assert redis.Redis.from_url(server.url).dbsize() > 0, "the memory turn left nothing in Redis"
+            # Every pod shares the Redis: its outage must not take them all out of the Service
+            server.kill()
+            readiness = probes(rendered)["readinessProbe"]["httpGet"]["path"]
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}{readiness}", timeout=10) as reply:
+                assert reply.status == 200
         finally:
             process.terminate()
             process.wait(30)
