@@ -14,6 +14,7 @@ import re
 import signal
 import subprocess
 import sys
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -155,6 +156,9 @@ def test_two_replicas_behind_nginx_share_memory_and_outlive_each_other(tmp_path:
             # the history of every earlier turn, whichever replica answered it, comes with this one
             assert turn(f"turn {number}") == f'Mock reply: received {2 * number - 1} messages; last user message: "turn {number}"'
         assert all(requests_answered(port) > 0 for port in ports.values()), "a replica got no request"
+        with pytest.raises(urllib.error.HTTPError) as mixed:  # one replica's counters, or the other's
+            urllib.request.urlopen(f"http://127.0.0.1:{listen}/metrics", timeout=10)
+        assert mixed.value.code == 404
 
         first, *others = replicas
         stop(replicas[first])
