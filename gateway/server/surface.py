@@ -187,11 +187,19 @@ def boundary_of(content_type: str) -> bytes:
         if name.lower().strip() == "boundary":
             boundary = value.strip(' "')
             break
-    if media_type.strip().lower().partition("+")[0] != "multipart/form-data" or not boundary:
+    if media_type.strip().lower().partition("+")[0] != "multipart/form-data" or not _usable_boundary(boundary):
         raise InvalidRequestError(
             "The request body must be multipart/form-data (with a boundary).", param="Content-Type", code="invalid_body"
         )
     return boundary.encode()
+
+
+def _usable_boundary(boundary: str) -> bool:
+    """Whether `boundary` is there and came as UTF-8 (aiohttp hands other bytes over as surrogates, not sent on intact)."""
+    try:
+        return bool(boundary.encode())
+    except UnicodeEncodeError:
+        return False
 
 
 def parse_form(raw: bytes, boundary: bytes) -> Form:

@@ -396,3 +396,23 @@ async def test_speech_cut_off_upstream_is_a_cut_off_answer_not_a_short_one(gatew
             await response.read()
     samples = await scrape(client)
     assert value(samples, "gateway_requests_total", route="tts", status_code="502", stream="false") == 1
+
+
+async def test_a_boundary_that_is_not_utf_8_is_a_400(gateway: Gateway, aiohttp_server: Any) -> None:
+    """aiohttp hands a header's bytes that are not UTF-8 over as surrogates: such a boundary is refused, not a 500."""
+    upstream = await raw_upstream(aiohttp_server)
+    client = await gateway(one_route(upstream))
+    body = b'--\xffX\r\nContent-Disposition: form-data; name="model"\r\n\r\nm\r\n--\xffX--\r\n'
+    url = httpx.URL(str(client.base_url))
+    reader, writer = await asyncio.open_connection(url.host, url.port)
+    writer.write(
+        b"POST /v1/audio/transcriptions HTTP/1.1\r\nHost: gateway\r\nConnection: close\r\n"
+        b"Authorization: Bearer " + client.api_key.encode() + b"\r\n"
+        b"Content-Type: multipart/form-data; boundary=\xffX\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
+    )
+    head, _, answer = (await reader.read()).partition(b"\r\n\r\n")
+    writer.close()
+    assert head.startswith(b"HTTP/1.1 400 "), head
+    error = assert_openai_error(400, orjson.loads(answer), 400)
+    assert (error["param"], error["code"]) == ("Content-Type", "invalid_body")
+    assert upstream.bodies == []
