@@ -32,8 +32,7 @@ from aiohttp.typedefs import Handler
 from multidict import CIMultiDict
 
 from gateway.core.aiohttp_releases import SWITCH, VERIFIED_RANGE, internals_for
-from gateway.core.internals import Mode as Mode  # with MODE, for gateway.server.connections
-from gateway.core.internals import announce
+from gateway.core.internals import Mode, announce
 
 INTERNALS: Final = internals_for(aiohttp.__version__, os.environ.get(SWITCH))
 MODE: Final = INTERNALS.mode

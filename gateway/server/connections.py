@@ -42,8 +42,7 @@ from aiohttp import web
 
 from gateway.core.errors import OverloadedError
 from gateway.server.aiohttp_internals import (
-    MODE,
-    Mode,
+    INTERNALS,
     answer_only_with,
     can_guard_connections,
     waits_for_request,
@@ -252,7 +251,7 @@ def limit_connections(
     """
     limit = connection_limit(configured)
     if not can_guard_connections():
-        reason = MODE.value if MODE is not Mode.PRIVATE else f"aiohttp {aiohttp.__version__} lacks the server parts it needs"
+        reason = INTERNALS.reason if not INTERNALS.private else f"aiohttp {aiohttp.__version__} lacks the server parts it needs"
         log.warning("server.maxConnections is not enforced: %s", reason)
         return None
     # Each guard is kept by its server, whose methods it took.
