@@ -22,7 +22,7 @@ from gateway.core.settings import CorsConfig
 from gateway.server.app import create_app
 from gateway.server.cors import CorsPolicy, vary_on_origin
 from tests.support.fakes import FakeUpstream, Step, chat_completion
-from tests.support.gateway import GATEWAY_KEY, Gateway
+from tests.support.gateway import GATEWAY_KEY, Gateway, app_of
 from tests.support.servers import require_binary
 
 ORIGIN = "https://app.example.com"
@@ -129,7 +129,7 @@ async def test_without_cors_options_behaves_as_before(gateway: Gateway) -> None:
     status, headers, _ = await call(client, "OPTIONS", "/v1/chat/completions", headers={**SDK_PREFLIGHT, **AUTH})
     assert status == 405
     assert cors_headers(headers) == {} and "vary" not in headers
-    app: web.Application = client._gateway_app  # type: ignore[attr-defined]
+    app: web.Application = app_of(client)
     assert len(app.middlewares) == 1 and not app.on_response_prepare
 
 

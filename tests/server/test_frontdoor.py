@@ -15,7 +15,7 @@ from aiohttp import web
 
 from gateway.server import aiohttp_internals
 from gateway.server.frontdoor import FRONT_DOOR, FrontDoor, open_front_door
-from tests.support.gateway import Gateway
+from tests.support.gateway import Gateway, app_of
 from tests.support.openai_errors import assert_error
 from tests.support.plain_http import AUTH, CONFIG, call
 
@@ -52,13 +52,13 @@ async def test_a_chat_request_is_served_without_the_router_unless_the_fast_paths
         assert resolved == ["/v1/models/m"]  # a path with a placeholder is the router's
     else:  # no door: the router resolves every request
         assert resolved == ["/v1/chat/completions", "/v1/models", "/v1/models/m"]
-        assert FRONT_DOOR not in client._gateway_app  # type: ignore[attr-defined]
+        assert FRONT_DOOR not in app_of(client)
 
 
 @needs_door
 async def test_the_model_endpoints_are_in_the_table(gateway: Gateway) -> None:
     client = await gateway(CONFIG)
-    door = client._gateway_app[FRONT_DOOR]  # type: ignore[attr-defined]
+    door = app_of(client)[FRONT_DOOR]
     assert isinstance(door, FrontDoor)
     assert {
         ("POST", "/v1/chat/completions"),

@@ -10,7 +10,7 @@ import datetime
 from typing import Any
 
 from gateway.server.keys import LIFECYCLE
-from tests.support.gateway import Gateway
+from tests.support.gateway import Gateway, app_of
 from tests.support.plain_http import CONFIG, call
 
 MESSAGES: Any = [{"role": "user", "content": "hi"}]
@@ -25,7 +25,7 @@ async def test_health_endpoints_need_no_key(gateway: Gateway) -> None:
 
 async def test_readyz_reports_draining(gateway: Gateway) -> None:
     client = await gateway("routes: {m: {provider: mock}}")
-    app = client._gateway_app  # type: ignore[attr-defined]
+    app = app_of(client)
     app[LIFECYCLE].draining = True
     status, _, payload = await call(client, "GET", "/readyz")
     assert status == 503 and payload == {"status": "draining"}

@@ -18,7 +18,7 @@ from gateway.config.loader import parse_config
 from gateway.core.settings import Config
 from gateway.server.inline import INLINE_CONFIGS, INLINE_ROUTE, InlineConfigs
 from tests.support.fakes import FakeUpstream, Step, error_body, stream_of
-from tests.support.gateway import GATEWAY_KEY, Gateway
+from tests.support.gateway import GATEWAY_KEY, Gateway, app_of
 
 MESSAGES = [{"role": "user", "content": "hello"}]
 
@@ -235,7 +235,7 @@ async def test_what_a_tree_may_not_carry(gateway: Gateway, upstream: FakeUpstrea
 
 async def test_a_repeated_tree_is_read_once(gateway: Gateway) -> None:
     client = await gateway(enabled())
-    configs: InlineConfigs = client._gateway_app[INLINE_CONFIGS]  # type: ignore[attr-defined]
+    configs: InlineConfigs = app_of(client)[INLINE_CONFIGS]
     for _ in range(3):
         await ask(client, tree({"provider": "mock"}))
     await ask(client, tree({"provider": "mock", "name": "other-text"}))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from typing import Any
 
 import pytest
 from aiohttp.test_utils import make_mocked_request
@@ -20,7 +21,7 @@ def digests(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
     """The tokens hashed, in order."""
     seen: list[bytes] = []
 
-    def counting(data: bytes) -> hashlib._Hash:
+    def counting(data: bytes) -> Any:
         seen.append(data)
         return hashlib.sha256(data)
 

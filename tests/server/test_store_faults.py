@@ -23,7 +23,7 @@ from gateway.memory.redis import RedisStore, key_prefix
 from gateway.memory.sqlite import SQLiteStore
 from gateway.server.keys import MEMORY
 from tests.support.fakes import FakeUpstream, Step, chat_completion, chunk
-from tests.support.gateway import Gateway
+from tests.support.gateway import Gateway, app_of
 from tests.support.memory_turns import stored
 from tests.support.servers import RedisProcess, redis_server
 
@@ -193,7 +193,7 @@ def sqlite_gateway(gateway: Gateway, upstream: FakeUpstream, tmp_path: Path) -> 
 
     async def start() -> openai.AsyncOpenAI:
         client = await gateway(route(upstream, f"store: sqlite, path: '{path}'"))
-        memory = client._gateway_app[MEMORY]  # type: ignore[attr-defined]
+        memory = app_of(client)[MEMORY]
         await memory.store.close()
         memory.store = SQLiteStore(str(path), ttl_seconds=3600, max_messages=100, lock_timeout=5, busy_timeout=0.2)
         return client

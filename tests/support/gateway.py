@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import random
 import textwrap
+import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import openai
+from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from gateway.config.loader import parse_config
@@ -24,6 +26,14 @@ GATEWAY_KEY = "gw-test-key"
 KEYS = f"auth: {{keys: [{{name: team-a, key: {GATEWAY_KEY}}}]}}"  # a config's auth block: GATEWAY_KEY, of team-a
 
 Gateway = Callable[..., Awaitable[openai.AsyncOpenAI]]
+
+# The app behind each client start_gateway made: kept beside the SDK's object, not on it.
+_APPS: weakref.WeakKeyDictionary[openai.AsyncOpenAI, web.Application] = weakref.WeakKeyDictionary()
+
+
+def app_of(client: openai.AsyncOpenAI) -> web.Application:
+    """The gateway application `client` (from start_gateway) talks to, for tests that look inside."""
+    return _APPS[client]
 
 
 async def start_upstream(aiohttp_server: Any, default: Step | None = None) -> FakeUpstream:
@@ -39,7 +49,7 @@ async def start_gateway(
 ) -> openai.AsyncOpenAI:
     """The gateway on `config` (YAML or loaded), and an AsyncOpenAI client pointed at it (the caller closes it).
 
-    The client's key is GATEWAY_KEY, it does not retry, and its `_gateway_app` is the app, for tests
+    The client's key is GATEWAY_KEY, it does not retry, and `app_of(client)` is the app, for tests
     that look inside.
     """
     if isinstance(config, str):
@@ -53,7 +63,7 @@ async def start_gateway(
         timeout=client_options.pop("timeout", 20),
         **client_options,
     )
-    client._gateway_app = app  # type: ignore[attr-defined]
+    _APPS[client] = app
     return client
 
 
@@ -62,4 +72,4 @@ async def requests_ended(client: openai.AsyncOpenAI) -> None:
 
     A request ends when its handler does, whether it answered or its client left mid-answer.
     """
-    await client._gateway_app[INFLIGHT].drained()  # type: ignore[attr-defined]
+    await app_of(client)[INFLIGHT].drained()

@@ -13,7 +13,7 @@ import pytest
 
 from gateway.config.loader import ConfigError, parse_config
 from tests.support.fakes import FakeUpstream, Step, chat_completion, chunk, error_body, stream_of
-from tests.support.gateway import GATEWAY_KEY, Gateway
+from tests.support.gateway import GATEWAY_KEY, Gateway, app_of
 from tests.support.metrics import parse, root_url, scrape, scrape_text, total, value
 
 MESSAGES = [{"role": "user", "content": "hello"}]
@@ -281,7 +281,7 @@ async def test_a_memory_write_that_fails_mid_stream_counts_as_503(
     client = await gateway(
         f'routes: {{chat: {{name: up, provider: openai, baseUrl: "{upstream.url}", apiKey: k}}}}\nmemory: {{store: memory}}'
     )
-    store = client._gateway_app[MEMORY].store  # type: ignore[attr-defined]
+    store = app_of(client)[MEMORY].store
 
     async def broken(*args: Any, **kwargs: Any) -> None:
         raise StoreUnavailable("disk on fire")
