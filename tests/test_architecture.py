@@ -530,3 +530,29 @@ def test_names_imported_from_a_library_are_among_its_public_ones() -> None:
     assert found == []
     old = "from aiohttp.helpers import parse_mimetype\nfrom aiohttp import web, hdrs\nfrom aiohttp.multipart import parse_content_disposition\n"
     assert [ast.unparse(node) for node in unlisted_imports(ast.parse(old))] == ["from aiohttp.helpers import parse_mimetype"]
+
+
+# The core computes: no network, files, processes, event loop, clock or random numbers (the layers
+# around it pass in ids and times). Its one effect is the standard library's logging, configured
+# by the CLI: what a translation leaves out is told there.
+CORE_MAY_NOT_IMPORT = frozenset({"asyncio", "socket", "os", "io", "time", "random", "secrets", "uuid", "subprocess",
+                                 "threading", "sqlite3", "shutil", "pathlib", "tempfile", "select", "signal"})  # fmt: skip
+
+
+def stdlib_imports(tree: ast.AST) -> Iterator[str]:
+    """The top-level standard library modules `tree` imports."""
+    for node in ast.walk(tree):
+        names = [alias.name for alias in node.names] if isinstance(node, ast.Import) else (
+            [node.module] if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module else [])  # fmt: skip
+        yield from (name.split(".")[0] for name in names if name.split(".")[0] in sys.stdlib_module_names)
+
+
+def test_the_core_reads_no_clock_draws_no_random_number_and_does_no_io() -> None:
+    found = {
+        f"{path.relative_to(PACKAGE)}: {name}"
+        for path in sorted((PACKAGE / "core").rglob("*.py"))
+        for name in stdlib_imports(ast.parse(path.read_text()))
+        if name in CORE_MAY_NOT_IMPORT
+    }
+    assert found == set()
+    assert list(stdlib_imports(ast.parse("import time\nfrom secrets import token_hex\nimport orjson\n"))) == ["time", "secrets"]

@@ -5,7 +5,6 @@ from __future__ import annotations
 from aiohttp import web
 
 from gateway.core.translate import messages as anthropic_api
-from gateway.core.translate.reshape import AnthropicReshape
 from gateway.observe.trace import Trace
 from gateway.server.bodies import read_payload
 from gateway.server.handlers import chat, forward_as_is, memory_ask, resolve, served_as_is, to_chat
@@ -14,6 +13,7 @@ from gateway.server.parsing import check_count
 from gateway.upstream.dispatch import Request
 from gateway.upstream.providers.anthropic import client_headers
 from gateway.upstream.providers.apis import COUNT_TOKENS, MESSAGES, MESSAGES_API
+from gateway.upstream.providers.bridge import anthropic_reshape
 from gateway.upstream.providers.token_count import estimate
 
 
@@ -31,7 +31,7 @@ async def messages(request: web.Request) -> web.StreamResponse:
         call = Request(MESSAGES, body, raw, stream=trace.stream, trace=trace, client_headers=client_headers(request.headers))
         return await forward_as_is(request, route, call, api=MESSAGES_API)
     payload = await to_chat(anthropic_api.to_chat, body, raw)
-    return await chat(request, route, payload, ask=ask, reshape=AnthropicReshape(str(payload.get("model", ""))))
+    return await chat(request, route, payload, ask=ask, reshape=anthropic_reshape(str(payload.get("model", ""))))
 
 
 async def count_tokens(request: web.Request) -> web.StreamResponse:

@@ -9,7 +9,6 @@ from aiohttp import web
 
 from gateway.core.errors import InvalidRequestError, NotFoundError
 from gateway.core.translate import responses as responses_translation
-from gateway.core.translate.reshape import ResponsesReshape
 from gateway.core.tree import Route
 from gateway.memory.errors import store_errors
 from gateway.memory.store import StoreUnavailable
@@ -30,6 +29,7 @@ from gateway.server.keys import CONFIG, DISPATCHER, MEMORY, TRACE, tenant_of
 from gateway.server.parsing import check_count
 from gateway.upstream.dispatch import Request, Result
 from gateway.upstream.providers.apis import DELETE, RESPONSES, RESPONSES_API, RETRIEVE, data_of
+from gateway.upstream.providers.bridge import responses_reshape
 
 log = logging.getLogger("gateway")
 
@@ -55,7 +55,7 @@ async def responses(request: web.Request) -> web.StreamResponse:
         return await forward_as_is(request, route, call, api=RESPONSES_API, answered=answered)
     # Translated here, by a route no target of which keeps responses (or for memory): nothing to record.
     payload = await to_chat(responses_translation.to_chat, body, raw)
-    return await chat(request, route, payload, ask=ask, reshape=ResponsesReshape(body))
+    return await chat(request, route, payload, ask=ask, reshape=responses_reshape(body))
 
 
 async def get_response(request: web.Request) -> web.StreamResponse:

@@ -156,8 +156,8 @@ class _Unending:
 
 
 RESHAPES = {
-    "responses": lambda: ResponsesReshape({"model": "chat", "input": "hi"}).translator(),
-    "messages": lambda: AnthropicReshape("chat").translator(),
+    "responses": lambda: ResponsesReshape({"model": "chat", "input": "hi"}, response_id="resp_1", created_at=1).translator(),
+    "messages": lambda: AnthropicReshape("chat", message_id="msg_1").translator(),
 }
 
 

@@ -7,8 +7,6 @@ attempt of a mixed route) both turn chat answers into Responses or Anthropic one
 
 from __future__ import annotations
 
-import secrets
-import time
 from collections.abc import Mapping
 from typing import Any, Protocol
 
@@ -43,11 +41,11 @@ class Reshape(Protocol):
 
 
 class AnthropicReshape:
-    """Chat answers as Anthropic messages named `model`, under one message id."""
+    """Chat answers as Anthropic messages named `model`, under one message id (the caller's, see ResponsesReshape)."""
 
-    def __init__(self, model: str) -> None:
+    def __init__(self, model: str, *, message_id: str) -> None:
         self.model = model
-        self.message_id = f"msg_{secrets.token_hex(12)}"
+        self.message_id = message_id
 
     def answer(self, data: Any) -> dict[str, Any]:
         return anthropic_api.from_chat(data, model=self.model, message_id=self.message_id)
@@ -71,12 +69,16 @@ class _AnthropicStream:
 
 
 class ResponsesReshape:
-    """Chat answers as the Responses `response` that answers `body`, under one response id."""
+    """Chat answers as the Responses `response` that answers `body`, under one response id.
 
-    def __init__(self, body: Mapping[str, Any]) -> None:
+    The id and the time come from the caller (`upstream.providers.bridge.responses_reshape`):
+    the core reads no clock and draws no random number.
+    """
+
+    def __init__(self, body: Mapping[str, Any], *, response_id: str, created_at: int) -> None:
         self.body = body
-        self.response_id = f"resp_{secrets.token_hex(16)}"
-        self.created_at = int(time.time())
+        self.response_id = response_id
+        self.created_at = created_at
 
     def answer(self, data: Any) -> dict[str, Any]:
         return responses_api.from_chat(data, request=self.body, response_id=self.response_id, created_at=self.created_at)

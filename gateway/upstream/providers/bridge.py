@@ -10,6 +10,8 @@ attempts that need it. Streams of either kind commit at their first output (`com
 
 from __future__ import annotations
 
+import secrets
+import time
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, Final
 
@@ -118,13 +120,23 @@ class Bridge:
         return CommitPoint(TranslatedEvents(chat, reshape.translator()), api)
 
 
+def responses_reshape(body: Mapping[str, Any]) -> ResponsesReshape:
+    """Chat answers reshaped as the Responses answer to `body`, under a new response id, created now."""
+    return ResponsesReshape(body, response_id=f"resp_{secrets.token_hex(16)}", created_at=int(time.time()))
+
+
+def anthropic_reshape(model: str) -> AnthropicReshape:
+    """Chat answers reshaped as Anthropic messages named `model`, under a new message id."""
+    return AnthropicReshape(model, message_id=f"msg_{secrets.token_hex(12)}")
+
+
 def _translated(call: Call) -> tuple[Reshape, dict[str, Any]]:
     """How this call's answer is reshaped, and the chat payload it becomes; TranslationError (a 400)."""
     if call.endpoint == RESPONSES:
-        return ResponsesReshape(call.payload), responses_api.to_chat(call.payload)
+        return responses_reshape(call.payload), responses_api.to_chat(call.payload)
     assert call.endpoint == MESSAGES
     payload = anthropic_api.to_chat(call.payload)
-    return AnthropicReshape(str(payload["model"])), payload
+    return anthropic_reshape(str(payload["model"])), payload
 
 
 def _replayed(reply: Reply) -> ReplayedStream:

@@ -17,9 +17,9 @@ def events(encoded: list[bytes]) -> list[dict[str, object]]:
 
 
 def test_an_anthropic_answer_and_stream_carry_one_message_id_and_the_model_asked_for() -> None:
-    reshape = AnthropicReshape("claude-x")
+    reshape = AnthropicReshape("claude-x", message_id="msg_given")
     message = reshape.answer(ANSWER)
-    assert message["id"] == reshape.message_id and message["id"].startswith("msg_")
+    assert message["id"] == reshape.message_id == "msg_given"
     assert message["model"] == "claude-x" and message["content"] == [{"type": "text", "text": "Hi"}]
     stream = reshape.translator()
     sent = events(stream.feed(CHUNK) + stream.finish({"prompt_tokens": 3, "completion_tokens": 1}))
@@ -30,10 +30,10 @@ def test_an_anthropic_answer_and_stream_carry_one_message_id_and_the_model_asked
 
 
 def test_a_responses_answer_and_stream_carry_one_response_id() -> None:
-    reshape = ResponsesReshape({"model": "m", "input": "hi"})
+    reshape = ResponsesReshape({"model": "m", "input": "hi"}, response_id="resp_given", created_at=1700000000)
     response = reshape.answer(ANSWER)
-    assert response["id"] == reshape.response_id and response["id"].startswith("resp_")
-    assert response["created_at"] == reshape.created_at
+    assert response["id"] == reshape.response_id == "resp_given"
+    assert response["created_at"] == reshape.created_at == 1700000000
     stream = reshape.translator()
     sent = events(stream.feed(CHUNK) + stream.finish(None))
     assert sent[0]["response"]["id"] == reshape.response_id  # type: ignore[index]

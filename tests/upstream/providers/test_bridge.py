@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import orjson
 import pytest
 
@@ -9,7 +11,7 @@ from gateway.config.loader import parse_config
 from gateway.core.tree import Target, iter_targets
 from gateway.upstream.providers.apis import COUNT_TOKENS, MESSAGES, RESPONSES, RETRIEVE
 from gateway.upstream.providers.base import Call, EventStream, Reply, TransportError
-from gateway.upstream.providers.bridge import Bridge
+from gateway.upstream.providers.bridge import Bridge, anthropic_reshape, responses_reshape
 from tests.support.event_streams import Batches, events, read_all
 from tests.support.fakes import chat_completion, chunk
 
@@ -98,3 +100,18 @@ async def test_a_translated_streams_error_event_fails_the_attempt() -> None:
     with pytest.raises(TransportError) as caught:
         await opened.next_batch()
     assert caught.value.status == 503
+
+
+def test_a_responses_reshape_gets_a_new_response_id_and_the_time_now() -> None:
+    """The ids and the clock the pure core's reshape is given: one id per request, never repeated."""
+    before = int(time.time())
+    first, second = responses_reshape({"model": "m", "input": "hi"}), responses_reshape({"model": "m", "input": "hi"})
+    assert first.response_id.startswith("resp_") and len(first.response_id) == 37
+    assert first.response_id != second.response_id
+    assert before <= first.created_at <= int(time.time())
+
+
+def test_an_anthropic_reshape_gets_a_new_message_id() -> None:
+    first, second = anthropic_reshape("claude-x"), anthropic_reshape("claude-x")
+    assert first.message_id.startswith("msg_") and len(first.message_id) == 28 and first.message_id != second.message_id
+    assert first.model == "claude-x"
