@@ -1,25 +1,31 @@
 """CPU per memory turn on SQLite and Redis, one process and `--workers 2`, beside memory off, in one run.
 
-    python bench/memory_cpu.py [--turns 3000] [--conns 8] [--rounds 2] [--only off,redis,...] [--tree DIR]
+    python bench/memory_cpu.py [--turns 3000] [--conns 8] [--rounds 10] [--only off,redis,...] [--tree DIR]
 
-Each setup is a fresh `gateway serve` (and a fresh store) under the same load: bench/send.py sends
-`--turns` requests, `--conns` at a time, one conversation a connection (`bench-0` ..), each a
-token_window turn (maxTokens 330: ~20 messages forwarded) or, memory off, the same request
-without a memoryId. Before the measured turns each server gets 200 plain requests and 12 turns a
-conversation (24 messages stored, checked with GET /v1/memory/bench-0); after them a probe turn
-reads how many messages went with it (`x-memory-history`) and GET checks the conversation holds
-the store's cap of 40 (memory off: that nothing was stored).
+Every setup is a `gateway serve` of its own, all started at once, each with its own store (an
+SQLite file, a database of one redis-server). Each gets bench/send.py's load: `--turns`
+requests, `--conns` at a time, one conversation a connection (`bench-0` ..), each a token_window
+turn (maxTokens 330: 22 messages forwarded) or, memory off, the same request without a memoryId.
+The turns are sent in `--rounds` short segments that go through the setups forward, then
+backward (ABC CBA ABC ..), so that a neighbour's burst of load or a drift falls on all alike.
 
-CPU is the on-CPU time (`/proc/PID/task/TID/schedstat`, nanoseconds) of the gateway's process
-and every process under it (`--workers`: the parent and its workers), over the measured turns,
-divided by them; redis-server's is taken apart, with the commands it served per turn. Setups run
-in rounds, forward then backward (ABC CBA), so drift on a shared machine falls on all alike.
+Before measuring, each server gets 200 plain requests and 12 turns a conversation (24 messages
+stored, checked with GET /v1/memory/bench-0; memory off: a 404); after, a probe turn reads how
+many messages went with it (`x-memory-history`) and every conversation must hold the cap of 40.
 
-The gateway is pinned to the first CPU of this process's affinity and the rest (nginx as the
+CPU is the on-CPU time of every thread of the gateway's process tree (`--workers`: the parent
+and its workers) over a segment (bench/proc_cpu.py), divided by its turns; the table gives the
+median of a setup's segments, and its ratio to memory off as the median over rounds of the
+two segments' ratio. redis-server's CPU is taken apart, with the commands it served per turn.
+"Neighbours on its CPU" is the share of a segment's time the gateway's CPU ran other processes
+(/proc/stat less the gateway's own): other work on the machine, which moves the gateway's CPU
+per turn either way (cold caches; requests that queue while it waits are served together).
+
+The gateways are pinned to the first CPU of this process's affinity, the rest (nginx as the
 upstream, send.py, redis-server) to the second, when there are two. Takes the lock
 bench/instructions.sh takes (both need nginx on 18080). `--tree DIR` runs the gateway package
-found in DIR (`git archive HEAD | tar -x -C DIR` measures a commit without a checkout).
-Needs nginx with the echo module and redis-server. ~4 min with the defaults.
+in DIR (`git archive HEAD gateway | tar -x -C DIR` measures a commit whatever the working tree
+holds). Needs nginx with the echo module and redis-server. ~1.5 min with the defaults.
 """
 
 from __future__ import annotations
@@ -45,7 +51,7 @@ from email.message import Message
 from pathlib import Path
 
 import redis
-from proc_cpu import cpu_ns, descendants, listening, running, spent
+from proc_cpu import busy_ns, cpu_ns, descendants, listening, running, spent
 from send import WINDOWS, body
 
 HERE = Path(__file__).resolve().parent
@@ -80,84 +86,85 @@ SETUPS = (
 
 @dataclass(frozen=True, slots=True)
 class Reading:
-    """One measured run of one setup."""
+    """One measured segment of one setup."""
 
+    round: int
     setup: str
     gateway_ns: int
     redis_ns: int
     redis_commands: int
     turns: int
-    history: int | None
-    wall_ns: int  # of send.py's measured run, its own start included
+    wall_ns: int  # of send.py's run, its own start included
+    neighbours_ns: int = 0  # what else ran on the gateway's CPU meanwhile (only when pinned)
 
 
-def run_order(names: Sequence[str], rounds: int) -> list[str]:
-    """The setups of every round in turn: forward in odd rounds, backward in even ones."""
-    order: list[str] = []
+def run_order(names: Sequence[str], rounds: int) -> list[tuple[int, str]]:
+    """(round, setup) of every segment in turn: the setups forward in even rounds, backward in odd ones."""
+    order: list[tuple[int, str]] = []
     for index in range(rounds):
-        order += names if index % 2 == 0 else list(reversed(names))
+        order += [(index, name) for name in (names if index % 2 == 0 else reversed(names))]
     return order
 
 
-def render(readings: Sequence[Reading], setups: Sequence[Setup]) -> str:
-    """The markdown table: per setup the mean of its rounds (their range), and the ratio to memory off."""
+def render(readings: Sequence[Reading], setups: Sequence[Setup], history: Mapping[str, int]) -> str:
+    """The markdown table: per setup the median of its segments' CPU per turn (their range), and its ratio to memory off.
+
+    Medians, not totals over all segments: a neighbour's burst of load that lands on one segment
+    raises that segment's figure alone. The ratio is the median over rounds of the setup's
+    segment against memory off's in the same round, seconds apart: a drift cancels out.
+    """
+
+    def per_turn(runs: Sequence[Reading], field: str) -> list[float]:
+        return [getattr(r, field) / r.turns / 1000 for r in runs]
+
     by_setup = {s.name: [r for r in readings if r.setup == s.name] for s in setups}
-
-    def per_turn(values: Sequence[Reading], ns: str) -> list[float]:
-        return [getattr(r, ns) / r.turns / 1000 for r in values]
-
-    off = by_setup.get("off")
-    off_mean = statistics.mean(per_turn(off, "gateway_ns")) if off else None
+    off = {r.round: r.gateway_ns / r.turns for r in by_setup.get("off", [])}
     lines = [
-        "| setup | gateway CPU per turn (rounds) | \N{MULTIPLICATION SIGN} memory off | redis-server CPU per turn "
-        "| Redis commands per turn | history forwarded |",
-        "|---|---|---|---|---|---|",
+        "| setup | gateway CPU per turn: median (range) | \N{MULTIPLICATION SIGN} memory off "
+        "| neighbours on its CPU | redis-server CPU per turn | Redis commands per turn | history forwarded |",
+        "|---|---|---|---|---|---|---|",
     ]
     for setup in setups:
-        runs = by_setup[setup.name]
-        if not runs:
+        if not (runs := by_setup[setup.name]):
             continue
-        gateway = per_turn(runs, "gateway_ns")
-        mean = statistics.mean(gateway)
-        spread = "\N{EN DASH}".join(f"{v:,.0f}" for v in (min(gateway), max(gateway)))
-        ratio = f"{mean / off_mean:.2f}" if off_mean else ""
-        redis_us = statistics.mean(per_turn(runs, "redis_ns"))
-        commands = statistics.mean(r.redis_commands / r.turns for r in runs)
-        history = sorted({r.history for r in runs if r.history is not None})
+        segments = per_turn(runs, "gateway_ns")
+        gateway = statistics.median(segments)
+        spread = f"{min(segments):,.0f}\N{EN DASH}{max(segments):,.0f}"
+        ratios = [r.gateway_ns / r.turns / off[r.round] for r in runs if r.round in off]
+        ratio = f"{statistics.median(ratios):.2f}" if ratios else ""
+        redis_us = statistics.median(per_turn(runs, "redis_ns"))
+        neighbours = statistics.median(max(r.neighbours_ns, 0) / r.wall_ns for r in runs)
+        commands = sum(r.redis_commands for r in runs) / sum(r.turns for r in runs)
         lines.append(
-            f"| {setup.label} | {mean:,.0f} µs ({spread}) | {ratio} | {redis_us:,.0f} µs | {commands:.1f} "
-            f"| {', '.join(map(str, history))} |"
+            f"| {setup.label} | {gateway:,.0f} µs ({spread}) | {ratio} | {neighbours:.0%} | {redis_us:,.0f} µs | {commands:.1f} "
+            f"| {history.get(setup.name, '')} |"
         )
     return "\n".join(lines)
 
 
-def request(
-    url: str, *, method: str = "GET", body: bytes | None = None, headers: Mapping[str, str] = HEADERS
-) -> tuple[int, Message, bytes]:
-    """(status, headers, body) of one HTTP request; an error status is an answer, not an exception."""
-    ask = urllib.request.Request(url, data=body, method=method, headers=dict(headers))
-    try:
-        with urllib.request.urlopen(ask, timeout=30) as answer:
-            return answer.status, answer.headers, answer.read()
-    except urllib.error.HTTPError as error:
-        return error.code, error.headers, error.read()
+@dataclass(frozen=True, slots=True)
+class Gateway:
+    """A running `gateway serve` of one setup."""
+
+    setup: Setup
+    process: subprocess.Popen[bytes]
+    port: int
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.port}{path}"
 
 
 class Bench:
-    """The upstream, redis-server and each gateway of one run, with the CPUs they are pinned to."""
+    """The upstream, redis-server and the gateways of one run, with the CPUs they are pinned to."""
 
-    def __init__(self, work: Path, *, tree: Path | None, conns: int, turns: int) -> None:
+    def __init__(self, work: Path, *, tree: Path | None, conns: int) -> None:
         self.work = work
         self.tree = tree
         self.conns = conns
-        self.turns = turns
         cpus = sorted(os.sched_getaffinity(0))
         self.pinned = len(cpus) >= 2
         self.gateway_cpu, self.rest_cpu = (str(cpus[0]), str(cpus[1])) if self.pinned else ("", "")
-        self.port = free_port()
         self.redis_port = free_port()
-        self.redis_url = f"redis://127.0.0.1:{self.redis_port}/0"
-        self.sqlite = work / "memory.db"
         self.redis_process: subprocess.Popen[bytes] | None = None
         self.upstream = "nginx"
 
@@ -170,21 +177,19 @@ class Bench:
             wait_until(lambda: listening(UPSTREAM_PORT) == 0, 15, "")
         if listening(UPSTREAM_PORT):
             # a benchmark run killed before its cleanup leaves its nginx behind: usable, not pinned
-            status, _, body = request(
-                f"http://127.0.0.1:{UPSTREAM_PORT}/v1/chat/completions", method="POST", body=b"{}"
-            )
+            url = f"http://127.0.0.1:{UPSTREAM_PORT}/v1/chat/completions"
+            status, _, answer = request(url, method="POST", body=b"{}")
             check(
-                status == 200 and b"chatcmpl-mock" in body, f"port {UPSTREAM_PORT} is taken by something else"
+                status == 200 and b"chatcmpl-mock" in answer,
+                f"port {UPSTREAM_PORT} is taken by something else",
             )
             self.upstream = f"an nginx already on {UPSTREAM_PORT}, not started here, not pinned"
             return
         Path("/tmp/gateway-bench-nginx").mkdir(exist_ok=True)
         conf = HERE / "upstream.nginx.conf"
         directives = f"pid {self.work}/nginx.pid; error_log {self.work}/nginx.log;"
-        subprocess.run(
-            self.pin(["nginx", "-p", str(self.work), "-c", str(conf), "-g", directives], self.rest_cpu),
-            check=True,
-        )
+        command = ["nginx", "-p", str(self.work), "-c", str(conf), "-g", directives]
+        subprocess.run(self.pin(command, self.rest_cpu), check=True)
         wait_until(lambda: listening(UPSTREAM_PORT) > 0, 15, "nginx did not listen")
 
     def stop_upstream(self) -> None:
@@ -202,106 +207,117 @@ class Bench:
             self.redis_process.terminate()
             self.redis_process.wait(10)
 
-    def env(self) -> dict[str, str]:
-        env = {**os.environ, "BENCH_REDIS_URL": self.redis_url, "BENCH_SQLITE_PATH": str(self.sqlite)}
-        if self.tree is not None:
-            env["PYTHONPATH"] = str(self.tree)
-        return env
+    def redis_url(self, index: int) -> str:
+        return f"redis://127.0.0.1:{self.redis_port}/{index}"
 
     @contextlib.contextmanager
-    def gateway(self, setup: Setup) -> Iterator[int]:
-        """A fresh store and `gateway serve` for `setup`, listening in every process; yields its pid."""
-        for path in self.work.glob("memory.db*"):
-            path.unlink()
-        with redis.Redis.from_url(self.redis_url) as client:
-            client.flushall()
+    def gateway(self, setup: Setup, index: int) -> Iterator[Gateway]:
+        """`gateway serve` for `setup` on a store of its own (number `index`), listening in every process."""
+        port = free_port()
+        env = {**os.environ, "BENCH_REDIS_URL": self.redis_url(index),
+               "BENCH_SQLITE_PATH": str(self.work / f"memory-{index}.db")}  # fmt: skip
+        if self.tree is not None:
+            env["PYTHONPATH"] = str(self.tree)
         command = [sys.executable, "-m", "gateway", "serve", "--config", str(HERE / setup.config),
-                   "--host", "127.0.0.1", "--port", str(self.port)]  # fmt: skip
+                   "--host", "127.0.0.1", "--port", str(port)]  # fmt: skip
         if setup.workers > 1:
             command += ["--workers", str(setup.workers)]
         with open(self.work / f"gateway-{setup.name}.log", "wb") as log:
-            server = subprocess.Popen(
+            process = subprocess.Popen(
                 self.pin(command, self.gateway_cpu),
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                env=self.env(),
+                env=env,
                 cwd=self.tree,
             )
         try:
-            wait_until(lambda: listening(self.port) == setup.workers, 120, f"{setup.name}: the gateway did not listen",
-                       alive=server)  # fmt: skip
-            yield server.pid
+            wait_until(lambda: listening(port) == setup.workers, 120,
+                       f"{setup.name}: the gateway did not listen (see its log)", alive=process)  # fmt: skip
+            yield Gateway(setup, process, port)
         finally:
-            workers = descendants(server.pid)[1:]
-            server.terminate()
-            server.wait(30)
-            # the next setup's CPU must not share the core with a straggler
+            workers = descendants(process.pid)[1:]
+            process.terminate()
+            process.wait(30)
             wait_until(lambda: not any(map(running, workers)), 30,
                        f"{setup.name}: workers {workers} outlived their parent")  # fmt: skip
 
-    def send(self, count: int, *, memory: bool) -> None:
-        url = f"http://127.0.0.1:{self.port}/v1/chat/completions"
-        command = [
-            sys.executable,
-            str(HERE / "send.py"),
-            url,
-            str(count),
-            str(self.conns),
-            *(["memory"] if memory else []),
-        ]
+    def send(self, gateway: Gateway, count: int, *, memory: bool) -> None:
+        flags = ["memory"] if memory else []
+        command = [sys.executable, str(HERE / "send.py"), gateway.url("/v1/chat/completions"), str(count),
+                   str(self.conns), *flags]  # fmt: skip
         subprocess.run(self.pin(command, self.rest_cpu), check=True)
 
-    def stored(self, memory_id: str) -> int | None:
+    def stored(self, gateway: Gateway, memory_id: str) -> int | None:
         """Messages stored in a conversation, by GET /v1/memory/{id}; None when there is none."""
-        status, _, body = request(f"http://127.0.0.1:{self.port}/v1/memory/{memory_id}")
+        status, _, answer = request(gateway.url(f"/v1/memory/{memory_id}"))
         if status == 404:
             return None
-        if status != 200:
-            raise SystemExit(f"memory_cpu: GET /v1/memory/{memory_id}: {status} {body[:300]!r}")
-        return len(json.loads(body)["messages"])
+        check(status == 200, f"GET /v1/memory/{memory_id}: {status} {answer[:300]!r}")
+        return len(json.loads(answer)["messages"])
 
-    def probe_turn(self) -> int:
-        """Messages forwarded with one more turn on bench-0 (the x-memory-history header)."""
-        status, headers, answer = request(
-            f"http://127.0.0.1:{self.port}/v1/chat/completions", method="POST", body=body("mock-1", stream=False),
-            headers={**HEADERS, "memoryId": "bench-0", **WINDOWS["memory"]},
-        )  # fmt: skip
-        if status != 200 or headers.get("x-memory-history") is None:
-            raise SystemExit(f"memory_cpu: probe turn: {status} {answer[:300]!r}")
-        return int(headers["x-memory-history"])
+    def warm(self, gateway: Gateway) -> None:
+        """Plain requests, then (memory on) turns that must be stored; memory off must store nothing."""
+        self.send(gateway, PLAIN_WARMUP, memory=False)
+        if gateway.setup.memory:
+            self.send(gateway, MEMORY_WARMUP * self.conns, memory=True)
+        held = self.stored(gateway, "bench-0")
+        wanted = 2 * MEMORY_WARMUP if gateway.setup.memory else None
+        check(
+            held == wanted,
+            f"{gateway.setup.name}: bench-0 holds {held} messages after the warm-up, not {wanted}",
+        )
+        if gateway.setup.workers > 1:
+            tree = descendants(gateway.process.pid)
+            check(
+                len(tree) > gateway.setup.workers,
+                f"{gateway.setup.name}: no workers under the gateway: {tree}",
+            )
 
-    def measure(self, setup: Setup) -> Reading:
-        """Warm `setup`'s server up, check its store, count the CPU of the measured turns."""
-        with self.gateway(setup) as pid, redis.Redis.from_url(self.redis_url) as client:
-            self.send(PLAIN_WARMUP, memory=False)
-            if setup.memory:
-                self.send(MEMORY_WARMUP * self.conns, memory=True)
-                check(self.stored("bench-0") == 2 * MEMORY_WARMUP, f"{setup.name}: warm-up turns not stored")
-            tree = descendants(pid)
-            if setup.workers > 1:
-                check(
-                    len(tree) > setup.workers, f"{setup.name}: no {setup.workers} workers under {pid}: {tree}"
-                )
-            assert self.redis_process is not None, "start_redis first"
-            redis_pid = self.redis_process.pid
-            commands = int(client.info("stats")["total_commands_processed"])
-            gateway_before, redis_before = cpu_ns(tree), cpu_ns(descendants(redis_pid))
-            started = time.monotonic_ns()
-            self.send(self.turns, memory=setup.memory)
-            wall_ns = time.monotonic_ns() - started
-            gateway_ns = spent(gateway_before, cpu_ns(tree))
-            redis_ns = spent(redis_before, cpu_ns(descendants(redis_pid)))
-            commands = int(client.info("stats")["total_commands_processed"]) - commands - 1  # less this INFO
-            history = None
-            if setup.memory:
-                history = self.probe_turn()
-                held = [self.stored(f"bench-{index}") for index in range(self.conns)]
-                check(
-                    held == [CAP] * self.conns, f"{setup.name}: conversations hold {held} messages, not {CAP}"
-                )
-            else:
-                check(self.stored("bench-0") is None, f"{setup.name}: memory off stored a conversation")
-        return Reading(setup.name, gateway_ns, redis_ns, commands, self.turns, history, wall_ns)
+    def segment(self, gateway: Gateway, turns: int, client: redis.Redis, *, round_index: int) -> Reading:
+        """Send `turns` and read what they cost the gateway's processes and redis-server."""
+        assert self.redis_process is not None, "start_redis first"
+        tree, redis_tree = descendants(gateway.process.pid), descendants(self.redis_process.pid)
+        commands = int(client.info("stats")["total_commands_processed"])
+        gateway_before, redis_before = cpu_ns(tree), cpu_ns(redis_tree)
+        cpu_before = busy_ns(int(self.gateway_cpu)) if self.pinned else 0
+        started = time.monotonic_ns()
+        self.send(gateway, turns, memory=gateway.setup.memory)
+        wall_ns = time.monotonic_ns() - started
+        gateway_ns, redis_ns = spent(gateway_before, cpu_ns(tree)), spent(redis_before, cpu_ns(redis_tree))
+        neighbours_ns = (busy_ns(int(self.gateway_cpu)) - cpu_before - gateway_ns) if self.pinned else 0
+        commands = int(client.info("stats")["total_commands_processed"]) - commands - 1  # less this INFO
+        return Reading(
+            round_index, gateway.setup.name, gateway_ns, redis_ns, commands, turns, wall_ns, neighbours_ns
+        )
+
+    def history(self, gateway: Gateway) -> int:
+        """Messages forwarded with a probe turn on bench-0 (x-memory-history); every conversation must hold the cap."""
+        headers = {**HEADERS, "memoryId": "bench-0", **WINDOWS["memory"]}
+        status, answer_headers, answer = request(
+            gateway.url("/v1/chat/completions"),
+            method="POST",
+            body=body("mock-1", stream=False),
+            headers=headers,
+        )
+        forwarded = answer_headers.get("x-memory-history")
+        check(status == 200 and forwarded is not None, f"probe turn: {status} {answer[:300]!r}")
+        held = [self.stored(gateway, f"bench-{index}") for index in range(self.conns)]
+        check(
+            held == [CAP] * self.conns, f"{gateway.setup.name}: conversations hold {held} messages, not {CAP}"
+        )
+        return int(str(forwarded))
+
+
+def request(
+    url: str, *, method: str = "GET", body: bytes | None = None, headers: Mapping[str, str] = HEADERS
+) -> tuple[int, Message, bytes]:
+    """(status, headers, body) of one HTTP request; an error status is an answer, not an exception."""
+    ask = urllib.request.Request(url, data=body, method=method, headers=dict(headers))
+    try:
+        with urllib.request.urlopen(ask, timeout=30) as answer:
+            return answer.status, answer.headers, answer.read()
+    except urllib.error.HTTPError as error:
+        return error.code, error.headers, error.read()
 
 
 def check(condition: bool, failure: str) -> None:
@@ -330,14 +346,14 @@ def code_of(tree: Path | None) -> str:
     """Which code ran: the tree given, or this checkout's commit (and whether gateway/ differs from it)."""
     if tree is not None:
         return f"the gateway package in {tree}"
-    root = HERE.parent
+    git = ["git", "-C", str(HERE.parent)]
     commit = subprocess.run(
-        ["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-    )
+        [*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
     dirty = subprocess.run(
-        ["git", "-C", str(root), "status", "--porcelain", "gateway"], capture_output=True, text=True
-    )
-    return f"{commit.stdout.strip()}{' with uncommitted changes in gateway/' if dirty.stdout.strip() else ''}"
+        [*git, "status", "--porcelain", "gateway"], capture_output=True, text=True
+    ).stdout.strip()
+    return commit + (" with uncommitted changes in gateway/" if dirty else "")
 
 
 @contextlib.contextmanager
@@ -352,11 +368,38 @@ def bench_lock() -> Iterator[None]:
         yield
 
 
+def measure(
+    bench: Bench, setups: Sequence[Setup], *, turns: int, rounds: int
+) -> tuple[list[Reading], dict[str, int]]:
+    """Start every setup's gateway, warm each up, run the segments in order; (readings, history forwarded by setup)."""
+    readings, history = [], {}
+    with contextlib.ExitStack() as stack:
+        client = stack.enter_context(redis.Redis.from_url(bench.redis_url(0)))
+        client.flushall()
+        gateways = {s.name: stack.enter_context(bench.gateway(s, index)) for index, s in enumerate(setups)}
+        for gateway in gateways.values():
+            bench.warm(gateway)
+        for round_index, name in run_order(list(gateways), rounds):
+            reading = bench.segment(gateways[name], turns, client, round_index=round_index)
+            readings.append(reading)
+            print(
+                f"{name:<10} gateway {reading.gateway_ns / turns / 1000:7.1f} µs/turn (neighbours "
+                f"{reading.neighbours_ns / reading.wall_ns:4.0%} of its CPU), busy "
+                f"{reading.gateway_ns / reading.wall_ns:4.0%} of {reading.wall_ns / 1e9:4.1f} s; redis-server "
+                f"{reading.redis_ns / turns / 1000:6.1f} µs/turn, {reading.redis_commands / turns:4.1f} commands/turn",
+                flush=True,
+            )
+        for gateway in gateways.values():
+            if gateway.setup.memory:
+                history[gateway.setup.name] = bench.history(gateway)
+    return readings, history
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--turns", type=int, default=3000, help="measured requests a setup and round")
+    parser.add_argument("--turns", type=int, default=3000, help="measured requests a setup, over all rounds")
     parser.add_argument("--conns", type=int, default=8, help="at a time, one conversation each")
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=10, help="segments a setup")
     parser.add_argument(
         "--only", default="", help="comma-separated setups: " + ", ".join(s.name for s in SETUPS)
     )
@@ -365,39 +408,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     wanted = args.only.split(",") if args.only else [s.name for s in SETUPS]
     if unknown := set(wanted) - {s.name for s in SETUPS}:
         parser.error(f"unknown setups: {', '.join(sorted(unknown))}")
+    segment = args.turns // args.rounds // args.conns * args.conns  # send.py sends whole shares a connection
+    if segment < args.conns:
+        parser.error(f"--turns {args.turns} is less than a turn a connection in each of {args.rounds} rounds")
     setups = [s for s in SETUPS if s.name in wanted]
-    by_name = {s.name: s for s in setups}
     with bench_lock(), tempfile.TemporaryDirectory(prefix="gateway-memory-cpu.") as tmp:
-        bench = Bench(
-            Path(tmp), tree=args.tree.resolve() if args.tree else None, conns=args.conns, turns=args.turns
-        )
+        bench = Bench(Path(tmp), tree=args.tree.resolve() if args.tree else None, conns=args.conns)
         started = f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC, load {os.getloadavg()[0]:.2f}"
         bench.start_upstream()
         bench.start_redis()
-        readings = []
         try:
-            for name in run_order([s.name for s in setups], args.rounds):
-                reading = bench.measure(by_name[name])
-                readings.append(reading)
-                print(
-                    f"{name:<10} gateway {reading.gateway_ns / reading.turns / 1000:7.1f} µs/turn  "
-                    f"redis-server {reading.redis_ns / reading.turns / 1000:6.1f} µs/turn  "
-                    f"redis commands/turn {reading.redis_commands / reading.turns:4.1f}  history {reading.history}  "
-                    f"gateway busy {reading.gateway_ns / reading.wall_ns:4.0%} of {reading.wall_ns / 1e9:.1f} s",
-                    flush=True,
-                )
+            readings, history = measure(bench, setups, turns=segment, rounds=args.rounds)
         finally:
             bench.stop_redis()
             bench.stop_upstream()
     pinning = (
-        f"gateway on CPU {bench.gateway_cpu}, send.py and redis-server on CPU {bench.rest_cpu}, upstream: {bench.upstream}"
-        if bench.pinned else "not pinned (one CPU)"
+        f"gateways on CPU {bench.gateway_cpu}; send.py and redis-server on CPU {bench.rest_cpu}"
+        if bench.pinned else "nothing pinned (one CPU)"
     )  # fmt: skip
-    print(f"\n# {started} to {datetime.datetime.now(datetime.UTC):%H:%M} UTC, load {os.getloadavg()[0]:.2f}; "
-          f"code: {code_of(bench.tree)}")  # fmt: skip
-    print(f"# {os.cpu_count()} CPUs, {pinning}; {args.turns:,} turns at {args.conns} connections a setup, "
-          f"{args.rounds} rounds (forward, backward)\n")  # fmt: skip
-    print(render(readings, setups))
+    ended = f"{datetime.datetime.now(datetime.UTC):%H:%M} UTC, load {os.getloadavg()[0]:.2f}"
+    print(f"\n# {started} to {ended}; code: {code_of(bench.tree)}")
+    print(f"# {os.cpu_count()} CPUs, {pinning}; upstream: {bench.upstream}")
+    print(f"# {segment * args.rounds:,} turns a setup at {args.conns} connections, in {args.rounds} segments "
+          f"of {segment:,} (setups forward, then backward)\n")  # fmt: skip
+    print(render(readings, setups, history))
     return 0
 
 

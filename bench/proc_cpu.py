@@ -7,6 +7,7 @@ CPU is the on-CPU time of each thread (`/proc/PID/task/TID/schedstat`, nanosecon
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -48,6 +49,17 @@ def cpu_ns(pids: Sequence[int]) -> dict[tuple[int, int], int]:
                 with contextlib.suppress(OSError):
                     times[pid, int(task.name)] = int((task / "schedstat").read_text().split()[0])
     return times
+
+
+def busy_ns(cpu: int) -> int:
+    """Nanoseconds CPU `cpu` has not been idle since boot, whoever ran (/proc/stat, in clock ticks)."""
+    with open("/proc/stat") as stat:
+        for line in stat:
+            name, *ticks = line.split()
+            if name == f"cpu{cpu}":
+                idle, iowait = int(ticks[3]), int(ticks[4])
+                return (sum(map(int, ticks[:8])) - idle - iowait) * 1_000_000_000 // os.sysconf("SC_CLK_TCK")
+    raise ValueError(f"no cpu{cpu} in /proc/stat")
 
 
 def spent(before: Mapping[tuple[int, int], int], after: Mapping[tuple[int, int], int]) -> int:
