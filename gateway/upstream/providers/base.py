@@ -10,23 +10,23 @@ from typing import Any, Protocol
 import orjson
 
 from gateway.core.errors import SHORTAGES, OverloadedError
+from gateway.core.failures import Failure
 from gateway.core.sse import Event
 from gateway.core.tree import Target
-from gateway.observe.trace import CONNECT_ERROR, TIMEOUT
 
 
 class TransportError(Exception):
     """The upstream could not be reached or answered garbage (502), or timed out (504).
 
-    `kind` names the failure for metrics: `timeout`, `connect_error` or `stream_error` (a
-    response or stream that broke off or could not be read).
+    `kind` names the failure for metrics: TIMEOUT, CONNECT_ERROR or STREAM_ERROR (a response or
+    stream that broke off or could not be read).
     """
 
-    def __init__(self, detail: str, *, status: int = 502, kind: str | None = None) -> None:
+    def __init__(self, detail: str, *, status: int = 502, kind: Failure | None = None) -> None:
         super().__init__(detail)
         self.detail = detail
         self.status = status
-        self.kind = kind or (TIMEOUT if status == 504 else CONNECT_ERROR)
+        self.kind = kind or (Failure.TIMEOUT if status == 504 else Failure.CONNECT_ERROR)
 
 
 class OwnWords:
