@@ -353,7 +353,8 @@ def test_route_memory_rejection() -> None:
 
 @pytest.mark.parametrize("path", sorted([*Path("configs").rglob("*.yaml"), *Path("bench").glob("*.yaml")]), ids=str)
 def test_every_shipped_config_loads(path: Path) -> None:
-    env = {"OPENAI_API_KEY": "sk-x", "TEAM_A_KEY": "a", "WEB_KEY": "w", "MOBILE_KEY_SHA256": "0" * 64}
+    env = {"OPENAI_API_KEY": "sk-x", "TEAM_A_KEY": "a", "WEB_KEY": "w", "MOBILE_KEY_SHA256": "0" * 64,
+           "BENCH_REDIS_URL": "redis://127.0.0.1:6379/0"}  # the guard sets it to the redis-server it starts
     config = load_config(path, env=env)
     assert config.routes
 
