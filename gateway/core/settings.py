@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from gateway.core.memory.settings import MemoryConfig
+from gateway.core.stores import RedisConnection, SentinelSettings
 from gateway.core.tree import Route
 
 
@@ -65,11 +66,14 @@ class BreakerStoreKind(StrEnum):
 class BreakersConfig:
     """Where circuit-breaker state lives: "local" (per process) or "redis" (shared by all).
 
-    None means: redis when memory.store is redis (at memory.url), local otherwise.
+    None means: redis when memory.store is redis, local otherwise. A redis store without a url or
+    sentinel of its own connects as memory does (url, cluster, sentinel).
     """
 
     store: BreakerStoreKind | None = None
     url: str | None = field(default=None, repr=False)  # its password must never reach a log
+    cluster: bool = False
+    sentinel: SentinelSettings | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,3 +106,11 @@ class Config:
     metrics: MetricsConfig = MetricsConfig()
     breakers: BreakersConfig = BreakersConfig()
     request_config: RequestConfigSettings = RequestConfigSettings()
+
+
+def breakers_redis(config: Config) -> RedisConnection:
+    """The Redis shared breakers use: their own url or sentinel, else memory's connection."""
+    own = config.breakers
+    if own.url is None and own.sentinel is None:
+        return config.memory.redis
+    return RedisConnection(url=own.url or "", cluster=own.cluster, sentinel=own.sentinel)

@@ -20,7 +20,6 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 import orjson
-import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.commands.core import AsyncScript
@@ -31,7 +30,9 @@ from gateway.core.memory.conversation import Conversation
 from gateway.core.memory.entries import Entry, Message, dump_entry, last_turn_start, load_entry
 from gateway.core.memory.reach import Reach
 from gateway.core.memory.settings import StoreKind
+from gateway.core.stores import RedisConnection
 from gateway.memory.store import Key, KeyLocks, LockLost, LockTimeout, StoreUnavailable
+from gateway.stores.redis import Patience, RedisClient, close_client, masked, open_client
 
 LEASE_SECONDS = 30.0
 _VALUE_PREFIX = "gw:value:"
@@ -66,7 +67,7 @@ return 1
 
 
 @contextlib.contextmanager
-def _unavailable_on_redis_errors(url: str) -> Iterator[None]:
+def _unavailable_on_redis_errors(connection: RedisConnection) -> Iterator[None]:
     """Any failure of the client is the store being unavailable, its text without the URL's password.
 
     Not only RedisError and OSError: an option the connection does not take is a TypeError at the
@@ -77,7 +78,7 @@ def _unavailable_on_redis_errors(url: str) -> Iterator[None]:
     except StoreUnavailable:
         raise
     except Exception as exc:
-        raise StoreUnavailable(f"redis store: {mask_password(str(exc), url)}") from exc
+        raise StoreUnavailable(f"redis store: {masked(str(exc), connection)}") from exc
 
 
 def key_prefix(key: Key) -> str:
@@ -89,24 +90,32 @@ class RedisStore:
     kind = StoreKind.REDIS  # the `store` label of its metrics
 
     def __init__(
-        self, url: str, *, ttl_seconds: float, max_messages: int, lock_timeout: float, lease_seconds: float | None = None
+        self,
+        connection: RedisConnection | str,
+        *,
+        ttl_seconds: float,
+        max_messages: int,
+        lock_timeout: float,
+        lease_seconds: float | None = None,
     ) -> None:
-        self._url = url
+        """A store on `connection` (a URL alone: one Redis there)."""
+        self._connection = RedisConnection(url=connection) if isinstance(connection, str) else connection
+        self._url = self._connection.url
         # A Redis that hangs or is gone fails requests within seconds (503), not after a long retry loop.
-        # A URL the client refuses makes a store that is never available, not a gateway that cannot start.
-        self._client: aioredis.Redis | None = None
+        # Settings the client refuses make a store that is never available, not a gateway that cannot start.
+        self._client: RedisClient | None = None
         self._append: AsyncScript | None = None
         self._refusal = ""
+        patience = Patience(
+            socket_seconds=10,
+            connect_seconds=5,
+            retry=Retry(ExponentialWithJitterBackoff(base=0.05, cap=0.5), retries=3),
+        )
         try:
-            self._client = aioredis.Redis.from_url(
-                url,
-                socket_timeout=10,
-                socket_connect_timeout=5,
-                retry=Retry(ExponentialWithJitterBackoff(base=0.05, cap=0.5), retries=3),
-            )
+            self._client = open_client(self._connection, patience)
             self._append = self._client.register_script(_APPEND)
         except Exception as exc:
-            self._refusal = f"redis store: the URL is refused ({mask_password(str(exc), url)})"
+            self._refusal = f"redis store: the URL is refused ({masked(str(exc), self._connection)})"
             log.error("memory: %s; every memory turn will be answered 503", self._refusal)
         self._ttl = max(int(ttl_seconds), 1)
         self._cap = max_messages
@@ -117,14 +126,14 @@ class RedisStore:
         self._writing: dict[Key, asyncio.Future[None]] = {}  # appends under way, which the lock outlives
 
     @property
-    def _redis(self) -> aioredis.Redis:
+    def _redis(self) -> RedisClient:
         """The client; StoreUnavailable when the URL was refused."""
         if self._client is None:
             raise StoreUnavailable(self._refusal)
         return self._client
 
     def _unavailable(self) -> contextlib.AbstractContextManager[None]:
-        return _unavailable_on_redis_errors(self._url)
+        return _unavailable_on_redis_errors(self._connection)
 
     async def ping(self) -> None:
         with self._unavailable():
@@ -303,4 +312,4 @@ class RedisStore:
 
     async def close(self) -> None:
         if self._client is not None:
-            await self._client.aclose()
+            await close_client(self._client)

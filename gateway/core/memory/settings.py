@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Final
 
+from gateway.core.stores import RedisConnection, SentinelSettings
+
 
 class MemoryType(StrEnum):
     """How a request's window of its conversation is cut: by messages, by tokens or by rounds."""
@@ -49,8 +51,15 @@ class MemoryConfig:
     # The path as logs and errors show it: values from the environment as their ${VAR} ("" : the path itself)
     shown_path: str = ""
     url: str = field(default="redis://127.0.0.1:6379/0", repr=False)  # its password must never reach a log
+    cluster: bool = False  # url is any node of a Redis Cluster
+    sentinel: SentinelSettings | None = None  # the primary Sentinel names, instead of url
     ttl_seconds: float = 30 * 24 * 3600.0
     max_stored_messages: int = 1000
     lock_timeout_seconds: float = 120.0
     defaults: MemorySettings = MemorySettings()
     limits: MemorySettings = MemorySettings(max_messages=200, max_tokens=128000, max_rounds=50, max_chars=400000)
+
+    @property
+    def redis(self) -> RedisConnection:
+        """The Redis a redis store connects to."""
+        return RedisConnection(url=self.url, cluster=self.cluster, sentinel=self.sentinel)

@@ -19,18 +19,21 @@ from gateway.core.breaker import (
     State,
 )
 from gateway.core.memory.settings import StoreKind
-from gateway.core.settings import BreakerStoreKind, Config
+from gateway.core.settings import BreakerStoreKind, Config, breakers_redis
 from gateway.upstream.breakers.board import BreakerListener, Breakers, LocalBreakers, TargetHealth
 
 
 def open_breakers(config: Config, *, listener: BreakerListener | None = None) -> Breakers:
-    """The configured board: shared through Redis (`breakers.store`, or memory's Redis), else per process."""
+    """The configured board: shared through Redis (`breakers.store`, or memory's Redis), else per process.
+
+    Breakers without a Redis of their own connect as memory does: its URL, Cluster or Sentinel.
+    """
     shared = config.memory.store == StoreKind.REDIS
     store = config.breakers.store or (BreakerStoreKind.REDIS if shared else BreakerStoreKind.LOCAL)
     if store == BreakerStoreKind.REDIS:
         from gateway.upstream.breakers.redis import RedisBreakers
 
-        return RedisBreakers(config.routes, config.breakers.url or config.memory.url, listener=listener)
+        return RedisBreakers(config.routes, breakers_redis(config), listener=listener)
     return LocalBreakers(config.routes, listener=listener)
 
 

@@ -23,15 +23,15 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any, Final
 
-import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
 from gateway.core.breaker import CLOSED, OPEN, ORDINARY, PROBE, REFUSED, Admission
-from gateway.core.masks import mask_password
 from gateway.core.routing import Outcome
 from gateway.core.settings import BreakerStoreKind
+from gateway.core.stores import RedisConnection
 from gateway.core.tree import BreakerPolicy, Route, Target
+from gateway.stores.redis import Patience, RedisClient, close_client, masked, open_client
 from gateway.upstream.breakers.board import (
     BreakerListener,
     Guard,
@@ -145,14 +145,18 @@ def _policy_args(policy: BreakerPolicy) -> list[Any]:
 
 
 class RedisBreakers(LocalBreakers):
-    """One breaker per target for every process that shares the Redis at `url`."""
+    """One breaker per target for every process that shares the Redis of `connection` (a URL alone: one Redis there).
+
+    A route's breakers share the hash tag `{route}`, so one script reads and writes them all on a
+    Redis Cluster too.
+    """
 
     kind = BreakerStoreKind.REDIS
 
     def __init__(
         self,
         routes: Mapping[str, Route],
-        url: str,
+        connection: RedisConnection | str,
         *,
         listener: BreakerListener | None = None,
         ttl: float = 1.0,
@@ -161,22 +165,21 @@ class RedisBreakers(LocalBreakers):
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         super().__init__(routes, listener=listener, clock=clock)
-        self._url = url
+        self._connection = RedisConnection(url=connection) if isinstance(connection, str) else connection
         self._ttl = ttl
         self._retry_seconds = retry_seconds
         self._down_until = 0.0
         self._down = False
         # A Redis that hangs or is gone costs a failing call at most `timeout`, then is left alone.
-        self._client: aioredis.Redis | None = None
+        self._client: RedisClient | None = None
+        patience = Patience(socket_seconds=timeout, connect_seconds=timeout, retry=Retry(NoBackoff(), 0))
         try:
-            self._client = aioredis.Redis.from_url(
-                url, socket_timeout=timeout, socket_connect_timeout=timeout, retry=Retry(NoBackoff(), 0)
-            )
+            self._client = open_client(self._connection, patience)
             self._script = self._client.register_script(_EVENT)
-        except Exception as exc:  # a URL the client refuses: breakers per process, for good
+        except Exception as exc:  # settings the client refuses: breakers per process, for good
             self._down_until = math.inf
             self._down = True
-            problem = mask_password(str(exc), url)
+            problem = masked(str(exc), self._connection)
             log.error("circuit breakers: the redis URL is refused (%s); each process decides alone", problem)
         self._tasks: set[asyncio.Task[None]] = set()
         for entry in self._routes.values():
@@ -256,7 +259,7 @@ class RedisBreakers(LocalBreakers):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         if self._client is not None:
-            await self._client.aclose()
+            await close_client(self._client)
         await super().close()
 
     def _window(self, guard: Guard, now: float) -> tuple[int, int]:
@@ -324,7 +327,7 @@ class RedisBreakers(LocalBreakers):
         self._down_until = self._clock() + self._retry_seconds
         if not self._down:
             self._down = True
-            problem = mask_password(str(exc), self._url)
+            problem = masked(str(exc), self._connection)
             log.warning("circuit breakers: redis unreachable (%s); each process decides alone until it is back", problem)
 
     def _reached(self) -> None:

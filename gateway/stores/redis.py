@@ -1,0 +1,76 @@
+"""The asyncio redis-py client of a Redis store: one Redis, a Redis Cluster, or Sentinel's primary.
+
+One client serves a store for its life. A Cluster client follows `MOVED` and `ASK` itself and
+learns the slots from any node given as the seed; a Sentinel client asks the sentinels for the
+primary on each new connection, and drops a connection to a primary that became a replica
+(redis-py's `SentinelManagedConnection`), so a retried command reaches the new primary.
+redis-py reads replies with hiredis when it is installed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, TypeAlias
+
+import redis.asyncio as aioredis
+from redis.asyncio.cluster import RedisCluster
+from redis.asyncio.retry import Retry
+from redis.asyncio.sentinel import Sentinel, SentinelConnectionPool
+
+from gateway.core.masks import mask_password
+from gateway.core.stores import RedisConnection
+
+RedisClient: TypeAlias = aioredis.Redis | RedisCluster
+
+
+@dataclass(frozen=True, slots=True)
+class Patience:
+    """How long a store waits on Redis: per reply, per connection, and the retries of a failed command."""
+
+    socket_seconds: float
+    connect_seconds: float
+    retry: Retry
+
+
+def open_client(connection: RedisConnection, patience: Patience) -> RedisClient:
+    """A client for `connection` (no connection is made yet); raises what the client refuses in it."""
+    waits: dict[str, Any] = {
+        "socket_timeout": patience.socket_seconds,
+        "socket_connect_timeout": patience.connect_seconds,
+        "retry": patience.retry,
+    }
+    sentinel = connection.sentinel
+    if sentinel is not None:
+        watchers = Sentinel(  # type: ignore[no-untyped-call]  # unannotated in redis-py
+            list(sentinel.nodes),
+            sentinel_kwargs={
+                "password": sentinel.sentinel_password,
+                "socket_timeout": patience.socket_seconds,
+                "socket_connect_timeout": patience.connect_seconds,
+            },
+            password=sentinel.password,
+            db=sentinel.db,
+            **waits,
+        )
+        primary: aioredis.Redis = watchers.master_for(sentinel.master_name)
+        return primary
+    if connection.cluster:
+        return RedisCluster.from_url(connection.url, **waits)
+    return aioredis.Redis.from_url(connection.url, **waits)
+
+
+async def close_client(client: RedisClient) -> None:
+    """Close `client`'s connections, and a Sentinel client's connections to the sentinels."""
+    await client.aclose()
+    pool = client.connection_pool if isinstance(client, aioredis.Redis) else None
+    if isinstance(pool, SentinelConnectionPool):
+        for watcher in pool.sentinel_manager.sentinels:
+            await watcher.aclose()
+
+
+def masked(text: str, connection: RedisConnection) -> str:
+    """`text` with every password of `connection` (its URL's, the Sentinel settings') shown as ***."""
+    text = mask_password(text, connection.url)
+    for secret in connection.secrets:
+        text = text.replace(secret, "***")
+    return text
