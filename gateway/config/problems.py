@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, TypeAlias
 
+from gateway.core.json_shape import index_path, key_path
+
 Loc: TypeAlias = tuple[str | int, ...]  # a place in the document: keys and list indexes
 
 
@@ -17,14 +19,16 @@ class ConfigError(Exception):
 
 
 def path_of(loc: Loc) -> str:
-    """`routes.smart.targets[1].weight` for that place; a key that is not printable text is shown as its repr."""
+    """`routes.smart.targets[1].weight` for that place; a key that is not printable text is shown as its repr.
+
+    Spelt as the request checks spell theirs (core.json_shape): one path syntax in every error.
+    """
     path = ""
     for part in loc:
         if isinstance(part, int):
-            path += f"[{part}]"
+            path = index_path(path, part)
         else:
-            key = part if part.isprintable() else repr(part)
-            path = f"{path}.{key}" if path else key
+            path = key_path(path, part if part.isprintable() else repr(part))
     return path or "top level"
 
 
