@@ -23,8 +23,8 @@ from gateway.config.checks import listed
 from gateway.config.fields import MAX_COUNT, MAX_SECONDS
 from gateway.config.interpolation import env_refs, interpolate, secret_forms
 from gateway.config.problems import ConfigError, Problems, describe
-from gateway.config.redis_urls import redis_url_problems
 from gateway.config.schema import ConfigFile, GatewayKey, Memory
+from gateway.config.stores import check_redis
 from gateway.config.tree import OTHER_ROUTE, merged_window, read_inline_route, read_route, route_name_problem
 from gateway.config.validation import validated
 from gateway.core.kinds import KINDS
@@ -114,10 +114,8 @@ def _route_names(document: dict[str, Any], problems: Problems) -> list[str]:
 
 def _config(checked: ConfigFile, *, route_names: list[str], problems: Problems) -> Config:
     """The gateway's settings from a validated file, with the checks that need more than one value."""
-    memory = _memory(checked.memory, given="memory" in checked.model_fields_set)
-    for at, url in (("breakers", checked.breakers.url), ("memory", checked.memory.url)):
-        for problem in redis_url_problems(url) if url else ():
-            problems.add((at, "url"), problem)
+    breakers_sentinel = check_redis(checked.breakers, at="breakers", problems=problems)
+    memory = _memory(checked.memory, given="memory" in checked.model_fields_set, problems=problems)
     routes = {
         name: read_route(name, route, ("routes", name), problems=problems, memory_defaults=memory.defaults)
         for name, route in checked.routes.items()
@@ -141,7 +139,12 @@ def _config(checked: ConfigFile, *, route_names: list[str], problems: Problems) 
             max_age_seconds=checked.cors.max_age_seconds,
         ),
         metrics=MetricsConfig(**dict(checked.metrics)),
-        breakers=BreakersConfig(store=_breaker_store(checked.breakers.store), url=checked.breakers.url),
+        breakers=BreakersConfig(
+            store=_breaker_store(checked.breakers.store),
+            url=checked.breakers.url,
+            cluster=checked.breakers.cluster,
+            sentinel=breakers_sentinel,
+        ),
         request_config=RequestConfigSettings(
             enabled=checked.request_config.enabled,
             allowed_hosts=tuple(listed(host).lower() for host in checked.request_config.allowed_hosts),
@@ -162,13 +165,16 @@ def _breaker_store(store: str | None) -> BreakerStoreKind | None:
     return None if store is None else BreakerStoreKind(store)
 
 
-def _memory(memory: Memory, *, given: bool) -> MemoryConfig:
+def _memory(memory: Memory, *, given: bool, problems: Problems) -> MemoryConfig:
     base = MemoryConfig()
+    sentinel = check_redis(memory, at="memory", problems=problems)
     return MemoryConfig(
         store=StoreKind(memory.store),
         path=memory.path,
         shown_path=show_references(memory.path, env_refs(memory.path)) if given else base.shown_path,
         url=memory.url or base.url,
+        cluster=memory.cluster,
+        sentinel=sentinel,
         ttl_seconds=memory.ttl_seconds,
         max_stored_messages=memory.max_stored_messages,
         lock_timeout_seconds=memory.lock_timeout_seconds,

@@ -1,4 +1,4 @@
-"""Redis URLs checked at load time against what the installed redis-py accepts."""
+"""Redis URLs checked at load time against what the installed redis-py accepts; Sentinel nodes' addresses."""
 
 from __future__ import annotations
 
@@ -102,3 +102,21 @@ def _redis_options_taken(scheme: str) -> frozenset[str]:
     if scheme == "rediss":
         offered |= _REDIS_TLS_TEXT_OPTIONS
     return frozenset(offered & accepted)
+
+
+def node_problem(node: str) -> str | None:
+    """What keeps `node` from being a host:port address (an IPv6 host in brackets), or None."""
+    host, colon, port = node.rpartition(":")
+    if not colon or not host or host in ("[]",):
+        return f"must be host:port, got {node!r}"
+    if host.startswith("[") != host.endswith("]") or (":" in host and not host.startswith("[")):
+        return f"must be host:port (an IPv6 host in brackets: [::1]:26379), got {node!r}"
+    if not port.isdigit() or not 1 <= int(port) <= 65535:
+        return f"the port must be between 1 and 65535, got {node!r}"
+    return None
+
+
+def node_address(node: str) -> tuple[str, int]:
+    """The host and port of a node `node_problem` accepts."""
+    host, _, port = node.rpartition(":")
+    return host.removeprefix("[").removesuffix("]"), int(port)
