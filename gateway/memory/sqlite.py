@@ -8,8 +8,11 @@ cache (sqlite_cache), and the leases processes sharing the file lock conversatio
 (sqlite_leases). Here they are put together behind the MemoryStore protocol: every statement
 runs on the store's thread, and each batch of jobs comes back to the loop in one hop (`_settle`).
 
-Worker processes sharing one file (`--workers N`) open it with `shared=True`: no cache, and
-conversations locked by leases in the file, so turns stay serialized across the processes.
+Worker processes sharing one file (`--workers N`) open it with `shared=True`: conversations are
+locked by leases in the file, so turns stay serialized across the processes, and the cache serves
+a conversation only while its lease is held, once the lease's transaction found it unchanged
+since it was cached (its stamp, the time of its last write: see `TurnWriter.learn`). Another
+process's write in between changes the stamp, and the cached copy is dropped.
 """
 
 from __future__ import annotations
@@ -71,13 +74,11 @@ class SQLiteStore:
         self._ttl = ttl_seconds
         self._clock = clock
         self._shared = shared
-        if shared:  # other processes write the file too: nothing cached here could be trusted
-            cache_entries = 0
         self._cache = ConversationCache(cache_entries, ttl=ttl_seconds, cap=max_messages, clock=clock)
         self._locks = KeyLocks(lock_timeout)
-        self._leases = Leases(self._run, self._locks)
         # the thread's own
         self._turns = TurnWriter(cap=max_messages, shared=shared)
+        self._leases = Leases(self._run, self._locks, look=self._turns.learn, seen=self._cache.check)
         self._conversations = Conversations(self._turns, ttl=ttl_seconds, clock=clock, plain=cache_entries > 0)
         self._file = StoreFile(
             path,
@@ -168,8 +169,12 @@ class SQLiteStore:
             else:
                 done.set_exception(job.error)
 
+    def _cached(self, key: Key) -> bool:
+        """Whether the cache may serve `key`: always for the file's only writer, else while its lease is held (see `Leases`)."""
+        return not self._shared or key in self._leases.held
+
     async def load(self, key: Key) -> Conversation | None:
-        cached = self._cache.whole(key)
+        cached = self._cache.whole(key) if self._cached(key) else None
         if cached is not None:
             return Conversation(list(cached.system), list(cached.entries), cached.updated_at)
         read = functools.partial(self._conversations.read, key=key, reach=None)
@@ -177,7 +182,7 @@ class SQLiteStore:
 
     async def load_tail(self, key: Key, reach: Reach) -> Conversation | None:
         """The cached conversation itself when it serves (to read, not to change), else a read of the file."""
-        cached = self._cache.tail(key, reach)
+        cached = self._cache.tail(key, reach) if self._cached(key) else None
         if cached is not None:
             return cached
         read = functools.partial(self._conversations.read, key=key, reach=reach)

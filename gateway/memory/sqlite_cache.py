@@ -1,9 +1,10 @@
 """The SQLite store's write-through cache: conversations this process read or wrote, on the event loop.
 
 A hop to the store's thread costs more than the query itself, so the newest part read of each
-conversation is kept here, updated by each write, and served from here. That is only right while
-this process is the file's only writer: a store sharing its file with other processes keeps none
-(limit 0). Bounded by the entries it holds, the least recently used conversation forgotten first.
+conversation is kept here, updated by each write, and served from here. That is right while this
+process is the file's only writer; a store sharing its file with other processes serves a
+conversation only once it `check`ed it against the file under the conversation's lease. Bounded
+by the entries it holds, the least recently used conversation forgotten first.
 """
 
 from __future__ import annotations
@@ -83,6 +84,16 @@ class ConversationCache:
         )
         self.entries += len(entries)
         self._evict()
+
+    def check(self, key: Key, updated_at: float | None) -> None:
+        """Forget the conversation unless the file's copy was last written when the cached one was (`updated_at`; None: no copy).
+
+        Every write sets a conversation's time of last write, so another process's write since
+        this copy was cached shows as another time.
+        """
+        cached = self._conversations.get(key)
+        if cached is not None and cached.updated_at != updated_at:
+            self.remember(key, None)
 
     def forget(self, key: Key, _: object = None) -> None:
         """After a delete or an undo: a read served before it may have been cached meanwhile."""

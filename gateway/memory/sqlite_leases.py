@@ -4,6 +4,10 @@ Worker processes sharing one file (`--workers N`) serialize a conversation's tur
 `locks` table: a lease is a row naming its holder, renewed while held, and gone once it runs out.
 A lease also names its holder's pid and boot (see `boot_id`), so a holder that died on this
 machine is taken over at once rather than after the lease runs out.
+
+Taking a lease also reads what the holder needs to trust what its process remembers of the
+conversation (`look`, in the same transaction): while the lease is held no other process writes
+it, so its process's cache and remembered row serve the turn as they would one process's.
 """
 
 from __future__ import annotations
@@ -40,6 +44,11 @@ class Run(Protocol):
     def __call__(self, work: Callable[[sqlite3.Connection], T], /) -> Awaitable[T]: ...
 
 
+Look = Callable[[sqlite3.Connection, Key], float | None]  # on the thread, once a lease is taken: the conversation's stamp
+Seen = Callable[[Key, float | None], None]  # on the loop, before the holder goes on: that stamp
+_BUSY: Final = (False, None)  # what `_insert_lock` answers when another holder has the lease
+
+
 def owns(db: sqlite3.Connection, key: Key, token: str) -> bool:
     """Whether the lease on `key` is still the one `token` names."""
     row = db.execute("SELECT owner FROM locks WHERE tenant = ? AND memory_id = ?", key).fetchone()
@@ -50,12 +59,15 @@ class Leases:
     """This process's leases: its waiters queue in memory (`locks`), one of them at a time takes the row in the file.
 
     `held` maps each conversation this process holds to its lease's token, which its writes check
-    (see `owns`): a write after the lease passed on is refused.
+    (see `owns`): a write after the lease passed on is refused. Each lease taken is `look`ed at
+    in its transaction, and what that says is `seen` before the holder goes on.
     """
 
-    def __init__(self, run: Run, locks: KeyLocks) -> None:
+    def __init__(self, run: Run, locks: KeyLocks, *, look: Look, seen: Seen) -> None:
         self._run = run
         self._locks = locks
+        self._look = look
+        self._seen = seen
         self._owner = f"{os.getpid()}-{os.urandom(4).hex()}"
         self._boot = boot_id()
         self._tokens = itertools.count(1)
@@ -69,11 +81,15 @@ class Leases:
         async with self._locks.hold(key):
             token = f"{self._owner}:{next(self._tokens)}"
             pause = _FIRST_PAUSE
-            while not await self._try_lock(key, token):
+            while True:
+                taken, stamp = await self._try_lock(key, token)
+                if taken:
+                    break
                 if loop.time() >= deadline:
                     raise LockTimeout(f"conversation busy for more than {self._locks.timeout:g}s")
                 await asyncio.sleep(min(pause, max(deadline - loop.time(), 0.0)))  # another process holds it: poll the file
                 pause = min(pause * 2, _LONGEST_PAUSE)
+            self._seen(key, stamp)
             renewal = asyncio.create_task(self._renew(key, token))
             self.held[key] = token
             try:
@@ -88,26 +104,28 @@ class Leases:
                 except StoreUnavailable as exc:  # the lease ends it; never hide how the turn itself went
                     log.warning("memory %s: releasing the sqlite lease failed (%s); it will expire", key[1], exc)
 
-    async def _try_lock(self, key: Key, token: str) -> bool:
+    async def _try_lock(self, key: Key, token: str) -> tuple[bool, float | None]:
+        """Whether the lease was taken, and then the conversation's stamp (see `look`)."""
         attempt = asyncio.ensure_future(self._run(functools.partial(self._insert_lock, key=key, token=token)))
         try:
             return await asyncio.shield(attempt)
         except asyncio.CancelledError:  # the caller left: never leave a lock behind for the lease to clear
-            if await attempt:
+            if (await attempt)[0]:
                 await self._run(functools.partial(_unlock, key=key, token=token))
             raise
 
-    def _insert_lock(self, db: sqlite3.Connection, *, key: Key, token: str) -> bool:
+    def _insert_lock(self, db: sqlite3.Connection, *, key: Key, token: str) -> tuple[bool, float | None]:
         now = time.time()
         row = (*key, token, now + LEASE_SECONDS, os.getpid(), self._boot)
         with transaction(db):
             db.execute("DELETE FROM locks WHERE tenant = ? AND memory_id = ? AND expires_at < ?", (*key, now))
-            if db.execute(_INSERT, row).rowcount == 1:
-                return True
-            if not self._holder_died(db, key):
-                return False
-            db.execute("DELETE FROM locks WHERE tenant = ? AND memory_id = ?", key)
-            return db.execute(_INSERT, row).rowcount == 1
+            if db.execute(_INSERT, row).rowcount != 1:
+                if not self._holder_died(db, key):
+                    return _BUSY
+                db.execute("DELETE FROM locks WHERE tenant = ? AND memory_id = ?", key)
+                if db.execute(_INSERT, row).rowcount != 1:
+                    return _BUSY
+            return True, self._look(db, key)
 
     def _holder_died(self, db: sqlite3.Connection, key: Key) -> bool:
         """Whether the lease on `key` belongs to a process of this boot that no longer runs."""

@@ -61,6 +61,18 @@ WHERE tenant = ?1 AND memory_id = ?2 AND first_seq = ?8 AND last_seq = ?9 AND up
 # Rows the thread remembers (`KnownRange`), the oldest remembered forgotten first beyond: ~330 bytes
 # each (its key's strings), ~1.4 MB in all. A forgotten row costs its next turn a read of the row.
 KNOWN_RANGES: Final = 4_096
+# A turn's message row, inserted only while ?9 still holds the conversation's lease (see `_append_leased`).
+_INSERT_LEASED: Final = """
+INSERT INTO messages (tenant, memory_id, seq, written_at, role, body, encoding, tokens)
+SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8 WHERE EXISTS (SELECT 1 FROM locks WHERE tenant = ?1 AND memory_id = ?2 AND owner = ?9)
+"""
+# The row's touched_day, then the conversation's STATE (see sqlite_file): what a lease taken learns.
+_LEASED_STATE: Final = """
+SELECT c.touched_day, c.system, c.updated_at, c.first_seq, c.last_seq, c.cap, m.seq, m.encoding, m.tokens, m.written_at
+FROM conversations AS c LEFT JOIN messages AS m
+    ON m.tenant = ?1 AND m.memory_id = ?2 AND m.seq = (SELECT MAX(seq) FROM messages WHERE tenant = ?1 AND memory_id = ?2)
+WHERE c.tenant = ?1 AND c.memory_id = ?2
+"""
 INSERT: Final = "INSERT INTO messages (tenant, memory_id, seq, written_at, role, body, encoding, tokens) VALUES "
 TRIM_EVERY: Final = 32  # messages below first_seq are deleted in bunches of about this many (see trim_due)
 _TRIM: Final = "DELETE FROM messages WHERE tenant = ? AND memory_id = ? AND seq < ?"
@@ -127,8 +139,10 @@ def trim_due(first: int, start: int, added: int) -> bool:
 class TurnWriter:
     """Writes queued turns on the store's thread, remembering each conversation's row as it last wrote it.
 
-    `shared`: other processes write the file too, so what this thread remembers cannot stand
-    for a row: every write goes through a transaction that reads it (and checks its lease).
+    `shared`: other processes write the file too, so what this thread remembers stands for a row
+    only while this process holds the conversation's lease: it is learned when the lease is taken
+    (`learn`), and a turn then written by its message row alone checks the lease in that statement
+    (`_append_leased`). Other writes go through a transaction that reads the row (and checks the lease).
     """
 
     def __init__(self, *, cap: int, shared: bool) -> None:
@@ -165,7 +179,9 @@ class TurnWriter:
         file refuses a row (another writer took its number): nothing was written, and each write
         goes its own way in a transaction.
         """
-        if self._shared or len(writes) > _MOST_TOGETHER:
+        if self._shared:
+            return len(writes) == 1 and self._append_leased(cursor, writes[0], now=now, cutoff=cutoff, today=today)
+        if len(writes) > _MOST_TOGETHER:
             return False
         ranges = self.ranges
         moved: dict[Key, KnownRange] = {}
@@ -173,24 +189,16 @@ class TurnWriter:
         trims: list[tuple[Key, int, int]] = []
         for write in writes:
             key = write.key
-            known = ranges.get(key)
-            if known is None or write.new_system is not None or write.rows != 1 or key in moved:
+            if key in moved:
                 return False
-            first, last, written_at, row = known
-            if written_at < cutoff or row[3] != today:
+            known = self._moved_alone(write, now=now, cutoff=cutoff, today=today)
+            if known is None:
                 return False
-            added = len(write.entries)
-            start = last + 1
-            last += added
-            if last - first >= self._cap:
-                first = last - self._cap + 1
-            if trim_due(first, start, added):
+            first, start = known[0], write.insert[2]
+            if trim_due(first, start, len(write.entries)):
                 trims.append((key, first, start))
-            insert = write.insert
-            insert[2] = start
-            insert[3] = now
-            params += insert
-            moved[key] = (first, last, now, row)
+            params += write.insert
+            moved[key] = known
         try:
             cursor.execute(_insert_turns(len(writes)), params)
         except sqlite3.IntegrityError:  # not the only writer after all: the file says where each turn goes
@@ -203,6 +211,81 @@ class TurnWriter:
         for key, first, start in trims:
             _trim(cursor, key, first=first, start=start)
         return True
+
+    def _moved_alone(self, write: Write, *, now: float, cutoff: float, today: int) -> KnownRange | None:
+        """The conversation's range once `write` is written by its message row alone, its insert numbered; None: it cannot be.
+
+        It can be for a conversation this thread knows, live, touched today, whose system
+        prompt stays, and a turn of one row.
+        """
+        known = self.ranges.get(write.key)
+        if known is None or write.new_system is not None or write.rows != 1:
+            return None
+        first, last, written_at, row = known
+        if written_at < cutoff or row[3] != today:
+            return None
+        start = last + 1
+        last += len(write.entries)
+        if last - first >= self._cap:
+            first = last - self._cap + 1
+        insert = write.insert
+        insert[2] = start
+        insert[3] = now
+        return first, last, now, row
+
+    def _append_leased(self, cursor: sqlite3.Cursor, write: Write, *, now: float, cutoff: float, today: int) -> bool:
+        """Shared mode: a turn under its lease by its message row alone, in one statement that checks the lease.
+
+        As `_append_alone` for one process: the range was learned when the lease was taken
+        (`learn`), and no other process writes the conversation while it is held. A write whose
+        lease passed on is refused (True: it was dealt with). False: it goes its own way in a
+        transaction (not leased, not a turn of one row, or its row number was taken after all).
+        """
+        key = write.key
+        if write.token is None:
+            return False
+        known = self._moved_alone(write, now=now, cutoff=cutoff, today=today)
+        if known is None:
+            return False
+        try:
+            cursor.execute(_INSERT_LEASED, (*write.insert, write.token))
+        except sqlite3.IntegrityError:  # the file says where the turn goes
+            del self.ranges[key]
+            return False
+        if cursor.rowcount != 1:
+            del self.ranges[key]
+            write.error = LockLost("sqlite store: the conversation's lease passed to another holder")
+            return True
+        self.ranges[key] = known
+        write.updated_at = now
+        first, start = known[0], write.insert[2]
+        if trim_due(first, start, len(write.entries)):
+            _trim(cursor, key, first=first, start=start)
+        return True
+
+    def learn(self, db: sqlite3.Connection, key: Key) -> float | None:
+        """Remember the conversation's row as the file holds it, under a lease just taken; the time of its last write (None: no row).
+
+        That time is the conversation's stamp: every write sets it, to its own clock's now, so
+        it tells whether the conversation changed since a copy of it was made.
+        """
+        found = db.execute(_LEASED_STATE, key).fetchone()
+        if found is None:
+            self.ranges.pop(key, None)
+            return None
+        touched_day, _, row_updated_at, row_first, row_last, cap = found[:6]
+        _, updated_at, first, last = live_state(found[1:])
+        if cap == self._cap:  # else its next write rewrites the row, which says where the range is
+            self._remember(key, (first, last, updated_at, (row_first, row_last, row_updated_at, touched_day)))
+        else:
+            self.ranges.pop(key, None)
+        return float(updated_at)
+
+    def _remember(self, key: Key, known: KnownRange) -> None:
+        ranges = self.ranges
+        if len(ranges) >= KNOWN_RANGES and key not in ranges:
+            del ranges[next(iter(ranges))]  # the longest remembered
+        ranges[key] = known
 
     def _write_row(self, cursor: sqlite3.Cursor, write: Write, *, now: float, cutoff: float, today: int) -> None:
         """A write with its conversation row, in a transaction; a write whose holder lost its lease is refused."""
@@ -227,9 +310,7 @@ class TurnWriter:
             known = None
         if known is None:
             first, last = self._write_row_from_file(cursor, write, now=now, cutoff=cutoff, today=today)
-            if len(ranges) >= KNOWN_RANGES and key not in ranges:
-                del ranges[next(iter(ranges))]  # the longest remembered
-        ranges[key] = (first, last, now, (first, last, now, today))
+        self._remember(key, (first, last, now, (first, last, now, today)))
         start = last - added + 1
         rows = write.rows
         if 0 < rows <= MOST_IN_A_ROW:  # the common case: the turn's rows in one statement

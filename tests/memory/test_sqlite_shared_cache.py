@@ -1,0 +1,100 @@
+"""Stores sharing one SQLite file (the workers of `serve --workers N`): each keeps its cache, checked under the lease."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from gateway.core.memory.entries import Entry
+from gateway.core.memory.reach import Reach
+from gateway.memory.sqlite import SQLiteStore
+from gateway.memory.store import Key, LockLost
+
+KEY: Key = ("team-a", "conv-1")
+REACH = Reach(messages=100)
+
+
+def said(text: str) -> list[Entry]:
+    return [Entry({"role": "user", "content": text}, {"o200k_base": 3}), Entry({"role": "assistant", "content": "ok"}, {})]
+
+
+@pytest.fixture
+async def stores(tmp_path: Path) -> AsyncIterator[tuple[SQLiteStore, SQLiteStore]]:
+    """Two stores on one file, as two worker processes open it."""
+    path = str(tmp_path / "shared.db")
+    one, two = (SQLiteStore(path, ttl_seconds=60, max_messages=100, lock_timeout=1, shared=True) for _ in range(2))
+    yield one, two
+    for store in (one, two):
+        await store.close()
+
+
+async def turn(store: SQLiteStore, text: str) -> list[str]:
+    """A turn as the gateway runs one: under the lease, read the conversation, append; the user messages it read."""
+    async with store.lock(KEY):
+        conversation = await store.load_tail(KEY, REACH)  # the cached copy itself: read before the append changes it
+        users = [] if conversation is None else [m["content"] for m in conversation.messages if m["role"] == "user"]
+        await store.append(KEY, said(text), system=None)
+    return users
+
+
+def traced(store: SQLiteStore) -> list[str]:
+    """The statements `store` runs on its file from now on (its file must be open)."""
+    statements: list[str] = []
+    assert store._file.db is not None
+    store._file.db.set_trace_callback(statements.append)  # called on the store's thread, for each statement
+    return statements
+
+
+async def test_alternating_turns_each_see_the_other_stores_turns(stores: tuple[SQLiteStore, SQLiteStore]) -> None:
+    """Each store's cached copy is out of date once the other wrote: a turn never reads a stale window."""
+    for index in range(6):
+        assert await turn(stores[index % 2], f"turn {index}") == [f"turn {n}" for n in range(index)]
+
+
+async def test_a_conversation_unchanged_since_is_served_from_the_cache(stores: tuple[SQLiteStore, SQLiteStore]) -> None:
+    """The lease's transaction is the turn's only read, and its write the message row alone, checked against the lease."""
+    one, two = stores
+    await turn(one, "a")
+    await turn(two, "b")
+    await turn(one, "c")  # read the file: two wrote since one cached it
+    statements = traced(one)
+    assert await turn(one, "d") == ["a", "b", "c"]
+    reads = [s for s in statements if s.lstrip().startswith("SELECT")]
+    assert len(reads) == 1 and "touched_day" in reads[0]  # the lease's look, no read of the messages
+    writes = [s.strip() for s in statements if "INSERT INTO messages" in s or "UPDATE conversations" in s]
+    assert len(writes) == 1 and "EXISTS (SELECT 1 FROM locks" in writes[0]
+
+
+async def test_a_write_whose_lease_passed_on_is_refused(stores: tuple[SQLiteStore, SQLiteStore], tmp_path: Path) -> None:
+    one, _ = stores
+    await turn(one, "a")
+    with pytest.raises(LockLost):
+        async with one.lock(KEY):
+            with sqlite3.connect(tmp_path / "shared.db") as db:  # as if it ran out and another holder took it
+                db.execute("UPDATE locks SET owner = 'another'")
+            await one.append(KEY, said("b"), system=None)
+    with sqlite3.connect(tmp_path / "shared.db") as db:
+        db.execute("DELETE FROM locks")
+    assert await turn(one, "c") == ["a"]
+
+
+async def test_a_read_without_the_lease_goes_to_the_file(stores: tuple[SQLiteStore, SQLiteStore]) -> None:
+    one, two = stores
+    await turn(one, "a")
+    await turn(one, "b")  # cached by its read, then its write
+    await turn(two, "c")
+    conversation = await one.load(KEY)
+    assert conversation is not None and [m["content"] for m in conversation.messages if m["role"] == "user"] == ["a", "b", "c"]
+
+
+async def test_an_undo_by_the_other_store_is_seen(stores: tuple[SQLiteStore, SQLiteStore]) -> None:
+    one, two = stores
+    await turn(one, "a")
+    await turn(one, "b")
+    async with two.lock(KEY):
+        assert await two.undo(KEY)
+    assert await turn(one, "c") == ["a"]
+    assert await turn(two, "d") == ["a", "c"]
