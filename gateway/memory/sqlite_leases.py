@@ -21,7 +21,7 @@ import os
 import socket
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Final, Protocol, TypeVar
@@ -90,15 +90,13 @@ class Leases:
                 await asyncio.sleep(min(pause, max(deadline - loop.time(), 0.0)))  # another process holds it: poll the file
                 pause = min(pause * 2, _LONGEST_PAUSE)
             self._seen(key, stamp)
-            renewal = asyncio.create_task(self._renew(key, token))
+            renewal = Renewal(functools.partial(self._renew, key, token), after=LEASE_SECONDS / 3)
             self.held[key] = token
             try:
                 yield
             finally:
                 del self.held[key]
-                renewal.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await renewal
+                await renewal.stop()
                 try:
                     await self._run(functools.partial(_unlock, key=key, token=token))
                 except StoreUnavailable as exc:  # the lease ends it; never hide how the turn itself went
@@ -142,15 +140,38 @@ class Leases:
                 (time.time() + LEASE_SECONDS, *key, token),
             )
 
-        pause = LEASE_SECONDS / 3
         while True:  # a file locked for a while is retried; whether the lease held is decided at the write
-            await asyncio.sleep(pause)  # the lease's renewal period, not a wait for another task
             try:
                 await self._run(extend)
                 pause = LEASE_SECONDS / 3
             except StoreUnavailable as exc:
                 log.warning("memory %s: renewing the sqlite lease failed (%s); retrying", key[1], exc)
                 pause = 1.0
+            await asyncio.sleep(pause)  # the lease's renewal period, not a wait for another task
+
+
+class Renewal:
+    """Renews a lease from `after` seconds on, by a task started then: most turns end before, and cost a timer, not a task."""
+
+    __slots__ = ("_renew", "_task", "_timer")
+
+    def __init__(self, renew: Callable[[], Coroutine[object, object, None]], *, after: float) -> None:
+        self._renew = renew
+        self._task: asyncio.Task[None] | None = None
+        self._timer = asyncio.get_running_loop().call_later(after, self._start)
+
+    def _start(self) -> None:
+        self._task = asyncio.create_task(self._renew())
+
+    async def stop(self) -> None:
+        """Stop renewing; a renewal under way is cancelled, and waited for."""
+        self._timer.cancel()
+        task = self._task
+        if task is None:
+            return
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
 
 
 def _unlock(db: sqlite3.Connection, *, key: Key, token: str) -> None:

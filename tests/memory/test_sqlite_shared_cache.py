@@ -10,8 +10,10 @@ import pytest
 
 from gateway.core.memory.entries import Entry
 from gateway.core.memory.reach import Reach
+from gateway.memory import sqlite_leases
 from gateway.memory.sqlite import SQLiteStore
 from gateway.memory.store import Key, LockLost
+from tests.support.waiting import eventually
 
 KEY: Key = ("team-a", "conv-1")
 REACH = Reach(messages=100)
@@ -98,3 +100,22 @@ async def test_an_undo_by_the_other_store_is_seen(stores: tuple[SQLiteStore, SQL
         assert await two.undo(KEY)
     assert await turn(one, "c") == ["a"]
     assert await turn(two, "d") == ["a", "c"]
+
+
+def lease_ends(path: Path) -> list[float]:
+    with sqlite3.connect(path) as db:
+        return [row[0] for row in db.execute("SELECT expires_at FROM locks")]
+
+
+async def test_a_lease_held_past_a_third_of_its_term_is_renewed(
+    stores: tuple[SQLiteStore, SQLiteStore], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Renewed by a task the lease's timer starts (a turn that ends before then starts none); let go, the row goes."""
+    monkeypatch.setattr(sqlite_leases, "LEASE_SECONDS", 0.6)
+    one, _ = stores
+    path = tmp_path / "shared.db"
+    async with one.lock(KEY):
+        (first,) = lease_ends(path)
+        await eventually(lambda: lease_ends(path)[0] > first, what="the lease renewed")
+        await one.append(KEY, said("a"), system=None)
+    assert lease_ends(path) == []
