@@ -64,6 +64,7 @@ class Turn(Hold):
         self,
         memory: Memory,
         key: Key,
+        *,
         settings: MemorySettings,
         messages: Sequence[Mapping[str, Any]],
         model: str | None,

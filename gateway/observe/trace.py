@@ -38,7 +38,7 @@ class Observer:
 
     def route_resolved(self, trace: Trace) -> None: ...
 
-    def attempt_ended(self, trace: Trace, target: Target, outcome: str, seconds: float) -> None:
+    def attempt_ended(self, trace: Trace, target: Target, *, outcome: str, seconds: float) -> None:
         """One call to `target` ended: `outcome` is its status code as text, or TIMEOUT etc."""
 
     def retried(self, trace: Trace, target: Target, reason: str) -> None:
@@ -53,7 +53,7 @@ class Observer:
     def first_token(self, trace: Trace, target: Target, seconds: float) -> None:
         """A stream from `target` committed: its first event goes to the client `seconds` in."""
 
-    def usage(self, trace: Trace, target: Target, prompt: int, completion: int) -> None: ...
+    def usage(self, trace: Trace, target: Target, *, prompt: int, completion: int) -> None: ...
 
     def memory_planned(self, trace: Trace, memory_type: str, evicted: int) -> None: ...
 
@@ -67,7 +67,7 @@ class Observer:
         """A turn waited `seconds` for its conversation's lock in `store` (the store's `lock` operation)."""
 
     def memory_turn(
-        self, trace: Trace, store: str, waited: float, loaded: float, appended: float | None, stored: int
+        self, trace: Trace, store: str, *, waited: float, loaded: float, appended: float | None, stored: int
     ) -> None:
         """A planned memory turn lets its conversation go: what it did, told once.
 
@@ -207,6 +207,7 @@ class Trace:
         self,
         observer: Observer | None = None,
         request_id: str = "",
+        *,
         method: str = "",
         path: str = "",
         tenant: str | None = None,

@@ -54,11 +54,11 @@ async def test_a_failed_first_read_is_a_503_and_lets_the_conversation_go(message
     window = MemorySettings("token_window", max_tokens=330)
     try:
         with pytest.raises(MemoryUnavailableError) as caught:
-            async with Turn(memory, ("t", "m"), window, messages, "gpt-4o", Trace()):
+            async with Turn(memory, ("t", "m"), settings=window, messages=messages, model="gpt-4o", trace=Trace()):
                 pytest.fail("planned over a read that failed")
         assert caught.value.status == 503 and caught.value.code == "memory_unavailable"
         store.failing = False
-        async with Turn(memory, ("t", "m"), window, messages, "gpt-4o", Trace()) as turn:  # not held by the failed turn
+        async with Turn(memory, ("t", "m"), settings=window, messages=messages, model="gpt-4o", trace=Trace()) as turn:  # not held by the failed turn
             assert turn.plan.forwarded == messages
     finally:
         await memory.close()
@@ -73,10 +73,10 @@ async def test_a_common_turn_over_a_tail_too_short_for_its_window_reads_further(
     await store.close()
     memory = Memory(SQLiteStore(path, ttl_seconds=3600, max_messages=1000, lock_timeout=5))  # a restart: nothing cached
     try:
-        async with Turn(memory, ("t", "m"), MemorySettings("token_window", max_tokens=40), [SYSTEM, QUESTION], "gpt-4o", Trace()) as turn:
+        async with Turn(memory, ("t", "m"), settings=MemorySettings("token_window", max_tokens=40), messages=[SYSTEM, QUESTION], model="gpt-4o", trace=Trace()) as turn:
             assert 0 < turn.plan.history_kept < len(history)
             await turn.commit_answer({"choices": [{"message": a("so")}]})
-        async with Turn(memory, ("t", "m"), MemorySettings("token_window", max_tokens=5000), [SYSTEM, QUESTION], "gpt-4o", Trace()) as turn:
+        async with Turn(memory, ("t", "m"), settings=MemorySettings("token_window", max_tokens=5000), messages=[SYSTEM, QUESTION], model="gpt-4o", trace=Trace()) as turn:
             assert (turn.plan.history_kept, turn.plan.evicted) == (len(history) + 2, 0)
             assert turn.plan.forwarded == [SYSTEM, *(e.message for e in history), QUESTION, a("so"), QUESTION]
     finally:
@@ -105,7 +105,7 @@ class Events(Observer):
     def lock_waited(self, store: str, seconds: float) -> None:
         self.told.append("lock_waited")
 
-    def memory_turn(self, trace: Trace, store: str, waited: float, loaded: float, appended: float | None, stored: int) -> None:
+    def memory_turn(self, trace: Trace, store: str, *, waited: float, loaded: float, appended: float | None, stored: int) -> None:
         self.told.append("memory_turn")
 
 
@@ -115,7 +115,7 @@ async def test_a_turn_whose_wider_read_fails_did_not_plan_and_reports_its_lock_w
     memory, events = Memory(TailThenFailure(ttl_seconds=60, max_messages=10, lock_timeout=0.5)), Events()
     try:
         with pytest.raises(MemoryUnavailableError):
-            async with Turn(memory, ("t", "m"), MemorySettings("token_window", max_tokens=1000), messages, "gpt-4o", Trace(events)):
+            async with Turn(memory, ("t", "m"), settings=MemorySettings("token_window", max_tokens=1000), messages=messages, model="gpt-4o", trace=Trace(events)):
                 pytest.fail("planned over a read that failed")
         assert events.told == ["lock_waited"]
     finally:

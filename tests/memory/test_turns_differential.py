@@ -115,7 +115,7 @@ async def test_turns_planned_in_one_pass_forward_and_store_what_the_general_plan
 
                 turns.plan_common_turn = watched
                 try:
-                    async with Turn(memory, key, settings, [dict(m) for m in messages], model, Trace()) as turn:
+                    async with Turn(memory, key, settings=settings, messages=[dict(m) for m in messages], model=model, trace=Trace()) as turn:
                         plan, headers = turn.plan, dict(turn.headers)
                         try:
                             await turn.commit_answer({"choices": [{"message": dict(answer)}]})

@@ -18,7 +18,7 @@ class Recorder(observe.Observer):
     def request_ended(self, trace: observe.Trace) -> None:
         self.told.append((self.name, f"ended {trace.status}"))
 
-    def usage(self, trace: observe.Trace, target: Target, prompt: int, completion: int) -> None:
+    def usage(self, trace: observe.Trace, target: Target, *, prompt: int, completion: int) -> None:
         self.told.append((self.name, f"usage {prompt}+{completion}"))
 
 
@@ -83,7 +83,7 @@ def test_a_memory_turn_reaches_an_observer_of_the_finer_events_as_those(alone: b
     observer = recorder if alone else observe.combine([recorder, Recorder("r", [])])
     trace = observe.Trace(observer)
     trace.memory_type, trace.evicted = "token_window", 4
-    observer.memory_turn(trace, "sqlite", 0.5, 0.25, 0.125, 2)
-    observer.memory_turn(trace, "sqlite", 0.5, 0.25, None, 0)  # a turn whose upstream failed: no write
+    observer.memory_turn(trace, "sqlite", waited=0.5, loaded=0.25, appended=0.125, stored=2)
+    observer.memory_turn(trace, "sqlite", waited=0.5, loaded=0.25, appended=None, stored=0)  # a turn whose upstream failed: no write
     turn = ["lock sqlite 0.5", "load sqlite 0.25", "planned token_window 4"]
     assert told == [*turn, "append sqlite 0.125", "stored 2", *turn]

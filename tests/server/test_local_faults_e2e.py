@@ -139,7 +139,7 @@ config = parse_config("routes: {chat: {name: a, provider: mock}}")
 metrics = Metrics(config)
 target = config.routes["chat"].first_target
 for _ in range(2):
-    Trace(metrics, "req", "POST", "/v1/chat/completions").overloaded(target, "emfile")
+    Trace(metrics, "req", method="POST", path="/v1/chat/completions").overloaded(target, "emfile")
 print(metrics.exposition().decode())
 """
 

@@ -28,7 +28,7 @@ class Recorder(Observer):
         self.attempts: list[tuple[str, str]] = []
         self.shortages: list[tuple[str, str]] = []
 
-    def attempt_ended(self, trace: Trace, target: Target, outcome: str, seconds: float) -> None:
+    def attempt_ended(self, trace: Trace, target: Target, *, outcome: str, seconds: float) -> None:
         self.attempts.append((target.name, outcome))
 
     def overloaded(self, trace: Trace, target: Target, reason: str) -> None:

@@ -249,7 +249,7 @@ class Metrics(Observer):
         assert trace.route is not None
         self._routes[trace.route.name].inflight.inc()
 
-    def attempt_ended(self, trace: Trace, target: Target, outcome: str, seconds: float) -> None:
+    def attempt_ended(self, trace: Trace, target: Target, *, outcome: str, seconds: float) -> None:
         attempt = self._attempts.get((target, outcome)) or self._new_attempt(target, outcome)
         if attempt is not None:
             attempt.count.inc()
@@ -279,7 +279,7 @@ class Metrics(Observer):
         if children is not None:
             children.first_token.observe(seconds)
 
-    def usage(self, trace: Trace, target: Target, prompt: int, completion: int) -> None:
+    def usage(self, trace: Trace, target: Target, *, prompt: int, completion: int) -> None:
         children = self._targets.get(target)
         if children is None:
             return
@@ -310,7 +310,7 @@ class Metrics(Observer):
         self.lock_wait.observe(seconds)
 
     def memory_turn(
-        self, trace: Trace, store: str, waited: float, loaded: float, appended: float | None, stored: int
+        self, trace: Trace, store: str, *, waited: float, loaded: float, appended: float | None, stored: int
     ) -> None:
         """The series of lock_waited, store_timed (load, append) and memory_planned, in one call."""
         children = self._stores.get(store) or self._store_children(store)

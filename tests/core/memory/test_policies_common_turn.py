@@ -142,12 +142,12 @@ async def test_a_turn_of_the_common_shape_is_planned_without_plan_turn(monkeypat
     try:
         for number in range(3):
             question = {"role": "user", "content": f"question {number}"}
-            async with Turn(memory, key, WINDOW, [SYSTEM, question], "gpt-4o", Trace()) as turn:
+            async with Turn(memory, key, settings=WINDOW, messages=[SYSTEM, question], model="gpt-4o", trace=Trace()) as turn:
                 assert turn.plan.forwarded[0] == SYSTEM and turn.plan.forwarded[-1] == question
                 assert turn.plan.history_kept == 2 * number
                 await turn.commit_answer({"choices": [{"message": {"role": "assistant", "content": f"answer {number}"}}]})
         assert walks == []
-        async with Turn(memory, key, WINDOW, [QUESTION], "gpt-4o", Trace()) as turn:  # no system message: another request
+        async with Turn(memory, key, settings=WINDOW, messages=[QUESTION], model="gpt-4o", trace=Trace()) as turn:  # no system message: another request
             assert turn.plan.forwarded == [SYSTEM, *turn.plan.forwarded[1:-1], QUESTION] and turn.plan.history_kept == 6
         assert walks == [1]
     finally:

@@ -10,7 +10,7 @@ from gateway.observe.trace import Trace
 def ended_trace() -> Trace:
     config = parse_config("routes:\n  chat: {name: up, provider: mock}\n")
     route = config.routes["chat"]
-    trace = Trace(None, "req_1", "POST", "/v1/chat/completions", "team-a")
+    trace = Trace(None, "req_1", method="POST", path="/v1/chat/completions", tenant="team-a")
     trace.resolved(route, stream=True)
     trace.attempt_ended(route.first_target, "200", 0.01)
     trace.end(200)

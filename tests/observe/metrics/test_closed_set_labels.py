@@ -22,7 +22,7 @@ def report(failure: str, skipped: str, memory_type: str, store: str) -> dict[tup
     route = CONFIG.routes["chat"]
     a, b = route.root.children  # type: ignore[union-attr]
     assert isinstance(a, Target) and isinstance(b, Target)
-    trace = Trace(metrics, "req", "POST", "/v1/chat/completions")
+    trace = Trace(metrics, "req", method="POST", path="/v1/chat/completions")
     trace.endpoint = "chat/completions"
     trace.resolved(route, stream=False)
     trace.attempt_ended(a, failure, 0.5)

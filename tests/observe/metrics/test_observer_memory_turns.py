@@ -29,10 +29,10 @@ times = st.one_of(
 def test_a_turns_report_counts_as_its_finer_events(turns: list[tuple[float, float, float | None, str, int]]) -> None:
     whole, finer = Metrics(CONFIG, prices={}), Metrics(CONFIG, prices={})
     for waited, loaded, appended, memory_type, evicted in turns:
-        for metrics, report in ((whole, whole.memory_turn), (finer, lambda *args: Observer.memory_turn(finer, *args))):
+        for metrics, report in ((whole, whole.memory_turn), (finer, lambda *args, **kwargs: Observer.memory_turn(finer, *args, **kwargs))):
             trace = Trace(metrics)
             trace.memory_type, trace.evicted = memory_type, evicted
-            report(trace, "sqlite", waited, loaded, appended, 2)
+            report(trace, "sqlite", waited=waited, loaded=loaded, appended=appended, stored=2)
     assert samples(whole) == samples(finer)
 
 

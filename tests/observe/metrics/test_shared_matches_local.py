@@ -28,7 +28,7 @@ metrics = Metrics(config, prices={"chat": Price(0.5, 2.0)})
 route = config.routes["chat"]
 a, b = route.root.children
 for stream, status in ((False, 200), (True, 200), (False, 418), (True, 503)):
-    trace = Trace(metrics, "req", "POST", "/v1/chat/completions")
+    trace = Trace(metrics, "req", method="POST", path="/v1/chat/completions")
     trace.endpoint = "chat/completions"
     trace.resolved(route, stream=stream)
     trace.attempt_ended(a, "503", 0.07)
@@ -41,10 +41,10 @@ for stream, status in ((False, 200), (True, 200), (False, 418), (True, 503)):
     trace.attempt_ended(b, "200", 0.05)
     trace.memory_planned("token_window", 2)
     trace.end(status)
-unresolved = Trace(metrics, "req", "POST", "/v1/chat/completions")
+unresolved = Trace(metrics, "req", method="POST", path="/v1/chat/completions")
 unresolved.endpoint = "chat/completions"
 unresolved.end(401)
-Trace(metrics, "req", "GET", "/v1/models").end(200)
+Trace(metrics, "req", method="GET", path="/v1/models").end(200)
 metrics.store_timed("sqlite", "load", 0.002)
 metrics.lock_waited("sqlite", 0.001)
 print(metrics.exposition().decode())
