@@ -556,3 +556,23 @@ def test_the_core_reads_no_clock_draws_no_random_number_and_does_no_io() -> None
     }
     assert found == set()
     assert list(stdlib_imports(ast.parse("import time\nfrom secrets import token_hex\nimport orjson\n"))) == ["time", "secrets"]
+
+
+def crowded_signatures(tree: ast.AST) -> Iterator[ast.FunctionDef | ast.AsyncFunctionDef]:
+    """Functions that take more than MAX_POSITIONAL arguments by position (self and cls aside, *args aside)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and not node.args.vararg:
+            positional = [arg.arg for arg in (*node.args.posonlyargs, *node.args.args) if arg.arg not in ("self", "cls")]
+            if len(positional) > MAX_POSITIONAL:
+                yield node
+
+
+def test_functions_take_their_arguments_past_the_third_by_keyword_only() -> None:
+    found = [
+        f"{path.relative_to(PACKAGE)}:{node.lineno}: {node.name}"
+        for path in modules()
+        for node in crowded_signatures(ast.parse(path.read_text()))
+    ]
+    assert found == []
+    sample = "def f(a, b, c, d): ...\ndef g(a, b, c, *, d): ...\ndef h(self, a, b, c): ...\ndef i(*values): ...\n"
+    assert [node.name for node in crowded_signatures(ast.parse(sample))] == ["f"]
