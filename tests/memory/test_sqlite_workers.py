@@ -1,0 +1,93 @@
+"""Gateways whose worker processes share one SQLite file: each turn sees every turn before it, whichever process served it."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import signal
+import sqlite3
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import openai
+import pytest
+
+from tests.support.fakes import FakeUpstream, Step, chat_completion
+from tests.support.processes import spawn_gateway, stopped_at_exit, wait_for_listeners
+from tests.support.servers import free_port, wait_for_port
+
+HEADERS = {"memoryId": "shared", "maxMessages": "200"}
+
+
+@contextlib.contextmanager
+def two_gateways(config: Path) -> Iterator[list[str]]:
+    """Two `gateway serve --workers 2` on `config`: four processes on its SQLite file; their /v1 URLs."""
+    with stopped_at_exit() as started:
+        urls = []
+        for _ in range(2):
+            port = free_port()
+            process = spawn_gateway(config, port, "--workers", "2", output=subprocess.DEVNULL)
+            started.append(process)
+            wait_for_port(port, process, timeout=60)
+            wait_for_listeners(port, 2, process)
+            urls.append(f"http://127.0.0.1:{port}/v1")
+        yield urls
+
+
+async def ask(url: str, text: str) -> str:
+    """One turn on a connection of its own (so any of the gateway's workers may take it); the reply's text."""
+    async with openai.AsyncOpenAI(base_url=url, api_key="x", max_retries=0, timeout=60) as client:
+        reply = await client.chat.completions.create(
+            model="chat", messages=[{"role": "user", "content": text}], extra_headers=HEADERS
+        )
+    return reply.choices[0].message.content or ""
+
+
+async def test_turns_taken_in_turn_by_two_gateways_each_see_all_before(tmp_path: Path) -> None:
+    """A process's cached copy goes stale whenever another one writes: never is a turn planned on it."""
+    config = tmp_path / "gateway.yaml"
+    config.write_text(
+        f'memory: {{store: sqlite, path: "{tmp_path / "m.db"}", lockTimeoutSeconds: 30}}\n'
+        "routes:\n  chat: {provider: mock}\n"
+    )
+    with two_gateways(config) as urls:
+        for index in range(16):
+            answer = await ask(urls[index % 2], f"turn {index}")
+            match = re.search(r"received (\d+) messages", answer)
+            assert match is not None and int(match.group(1)) == 2 * index + 1, (index, answer)
+
+
+def lease_holder(path: Path) -> int:
+    with sqlite3.connect(path) as db:
+        (pid,) = db.execute("SELECT pid FROM locks").fetchone()
+    return int(pid)
+
+
+async def test_a_worker_killed_mid_turn_leaves_no_turn_and_its_lease_is_taken_at_once(
+    tmp_path: Path, upstream: FakeUpstream
+) -> None:
+    """The next turn, on the other gateway, goes on at once (well before the lease would run out) from the turns before."""
+    config = tmp_path / "gateway.yaml"
+    store = tmp_path / "m.db"
+    config.write_text(
+        f'memory: {{store: sqlite, path: "{store}", lockTimeoutSeconds: 5}}\n'
+        f'routes:\n  chat: {{provider: openai, baseUrl: "{upstream.url}", apiKey: k}}\n'
+    )
+    with two_gateways(config) as (first, second):
+        for text in ("a", "b"):
+            await ask(first, text)
+        upstream.arrived.clear()
+        upstream.then(Step(body=chat_completion(), gate=asyncio.Event()))  # never answered
+        killed = asyncio.create_task(ask(first, "lost"))
+        await upstream.arrived.wait()
+        os.kill(lease_holder(store), signal.SIGKILL)
+        with pytest.raises(openai.APIError):
+            await killed
+        await ask(second, "c")
+        await ask(first, "d")
+    sent = [[m["content"] for m in r.body["messages"]] for r in upstream.requests]
+    assert sent[-2] == ["a", "Hello from upstream", "b", "Hello from upstream", "c"]
+    assert sent[-1] == ["a", "Hello from upstream", "b", "Hello from upstream", "c", "Hello from upstream", "d"]
