@@ -1,11 +1,14 @@
 """The shared store for several gateway processes or hosts: redis-py asyncio.
 
 Keys of one conversation share the hash tag `{tenant:memoryId}`, so a Redis Cluster keeps them
-on one slot and a MULTI/EXEC covers them all. TTL is Redis expiry, refreshed on each write.
-The lock is a Redis lock (SET NX PX, released by token) whose lease is renewed while held, in
-front of which an in-process lock queues this process's own waiters. A turn is appended by one
-script that first checks this holder still owns the lock: a lease that ran out while Redis was
-unreachable fails the write (LockLost) instead of interleaving with another holder's turn.
+on one slot, and every script names only those. TTL is Redis expiry, refreshed on each write.
+A memory turn is two round trips (`redis_scripts`): one script takes the conversation's lock and
+reads its window, another appends the turn and lets the lock go. The window's rows are read only
+when the conversation changed since this process cached it (`redis_cache`). In front of the
+Redis lock an in-process lock queues this process's own waiters; across replicas, a dead
+holder's lock is taken over within seconds and a live one's is kept (`redis_locks`). The append
+first checks this holder still owns the lock: a lock lost meanwhile fails the write (LockLost)
+instead of interleaving with another holder's turn.
 """
 
 from __future__ import annotations
@@ -13,57 +16,35 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import itertools
 import logging
+import math
 import os
-from collections.abc import AsyncIterator, Awaitable, Iterator, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import Awaitable, Iterator, Sequence
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import orjson
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
-from redis.commands.core import AsyncScript
-from redis.exceptions import LockNotOwnedError, ResponseError
+from redis.exceptions import ResponseError
 
-from gateway.core.masks import mask_password
 from gateway.core.memory.conversation import Conversation
 from gateway.core.memory.entries import Entry, Message, dump_entry, last_turn_start, load_entry
+from gateway.core.memory.plain import PlainHistory
 from gateway.core.memory.reach import Reach
 from gateway.core.memory.settings import StoreKind
 from gateway.core.stores import RedisConnection
-from gateway.memory.store import Key, KeyLocks, LockLost, LockTimeout, StoreUnavailable
+from gateway.memory.redis_cache import TailCache
+from gateway.memory.redis_locks import LIVE_MS, Contention, Holding, Liveness, RedisHold, live_key, replica_of
+from gateway.memory.redis_scripts import Scripts, Taken
+from gateway.memory.store import Key, KeyLocks, LockLost, StoreUnavailable
 from gateway.stores.redis import Patience, RedisClient, close_client, masked, open_client
 
-LEASE_SECONDS = 30.0
+LEASE_SECONDS = 30.0  # a lock's own expiry, extended while held (see Liveness): ends a lock nobody let go
+CACHE_ENTRIES = 50_000  # entries of conversations cached per process
 _VALUE_PREFIX = "gw:value:"
-RENEW_RETRY_SECONDS = 0.5
 log = logging.getLogger("gateway.memory")
-
-# KEYS: msgs, meta, lock. ARGV: lock token ('' = unlocked write), cap, ttl, system ('' = keep),
-# write id, entries... The write id makes a retried call (the reply was lost, not the write) a no-op.
-_APPEND = """
-if redis.call('HGET', KEYS[2], 'write') == ARGV[5] then
-  return 0
-end
-if ARGV[1] ~= '' and redis.call('GET', KEYS[3]) ~= ARGV[1] then
-  return redis.error_reply('LOCKLOST the conversation lock is no longer held by this request')
-end
-local now = redis.call('TIME')
-redis.call('HSET', KEYS[2], 'write', ARGV[5])
-if #ARGV > 5 then
-  redis.call('RPUSH', KEYS[1], unpack(ARGV, 6))
-  redis.call('LTRIM', KEYS[1], -tonumber(ARGV[2]), -1)
-end
-redis.call('HSET', KEYS[2], 'updated_at', now[1] .. '.' .. string.format('%06d', tonumber(now[2])))
-if ARGV[4] ~= '' then
-  redis.call('HSET', KEYS[2], 'system', ARGV[4])
-else
-  redis.call('HSETNX', KEYS[2], 'system', '[]')
-end
-redis.call('EXPIRE', KEYS[1], ARGV[3])
-redis.call('EXPIRE', KEYS[2], ARGV[3])
-return 1
-"""
 
 
 @contextlib.contextmanager
@@ -97,6 +78,7 @@ class RedisStore:
         max_messages: int,
         lock_timeout: float,
         lease_seconds: float | None = None,
+        cache_entries: int = CACHE_ENTRIES,
     ) -> None:
         """A store on `connection` (a URL alone: one Redis there)."""
         self._connection = RedisConnection(url=connection) if isinstance(connection, str) else connection
@@ -104,7 +86,7 @@ class RedisStore:
         # A Redis that hangs or is gone fails requests within seconds (503), not after a long retry loop.
         # Settings the client refuses make a store that is never available, not a gateway that cannot start.
         self._client: RedisClient | None = None
-        self._append: AsyncScript | None = None
+        self._scripts: Scripts | None = None
         self._refusal = ""
         patience = Patience(
             socket_seconds=10,
@@ -113,7 +95,7 @@ class RedisStore:
         )
         try:
             self._client = open_client(self._connection, patience)
-            self._append = self._client.register_script(_APPEND)
+            self._scripts = Scripts.of(self._client)
         except Exception as exc:
             self._refusal = f"redis store: the URL is refused ({masked(str(exc), self._connection)})"
             log.error("memory: %s; every memory turn will be answered 503", self._refusal)
@@ -122,8 +104,12 @@ class RedisStore:
         self._lock_timeout = lock_timeout
         self._lease = LEASE_SECONDS if lease_seconds is None else lease_seconds
         self._local = KeyLocks(lock_timeout)
-        self._tokens: dict[Key, bytes] = {}  # the lock token of each conversation this process holds
         self._writing: dict[Key, asyncio.Future[None]] = {}  # appends under way, which the lock outlives
+        self._replica = os.urandom(6).hex().encode()  # this store's, in its locks' values and its write ids
+        self._serials = itertools.count()
+        self._held: dict[Key, Holding] = {}  # this replica's holds, by conversation
+        self._cache = TailCache(cache_entries, cap=max_messages)
+        self._liveness = Liveness(mark=self._mark_alive, tick=self._renew_due)
 
     @property
     def _redis(self) -> RedisClient:
@@ -139,8 +125,19 @@ class RedisStore:
         with self._unavailable():
             await self._redis.ping()
 
+    @property
+    def _run(self) -> Scripts:
+        """The scripts; StoreUnavailable when the URL was refused."""
+        if self._scripts is None:
+            raise StoreUnavailable(self._refusal)
+        return self._scripts
+
+    # reads
+
     async def load(self, key: Key) -> Conversation | None:
+        """The whole conversation: for the memory API, never a turn."""
         prefix = key_prefix(key)
+        await self._taken(key)
         with self._unavailable():
             async with self._redis.pipeline(transaction=True) as pipe:
                 pipe.hgetall(f"{prefix}:meta")
@@ -154,45 +151,55 @@ class RedisStore:
             )
 
     async def load_tail(self, key: Key, reach: Reach) -> Conversation | None:
-        """The newest entries, fetched from the end of the list in chunks until `reach` is covered.
+        """The newest entries that cover `reach`: this process's cached part while the conversation is still
+        at its version, else read from the end of the list in chunks.
 
-        Callers hold the conversation's lock, so the list does not change between chunks.
+        Under a hold, the first read takes the conversation's lock in the same script.
         """
-        prefix = key_prefix(key)
-        chunk = reach.first_chunk
+        cached = self._cache.serving(key, reach)
+        version = b"" if cached is None else cached.version
+        rows = reach.first_chunk
+        holding = self._held.get(key)
+        if holding is not None and not holding.locked:
+            reply = await self._take(key, holding, version=version, rows=rows)
+        else:
+            with self._unavailable():
+                reply = await self._run.take(keys=self._take_keys(key), args=[b"", 0, b"", version, rows, b""])
         with self._unavailable():
-            async with self._redis.pipeline(transaction=True) as pipe:
-                pipe.hgetall(f"{prefix}:meta")
-                pipe.llen(f"{prefix}:msgs")
-                pipe.lrange(f"{prefix}:msgs", -chunk, -1)
-                meta, total, rows = await pipe.execute()
-            if not meta:
-                return None
-            entries = [load_entry(row) for row in rows]
-            while len(entries) < total and not reach.covered_by(entries):
-                chunk = max(min(2 * len(entries), total - len(entries)), 1)
-                rows = await self._redis.lrange(f"{prefix}:msgs", -len(entries) - chunk, -len(entries) - 1)
-                if not rows:  # shorter than it was: nothing older to read
-                    break
-                entries[:0] = [load_entry(row) for row in rows]
-            return Conversation(
-                orjson.loads(meta.get(b"system", b"[]")),
-                entries,
-                float(meta[b"updated_at"]),
-                older=max(total - len(entries), 0),
-            )
+            state = reply[0]
+            if state == Taken.READ:
+                return await self._read(key, reply, reach)
+            if state == Taken.SAME and cached is not None:
+                return cached.conversation
+            self._cache.forget(key)
+            return None
+
+    async def _read(self, key: Key, reply: list[Any], reach: Reach) -> Conversation:
+        """The conversation `TAKE` read (READ), with older chunks while `reach` is not covered; cached."""
+        version, system, updated_at, total = reply[1:5]
+        entries = [load_entry(row) for row in reply[5:]]
+        msgs = f"{key_prefix(key)}:msgs"
+        while len(entries) < total and not reach.covered_by(entries):
+            chunk = max(min(2 * len(entries), total - len(entries)), 1)
+            rows = await self._redis.lrange(msgs, -len(entries) - chunk, -len(entries) - 1)
+            if not rows:  # shorter than it was: nothing older to read
+                break
+            entries[:0] = [load_entry(row) for row in rows]
+        conversation = Conversation(
+            orjson.loads(system), entries, float(updated_at), older=max(total - len(entries), 0), plain=PlainHistory.of(entries)
+        )
+        self._cache.remember(key, conversation, version)
+        return conversation
+
+    # writes
 
     def append(self, key: Key, entries: Sequence[Entry], *, system: Sequence[Message] | None) -> Awaitable[None]:
-        """Runs as its own task: a caller that leaves does not cut it, and the lock waits for it."""
-        args: list[bytes | str | int] = [
-            self._tokens.get(key, b""),
-            self._cap,
-            self._ttl,
-            orjson.dumps(list(system)) if system is not None else b"",
-            os.urandom(8).hex(),
-            *[dump_entry(entry) for entry in entries],
-        ]
-        write = asyncio.ensure_future(self._write(key, args))
+        """Runs as its own task: a caller that leaves does not cut it, and the lock waits for it.
+
+        Under a hold, the write lets the conversation's lock go; an operation after it in the same
+        hold takes it again, only if no other holder wrote meanwhile (else LockLost).
+        """
+        write = asyncio.ensure_future(self._write(key, entries, system))
         self._writing[key] = write
         write.add_done_callback(functools.partial(self._written, key))
         return asyncio.shield(write)
@@ -203,25 +210,45 @@ class RedisStore:
         if not write.cancelled():
             write.exception()  # its caller may have left; the outcome was for it alone
 
-    async def _write(self, key: Key, args: list[bytes | str | int]) -> None:
+    async def _write(self, key: Key, entries: Sequence[Entry], system: Sequence[Message] | None) -> None:
         prefix = key_prefix(key)
-        with self._unavailable():
-            if self._append is None:
-                raise StoreUnavailable(self._refusal)
-            try:
-                await self._append(keys=[f"{prefix}:msgs", f"{prefix}:meta", f"{prefix}:lock"], args=args)
-            except ResponseError as exc:
-                if str(exc).startswith("LOCKLOST"):
-                    raise LockLost(f"redis store: {exc}") from None
-                raise
-
-    async def _now(self) -> float:
-        seconds, micros = await self._redis.time()
-        return seconds + micros / 1e6
+        holding = self._held.get(key)
+        write_id = self._serial()
+        args: list[bytes | str | int] = [
+            b"",
+            self._cap,
+            self._ttl,
+            orjson.dumps(list(system)) if system is not None else b"",
+            write_id,
+            b"0" if holding is None else b"1",
+            *[dump_entry(entry) for entry in entries],
+        ]
+        try:
+            if holding is not None:
+                await self._taken(key)
+                args[0] = holding.value
+            with self._unavailable():
+                reply = await self._run.append(keys=[f"{prefix}:msgs", f"{prefix}:meta", f"{prefix}:lock"], args=args)
+        except BaseException as exc:
+            self._cache.forget(key)
+            cause = exc.__cause__
+            if isinstance(cause, ResponseError) and str(cause).startswith("LOCKLOST"):
+                if holding is not None:
+                    holding.locked = False  # another's now: nothing to let go
+                raise LockLost(f"redis store: {cause}") from None
+            raise
+        if holding is not None:
+            holding.locked, holding.seen = False, write_id
+        if reply[0] == 1:
+            self._cache.written(key, before=reply[1], version=write_id, entries=entries, system=system, updated_at=float(reply[2]))
+        else:  # a retried call whose first try was written
+            self._cache.forget(key)
 
     async def delete(self, key: Key) -> bool:
         prefix = key_prefix(key)
+        await self._taken(key)
         with self._unavailable():
+            self._cache.forget(key)
             return bool(await self._redis.delete(f"{prefix}:meta", f"{prefix}:msgs"))
 
     async def undo(self, key: Key) -> bool:
@@ -233,14 +260,19 @@ class RedisStore:
         start = last_turn_start(conversation.entries)
         with self._unavailable():
             now = await self._now()
+            self._cache.forget(key)
             async with self._redis.pipeline(transaction=True) as pipe:
                 if start == 0:
                     pipe.delete(f"{prefix}:msgs")
                 else:
                     pipe.ltrim(f"{prefix}:msgs", 0, start - 1)
-                pipe.hset(f"{prefix}:meta", "updated_at", now)
+                pipe.hset(f"{prefix}:meta", mapping={"updated_at": now, "write": self._serial()})  # a new version
                 await pipe.execute()
         return True
+
+    async def _now(self) -> float:
+        seconds, micros = await self._redis.time()
+        return seconds + micros / 1e6
 
     async def put_value(self, key: str, value: str) -> None:
         with self._unavailable():
@@ -255,61 +287,118 @@ class RedisStore:
         with self._unavailable():
             return bool(await self._redis.delete(f"{_VALUE_PREFIX}{key}"))
 
+    # locks
+
     def lock(self, key: Key) -> AbstractAsyncContextManager[None]:
-        return self._hold(key)
+        return RedisHold(self, key)
 
-    @asynccontextmanager
-    async def _hold(self, key: Key) -> AsyncIterator[None]:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self._lock_timeout
-        async with self._local.hold(key):
-            with self._unavailable():
-                lock = self._redis.lock(
-                    f"{key_prefix(key)}:lock",
-                    timeout=self._lease,
-                    sleep=0.01,
-                    blocking_timeout=max(deadline - loop.time(), 0.001),
-                )
-                acquired = await lock.acquire()
-            if not acquired:
-                raise LockTimeout(f"conversation busy for more than {self._lock_timeout:g}s")
-            self._tokens[key] = lock.local.token
-            renewal = asyncio.create_task(self._renew(lock, key))
-            try:
-                yield
-            finally:
-                writing = self._writing.get(key)
-                if writing is not None:  # an append whose caller left: the lock outlives it
-                    await asyncio.wait([writing])
-                del self._tokens[key]
-                renewal.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await renewal
+    def _serial(self) -> bytes:
+        """A value no other lock holder or write ever had: this store's replica id and a serial number."""
+        return b"%s:%x" % (self._replica, next(self._serials))
+
+    @staticmethod
+    def _take_keys(key: Key) -> list[str]:
+        prefix = key_prefix(key)
+        return [f"{prefix}:lock", f"{prefix}:meta", f"{prefix}:msgs"]
+
+    async def enter_hold(self, key: Key) -> None:
+        """Hold `key` in this process; the Redis lock comes with the hold's first operation on it (`_take`)."""
+        deadline = asyncio.get_running_loop().time() + self._lock_timeout
+        if not self._local.take(key):
+            await self._local.acquire(key)
+        try:
+            await self._liveness.ensure()
+        except BaseException:
+            self._local.release(key)
+            raise
+        self._held[key] = Holding(self._serial(), deadline)
+
+    async def leave_hold(self, key: Key) -> None:
+        """Wait for an append under way, let the Redis lock go unless the append did, then the local one."""
+        try:
+            writing = self._writing.get(key)
+            if writing is not None:  # an append whose caller left: the lock outlives it
+                await asyncio.wait([writing])
+            holding = self._held.pop(key, None)
+            if holding is not None and holding.locked:
                 try:
-                    await lock.release()
-                except Exception as exc:  # the lease ends it; the turn's fate is already known
-                    problem = mask_password(str(exc), self._url)
-                    log.warning("memory %s: releasing the redis lock failed (%s); its lease will end it", key[1], problem)
+                    with self._unavailable():
+                        await self._run.release(keys=[f"{key_prefix(key)}:lock"], args=[holding.value])
+                except StoreUnavailable as exc:  # the lease ends it; the turn's fate is already known
+                    log.warning("memory %s: releasing the redis lock failed (%s); its lease will end it", key[1], exc)
+        finally:
+            self._local.release(key)
 
-    async def _renew(self, lock: Any, key: Key) -> None:
-        """Keep the lease while held; an unreachable Redis is retried, a lost lock is only logged.
+    async def _taken(self, key: Key) -> None:
+        """Under a hold whose Redis lock is not taken (yet, or again after its write): take it."""
+        holding = self._held.get(key)
+        if holding is not None and not holding.locked:
+            await self._take(key, holding)
 
-        Whether the lock still holds is decided where it matters, atomically, by the append script.
+    async def _take(self, key: Key, holding: Holding, *, version: bytes = b"", rows: int = 0) -> list[Any]:
+        """Run `TAKE` until it takes the lock: a dead holder's is taken over, a live one's waited for.
+
+        `version` and `rows`: what to read with it (see TAKE). LockTimeout past the hold's deadline.
         """
-        pause = self._lease / 3
+        loop = asyncio.get_running_loop()
+        keys = self._take_keys(key)
+        lease = max(round(self._lease * 1000), 1)
+        stale = b""
+        contention: Contention | None = None
         while True:
-            await asyncio.sleep(pause)
+            with self._unavailable():
+                reply: list[Any] = await self._run.take(
+                    keys=keys, args=[holding.value, lease, stale, version, rows, holding.seen or b""]
+                )
+            if reply[0] == Taken.MOVED_ON:
+                raise LockLost("redis store: another request wrote the conversation after this one let it go")
+            if reply[0] != Taken.HELD:
+                holding.locked, holding.renewed = True, loop.time()
+                return reply
+            holder = reply[1]
+            if contention is None:
+                contention = Contention(self._replica, holding.deadline, self._lock_timeout)
+            now = loop.time()
+            if contention.ours(holder) or (contention.ask(holder, now) and not await self._lives(holder)):
+                stale = holder  # taken over by the next try, if still that holder's
+                continue
+            await asyncio.sleep(contention.pause(now))
+
+    async def _lives(self, holder: bytes) -> bool:
+        with self._unavailable():
+            return bool(await self._redis.exists(live_key(replica_of(holder))))
+
+    async def _mark_alive(self) -> None:
+        with self._unavailable():
+            await self._redis.set(live_key(self._replica), b"1", px=LIVE_MS)
+
+    async def _renew_due(self) -> None:
+        """Extend the lease of each lock held a third of it: a live but slow holder keeps its lock."""
+        now = asyncio.get_running_loop().time()
+        lease = max(round(self._lease * 1000), 1)
+        due = [(key, holding) for key, holding in self._held.items() if holding.locked and now - holding.renewed >= self._lease / 3]
+        for key, holding in due:
             try:
-                await lock.reacquire()
-                pause = self._lease / 3
-            except LockNotOwnedError:
+                with self._unavailable():
+                    renewed = await self._run.renew(keys=[f"{key_prefix(key)}:lock"], args=[holding.value, lease])
+            except StoreUnavailable as exc:  # retried at the next tick
+                log.warning("memory %s: renewing the redis lock failed (%s); retrying", key[1], exc)
+                continue
+            if renewed:
+                holding.renewed = now
+            else:  # whether the lock still holds is decided where it matters, atomically, by the append script
                 log.warning("memory %s: the redis lock's lease ran out while held", key[1])
-                return
-            except Exception as exc:  # whatever the client raised: retried, like an unreachable Redis
-                problem = mask_password(str(exc), self._url)
-                log.warning("memory %s: renewing the redis lock failed (%s); retrying", key[1], problem)
-                pause = RENEW_RETRY_SECONDS
+                holding.renewed = math.inf
+
+    async def _retire(self) -> None:
+        """Stop renewing this replica's liveness record and drop it: its locks (none, once drained) are free."""
+        await self._liveness.stop()
+        if self._client is not None:
+            with contextlib.suppress(Exception):
+                await self._redis.delete(live_key(self._replica))
 
     async def close(self) -> None:
+        await self._retire()
         if self._client is not None:
             await close_client(self._client)
+

@@ -1,0 +1,159 @@
+"""Conversation locks shared by replicas over Redis: whose a lock is, whether its holder lives, how a waiter waits.
+
+A lock's value is its holder's replica id and a token (`<replica>:<token>`). Each replica keeps
+a short-lived liveness record (`gw:live:<replica>`, renewed every second by one task, the
+`Liveness`), which also extends the lease of the locks this replica has held for a while, so a
+live but slow holder keeps its lock. A waiter that finds the lock held asks whether its holder
+lives: a holder whose record is gone died, and its lock is taken over at once, by a script that
+replaces it only while it is still that holder's (see `redis_scripts.TAKE`). The liveness
+record lives in another Cluster slot than the conversation, so it is read apart, and only when
+a lock is contended.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Final, Protocol
+
+from gateway.memory.store import Key, LockTimeout
+
+LIVE_PREFIX: Final = "gw:live:"
+# A replica's record outlives it by this much: a dead holder's locks are free within about 4 s
+LIVE_MS: Final = 3000
+LIVE_EVERY: Final = 1.0  # seconds between renewals of the record
+RECHECK_SECONDS: Final = 0.5  # a waiter asks again whether a holder lives after this long
+FIRST_PAUSE: Final = 0.005  # a waiter's first pause before trying again; doubled each time
+LONGEST_PAUSE: Final = 0.1
+log = logging.getLogger("gateway.memory")
+
+
+def live_key(replica: bytes) -> str:
+    """The key of `replica`'s liveness record."""
+    return LIVE_PREFIX + replica.decode()
+
+
+def replica_of(value: bytes) -> bytes:
+    """The replica id a lock value names."""
+    return value.partition(b":")[0]
+
+
+@dataclass(slots=True)
+class Holding:
+    """One hold of a conversation by this replica: its lock value and how far it got.
+
+    The Redis lock is taken by the hold's first operation on the conversation (`locked`), with
+    the read of its window, and let go with its write. `seen` is the version that write left:
+    an operation after it takes the lock again only if no other holder wrote meanwhile.
+    """
+
+    value: bytes
+    deadline: float  # of the loop's clock: waiting past it is a LockTimeout
+    locked: bool = False
+    renewed: float = 0.0  # the loop's time the lease was set or last extended
+    seen: bytes | None = None
+
+
+class Contention:
+    """A waiter's choices while another holder has the lock: ask whether it lives, or pause and try again."""
+
+    __slots__ = ("_asked", "_asked_at", "_deadline", "_pause", "_replica", "_timeout")
+
+    def __init__(self, replica: bytes, deadline: float, timeout: float) -> None:
+        self._replica = replica
+        self._deadline = deadline
+        self._timeout = timeout
+        self._pause = FIRST_PAUSE
+        self._asked = b""
+        self._asked_at = 0.0
+
+    def ours(self, holder: bytes) -> bool:
+        """Whether `holder` is a lock of this replica: one it failed to let go (this hold is its only one)."""
+        return replica_of(holder) == self._replica
+
+    def ask(self, holder: bytes, now: float) -> bool:
+        """Whether to ask now if `holder` lives: a new holder at once, the same one every RECHECK_SECONDS."""
+        if holder == self._asked and now - self._asked_at < RECHECK_SECONDS:
+            return False
+        self._asked, self._asked_at = holder, now
+        return True
+
+    def pause(self, now: float) -> float:
+        """Seconds to wait before trying again; LockTimeout once the deadline passed."""
+        left = self._deadline - now
+        if left <= 0:
+            raise LockTimeout(f"conversation busy for more than {self._timeout:g}s")
+        pause = self._pause
+        self._pause = min(pause * 2, LONGEST_PAUSE)
+        return min(pause, left)
+
+
+class Liveness:
+    """This replica's liveness record, set before its first lock and renewed every LIVE_EVERY seconds.
+
+    `mark` sets the record; `tick` runs after each renewal (the store extends its leases there).
+    A failure is logged once until a renewal goes through again, and retried at the next tick.
+    """
+
+    def __init__(self, *, mark: Callable[[], Awaitable[object]], tick: Callable[[], Awaitable[None]]) -> None:
+        self._mark = mark
+        self._tick = tick
+        self._task: asyncio.Task[None] | None = None
+        self._failing = False
+
+    async def ensure(self) -> None:
+        """Set the record and start renewing it, unless that is done already."""
+        if self._task is not None:
+            return
+        await self._mark()  # before the first lock: a waiter must never find a new holder without a record
+        if self._task is None:
+            self._task = asyncio.create_task(self._keep())
+
+    async def _keep(self) -> None:
+        while True:
+            await asyncio.sleep(LIVE_EVERY)
+            try:
+                await self._mark()
+                self._failing = False
+            except Exception as exc:  # whatever the client raised: retried at the next tick
+                if not self._failing:
+                    log.warning("memory: renewing this replica's liveness record failed (%s); retrying", exc)
+                self._failing = True
+            await self._tick()
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+
+class Holds(Protocol):
+    """A store whose holds are entered and left by RedisHold."""
+
+    async def enter_hold(self, key: Key) -> None: ...
+
+    async def leave_hold(self, key: Key) -> None: ...
+
+
+class RedisHold:
+    """`async with store.lock(key)` on Redis: a plain class, entered on every memory turn."""
+
+    __slots__ = ("_key", "_store")
+
+    def __init__(self, store: Holds, key: Key) -> None:
+        self._store = store
+        self._key = key
+
+    async def __aenter__(self) -> None:
+        await self._store.enter_hold(self._key)
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        await self._store.leave_hold(self._key)
