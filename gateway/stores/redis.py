@@ -9,6 +9,7 @@ redis-py reads replies with hiredis when it is installed.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
@@ -21,6 +22,29 @@ from gateway.core.masks import mask_password
 from gateway.core.stores import RedisConnection
 
 RedisClient: TypeAlias = aioredis.Redis | RedisCluster
+
+
+class SeededCluster(RedisCluster):
+    """A Cluster client that learns the cluster's slots from its seed before its first command runs.
+
+    redis-py (8.1) learns them lazily, at the first command; commands that arrive meanwhile ask
+    the seed for their keys over connections the learning then recycles, fail with "Connection
+    closed by server", and each failure sets off another reading of the slots: under a burst of
+    first requests, a churn of failures. Learning first, once, leaves nothing to recycle.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._learning = asyncio.Lock()
+        self._learned = False
+
+    async def execute_command(self, *args: Any, **kwargs: Any) -> Any:
+        if not self._learned:
+            async with self._learning:
+                if not self._learned:
+                    await self.initialize()
+                    self._learned = True
+        return await super().execute_command(*args, **kwargs)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +79,7 @@ def open_client(connection: RedisConnection, patience: Patience) -> RedisClient:
         primary: aioredis.Redis = watchers.master_for(sentinel.master_name)
         return primary
     if connection.cluster:
-        return RedisCluster.from_url(connection.url, **waits)
+        return SeededCluster.from_url(connection.url, **waits)
     return aioredis.Redis.from_url(connection.url, **waits)
 
 

@@ -1,0 +1,201 @@
+"""gateway.stores.redis on a real Redis Cluster of three primaries and a real Sentinel-watched primary and replica.
+
+Memory turns, conversation locks, response-id pins and shared breakers run on the Cluster
+through a client seeded with one node (`MOVED` and `ASK` followed while a slot moves); on
+Sentinel, a failover during a stream of turns is followed without a 500.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import openai
+import pytest
+import redis
+import redis.exceptions
+
+from gateway.core.stores import RedisConnection, SentinelSettings
+from gateway.memory.redis import RedisStore, key_prefix
+from gateway.stores.redis import masked
+from gateway.upstream.breakers.redis import RedisBreakers
+from tests.support.breakers import FAIL, FAST, Clock, note, route, t
+from tests.support.fakes import FakeUpstream, Step, chat_completion
+from tests.support.fakes_responses import Answer, FakeResponses, openai_error, start_responses
+from tests.support.gateway import KEYS, Gateway
+from tests.support.memory_turns import stored, u
+from tests.support.redis_cluster import MASTER_NAME, Cluster, Watched, redis_cluster, redis_sentinels
+from tests.support.waiting import eventually
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    with redis_cluster(tmp_path_factory.mktemp("cluster")) as running:
+        yield running
+
+
+def chat_config(upstream: FakeUpstream, memory: str) -> str:
+    return f"""{KEYS}
+memory: {memory}
+routes: {{chat: {{provider: openai, baseUrl: "{upstream.url}", apiKey: k}}}}
+"""
+
+
+def on_cluster(cluster: Cluster) -> str:
+    return f'{{store: redis, url: "{cluster.url}", cluster: true}}'
+
+
+async def turn(client: openai.AsyncOpenAI, memory_id: str, text: str) -> None:
+    await client.chat.completions.create(
+        model="chat", messages=[u(text)], extra_headers={"memoryId": memory_id}  # type: ignore[list-item]
+    )
+
+
+def test_sentinel_and_url_passwords_are_masked() -> None:
+    connection = RedisConnection(
+        url="redis://:url-pw@h:1/0",
+        sentinel=SentinelSettings(master_name="m", nodes=(("s", 1),), password="primary-pw", sentinel_password="watch-pw"),
+    )
+    assert masked("url-pw primary-pw watch-pw kept", connection) == "*** *** *** kept"
+
+
+async def test_memory_turns_spread_over_every_primary(gateway: Gateway, make_upstream: Any, cluster: Cluster) -> None:
+    upstream: FakeUpstream = await make_upstream(Step(body=chat_completion("noted")))
+    client = await gateway(chat_config(upstream, on_cluster(cluster)))
+    ids = [f"spread-{n}" for n in range(60)]
+    await asyncio.gather(*(turn(client, memory_id, "first") for memory_id in ids))
+    await asyncio.gather(*(turn(client, memory_id, "second") for memory_id in ids))
+    for memory_id in ids:
+        status, body = await stored(client, memory_id)
+        assert status == 200 and [m["content"] for m in body["messages"]] == ["first", "noted", "second", "noted"]
+    owners = {cluster.owner(f"{key_prefix(('team-a', memory_id))}:msgs") for memory_id in ids}
+    assert owners == set(cluster.ports)  # the conversations live on all three primaries
+
+
+async def test_turns_of_one_conversation_hold_its_lock_on_the_cluster(
+    gateway: Gateway, make_upstream: Any, cluster: Cluster
+) -> None:
+    upstream: FakeUpstream = await make_upstream(Step(body=chat_completion("ok"), delay=0.02))
+    client = await gateway(chat_config(upstream, on_cluster(cluster)))
+    await asyncio.gather(*(turn(client, "locked", f"q{n}") for n in range(8)))
+    status, body = await stored(client, "locked")
+    assert status == 200 and len(body["messages"]) == 16
+    # each request carried every turn before it: none ran beside another
+    assert sorted(len(request.body["messages"]) for request in upstream.requests) == list(range(1, 16, 2))
+
+
+async def test_a_moved_slot_is_followed(gateway: Gateway, make_upstream: Any, cluster: Cluster) -> None:
+    upstream: FakeUpstream = await make_upstream(Step(body=chat_completion("noted")))
+    client = await gateway(chat_config(upstream, on_cluster(cluster)))
+    await turn(client, "moving", "before")
+    key = f"{key_prefix(('team-a', 'moving'))}:msgs"
+    before = cluster.owner(key)
+    cluster.move_slot(key, to=next(port for port in cluster.ports if port != before))
+    assert cluster.owner(key) != before
+    await turn(client, "moving", "after")  # the client's map of slots is stale: MOVED
+    status, body = await stored(client, "moving")
+    assert status == 200 and [m["content"] for m in body["messages"]] == ["before", "noted", "after", "noted"]
+
+
+async def test_a_key_half_way_through_a_move_is_asked_for_where_it_went(cluster: Cluster) -> None:
+    store = RedisStore(RedisConnection(url=cluster.url, cluster=True), ttl_seconds=60, max_messages=10, lock_timeout=5)
+    try:
+        await store.put_value("response:asked", "here")
+        key = "gw:value:response:asked"
+        source = cluster.owner(key)
+        target = next(port for port in cluster.ports if port != source)
+        slot = cluster.start_move(key, to=target)
+        cluster.migrate_keys(slot, source=source, to=target)
+        with cluster.node(source) as old, pytest.raises(redis.exceptions.AskError):
+            old.get(key)  # the source sends readers on: ASK
+        assert await store.get_value("response:asked") == "here"
+        cluster.finish_move(slot, to=target)
+        assert await store.get_value("response:asked") == "here"
+    finally:
+        await store.close()
+
+
+async def test_response_pins_live_on_the_cluster(gateway: Gateway, aiohttp_server: Any, cluster: Cluster) -> None:
+    one, two = await start_responses(aiohttp_server, "one"), await start_responses(aiohttp_server, "two")
+    one.then(Answer(503, openai_error(503)))  # the first answer falls back to two
+
+    def target(fake: FakeResponses) -> str:
+        return f'{{name: {fake.name}, provider: openai, baseUrl: "{fake.url}", apiKey: k}}'
+
+    client = await gateway(f"""{KEYS}
+memory: {on_cluster(cluster)}
+routes:
+  chat:
+    strategy: {{mode: fallback, onStatusCodes: [503]}}
+    targets: [{target(one)}, {target(two)}]
+""")
+    first = await client.responses.create(model="chat", input="hello")
+    assert first.id == "resp_two1"
+    with cluster.node(cluster.owner("gw:value:response:resp_two1")) as node:
+        assert node.get("gw:value:response:resp_two1") is not None
+    again = await client.responses.create(model="chat", input="and?", previous_response_id=first.id)
+    assert again.id == "resp_two2" and (one.calls, two.calls) == (1, 2)  # pinned: one was not asked
+
+
+async def test_breakers_are_shared_on_the_cluster(cluster: Cluster) -> None:
+    connection = RedisConnection(url=cluster.url, cluster=True)
+    routes = {f"r{n}": route(t(f"a{n}", FAST), name=f"r{n}") for n in range(6)}  # hash tags on every primary
+    assert {cluster.owner(f"gw:brk:{{r{n}}}:a{n}") for n in range(6)} == set(cluster.ports)
+    clocks = [Clock(), Clock()]
+    first, second = (RedisBreakers(routes, connection, clock=clock) for clock in clocks)
+    try:
+        for name, shared in routes.items():
+            target = shared.first_target
+            await note(first, target, FAIL)
+            await note(second, target, FAIL)  # failures in a row, counted across processes
+            assert not second.available(target), name
+            clocks[0].now += 1.1
+            first.health(shared)  # past its view's ttl: reads the shared state
+            await first.settled()
+            assert not first.available(target), name
+    finally:
+        await first.close()
+        await second.close()
+
+
+@pytest.fixture
+def watched(tmp_path: Path) -> Iterator[Watched]:
+    with redis_sentinels(tmp_path) as running:
+        yield running
+
+
+async def test_a_sentinel_failover_is_followed_without_a_500(
+    gateway: Gateway, make_upstream: Any, watched: Watched
+) -> None:
+    upstream: FakeUpstream = await make_upstream(Step(body=chat_completion("noted")))
+    nodes = ", ".join(f"'{node}'" for node in watched.nodes)
+    client = await gateway(chat_config(upstream, f"{{store: redis, sentinel: {{masterName: {MASTER_NAME}, nodes: [{nodes}]}}}}"))
+    statuses: list[int] = []
+
+    async def turns(until: asyncio.Event) -> None:
+        n = 0
+        while not until.is_set():
+            n += 1
+            try:
+                await turn(client, f"during-{n % 5}", f"q{n}")
+                statuses.append(200)
+            except openai.APIStatusError as exc:
+                statuses.append(exc.status_code)
+
+    await turn(client, "before", "kept")
+    stop = asyncio.Event()
+    stream = asyncio.create_task(turns(stop))
+    await eventually(lambda: len(statuses) >= 5, what="turns under way before the failover")
+    old = await asyncio.to_thread(watched.fail_over)
+    await eventually(lambda: watched.primary_port() != old, seconds=30, what="the sentinels promote the replica")
+    promoted = len(statuses)
+    await eventually(lambda: statuses[promoted:].count(200) >= 5, seconds=30, what="turns succeed on the new primary")
+    stop.set()
+    await stream
+    assert set(statuses) <= {200, 503}, statuses  # a turn the store could not take is a 503, never a 500
+    with redis.Redis(host="127.0.0.1", port=watched.primary_port()) as primary:
+        assert primary.exists(f"{key_prefix(('team-a', 'during-1'))}:msgs")
+        assert primary.info("replication")["role"] == "master"
+    await turn(client, "after", "on the new primary")
