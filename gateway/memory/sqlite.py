@@ -36,7 +36,7 @@ from gateway.memory.sqlite_connection import StoreFile
 from gateway.memory.sqlite_conversations import Conversations
 from gateway.memory.sqlite_leases import Leases
 from gateway.memory.sqlite_writes import TurnWriter, Write
-from gateway.memory.store import Key, KeyLocks, StoreUnavailable
+from gateway.memory.store import Key, KeyLocks, LockLost, StoreUnavailable
 from gateway.memory.worker import Worker
 
 T = TypeVar("T")
@@ -51,6 +51,7 @@ class _Call:
     then: Callable[[Any], None] | None = None
     result: Any = None
     error: BaseException | None = None
+    together: bool = True  # may run in one transaction with the jobs beside it (see `_serve_together`)
 
 
 class SQLiteStore:
@@ -105,7 +106,53 @@ class SQLiteStore:
     # on the thread
 
     def _serve(self, jobs: list[_Call | Write]) -> None:
-        """On the thread: run the jobs in order, each run of appends in one transaction; then one hop to the loop."""
+        """On the thread: run the jobs in order (see `_serve_each`, `_serve_together`); then one hop to the loop."""
+        if self._shared and len(jobs) > 1:
+            self._serve_together(jobs)
+        else:
+            self._serve_each(jobs)
+        error = self._file.check(len(jobs))
+        if error is not None:
+            for job in jobs:
+                job.error = error
+        try:
+            jobs[0].done.get_loop().call_soon_threadsafe(self._settle, jobs, self._file.generation)
+        except RuntimeError:  # the loop is closed: nobody awaits these any more
+            return
+
+    def _serve_together(self, jobs: list[_Call | Write]) -> None:
+        """Shared mode: the jobs in one transaction, which a failure of any of them rolls back and fails them all with.
+
+        A transaction locks the file across the processes sharing it, which costs more than the
+        statements of a turn's lease, write or release; the jobs queued together (most of them
+        for other conversations) share one.
+        """
+        if not all(isinstance(job, Write) or job.together for job in jobs):
+            self._serve_each(jobs)
+            return
+        try:
+            db = self._file.ready().connection
+            db.execute("BEGIN IMMEDIATE")
+        except Exception:  # each job meets the file's failure by itself
+            self._serve_each(jobs)
+            return
+        self._serve_each(jobs)
+        failure = next((job.error for job in jobs if job.error is not None and not isinstance(job.error, LockLost)), None)
+        if failure is None:
+            try:
+                db.execute("COMMIT")
+                return
+            except Exception as exc:
+                failure = self._file.unavailable(exc)
+        with contextlib.suppress(sqlite3.Error):
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+        self._turns.ranges.clear()  # what the jobs wrote and learned is undone
+        for job in jobs:
+            job.error = failure
+
+    def _serve_each(self, jobs: list[_Call | Write]) -> None:
+        """Run the jobs in order, each run of appends in one statement or transaction (see TurnWriter)."""
         writes: list[Write] = []
         for job in jobs:
             if isinstance(job, Write):
@@ -120,14 +167,6 @@ class SQLiteStore:
                 job.error = self._file.unavailable(exc)
         if writes:
             self._write_all(writes)
-        error = self._file.check(len(jobs))
-        if error is not None:
-            for job in jobs:
-                job.error = error
-        try:
-            jobs[0].done.get_loop().call_soon_threadsafe(self._settle, jobs, self._file.generation)
-        except RuntimeError:  # the loop is closed: nobody awaits these any more
-            return
 
     def _write_all(self, writes: list[Write]) -> None:
         """The writes in one statement or one transaction (see TurnWriter); a failure fails them all."""
@@ -247,7 +286,7 @@ class SQLiteStore:
         if self._worker.stopped:
             return
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._worker.submit(_Call(self._file.close, done))
+        self._worker.submit(_Call(self._file.close, done, together=False))
         try:
             await done
         finally:

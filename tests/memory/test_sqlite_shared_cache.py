@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import sqlite3
-from collections.abc import AsyncIterator
+import threading
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
@@ -12,7 +15,7 @@ from gateway.core.memory.entries import Entry
 from gateway.core.memory.reach import Reach
 from gateway.memory import sqlite_leases
 from gateway.memory.sqlite import SQLiteStore
-from gateway.memory.store import Key, LockLost
+from gateway.memory.store import Key, LockLost, StoreUnavailable
 from tests.support.waiting import eventually
 
 KEY: Key = ("team-a", "conv-1")
@@ -119,3 +122,40 @@ async def test_a_lease_held_past_a_third_of_its_term_is_renewed(
         await eventually(lambda: lease_ends(path)[0] > first, what="the lease renewed")
         await one.append(KEY, said("a"), system=None)
     assert lease_ends(path) == []
+
+
+async def batch(store: SQLiteStore, *works: Callable[[sqlite3.Connection], object]) -> list[object]:
+    """Run `works` on the store's thread as one batch (the thread held until all are queued); their results or errors."""
+    queued = threading.Event()
+    await store._run(lambda db: None)  # the file open, and the thread started
+    blocker = asyncio.ensure_future(store._run(lambda db: queued.wait()))
+    runs = [asyncio.ensure_future(store._run(work)) for work in works]
+    queued.set()
+    results = await asyncio.gather(blocker, *runs, return_exceptions=True)  # the blocker in their batch or ahead of it
+    return results[1:]
+
+
+async def test_jobs_queued_together_share_one_transaction(stores: tuple[SQLiteStore, SQLiteStore]) -> None:
+    """Three leases taken in one batch: one BEGIN, one COMMIT; each lease is taken."""
+    one, _ = stores
+    await one.put_value("v", "x")
+    statements = traced(one)
+    keys = [("team-a", f"conv-{n}") for n in range(3)]
+    leases = one._leases
+    taken = await batch(one, *(functools.partial(leases._insert_lock, key=key, token=f"t{n}") for n, key in enumerate(keys)))
+    assert [result[0] for result in taken] == [True, True, True]  # type: ignore[index]
+    assert [s for s in statements if s.startswith(("BEGIN", "COMMIT"))] == ["BEGIN IMMEDIATE", "COMMIT"]
+
+
+async def test_a_job_that_fails_fails_its_batch_which_leaves_nothing(stores: tuple[SQLiteStore, SQLiteStore]) -> None:
+    one, _ = stores
+
+    def store_value(db: sqlite3.Connection) -> None:
+        db.execute("""INSERT INTO "values" (key, value, written_at) VALUES ('v', 'x', 1e12)""")
+
+    def fail(db: sqlite3.Connection) -> None:
+        db.execute("SELECT no_such_column FROM locks")
+
+    results = await batch(one, store_value, fail)
+    assert all(isinstance(result, StoreUnavailable) for result in results)
+    assert await one.get_value("v") is None
