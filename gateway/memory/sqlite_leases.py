@@ -21,8 +21,7 @@ import os
 import socket
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import Final, Protocol, TypeVar
 
@@ -73,12 +72,16 @@ class Leases:
         self._tokens = itertools.count(1)
         self.held: dict[Key, str] = {}
 
-    @asynccontextmanager
-    async def hold(self, key: Key) -> AsyncIterator[None]:
-        """Hold the conversation's lease, renewed until let go; LockTimeout after the locks' timeout."""
+    def hold(self, key: Key) -> Lease:
+        """`async with leases.hold(key)`: the conversation's lease, renewed until let go; LockTimeout after the locks' timeout."""
+        return Lease(self, key)
+
+    async def take(self, key: Key) -> tuple[str, Renewal]:
+        """Take the lease on `key`, which this process's own lock (`locks`) is held on; its token and renewal."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._locks.timeout
-        async with self._locks.hold(key):
+        await self._locks.acquire(key)
+        try:
             token = f"{self._owner}:{next(self._tokens)}"
             pause = _FIRST_PAUSE
             while True:
@@ -89,27 +92,32 @@ class Leases:
                     raise LockTimeout(f"conversation busy for more than {self._locks.timeout:g}s")
                 await asyncio.sleep(min(pause, max(deadline - loop.time(), 0.0)))  # another process holds it: poll the file
                 pause = min(pause * 2, _LONGEST_PAUSE)
-            self._seen(key, stamp)
-            renewal = Renewal(functools.partial(self._renew, key, token), after=LEASE_SECONDS / 3)
-            self.held[key] = token
+        except BaseException:
+            self._locks.release(key)
+            raise
+        self._seen(key, stamp)
+        self.held[key] = token
+        return token, Renewal(functools.partial(self._renew, key, token), after=LEASE_SECONDS / 3)
+
+    async def let_go(self, key: Key, token: str, renewal: Renewal) -> None:
+        """Let go of the lease `take` gave, then of this process's own lock."""
+        try:
+            del self.held[key]
+            await renewal.stop()
             try:
-                yield
-            finally:
-                del self.held[key]
-                await renewal.stop()
-                try:
-                    await self._run(functools.partial(_unlock, key=key, token=token))
-                except StoreUnavailable as exc:  # the lease ends it; never hide how the turn itself went
-                    log.warning("memory %s: releasing the sqlite lease failed (%s); it will expire", key[1], exc)
+                await self._run(functools.partial(_unlock, key=key, token=token))
+            except StoreUnavailable as exc:  # the lease ends it; never hide how the turn itself went
+                log.warning("memory %s: releasing the sqlite lease failed (%s); it will expire", key[1], exc)
+        finally:
+            self._locks.release(key)
 
     async def _try_lock(self, key: Key, token: str) -> tuple[bool, float | None]:
         """Whether the lease was taken, and then the conversation's stamp (see `look`)."""
-        attempt = asyncio.ensure_future(self._run(functools.partial(self._insert_lock, key=key, token=token)))
         try:
-            return await asyncio.shield(attempt)
+            return await self._run(functools.partial(self._insert_lock, key=key, token=token))
         except asyncio.CancelledError:  # the caller left: never leave a lock behind for the lease to clear
-            if (await attempt)[0]:
-                await self._run(functools.partial(_unlock, key=key, token=token))
+            # Queued after the try on the store's thread, which serves jobs in order: it removes the lease if taken.
+            await self._run(functools.partial(_unlock, key=key, token=token))
             raise
 
     def _insert_lock(self, db: sqlite3.Connection, *, key: Key, token: str) -> tuple[bool, float | None]:
@@ -148,6 +156,22 @@ class Leases:
                 log.warning("memory %s: renewing the sqlite lease failed (%s); retrying", key[1], exc)
                 pause = 1.0
             await asyncio.sleep(pause)  # the lease's renewal period, not a wait for another task
+
+
+class Lease:
+    """`async with`: a conversation's lease (see `Leases.hold`); a plain class, as it is entered on every turn."""
+
+    __slots__ = ("_key", "_leases", "_renewal", "_token")
+
+    def __init__(self, leases: Leases, key: Key) -> None:
+        self._leases = leases
+        self._key = key
+
+    async def __aenter__(self) -> None:
+        self._token, self._renewal = await self._leases.take(self._key)
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._leases.let_go(self._key, self._token, self._renewal)
 
 
 class Renewal:
