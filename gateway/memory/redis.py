@@ -1,14 +1,12 @@
 """The shared store for several gateway processes or hosts: redis-py asyncio.
 
-Keys of one conversation share the hash tag `{tenant:memoryId}`, so a Redis Cluster keeps them
-on one slot, and every script names only those. TTL is Redis expiry, refreshed on each write.
-A memory turn is two round trips (`redis_scripts`): one script takes the conversation's lock and
-reads its window, another appends the turn and lets the lock go. The window's rows are read only
-when the conversation changed since this process cached it (`redis_cache`). In front of the
-Redis lock an in-process lock queues this process's own waiters; across replicas, a dead
-holder's lock is taken over within seconds and a live one's is kept (`redis_locks`). The append
-first checks this holder still owns the lock: a lock lost meanwhile fails the write (LockLost)
-instead of interleaving with another holder's turn.
+Keys of one conversation share the hash tag `{tenant:memoryId}` (one Redis Cluster slot), and
+every script names only those. TTL is Redis expiry, refreshed on each write. A memory turn is two
+round trips (`redis_scripts`): one script takes the conversation's lock and reads its window (rows
+only when it changed since this process cached it: `redis_cache`), another appends the turn and
+lets the lock go; the append first checks the lock is still this holder's (else LockLost). In
+front, an in-process lock queues this process's own waiters; across replicas, a dead holder's
+lock is taken over within seconds and a live one's kept (`redis_locks`).
 """
 
 from __future__ import annotations
@@ -18,7 +16,6 @@ import contextlib
 import functools
 import itertools
 import logging
-import math
 import os
 from collections.abc import Awaitable, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager
@@ -35,8 +32,9 @@ from gateway.core.memory.plain import PlainHistory
 from gateway.core.memory.reach import Reach
 from gateway.core.memory.settings import StoreKind
 from gateway.core.stores import RedisConnection
+from gateway.memory import redis_locks
 from gateway.memory.redis_cache import TailCache
-from gateway.memory.redis_locks import LIVE_MS, Contention, Holding, Liveness, RedisHold, live_key, replica_of
+from gateway.memory.redis_locks import Holding, Liveness, RedisHold
 from gateway.memory.redis_scripts import Scripts, Taken
 from gateway.memory.store import Key, KeyLocks, LockLost, StoreUnavailable
 from gateway.stores.redis import Patience, RedisClient, close_client, masked, open_client
@@ -124,6 +122,10 @@ class RedisStore:
     async def ping(self) -> None:
         with self._unavailable():
             await self._redis.ping()
+
+    @property
+    def _lease_ms(self) -> int:
+        return max(round(self._lease * 1000), 1)
 
     @property
     def _run(self) -> Scripts:
@@ -214,15 +216,9 @@ class RedisStore:
         prefix = key_prefix(key)
         holding = self._held.get(key)
         write_id = self._serial()
-        args: list[bytes | str | int] = [
-            b"",
-            self._cap,
-            self._ttl,
-            orjson.dumps(list(system)) if system is not None else b"",
-            write_id,
-            b"0" if holding is None else b"1",
-            *[dump_entry(entry) for entry in entries],
-        ]
+        new_system = orjson.dumps(list(system)) if system is not None else b""
+        let_go = b"0" if holding is None else b"1"
+        args: list[bytes | int] = [b"", self._cap, self._ttl, new_system, write_id, let_go, *[dump_entry(entry) for entry in entries]]
         try:
             if holding is not None:
                 await self._taken(key)
@@ -340,62 +336,49 @@ class RedisStore:
 
         `version` and `rows`: what to read with it (see TAKE). LockTimeout past the hold's deadline.
         """
-        loop = asyncio.get_running_loop()
-        keys = self._take_keys(key)
-        lease = max(round(self._lease * 1000), 1)
-        stale = b""
-        contention: Contention | None = None
-        while True:
+        attempt = functools.partial(self._attempt, self._take_keys(key), holding, version, rows)
+        reply = await attempt(b"")
+        if reply[0] == Taken.HELD:
+            contention = redis_locks.Contention(self._replica, holding.deadline, self._lock_timeout)
+            reply = await redis_locks.wait_for_holder(reply[1], attempt=attempt, lives=self._lives, contention=contention)
+        if reply[0] == Taken.MOVED_ON:
+            raise LockLost("redis store: another request wrote the conversation after this one let it go")
+        holding.locked, holding.renewed = True, asyncio.get_running_loop().time()
+        return reply
+
+    async def _attempt(self, keys: list[str], holding: Holding, version: bytes, rows: int, stale: bytes) -> list[Any]:
+        """One run of `TAKE` for `holding`, replacing the lock if it is still `stale`'s."""
+        try:
             with self._unavailable():
                 reply: list[Any] = await self._run.take(
-                    keys=keys, args=[holding.value, lease, stale, version, rows, holding.seen or b""]
+                    keys=keys, args=[holding.value, self._lease_ms, stale, version, rows, holding.seen or b""]
                 )
-            if reply[0] == Taken.MOVED_ON:
-                raise LockLost("redis store: another request wrote the conversation after this one let it go")
-            if reply[0] != Taken.HELD:
-                holding.locked, holding.renewed = True, loop.time()
-                return reply
-            holder = reply[1]
-            if contention is None:
-                contention = Contention(self._replica, holding.deadline, self._lock_timeout)
-            now = loop.time()
-            if contention.ours(holder) or (contention.ask(holder, now) and not await self._lives(holder)):
-                stale = holder  # taken over by the next try, if still that holder's
-                continue
-            await asyncio.sleep(contention.pause(now))
+        except asyncio.CancelledError:  # the script may have run: let go at the end (a no-op if it did not)
+            holding.locked = True
+            raise
+        return reply
 
     async def _lives(self, holder: bytes) -> bool:
         with self._unavailable():
-            return bool(await self._redis.exists(live_key(replica_of(holder))))
+            return bool(await self._redis.exists(redis_locks.live_key(redis_locks.replica_of(holder))))
 
     async def _mark_alive(self) -> None:
         with self._unavailable():
-            await self._redis.set(live_key(self._replica), b"1", px=LIVE_MS)
+            await self._redis.set(redis_locks.live_key(self._replica), b"1", px=redis_locks.LIVE_MS)
 
     async def _renew_due(self) -> None:
-        """Extend the lease of each lock held a third of it: a live but slow holder keeps its lock."""
-        now = asyncio.get_running_loop().time()
-        lease = max(round(self._lease * 1000), 1)
-        due = [(key, holding) for key, holding in self._held.items() if holding.locked and now - holding.renewed >= self._lease / 3]
-        for key, holding in due:
-            try:
-                with self._unavailable():
-                    renewed = await self._run.renew(keys=[f"{key_prefix(key)}:lock"], args=[holding.value, lease])
-            except StoreUnavailable as exc:  # retried at the next tick
-                log.warning("memory %s: renewing the redis lock failed (%s); retrying", key[1], exc)
-                continue
-            if renewed:
-                holding.renewed = now
-            else:  # whether the lock still holds is decided where it matters, atomically, by the append script
-                log.warning("memory %s: the redis lock's lease ran out while held", key[1])
-                holding.renewed = math.inf
+        await redis_locks.extend_leases(self._held, lease=self._lease, extend=self._extend)
+
+    async def _extend(self, key: Key, holding: Holding) -> bool:
+        with self._unavailable():
+            return bool(await self._run.renew(keys=[f"{key_prefix(key)}:lock"], args=[holding.value, self._lease_ms]))
 
     async def _retire(self) -> None:
         """Stop renewing this replica's liveness record and drop it: its locks (none, once drained) are free."""
         await self._liveness.stop()
         if self._client is not None:
             with contextlib.suppress(Exception):
-                await self._redis.delete(live_key(self._replica))
+                await self._redis.delete(redis_locks.live_key(self._replica))
 
     async def close(self) -> None:
         await self._retire()

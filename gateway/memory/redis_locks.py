@@ -15,12 +15,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+import math
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Final, Protocol
+from typing import Any, Final, Protocol
 
-from gateway.memory.store import Key, LockTimeout
+from gateway.memory.redis_scripts import Taken
+from gateway.memory.store import Key, LockTimeout, StoreUnavailable
 
 LIVE_PREFIX: Final = "gw:live:"
 # A replica's record outlives it by this much: a dead holder's locks are free within about 4 s
@@ -92,6 +94,51 @@ class Contention:
         return min(pause, left)
 
 
+async def wait_for_holder(
+    holder: bytes,
+    *,
+    attempt: Callable[[bytes], Awaitable[list[Any]]],
+    lives: Callable[[bytes], Awaitable[bool]],
+    contention: Contention,
+) -> list[Any]:
+    """The lock is `holder`'s: try `attempt(stale)` again until it is not HELD (see redis_scripts.TAKE).
+
+    A holder that is dead (or this replica's own, left over) is named as `stale`, so the next try
+    takes its lock over at once; a live one is waited for, pausing a little longer each time.
+    """
+    loop = asyncio.get_running_loop()
+    while True:
+        now = loop.time()
+        stale = b""
+        if contention.ours(holder) or (contention.ask(holder, now) and not await lives(holder)):
+            stale = holder
+        else:
+            await asyncio.sleep(contention.pause(now))
+        reply = await attempt(stale)
+        if reply[0] != Taken.HELD:
+            return reply
+        holder = reply[1]
+
+
+async def extend_leases(
+    held: Mapping[Key, Holding], *, lease: float, extend: Callable[[Key, Holding], Awaitable[bool]]
+) -> None:
+    """Extend the lease of each lock held for a third of it (`extend`: False when it is no longer this holder's)."""
+    now = asyncio.get_running_loop().time()
+    due = [(key, holding) for key, holding in held.items() if holding.locked and now - holding.renewed >= lease / 3]
+    for key, holding in due:
+        try:
+            extended = await extend(key, holding)
+        except StoreUnavailable as exc:  # retried at the next tick
+            log.warning("memory %s: renewing the redis lock failed (%s); retrying", key[1], exc)
+            continue
+        if extended:
+            holding.renewed = now
+        else:  # whether the lock still holds is decided where it matters, atomically, by the append script
+            log.warning("memory %s: the redis lock's lease ran out while held", key[1])
+            holding.renewed = math.inf
+
+
 class Liveness:
     """This replica's liveness record, set before its first lock and renewed every LIVE_EVERY seconds.
 
@@ -123,7 +170,10 @@ class Liveness:
                 if not self._failing:
                     log.warning("memory: renewing this replica's liveness record failed (%s); retrying", exc)
                 self._failing = True
-            await self._tick()
+            try:
+                await self._tick()
+            except Exception:  # a fault there must not end the record's renewals
+                log.exception("memory: extending the redis locks' leases failed")
 
     async def stop(self) -> None:
         task, self._task = self._task, None
