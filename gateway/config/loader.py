@@ -175,6 +175,8 @@ def _memory(memory: Memory, *, given: bool, problems: Problems) -> MemoryConfig:
         url=memory.url or base.url,
         cluster=memory.cluster,
         sentinel=sentinel,
+        wait_replicas=memory.wait_replicas,
+        wait_timeout_seconds=memory.wait_timeout_seconds,
         ttl_seconds=memory.ttl_seconds,
         max_stored_messages=memory.max_stored_messages,
         lock_timeout_seconds=memory.lock_timeout_seconds,

@@ -255,6 +255,14 @@ class Memory(Section):
     )
     cluster: Flag = Field(default=_MEMORY.cluster, description="url is any node of a Redis Cluster.")
     sentinel: Sentinel | None = Field(default=None, description="The primary Redis Sentinel names, instead of url.")
+    wait_replicas: Count = Field(
+        default=_MEMORY.wait_replicas,
+        description="Replicas that confirm each turn (Redis WAIT) before it is acknowledged; 0: none waited for.",
+    )
+    wait_timeout_seconds: PositiveSeconds = Field(
+        default=_MEMORY.wait_timeout_seconds,
+        description="How long a turn waits for waitReplicas; past it the turn stands, unconfirmed, and a warning is logged.",
+    )
     ttl_seconds: PositiveSeconds = Field(
         default=_MEMORY.ttl_seconds, description="How long an idle conversation is kept."
     )

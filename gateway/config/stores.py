@@ -22,6 +22,10 @@ def check_redis(section: Memory | Breakers, *, at: str, problems: Problems) -> S
         problems.add(
             (at, "url"), f"a Redis Cluster has only database 0, got /{_database(section.url)}"
         )
+    if isinstance(section, Memory) and section.cluster and section.wait_replicas:
+        problems.add(
+            (at, "waitReplicas"), "must be 0 with cluster: true (a Cluster's WAIT would need each conversation's node)"
+        )
     if isinstance(section, Breakers) and section.cluster and not section.url:
         problems.add(
             (at, "cluster"), "needs breakers.url (without one, breakers connect as memory does)"

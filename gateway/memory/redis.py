@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import itertools
 import logging
@@ -35,9 +36,9 @@ from gateway.core.stores import RedisConnection
 from gateway.memory import redis_locks
 from gateway.memory.redis_cache import TailCache
 from gateway.memory.redis_locks import Holding, Liveness, RedisHold
-from gateway.memory.redis_scripts import Scripts, Taken
+from gateway.memory.redis_scripts import APPEND, Scripts, Taken
 from gateway.memory.store import Key, KeyLocks, LockLost, StoreUnavailable
-from gateway.stores.redis import Patience, RedisClient, close_client, masked, open_client
+from gateway.stores.redis import Patience, RedisClient, close_client, masked, open_client, replicated
 
 LEASE_SECONDS = 30.0  # a lock's own expiry, extended while held (see Liveness): ends a lock nobody let go
 CACHE_ENTRIES = 50_000  # entries of conversations cached per process
@@ -77,8 +78,10 @@ class RedisStore:
         lock_timeout: float,
         lease_seconds: float | None = None,
         cache_entries: int = CACHE_ENTRIES,
+        wait_replicas: int = 0,
+        wait_timeout: float = 1.0,
     ) -> None:
-        """A store on `connection` (a URL alone: one Redis there)."""
+        """A store on `connection` (a URL alone: one Redis there); appends wait for `wait_replicas` (stores.redis.Replicated)."""
         self._connection = RedisConnection(url=connection) if isinstance(connection, str) else connection
         self._url = self._connection.url
         # A Redis that hangs or is gone fails requests within seconds (503), not after a long retry loop.
@@ -94,6 +97,9 @@ class RedisStore:
         try:
             self._client = open_client(self._connection, patience)
             self._scripts = Scripts.of(self._client)
+            if wait_replicas:
+                confirmed = replicated(self._client, APPEND, replicas=wait_replicas, timeout=wait_timeout, what="a turn")
+                self._scripts = dataclasses.replace(self._scripts, append=confirmed)
         except Exception as exc:
             self._refusal = f"redis store: the URL is refused ({masked(str(exc), self._connection)})"
             log.error("memory: %s; every memory turn will be answered 503", self._refusal)

@@ -65,7 +65,14 @@ def open_store(config: MemoryConfig, *, processes: int = 1) -> MemoryStore:
     if config.store == StoreKind.REDIS:
         from gateway.memory.redis import RedisStore
 
-        return RedisStore(config.redis, ttl_seconds=ttl, max_messages=cap, lock_timeout=wait)
+        return RedisStore(
+            config.redis,
+            ttl_seconds=ttl,
+            max_messages=cap,
+            lock_timeout=wait,
+            wait_replicas=config.wait_replicas,
+            wait_timeout=config.wait_timeout_seconds,
+        )
     if config.store == StoreKind.MEMORY:
         return InProcessStore(ttl_seconds=ttl, max_messages=cap, lock_timeout=wait)
     return SQLiteStore(

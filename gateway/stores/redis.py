@@ -10,6 +10,8 @@ redis-py reads replies with hiredis when it is installed.
 from __future__ import annotations
 
 import asyncio
+import logging
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
@@ -17,11 +19,14 @@ import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.retry import Retry
 from redis.asyncio.sentinel import Sentinel, SentinelConnectionPool
+from redis.commands.core import AsyncScript
+from redis.typing import EncodableT, KeyT
 
 from gateway.core.masks import mask_password
 from gateway.core.stores import RedisConnection
 
 RedisClient: TypeAlias = aioredis.Redis | RedisCluster
+log = logging.getLogger("gateway.stores")
 
 
 class SeededCluster(RedisCluster):
@@ -98,3 +103,57 @@ def masked(text: str, connection: RedisConnection) -> str:
     for secret in connection.secrets:
         text = text.replace(secret, "***")
     return text
+
+
+class Replicated(AsyncScript):
+    """A script whose writes `replicas` replicas confirm (WAIT) before its call returns, or `timeout` passes.
+
+    The script and the WAIT share one connection (a pipeline without MULTI), as WAIT counts the
+    writes of its own connection; a Cluster client has no such pipeline, so only one Redis or a
+    Sentinel's primary. When fewer confirm, how many did is handed to `short`: the write stands on
+    the primary either way, so the caller decides what that is worth.
+    """
+
+    def __init__(
+        self, client: aioredis.Redis, script: str, *, replicas: int, timeout: float, short: Callable[[int], None]
+    ) -> None:
+        """`script` on `client`, each call confirmed by `replicas` replicas."""
+        super().__init__(client, script)
+        self._client = client
+        self._replicas = replicas
+        self._timeout_ms = max(round(timeout * 1000), 1)  # 0 would be WAIT's "forever"
+        self._short = short
+
+    async def __call__(
+        self,
+        keys: Sequence[KeyT] | None = None,
+        args: Iterable[EncodableT] | None = None,
+        client: aioredis.Redis | RedisCluster | None = None,
+    ) -> Any:
+        if client is not None:  # run inside the caller's own pipeline: its WAIT is the caller's
+            return await super().__call__(keys, args, client)
+        async with self._client.pipeline(transaction=False) as pipe:
+            await super().__call__(keys, args, pipe)  # queued, with the script to load if Redis lost it
+            pipe.wait(self._replicas, self._timeout_ms)
+            result, confirmed = await pipe.execute()
+        if confirmed < self._replicas:
+            self._short(confirmed)
+        return result
+
+
+def replicated(client: RedisClient, script: str, *, replicas: int, timeout: float, what: str) -> Replicated:
+    """`script`, each call confirmed by `replicas` replicas within `timeout`; fewer is logged as `what` at risk.
+
+    Raises ValueError on a Cluster client (see Replicated).
+    """
+    if not isinstance(client, aioredis.Redis):
+        raise ValueError("waiting for replicas is not supported on a Redis Cluster")
+
+    def short(confirmed: int) -> None:
+        log.warning(
+            "redis: %s was confirmed by %d of %d replicas within %gs; it stands on the primary, "
+            "and a failover before a replica has it loses it",
+            what, confirmed, replicas, timeout,
+        )  # fmt: skip
+
+    return Replicated(client, script, replicas=replicas, timeout=timeout, short=short)

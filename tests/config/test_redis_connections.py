@@ -81,6 +81,11 @@ def test_breakers_without_a_redis_of_their_own_connect_as_memory_does() -> None:
         ),
         ("memory: {sentinel: {masterName: m, nodes: ['s:1'], db: -1}}", "memory.sentinel.db: must be >= 0, got -1"),
         ("memory: {cluster: maybe}", "memory.cluster: must be true or false, got 'maybe'"),
+        (
+            "memory: {url: 'redis://seed:7000/0', cluster: true, waitReplicas: 1}",
+            "memory.waitReplicas: must be 0 with cluster: true (a Cluster's WAIT would need each conversation's node)",
+        ),
+        ("memory: {waitTimeoutSeconds: 0}", "memory.waitTimeoutSeconds: must be > 0, got 0"),
     ],
 )
 def test_check_config_refuses_a_connection_that_cannot_be(text: str, told: str) -> None:

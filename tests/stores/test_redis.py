@@ -2,7 +2,8 @@
 
 Memory turns, conversation locks, response-id pins and shared breakers run on the Cluster
 through a client seeded with one node (`MOVED` and `ASK` followed while a slot moves); on
-Sentinel, a failover during a stream of turns is followed without a 500.
+Sentinel, a failover during a stream of turns is followed without a 500. With waitReplicas, a
+turn is acknowledged once a replica has it.
 """
 
 from __future__ import annotations
@@ -26,7 +27,15 @@ from tests.support.fakes import FakeUpstream, Step, chat_completion
 from tests.support.fakes_responses import Answer, FakeResponses, openai_error, start_responses
 from tests.support.gateway import KEYS, Gateway
 from tests.support.memory_turns import stored, u
-from tests.support.redis_cluster import MASTER_NAME, Cluster, Watched, redis_cluster, redis_sentinels
+from tests.support.processes import free_port
+from tests.support.redis_cluster import (
+    MASTER_NAME,
+    Cluster,
+    Watched,
+    redis_cluster,
+    redis_replicated,
+    redis_sentinels,
+)
 from tests.support.waiting import eventually
 
 
@@ -162,12 +171,13 @@ async def test_breakers_are_shared_on_the_cluster(cluster: Cluster) -> None:
 
 @pytest.fixture
 def watched(tmp_path: Path) -> Iterator[Watched]:
+    """Asked for before the gateway, so it outlives the gateway's store (whose close still talks to Redis)."""
     with redis_sentinels(tmp_path) as running:
         yield running
 
 
 async def test_a_sentinel_failover_is_followed_without_a_500(
-    gateway: Gateway, make_upstream: Any, watched: Watched
+    watched: Watched, gateway: Gateway, make_upstream: Any
 ) -> None:
     upstream: FakeUpstream = await make_upstream(Step(body=chat_completion("noted")))
     nodes = ", ".join(f"'{node}'" for node in watched.nodes)
@@ -199,3 +209,43 @@ async def test_a_sentinel_failover_is_followed_without_a_500(
         assert primary.exists(f"{key_prefix(('team-a', 'during-1'))}:msgs")
         assert primary.info("replication")["role"] == "master"
     await turn(client, "after", "on the new primary")
+
+
+@pytest.fixture
+def replicated(tmp_path: Path) -> Iterator[tuple[int, int]]:
+    ports = free_port(), free_port()
+    with redis_replicated(tmp_path, primary=ports[0], replica=ports[1]):
+        yield ports
+
+
+def wait_calls(port: int) -> int:
+    with redis.Redis(host="127.0.0.1", port=port) as client:
+        return int(client.info("commandstats").get("cmdstat_wait", {}).get("calls", 0))
+
+
+async def test_a_turn_is_acknowledged_once_a_replica_has_it(
+    replicated: tuple[int, int], gateway: Gateway, make_upstream: Any
+) -> None:
+    primary, replica = replicated
+    upstream: FakeUpstream = await make_upstream(Step(body=chat_completion("noted")))
+    client = await gateway(chat_config(upstream, f'{{store: redis, url: "redis://127.0.0.1:{primary}/0", waitReplicas: 1}}'))
+    for n in range(3):
+        await turn(client, "confirmed", f"q{n}")
+        with redis.Redis(host="127.0.0.1", port=replica) as copy:  # the replica had it before the answer
+            assert copy.llen(f"{key_prefix(('team-a', 'confirmed'))}:msgs") == 2 * (n + 1)
+    assert wait_calls(primary) == 3  # one WAIT per turn
+
+
+async def test_a_turn_no_replica_confirms_stands_with_a_warning(
+    replicated: tuple[int, int], gateway: Gateway, make_upstream: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    primary, replica = replicated
+    with redis.Redis(host="127.0.0.1", port=replica) as detached:
+        detached.execute_command("REPLICAOF", "NO", "ONE")
+    upstream: FakeUpstream = await make_upstream(Step(body=chat_completion("noted")))
+    memory = f'{{store: redis, url: "redis://127.0.0.1:{primary}/0", waitReplicas: 1, waitTimeoutSeconds: 0.05}}'
+    client = await gateway(chat_config(upstream, memory))
+    await turn(client, "alone", "q")
+    status, body = await stored(client, "alone")
+    assert status == 200 and len(body["messages"]) == 2
+    assert "a turn was confirmed by 0 of 1 replicas within 0.05s" in caplog.text

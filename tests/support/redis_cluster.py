@@ -184,8 +184,7 @@ def redis_sentinels(workdir: Path) -> Iterator[Watched]:
     watched = Watched(primary=free_port(), replica=free_port(), sentinels=[free_port() for _ in range(3)])
     watched.nodes = [f"127.0.0.1:{port}" for port in watched.sentinels]
     with ExitStack() as stack:
-        stack.enter_context(_server(workdir / "primary", watched.primary))
-        stack.enter_context(_server(workdir / "replica", watched.replica, "--replicaof", "127.0.0.1", str(watched.primary)))
+        stack.enter_context(redis_replicated(workdir, primary=watched.primary, replica=watched.replica))
         for port in watched.sentinels:
             conf = workdir / f"sentinel-{port}.conf"  # sentinels rewrite their config: one file each
             conf.write_text(
@@ -201,11 +200,25 @@ def redis_sentinels(workdir: Path) -> Iterator[Watched]:
                     master = sentinel.sentinel_master(MASTER_NAME)
                     if int(master["num-slaves"]) < 1 or int(master["num-other-sentinels"]) < 2:
                         return False
-            with redis.Redis(host="127.0.0.1", port=watched.replica) as replica:
-                return replica.info("replication").get("master_link_status") == "up"
+            return True
 
         poll(ready, what="every sentinel sees the replica and the other sentinels")
         yield watched
+
+
+@contextmanager
+def redis_replicated(workdir: Path, *, primary: int, replica: int) -> Iterator[None]:
+    """A redis-server on port `primary` and its replica on `replica`, linked, stopped on exit."""
+    # no wait before a replica's first full copy (diskless sync waits 5 s by default, for more replicas)
+    with _server(workdir / "primary", primary, "--repl-diskless-sync-delay", "0"), _server(
+        workdir / "replica", replica, "--replicaof", "127.0.0.1", str(primary)
+    ):
+        def linked() -> bool:
+            with redis.Redis(host="127.0.0.1", port=replica) as client:
+                return bool(client.info("replication").get("master_link_status") == "up")
+
+        poll(linked, what="the replica is linked to its primary")
+        yield
 
 
 @contextmanager

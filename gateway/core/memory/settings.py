@@ -53,6 +53,9 @@ class MemoryConfig:
     url: str = field(default="redis://127.0.0.1:6379/0", repr=False)  # its password must never reach a log
     cluster: bool = False  # url is any node of a Redis Cluster
     sentinel: SentinelSettings | None = None  # the primary Sentinel names, instead of url
+    # Replicas that confirm each appended turn (Redis WAIT) before it is acknowledged, and how long they may take
+    wait_replicas: int = 0
+    wait_timeout_seconds: float = 1.0
     ttl_seconds: float = 30 * 24 * 3600.0
     max_stored_messages: int = 1000
     lock_timeout_seconds: float = 120.0
