@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import logging
 import sqlite3
 import time
 from collections.abc import Callable, Sequence
@@ -40,6 +41,7 @@ from gateway.memory.store import Key, KeyLocks, LockLost, StoreUnavailable
 from gateway.memory.worker import Worker
 
 T = TypeVar("T")
+log = logging.getLogger("gateway.memory")
 
 
 @dataclass(slots=True)
@@ -107,7 +109,7 @@ class SQLiteStore:
 
     def _serve(self, jobs: list[_Call | Write]) -> None:
         """On the thread: run the jobs in order (see `_serve_each`, `_serve_together`); then one hop to the loop."""
-        if self._shared and len(jobs) > 1:
+        if self._shared and (len(jobs) > 1 or self._leases.released):
             self._serve_together(jobs)
         else:
             self._serve_each(jobs)
@@ -121,19 +123,29 @@ class SQLiteStore:
             return
 
     def _serve_together(self, jobs: list[_Call | Write]) -> None:
-        """Shared mode: the jobs in one transaction, which a failure of any of them rolls back and fails them all with.
+        """Shared mode: the leases let go, then the jobs, in one transaction; a failure of a job rolls it back and fails them all.
 
         A transaction locks the file across the processes sharing it, which costs more than the
         statements of a turn's lease, write or release; the jobs queued together (most of them
         for other conversations) share one.
         """
-        if not all(isinstance(job, Write) or job.together for job in jobs):
+        together = all(isinstance(job, Write) or job.together for job in jobs)
+        try:
+            db = self._file.ready().connection
+        except Exception:  # each job meets the file's failure by itself
             self._serve_each(jobs)
             return
         try:
-            db = self._file.ready().connection
-            db.execute("BEGIN IMMEDIATE")
-        except Exception:  # each job meets the file's failure by itself
+            if together:
+                db.execute("BEGIN IMMEDIATE")
+            self._leases.delete_released(db)
+        except Exception as exc:
+            log.warning("sqlite store at %s: releasing leases failed (%s); they will expire", self._file.shown_path, exc)
+            with contextlib.suppress(sqlite3.Error):
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+            together = False
+        if not together:
             self._serve_each(jobs)
             return
         self._serve_each(jobs)

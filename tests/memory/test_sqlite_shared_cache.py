@@ -121,7 +121,7 @@ async def test_a_lease_held_past_a_third_of_its_term_is_renewed(
         (first,) = lease_ends(path)
         await eventually(lambda: lease_ends(path)[0] > first, what="the lease renewed")
         await one.append(KEY, said("a"), system=None)
-    assert lease_ends(path) == []
+    await eventually(lambda: lease_ends(path) == [], what="the lease let go")
 
 
 async def batch(store: SQLiteStore, *works: Callable[[sqlite3.Connection], object]) -> list[object]:
@@ -159,3 +159,18 @@ async def test_a_job_that_fails_fails_its_batch_which_leaves_nothing(stores: tup
     results = await batch(one, store_value, fail)
     assert all(isinstance(result, StoreUnavailable) for result in results)
     assert await one.get_value("v") is None
+
+
+async def test_a_lease_let_go_is_deleted_by_the_next_batch(stores: tuple[SQLiteStore, SQLiteStore], tmp_path: Path) -> None:
+    """In the transaction of the store's next job (no job of its own), or by one sent when none comes."""
+    one, _ = stores
+    await turn(one, "a")
+    await eventually(lambda: lease_ends(tmp_path / "shared.db") == [], what="the idle store sent the release")
+    statements = traced(one)
+    async with one.lock(KEY):
+        pass
+    async with one.lock(("team-a", "other")):
+        assert [s.split()[0] for s in statements if s.startswith(("BEGIN", "DELETE FROM locks", "COMMIT"))][-4:] == [
+            "BEGIN", "DELETE", "DELETE", "COMMIT"  # the release, the expired leases' delete, then the lease taken
+        ]
+        assert len(lease_ends(tmp_path / "shared.db")) == 1
