@@ -9,6 +9,7 @@ turn is acknowledged once a replica has it.
 from __future__ import annotations
 
 import asyncio
+import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ import pytest
 import redis
 import redis.exceptions
 
+from gateway.config.loader import parse_config
 from gateway.core.stores import RedisConnection, SentinelSettings
 from gateway.memory.redis import RedisStore, key_prefix
 from gateway.stores.redis import masked
@@ -205,10 +207,38 @@ async def test_a_sentinel_failover_is_followed_without_a_500(
     stop.set()
     await stream
     assert set(statuses) <= {200, 503}, statuses  # a turn the store could not take is a 503, never a 500
-    with redis.Redis(host="127.0.0.1", port=watched.primary_port()) as primary:
+    with watched.server(watched.primary_port()) as primary:
         assert primary.exists(f"{key_prefix(('team-a', 'during-1'))}:msgs")
         assert primary.info("replication")["role"] == "master"
     await turn(client, "after", "on the new primary")
+
+
+PASSWORDS = {"REDIS_PASSWORD": "primary-pw-0301", "SENTINEL_PASSWORD": "sentinel-pw-0302"}
+
+
+@pytest.fixture
+def guarded(tmp_path: Path) -> Iterator[Watched]:
+    """Sentinels and servers that require passwords, asked for before the gateway (as `watched`)."""
+    passwords = {"password": PASSWORDS["REDIS_PASSWORD"], "sentinel_password": PASSWORDS["SENTINEL_PASSWORD"]}
+    with redis_sentinels(tmp_path, **passwords) as running:
+        yield running
+
+
+async def test_sentinel_and_its_primary_take_their_passwords_from_the_environment(
+    guarded: Watched, gateway: Gateway, make_upstream: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    upstream: FakeUpstream = await make_upstream(Step(body=chat_completion("noted")))
+    nodes = ", ".join(f"'{node}'" for node in guarded.nodes)
+    sentinel = (
+        f"{{masterName: {MASTER_NAME}, nodes: [{nodes}], password: '${{REDIS_PASSWORD}}', "
+        "sentinelPassword: '${SENTINEL_PASSWORD}'}"
+    )
+    config = parse_config(textwrap.dedent(chat_config(upstream, f"{{store: redis, sentinel: {sentinel}}}")), env=PASSWORDS)
+    client = await gateway(config)
+    await turn(client, "guarded", "q")
+    with guarded.server(guarded.primary) as primary:
+        assert primary.exists(f"{key_prefix(('team-a', 'guarded'))}:msgs")
+    assert not any(secret in caplog.text for secret in PASSWORDS.values())
 
 
 @pytest.fixture

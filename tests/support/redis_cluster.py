@@ -163,40 +163,62 @@ class Watched:
     replica: int
     sentinels: list[int]
     nodes: list[str] = field(default_factory=list)
+    password: str | None = None  # the primary's and the replica's
+    sentinel_password: str | None = None
+
+    def sentinel(self, port: int) -> redis.Redis:
+        return redis.Redis(host="127.0.0.1", port=port, password=self.sentinel_password)
+
+    def server(self, port: int) -> redis.Redis:
+        """A client of the primary or the replica."""
+        return redis.Redis(host="127.0.0.1", port=port, password=self.password)
 
     def primary_port(self) -> int:
         """The port the sentinels now name as the primary."""
-        with redis.Redis(host="127.0.0.1", port=self.sentinels[0]) as sentinel:
+        with self.sentinel(self.sentinels[0]) as sentinel:
             _, port = sentinel.execute_command("SENTINEL", "GET-MASTER-ADDR-BY-NAME", MASTER_NAME)
         return int(port)
 
     def fail_over(self) -> int:
         """Have the sentinels promote the replica; the port of the primary before."""
         before = self.primary_port()
-        with redis.Redis(host="127.0.0.1", port=self.sentinels[0]) as sentinel:
+        with self.sentinel(self.sentinels[0]) as sentinel:
             sentinel.execute_command("SENTINEL", "FAILOVER", MASTER_NAME)
         return before
 
 
 @contextmanager
-def redis_sentinels(workdir: Path) -> Iterator[Watched]:
-    """A primary, a replica of it and three sentinels (`redis-server --sentinel`), all stopped on exit."""
-    watched = Watched(primary=free_port(), replica=free_port(), sentinels=[free_port() for _ in range(3)])
+def redis_sentinels(
+    workdir: Path, *, password: str | None = None, sentinel_password: str | None = None
+) -> Iterator[Watched]:
+    """A primary, a replica of it and three sentinels (`redis-server --sentinel`), all stopped on exit.
+
+    With `password`, the primary and the replica require it; with `sentinel_password`, the sentinels.
+    """
+    watched = Watched(
+        primary=free_port(), replica=free_port(), sentinels=[free_port() for _ in range(3)],
+        password=password, sentinel_password=sentinel_password,
+    )  # fmt: skip
     watched.nodes = [f"127.0.0.1:{port}" for port in watched.sentinels]
     with ExitStack() as stack:
-        stack.enter_context(redis_replicated(workdir, primary=watched.primary, replica=watched.replica))
+        stack.enter_context(redis_replicated(workdir, primary=watched.primary, replica=watched.replica, password=password))
         for port in watched.sentinels:
             conf = workdir / f"sentinel-{port}.conf"  # sentinels rewrite their config: one file each
-            conf.write_text(
-                f"sentinel monitor {MASTER_NAME} 127.0.0.1 {watched.primary} 2\n"
-                f"sentinel down-after-milliseconds {MASTER_NAME} 1000\n"
-                f"sentinel failover-timeout {MASTER_NAME} 5000\n"
-            )
+            lines = [
+                f"sentinel monitor {MASTER_NAME} 127.0.0.1 {watched.primary} 2",
+                f"sentinel down-after-milliseconds {MASTER_NAME} 1000",
+                f"sentinel failover-timeout {MASTER_NAME} 5000",
+            ]
+            if password:
+                lines.append(f"sentinel auth-pass {MASTER_NAME} {password}")
+            if sentinel_password:  # asked of clients, and given to the other sentinels
+                lines += [f"requirepass {sentinel_password}", f"sentinel sentinel-pass {sentinel_password}"]
+            conf.write_text("\n".join(lines) + "\n")
             stack.enter_context(_sentinel(workdir, port, conf))
 
         def ready() -> bool:
             for port in watched.sentinels:
-                with redis.Redis(host="127.0.0.1", port=port) as sentinel:
+                with watched.sentinel(port) as sentinel:
                     master = sentinel.sentinel_master(MASTER_NAME)
                     if int(master["num-slaves"]) < 1 or int(master["num-other-sentinels"]) < 2:
                         return False
@@ -207,14 +229,15 @@ def redis_sentinels(workdir: Path) -> Iterator[Watched]:
 
 
 @contextmanager
-def redis_replicated(workdir: Path, *, primary: int, replica: int) -> Iterator[None]:
-    """A redis-server on port `primary` and its replica on `replica`, linked, stopped on exit."""
+def redis_replicated(workdir: Path, *, primary: int, replica: int, password: str | None = None) -> Iterator[None]:
+    """A redis-server on port `primary` and its replica on `replica`, linked, stopped on exit; both require `password`."""
+    auth = ["--requirepass", password, "--masterauth", password] if password else []
     # no wait before a replica's first full copy (diskless sync waits 5 s by default, for more replicas)
-    with _server(workdir / "primary", primary, "--repl-diskless-sync-delay", "0"), _server(
-        workdir / "replica", replica, "--replicaof", "127.0.0.1", str(primary)
+    with _server(workdir / "primary", primary, "--repl-diskless-sync-delay", "0", *auth), _server(
+        workdir / "replica", replica, "--replicaof", "127.0.0.1", str(primary), *auth
     ):
         def linked() -> bool:
-            with redis.Redis(host="127.0.0.1", port=replica) as client:
+            with redis.Redis(host="127.0.0.1", port=replica, password=password) as client:
                 return bool(client.info("replication").get("master_link_status") == "up")
 
         poll(linked, what="the replica is linked to its primary")
