@@ -3,6 +3,8 @@ locks shared by replicas (a dead holder's taken over, a live one's kept), a wind
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from typing import Any
 
 import pytest
@@ -14,6 +16,7 @@ from gateway.memory.redis import RedisStore, key_prefix
 from gateway.memory.redis_locks import live_key
 from gateway.memory.store import LockLost, LockTimeout, StoreUnavailable
 from tests.support.servers import flush_redis
+from tests.support.tcp_relay import relay_to
 
 KEY = ("team-a", "chat-1")
 
@@ -157,3 +160,30 @@ async def test_a_cached_window_follows_another_replicas_undo_and_delete(redis_ur
     finally:
         await reader.close()
         await writer.close()
+
+
+async def test_a_hold_cut_off_while_its_lock_is_being_taken_lets_it_go(redis_url: str) -> None:
+    """The first script ran, its reply had not come: the hold lets the lock go anyway, not after its lease."""
+    await flush_redis(redis_url)
+    async with relay_to(redis_url) as relay:
+        store, other = redis_store(relay.url), redis_store(redis_url, lock_timeout=3)
+        try:
+            async with store.lock(("t", "warm")):  # the scripts are loaded and the liveness record set
+                await store.load_tail(("t", "warm"), Reach(messages=5))
+
+            async def cut_off() -> None:
+                async with store.lock(KEY):
+                    await store.load_tail(KEY, Reach(messages=5))
+
+            relay.replies.clear()
+            turn = asyncio.create_task(cut_off())
+            await relay.arrived(f"{key_prefix(KEY)}:lock".encode())  # redis-server runs it; its reply is held
+            turn.cancel()
+            relay.replies.set()
+            with contextlib.suppress(asyncio.CancelledError):
+                await turn
+            async with other.lock(KEY):
+                assert await other.load_tail(KEY, Reach(messages=5)) is None
+        finally:
+            await store.close()
+            await other.close()
