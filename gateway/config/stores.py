@@ -6,7 +6,8 @@ from urllib.parse import urlsplit
 
 from gateway.config.problems import Problems
 from gateway.config.redis_urls import node_address, redis_url_problems
-from gateway.config.schema import Breakers, Memory, Sentinel
+from gateway.config.schema import Memory
+from gateway.config.shared_state import Breakers, Sentinel
 from gateway.core.stores import SentinelSettings
 
 
