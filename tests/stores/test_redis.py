@@ -21,6 +21,7 @@ import redis.exceptions
 
 from gateway.config.loader import parse_config
 from gateway.core.stores import RedisConnection, SentinelSettings
+from gateway.core.tree import Fallback
 from gateway.memory.redis import RedisStore, key_prefix
 from gateway.stores.redis import masked
 from gateway.upstream.breakers.redis import RedisBreakers
@@ -279,3 +280,21 @@ async def test_a_turn_no_replica_confirms_stands_with_a_warning(
     status, body = await stored(client, "alone")
     assert status == 200 and len(body["messages"]) == 2
     assert "a turn was confirmed by 0 of 1 replicas within 0.05s" in caplog.text
+
+
+@pytest.mark.parametrize("name", ["}curly", ""])
+async def test_a_routes_breakers_share_a_slot_whatever_its_name(cluster: Cluster, name: str) -> None:
+    a, b = t("a", FAST), t("b", FAST)
+    shared = route(Fallback("f", 1, (a, b)), name=name)
+    clocks = [Clock(), Clock()]
+    first, second = (RedisBreakers({name: shared}, RedisConnection(url=cluster.url, cluster=True), clock=clock) for clock in clocks)
+    try:
+        await note(first, b, FAIL)
+        await note(second, b, FAIL)
+        clocks[0].now += 1.1
+        first.health(shared)  # one script over both targets' keys
+        await first.settled()
+        assert not first.available(b)
+    finally:
+        await first.close()
+        await second.close()

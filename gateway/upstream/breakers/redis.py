@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
 import math
 import os
@@ -132,6 +133,17 @@ return out
 _FIELDS: Final = 8  # values per key in the script's reply
 
 
+def route_tag(name: str) -> str:
+    """The hash tag of a route's breaker keys: its name, or a digest of it where a '}' or nothing would cut the tag.
+
+    Redis Cluster hashes only what lies between a key's first '{' and the next '}' (the whole key
+    when that is empty), so every key of the route stays in one slot, and one script reaches them all.
+    """
+    if name and "}" not in name:
+        return name
+    return "sha1:" + hashlib.sha1(name.encode()).hexdigest()
+
+
 def _ms(seconds: float) -> int:
     return round(seconds * 1000)
 
@@ -184,7 +196,7 @@ class RedisBreakers(LocalBreakers):
         self._tasks: set[asyncio.Task[None]] = set()
         for entry in self._routes.values():
             for guard in entry.guards:
-                guard.key = f"gw:brk:{{{entry.route.name}}}:{guard.target.name}"
+                guard.key = f"gw:brk:{{{route_tag(entry.route.name)}}}:{guard.target.name}"
 
     def health(self, route: Route) -> LocalBreakers | None:
         entry = self._routes.get(route.name)
