@@ -173,14 +173,14 @@ class RedisStore:
         else:
             with self._unavailable():
                 reply = await self._run.take(keys=self._take_keys(key), args=[b"", 0, b"", version, rows, b""])
-        with self._unavailable():
-            state = reply[0]
-            if state == Taken.READ:
+        state = reply[0]
+        if state == Taken.SAME and cached is not None:
+            return cached.conversation
+        if state == Taken.READ:
+            with self._unavailable():
                 return await self._read(key, reply, reach)
-            if state == Taken.SAME and cached is not None:
-                return cached.conversation
-            self._cache.forget(key)
-            return None
+        self._cache.forget(key)
+        return None
 
     async def _read(self, key: Key, reply: list[Any], reach: Reach) -> Conversation:
         """The conversation `TAKE` read (READ), with older chunks while `reach` is not covered; cached."""
