@@ -17,9 +17,7 @@ import aiohttp
 import openai
 import pytest
 
-from gateway.core.memory.entries import Entry, dump_entry
 from gateway.memory import redis as redis_store
-from gateway.memory.redis import RedisStore, key_prefix
 from gateway.memory.sqlite import SQLiteStore
 from gateway.server.keys import MEMORY
 from tests.support.fakes import FakeUpstream, Step, chat_completion, chunk
@@ -246,21 +244,3 @@ async def test_sqlite_locked_mid_stream_ends_it_with_an_error_and_no_done(
             competitor.close()
     assert_ends_with_error(body, "memory_unavailable")
     assert (await stored(client, "s"))[0] == 404
-
-
-async def test_a_retried_append_that_landed_is_a_no_op_even_after_the_lock_lapsed(redis_url: str) -> None:
-    """redis-py retries a call whose reply was lost: the write it repeats already happened."""
-    store = RedisStore(redis_url, ttl_seconds=60, max_messages=10, lock_timeout=1)
-    key = ("t", "retried")
-    prefix = key_prefix(key)
-    keys = [f"{prefix}:msgs", f"{prefix}:meta", f"{prefix}:lock"]
-    args = [b"token-1", 10, 60, b"", "write-1", dump_entry(Entry(QUESTION[0], {}))]
-    try:
-        await store._client.set(keys[2], b"token-1")
-        assert await store._append(keys=keys, args=args) == 1
-        await store._client.delete(keys[2])  # the lease lapsed before the retry
-        assert await store._append(keys=keys, args=args) == 0  # done already: not LOCKLOST, not twice
-        loaded = await store.load(key)
-        assert loaded is not None and loaded.messages == QUESTION
-    finally:
-        await store.close()
