@@ -83,7 +83,6 @@ class RedisStore:
     ) -> None:
         """A store on `connection` (a URL alone: one Redis there); appends wait for `wait_replicas` (stores.redis.Replicated)."""
         self._connection = RedisConnection(url=connection) if isinstance(connection, str) else connection
-        self._url = self._connection.url
         # A Redis that hangs or is gone fails requests within seconds (503), not after a long retry loop.
         # Settings the client refuses make a store that is never available, not a gateway that cannot start.
         self._client: RedisClient | None = None
