@@ -35,7 +35,18 @@ pid=""
 dumps=0
 redis_pid=""
 
-stop_server() { if [ -n "$pid" ]; then kill "$pid"; wait "$pid" 2>/dev/null || true; pid=""; fi; }
+stop_server() {  # SIGTERM, then SIGKILL past 120 s: the counts are taken, and a stuck drain must not hang CI
+  if [ -n "$pid" ]; then
+    kill "$pid" 2>/dev/null || true
+    for _ in $(seq 240); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
+    if kill -0 "$pid" 2>/dev/null; then
+      echo "instructions.sh: the server did not stop within 120 s of SIGTERM; killed" >&2
+      kill -9 "$pid" 2>/dev/null || true
+    fi
+    wait "$pid" 2>/dev/null || true
+    pid=""
+  fi
+}
 cleanup() {
   stop_server
   if [ -n "$redis_pid" ]; then kill "$redis_pid" 2>/dev/null || true; wait "$redis_pid" 2>/dev/null || true; fi
