@@ -341,7 +341,7 @@ class RedisStore:
 
         `version` and `rows`: what to read with it (see TAKE). LockTimeout past the hold's deadline.
         """
-        attempt = functools.partial(self._attempt, self._take_keys(key), holding, version, rows)
+        attempt = functools.partial(self._attempt, self._take_keys(key), holding, version=version, rows=rows)
         reply = await attempt(b"")
         if reply[0] == Taken.HELD:
             contention = redis_locks.Contention(self._replica, holding.deadline, self._lock_timeout)
@@ -351,7 +351,7 @@ class RedisStore:
         holding.locked, holding.renewed = True, asyncio.get_running_loop().time()
         return reply
 
-    async def _attempt(self, keys: list[str], holding: Holding, version: bytes, rows: int, stale: bytes) -> list[Any]:
+    async def _attempt(self, keys: list[str], holding: Holding, stale: bytes, *, version: bytes, rows: int) -> list[Any]:
         """One run of `TAKE` for `holding`, replacing the lock if it is still `stale`'s."""
         try:
             with self._unavailable():
