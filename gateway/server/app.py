@@ -59,10 +59,12 @@ log = logging.getLogger("gateway")
 def open_store(config: MemoryConfig, *, processes: int = 1) -> MemoryStore:
     """The configured memory store (SQLite opens its file on first use).
 
-    Worker processes sharing one SQLite file lock conversations through the file, uncached.
+    Worker processes sharing one SQLite file lock conversations through the file (leases); each
+    keeps its cache, checked under the lease.
     """
     ttl, cap, wait = config.ttl_seconds, config.max_stored_messages, config.lock_timeout_seconds
     if config.store == StoreKind.REDIS:
+        # imported here for start-up cost: redis-py loads only for a Redis store
         from gateway.memory.redis import RedisStore
 
         return RedisStore(

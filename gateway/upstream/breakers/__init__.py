@@ -31,6 +31,7 @@ def open_breakers(config: Config, *, listener: BreakerListener | None = None) ->
     shared = config.memory.store == StoreKind.REDIS
     store = config.breakers.store or (BreakerStoreKind.REDIS if shared else BreakerStoreKind.LOCAL)
     if store == BreakerStoreKind.REDIS:
+        # imported here for start-up cost: redis-py loads only for breakers on Redis
         from gateway.upstream.breakers.redis import RedisBreakers
 
         return RedisBreakers(config.routes, breakers_redis(config), listener=listener)
