@@ -331,19 +331,18 @@ cls(1, 2, 3, 4)
 CORE_MAY_IMPORT = frozenset({"orjson"})
 
 
-def outside_imports(tree: ast.AST) -> Iterator[str]:
-    """The top-level packages `tree` imports that are neither the standard library's nor gateway's."""
+def imported_packages(tree: ast.AST) -> Iterator[str]:
+    """The top-level packages `tree` imports, absolutely (`import a.b`, `from a.b import c`: `a`)."""
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
+            yield from (alias.name.split(".")[0] for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            names = [node.module]
-        else:
-            continue
-        for name in names:
-            top = name.split(".")[0]
-            if top not in sys.stdlib_module_names and top != "gateway":
-                yield top
+            yield node.module.split(".")[0]
+
+
+def outside_imports(tree: ast.AST) -> Iterator[str]:
+    """The top-level packages `tree` imports that are neither the standard library's nor gateway's."""
+    return (name for name in imported_packages(tree) if name not in sys.stdlib_module_names and name != "gateway")
 
 
 def test_the_core_imports_only_the_standard_library_and_orjson() -> None:
@@ -541,10 +540,7 @@ CORE_MAY_NOT_IMPORT = frozenset({"asyncio", "socket", "os", "io", "time", "rando
 
 def stdlib_imports(tree: ast.AST) -> Iterator[str]:
     """The top-level standard library modules `tree` imports."""
-    for node in ast.walk(tree):
-        names = [alias.name for alias in node.names] if isinstance(node, ast.Import) else (
-            [node.module] if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module else [])  # fmt: skip
-        yield from (name.split(".")[0] for name in names if name.split(".")[0] in sys.stdlib_module_names)
+    return (name for name in imported_packages(tree) if name in sys.stdlib_module_names)
 
 
 def test_the_core_reads_no_clock_draws_no_random_number_and_does_no_io() -> None:

@@ -82,21 +82,9 @@ class TailCache:
         if cached.version != before:
             return
         # Changed in place: what was served is good until the next write (MemoryStore.load_tail)
-        kept = conversation.entries
-        kept += entries
-        over = conversation.older + len(kept) - self._cap
-        if over > 0:  # the cap dropped the oldest messages: those not read first
-            dropped = min(over, conversation.older)
-            conversation.older -= dropped
-            over -= dropped
-            del kept[:over]
-        if conversation.plain is not None and not conversation.plain.extend(entries, max(over, 0)):
-            conversation.plain = None
-        if system is not None:
-            conversation.system = list(system)
-        conversation.updated_at = updated_at
+        conversation.append(entries, cap=self._cap, system=system, updated_at=updated_at)
         self._cached[key] = Cached(conversation, version)
-        self.entries += len(kept)
+        self.entries += len(conversation.entries)
         if self.entries > self.limit:
             self._evict()
 

@@ -119,24 +119,9 @@ class ConversationCache:
             cached = write.cached
             if cached is None:
                 return
-        added = write.entries
-        entries = cached.entries
-        entries += added
-        over = cached.older + len(entries) - self._cap
-        if over > 0:  # the cap dropped the oldest messages: those not read first
-            older = cached.older
-            if older:
-                dropped = min(over, older)
-                cached.older = older - dropped
-                over -= dropped
-            del entries[:over]
-        if cached.plain is not None and not cached.plain.extend(added, over):
-            cached.plain = None
-        if write.new_system is not None:
-            cached.system = list(write.new_system)
-        cached.updated_at = write.updated_at
+        cached.append(write.entries, cap=self._cap, system=write.new_system, updated_at=write.updated_at)
         self._conversations[key] = cached
-        self.entries += len(entries)
+        self.entries += len(cached.entries)
         if self.entries > self.limit:
             self._evict()
 

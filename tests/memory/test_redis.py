@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
@@ -15,6 +14,7 @@ from gateway.core.memory.reach import Reach
 from gateway.memory.redis import RedisStore, key_prefix
 from gateway.memory.redis_locks import live_key
 from gateway.memory.store import LockLost, LockTimeout, StoreUnavailable
+from tests.support.redis_stores import entry, redis_store
 from tests.support.servers import flush_redis
 from tests.support.tcp_relay import relay_to
 
@@ -49,13 +49,6 @@ async def test_an_unreachable_server_is_unavailable_and_its_password_is_never_sh
         await store.close()
 
 
-def entry(role: str, text: str) -> Entry:
-    return Entry({"role": role, "content": text}, {"o200k_base": 3})
-
-
-def redis_store(url: str, **options: Any) -> RedisStore:
-    settings: dict[str, Any] = {"ttl_seconds": 60, "max_messages": 100, "lock_timeout": 5, **options}
-    return RedisStore(url, **settings)
 
 
 async def test_a_retried_append_that_landed_is_a_no_op_even_after_the_lock_went(redis_url: str) -> None:

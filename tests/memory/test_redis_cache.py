@@ -2,23 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from gateway.core.memory.entries import Entry
 from gateway.core.memory.reach import Reach
-from gateway.memory.redis import RedisStore
+from tests.support.redis_stores import entry, redis_store
 from tests.support.servers import flush_redis
 
 KEY = ("team-a", "chat-1")
 
 
-def entry(role: str, text: str) -> Entry:
-    return Entry({"role": role, "content": text}, {"o200k_base": 3})
-
-
-def redis_store(url: str, **options: Any) -> RedisStore:
-    settings: dict[str, Any] = {"ttl_seconds": 60, "max_messages": 100, "lock_timeout": 5, **options}
-    return RedisStore(url, **settings)
 
 
 async def test_a_cached_window_follows_another_replicas_undo_and_delete(redis_url: str) -> None:
