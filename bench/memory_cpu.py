@@ -237,9 +237,29 @@ class Bench:
         finally:
             workers = descendants(process.pid)[1:]
             process.terminate()
-            process.wait(30)
+            try:
+                process.wait(30)
+            except subprocess.TimeoutExpired:  # the readings stand; keep what says why it hung, then end it
+                self.keep_hung(setup, [process.pid, *workers])
+                for pid in [process.pid, *workers]:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
+                process.wait()
             wait_until(lambda: not any(map(running, workers)), 30,
                        f"{setup.name}: workers {workers} outlived their parent")  # fmt: skip
+
+    def keep_hung(self, setup: Setup, pids: Sequence[int]) -> None:
+        """A gateway that did not stop within 30 s of SIGTERM: its log, and its stacks when py-spy is there, kept in /tmp."""
+        kept = Path(tempfile.mkdtemp(prefix=f"memory-cpu-hung-{setup.name}."))
+        log = self.work / f"gateway-{setup.name}.log"
+        if log.exists():
+            (kept / log.name).write_bytes(log.read_bytes())
+        for pid in pids:
+            with contextlib.suppress(OSError, subprocess.SubprocessError):
+                dump = subprocess.run(["py-spy", "dump", "--pid", str(pid)], capture_output=True, timeout=30)
+                (kept / f"py-spy-{pid}.txt").write_bytes(dump.stdout + dump.stderr)
+        print(f"memory_cpu: {setup.name}: the gateway did not stop within 30 s of SIGTERM; killed (kept: {kept})",
+              file=sys.stderr)  # fmt: skip
 
     def send(self, gateway: Gateway, count: int, *, memory: bool) -> None:
         flags = ["memory"] if memory else []

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -37,6 +38,9 @@ from gateway.observe.trace import Observer, Trace
 from gateway.tokens import encoding_name, get_encoding, text_size
 
 T = TypeVar("T")
+log = logging.getLogger("gateway.memory")
+# Closing the store waits this long at most: a store that hangs must not keep the gateway from stopping.
+CLOSE_SECONDS: Final = 10.0
 
 # A request of more messages is planned on a thread: planning normalizes and compares each one.
 PLAN_ON_LOOP_MESSAGES: Final = 256
@@ -199,9 +203,15 @@ class Memory:
     """
 
     def __init__(
-        self, store: MemoryStore, *, token_cap: int = 128_000, max_reply_bytes: int = 32 * 1024 * 1024
+        self,
+        store: MemoryStore,
+        *,
+        token_cap: int = 128_000,
+        max_reply_bytes: int = 32 * 1024 * 1024,
+        close_seconds: float = CLOSE_SECONDS,
     ) -> None:
         self.store = store
+        self._close_seconds = close_seconds
         self.store_kind = str(getattr(store, "kind", "custom"))
         self.token_cap = token_cap
         self.max_reply_bytes = max_reply_bytes
@@ -293,6 +303,10 @@ class Memory:
         return Hold(self.store, key, observer, store_kind=self.store_kind)
 
     async def close(self) -> None:
+        """Close the store, giving up (logged) after `close_seconds`: by then every turn was answered."""
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
-        await self.store.close()
+        try:
+            await asyncio.wait_for(self.store.close(), self._close_seconds)
+        except TimeoutError:
+            log.warning("memory: the %s store did not close within %gs; stopping without it", self.store_kind, self._close_seconds)

@@ -3,6 +3,7 @@ is widened. Large token counts leave the event loop."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from pathlib import Path
 from typing import Any
@@ -132,3 +133,16 @@ async def test_small_counts_run_inline_and_large_ones_on_a_thread() -> None:
         assert (await memory.offload(lambda: threading.current_thread().name, large)).startswith("gateway-tokens")
     finally:
         await memory.close()
+
+
+class NeverCloses(InProcessStore):
+    """A store whose close waits for ever (a Redis that stopped answering, say)."""
+
+    async def close(self) -> None:
+        await asyncio.Event().wait()
+
+
+async def test_a_store_that_hangs_on_close_does_not_keep_the_gateway_from_stopping(caplog: pytest.LogCaptureFixture) -> None:
+    memory = Memory(NeverCloses(ttl_seconds=60, max_messages=10, lock_timeout=1), close_seconds=0.05)
+    await asyncio.wait_for(memory.close(), 30)  # without the bound: TimeoutError here
+    assert "did not close within 0.05s" in caplog.text
