@@ -1,8 +1,7 @@
-"""Command line: `gateway serve`, `gateway check-config`, `gateway schema` and `gateway settle-memory`."""
+"""Command line: `gateway serve`, `check-config`, `schema`, `init` and `settle-memory` (the parser: gateway.cli.parser)."""
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import gc
 import json
@@ -12,20 +11,20 @@ import os
 import signal
 import sys
 from collections.abc import Sequence
-from importlib import metadata
 from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import NoReturn
 
 from gateway.cli.describe import describe_route
+from gateway.cli.init import init
+from gateway.cli.parser import DEFAULT_CONFIG, build_parser
 from gateway.cli.workers import AcceptedConfig, accepted_config, end_with_parent, supervise
 from gateway.config.json_schema import config_json_schema
 from gateway.config.loader import ConfigError, parse_config, read_config_text
 from gateway.core.settings import Config
-from gateway.observe.logs import ACCESS_FLUSH_SECONDS, FORMATS, LEVELS, configure_logging, default_log_format
+from gateway.observe.logs import ACCESS_FLUSH_SECONDS, configure_logging, default_log_format
 from gateway.observe.metrics import multiprocess_dir, worker_exited
 
-DEFAULT_CONFIG = "configs/gateway.yaml"
 # The offline default shipped inside the package: what `gateway serve` runs from any directory.
 PACKAGED_CONFIG = str(Path(__file__).parent.parent / "default.yaml")
 log = logging.getLogger("gateway")
@@ -37,14 +36,6 @@ def _config_path(given: str | None) -> str:
     if chosen:
         return chosen
     return DEFAULT_CONFIG if os.path.isfile(DEFAULT_CONFIG) else PACKAGED_CONFIG
-
-
-def version() -> str:
-    """The installed distribution's version (the source tree's, when run uninstalled)."""
-    try:
-        return metadata.version("gateway")
-    except metadata.PackageNotFoundError:
-        return "unknown"
 
 
 def _read_config(path: str) -> tuple[str, Config]:
@@ -265,36 +256,6 @@ def serve_workers(
         return supervise(start, workers, on_exit=worker_exited if config.metrics.enabled else None, reload=reload)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="gateway", description="OpenAI-compatible LLM routing gateway")
-    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
-    commands = parser.add_subparsers(dest="command", required=True)
-    serve_cmd = commands.add_parser("serve", help="run the gateway")
-    serve_cmd.add_argument(
-        "--config",
-        help=f"config file (default: $GATEWAY_CONFIG, else ./{DEFAULT_CONFIG}, else the packaged offline default)",
-    )
-    serve_cmd.add_argument("--host")
-    serve_cmd.add_argument("--port", type=int)
-    serve_cmd.add_argument("--workers", type=int, default=1, help="processes sharing the port")
-    serve_cmd.add_argument(
-        "--log-format", choices=FORMATS, help="log line format (default: text on a terminal, else json)"
-    )
-    serve_cmd.add_argument("--log-level", choices=LEVELS, default="info", type=str.lower, help="default: info")
-    serve_cmd.add_argument(
-        "--access-log-flush", type=float, default=ACCESS_FLUSH_SECONDS, metavar="SECONDS",
-        help=f"longest wait of an access line in the write buffer (default: {ACCESS_FLUSH_SECONDS}; 0 writes each at once)",
-    )  # fmt: skip
-    check_cmd = commands.add_parser("check-config", help="validate a config and print its routes")
-    check_cmd.add_argument("path", nargs="?")
-    commands.add_parser("schema", help="print the config file's JSON Schema (for editors)")
-    settle_cmd = commands.add_parser(
-        "settle-memory", help="make a SQLite memory file readable by older gateways (run with the gateway stopped)"
-    )
-    settle_cmd.add_argument("path", help="the file (memory.path in the config)")
-    return parser
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -309,6 +270,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return print_schema()
     if args.command == "settle-memory":
         return settle_memory(args.path)
+    if args.command == "init":
+        return init(args.path, provider=args.provider, memory=args.memory)
     if args.workers < 1:
         parser.error("--workers must be >= 1")
     if not args.access_log_flush >= 0:  # also rejects nan
