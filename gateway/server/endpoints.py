@@ -1,0 +1,165 @@
+"""Every HTTP endpoint the gateway serves: what it does and the errors it answers with.
+
+app.config_app adds the routes; this table describes them, and tests/server/test_endpoints.py
+checks that each route the application has is here and each entry here is a route. The
+endpoint reference (gateway.cli.reference.endpoints) is written from the two together.
+Errors are OpenAI-shaped `{"error": {"message", "type", "param", "code"}}` bodies, except on
+/v1/messages, where they take Anthropic's shape.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+from gateway.core.breaker import SKIPPED
+from gateway.core.errors import (
+    AuthenticationError,
+    MethodNotAllowedError,
+    NotFoundError,
+    OverloadedError,
+    PayloadTooLargeError,
+    RequestTimeoutError,
+    UnsupportedEncodingError,
+)
+
+METRICS_PATH: Final = "/metrics"  # the default of metrics.path, where the reference shows the scrape
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """One error an endpoint answers with: its status, its `code`, and when it comes."""
+
+    status: int | str
+    code: str | None
+    when: str
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """A method and path, what it does, and its errors (besides those every path may answer)."""
+
+    method: str
+    path: str
+    summary: str
+    failures: tuple[Failure, ...] = ()
+
+
+# What any path may answer.
+EVERY_PATH: Final = (
+    Failure(400, "invalid_header", "x-request-id is not 1-200 visible ASCII characters"),
+    Failure(NotFoundError.status, NotFoundError.code, "no such path"),
+    Failure(MethodNotAllowedError.status, MethodNotAllowedError.code, "the path takes another method"),
+    Failure(500, "internal_error", "the gateway failed (a bug, logged with the request id)"),
+)
+GUARDED: Final = (
+    Failure(AuthenticationError.status, AuthenticationError.code, "auth.keys is set and no valid key came"),
+)
+_BODY: Final = (
+    Failure(400, "invalid_json", "the body is empty, not JSON, or not an object"),
+    Failure(400, "invalid_body", "the body could not be read"),
+    Failure(RequestTimeoutError.status, RequestTimeoutError.code, "the body came slower than server.bodyReadTimeoutSeconds"),
+    Failure(PayloadTooLargeError.status, PayloadTooLargeError.code, "the body is over server.maxBodyBytes"),
+    Failure(PayloadTooLargeError.status, "request_too_complex", "the body holds too many JSON values to parse at once"),
+    Failure(UnsupportedEncodingError.status, UnsupportedEncodingError.code, "a Content-Encoding other than one of gzip, deflate, br, zstd or identity"),
+)
+_ROUTED: Final = (
+    Failure(400, "invalid_type", "a field the gateway reads (model, stream, ...) has the wrong type"),
+    Failure(400, "missing_required_parameter", "a required field is missing"),
+    Failure(400, "invalid_config", "x-gateway-config is not a route name nor a valid strategy tree"),
+    Failure(400, "config_not_allowed", "x-gateway-config asks for what requestConfig does not allow"),
+    Failure(404, "model_not_found", "no route has the model's name and there is no defaultRoute"),
+    Failure(OverloadedError.status, OverloadedError.code, "the gateway ran out of a resource of its own (Retry-After)"),
+    Failure("4xx/5xx", None, "every attempt failed: the last attempt's status and error, every attempt listed"),
+    Failure(502, "upstream_unavailable", "no usable answer: unreachable, cut off or malformed"),
+    Failure(503, SKIPPED, "every target's circuit breaker is open"),
+    Failure(504, "upstream_timeout", "the upstream took longer than the target's timeout"),
+)
+_CHAT: Final = (
+    Failure(PayloadTooLargeError.status, "too_many_messages", "more messages (input items) than server.maxMessages"),
+    Failure(400, "invalid_header", "a memory header (memoryId, x-memory-*) is malformed or over memory.limits"),
+    Failure(409, "memory_busy", "another request holds the conversation past memory.lockTimeoutSeconds"),
+    Failure(503, "memory_unavailable", "the memory store failed; nothing was stored"),
+    Failure(503, "memory_lock_lost", "the store was unreachable past the conversation's lock lease; nothing was stored"),
+    Failure(502, "unstorable_reply", "with memory: the upstream's reply cannot be kept (a stream without its end); nothing stored"),
+    Failure(502, "response_too_large", "with memory: a streamed reply grew past server.maxResponseBytes; nothing stored"),
+)
+_SURFACE: Final = (
+    Failure(400, "unsupported_endpoint", "a target of the route is not an openai (OpenAI-compatible) one"),
+)
+_MEMORY: Final = (
+    Failure(404, "memory_not_found", "no conversation with this memoryId for this key"),
+    Failure(503, "memory_unavailable", "the memory store failed"),
+)
+_STORED: Final = (
+    Failure(404, "not_found", "no stored response with this id is known for this key"),
+    Failure(400, "unsupported_value", "stream=true: a stored response is not streamed"),
+    Failure(503, "memory_unavailable", "the store that records which target answered failed"),
+)
+_V1: Final = GUARDED
+_MODEL_CALL: Final = (*_V1, *_BODY, *_ROUTED)
+
+ENDPOINTS: Final = (
+    Endpoint(
+        "POST", "/v1/chat/completions",
+        "OpenAI Chat Completions, routed by model; streams with stream: true; memory with a memoryId.",
+        failures=(*_MODEL_CALL, *_CHAT),
+    ),
+    Endpoint("POST", "/v1/completions", "OpenAI legacy Completions, routed by model.", failures=_MODEL_CALL),
+    Endpoint("POST", "/v1/embeddings", "OpenAI Embeddings, routed by model.", failures=_MODEL_CALL),
+    Endpoint(
+        "POST", "/v1/messages",
+        "Anthropic Messages, routed by model: native to anthropic targets, translated for others. "
+        "The key may come in x-api-key.",
+        failures=(*_MODEL_CALL, *_CHAT),
+    ),
+    Endpoint(
+        "POST", "/v1/messages/count_tokens",
+        "Anthropic's token count: asked of an anthropic target, else estimated with tiktoken.",
+        failures=_MODEL_CALL,
+    ),
+    Endpoint(
+        "POST", "/v1/responses",
+        "OpenAI Responses, routed by model: native to openai targets (responsesApi), translated for others.",
+        failures=(*_MODEL_CALL, *_CHAT, Failure(404, "not_found", "previous_response_id is another key's, with several tenants")),
+    ),
+    Endpoint("GET", "/v1/responses/{response_id}", "A stored response, asked of the target that produced it.", failures=(*_V1, *_STORED)),
+    Endpoint("DELETE", "/v1/responses/{response_id}", "Deletes a stored response at the target that produced it.", failures=(*_V1, *_STORED)),
+    Endpoint("POST", "/v1/images/generations", "OpenAI image generation, passed through to openai targets.", failures=(*_MODEL_CALL, *_SURFACE)),
+    Endpoint("POST", "/v1/audio/speech", "OpenAI text to speech; the audio relayed as it comes.", failures=(*_MODEL_CALL, *_SURFACE)),
+    Endpoint(
+        "POST", "/v1/audio/transcriptions",
+        "OpenAI transcription: the multipart form passed on, model read from it.",
+        failures=(*_MODEL_CALL, *_SURFACE),
+    ),
+    Endpoint(
+        "POST", "/v1/audio/translations",
+        "OpenAI audio translation: the multipart form passed on, model read from it.",
+        failures=(*_MODEL_CALL, *_SURFACE),
+    ),
+    Endpoint("POST", "/v1/moderations", "OpenAI moderations, passed through to openai targets.", failures=(*_MODEL_CALL, *_SURFACE)),
+    Endpoint("POST", "/v1/rerank", "Rerank (query and documents), passed through to openai targets.", failures=(*_MODEL_CALL, *_SURFACE)),
+    Endpoint("GET", "/v1/models", "The routes, as OpenAI model cards.", failures=_V1),
+    Endpoint(
+        "GET", "/v1/models/{model}", "One route as an OpenAI model card (the name may hold slashes).",
+        failures=(*_V1, Failure(404, "model_not_found", "no route of that name")),
+    ),
+    Endpoint("GET", "/v1/memory/{memory_id}", "A conversation's stored messages (this key's).", failures=(*_V1, *_MEMORY)),
+    Endpoint("DELETE", "/v1/memory/{memory_id}", "Forgets a conversation.", failures=(*_V1, *_MEMORY)),
+    Endpoint("POST", "/v1/memory/{memory_id}/undo", "Removes a conversation's last turn.", failures=(*_V1, *_MEMORY)),
+    Endpoint(
+        "GET", "/v1/gateway/health",
+        "Each target's circuit breaker; status degraded while any is not closed (200 either way).",
+        failures=_V1,
+    ),
+    Endpoint("GET", "/healthz", "Liveness: 200 while the process serves. No key needed."),
+    Endpoint(
+        "GET", "/readyz", "Readiness: 200, or 503 while draining or while the memory store's writes fail. No key needed.",
+        failures=(Failure(503, None, "draining (after SIGTERM), or the memory store's writes fail: {status, reason}"),),
+    ),
+    Endpoint(
+        "GET", METRICS_PATH,
+        "Prometheus metrics (at metrics.path, when metrics.enabled); behind the keys with metrics.requireAuth.",
+        failures=GUARDED,
+    ),
+)
