@@ -6,8 +6,10 @@ order a scrape shows them (a back-end registers them in the order `Metrics` asks
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Final
 
 LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0)
 FIRST_TOKEN_BUCKETS = (0.05, 0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0, 20.0, 30.0, 60.0)
@@ -65,7 +67,7 @@ TIME_TO_FIRST_TOKEN = HistogramSeries(
     ("route", "target"), buckets=FIRST_TOKEN_BUCKETS,
 )  # fmt: skip
 UPSTREAM_REQUESTS = CounterSeries(
-    "gateway_upstream_requests", "Upstream attempts by outcome (status code, timeout, connect_error, stream_error).",
+    "gateway_upstream_requests", "Upstream attempts by outcome (status code, timeout, connect_error, stream_error, invalid_response).",
     ("route", "target", "provider", "outcome"),
 )  # fmt: skip
 UPSTREAM_DURATION = HistogramSeries(
@@ -124,3 +126,28 @@ CONFIG_ROUTES = GaugeSeries(
     "gateway_config_routes", "Routes in the loaded config.",
     (), workers=WorkersView.MAX,
 )  # fmt: skip
+
+# Every series above, in the order a scrape shows them: the metrics reference lists these.
+SERIES: Final = (
+    REQUESTS, REQUEST_DURATION, TIME_TO_FIRST_TOKEN, UPSTREAM_REQUESTS, UPSTREAM_DURATION, FALLBACKS, RETRIES,
+    TOKENS, COST, OVERLOADED, BREAKER_STATE, INFLIGHT, MEMORY_REQUESTS, MEMORY_EVICTED, STORE_DURATION,
+    LOCK_WAIT, BUILD_INFO, CONFIG_ROUTES,
+)  # fmt: skip
+
+# What each label's values are: bounded by the config and fixed words, never by a client.
+LABELS: Final[Mapping[str, str]] = {
+    "route": "the route's name (its model name); `other` for requests that reach no route",
+    "status_code": "the HTTP status answered; 499 when the client left first",
+    "stream": "`true` for a streamed answer, else `false`",
+    "target": "the target's name (its `name`, else its place in the tree)",
+    "provider": "the target's provider (openai, mock, anthropic, ...)",
+    "outcome": "the attempt's HTTP status, or timeout, connect_error, stream_error, invalid_response",
+    "from_target": "the target the route moved on from",
+    "reason": "what caused it: an HTTP status or an attempt outcome (fallbacks, retries; circuit_open for a "
+    "target skipped); for gateway_overloaded the shortage",
+    "kind": "`prompt` or `completion`",
+    "memory_type": "the window that trimmed the history: message_window, token_window or round_window",
+    "store": "the memory store: sqlite, redis or memory",
+    "operation": "`load`, `append` or `lock`",
+    "version": "the installed gateway's version",
+}
