@@ -1,0 +1,1 @@
+"""Reference pages written from the code: config keys, commands, metrics and endpoints (see `pages`)."""
