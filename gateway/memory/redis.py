@@ -18,7 +18,7 @@ import functools
 import itertools
 import logging
 import os
-from collections.abc import Awaitable, Iterator, Sequence
+from collections.abc import Awaitable, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
@@ -35,30 +35,25 @@ from gateway.core.memory.settings import StoreKind
 from gateway.core.stores import RedisConnection
 from gateway.memory import redis_locks
 from gateway.memory.redis_cache import TailCache
+from gateway.memory.redis_faults import Unavailable
 from gateway.memory.redis_locks import Holding, Liveness, RedisHold
 from gateway.memory.redis_scripts import APPEND, Scripts, Taken
 from gateway.memory.store import Key, KeyLocks, LockLost, StoreUnavailable
-from gateway.stores.redis import Patience, RedisClient, close_client, masked, open_client, replicated
+from gateway.stores.lean_redis import LeanRedis
+from gateway.stores.redis import (
+    Patience,
+    RedisClient,
+    close_client,
+    masked,
+    open_client,
+    open_lean,
+    replicated,
+)
 
 LEASE_SECONDS = 30.0  # a lock's own expiry, extended while held (see Liveness): ends a lock nobody let go
 CACHE_ENTRIES = 50_000  # entries of conversations cached per process
 _VALUE_PREFIX = "gw:value:"
 log = logging.getLogger("gateway.memory")
-
-
-@contextlib.contextmanager
-def _unavailable_on_redis_errors(connection: RedisConnection) -> Iterator[None]:
-    """Any failure of the client is the store being unavailable, its text without the URL's password.
-
-    Not only RedisError and OSError: an option the connection does not take is a TypeError at the
-    first command, and an unreachable Redis never fails a request.
-    """
-    try:
-        yield
-    except StoreUnavailable:
-        raise
-    except Exception as exc:
-        raise StoreUnavailable(f"redis store: {masked(str(exc), connection)}") from exc
 
 
 def key_prefix(key: Key) -> str:
@@ -86,8 +81,10 @@ class RedisStore:
         # A Redis that hangs or is gone fails requests within seconds (503), not after a long retry loop.
         # Settings the client refuses make a store that is never available, not a gateway that cannot start.
         self._client: RedisClient | None = None
+        self._lean: LeanRedis | None = None
         self._scripts: Scripts | None = None
         self._refusal = ""
+        self._unavailable = Unavailable(self._connection)
         patience = Patience(
             socket_seconds=10,
             connect_seconds=5,
@@ -95,10 +92,14 @@ class RedisStore:
         )
         try:
             self._client = open_client(self._connection, patience)
-            self._scripts = Scripts.of(self._client)
             if wait_replicas:
+                # redis-py's scripts: WAIT blocks its connection until replicas confirm, which on the
+                # lean client's one shared connection would hold up every other call
                 confirmed = replicated(self._client, APPEND, replicas=wait_replicas, timeout=wait_timeout, what="a turn")
-                self._scripts = dataclasses.replace(self._scripts, append=confirmed)
+                self._scripts = dataclasses.replace(Scripts.of(self._client.register_script), append=confirmed)
+            else:
+                self._lean = open_lean(self._connection, self._client, patience)
+                self._scripts = Scripts.of((self._lean or self._client).register_script)
         except Exception as exc:
             self._refusal = f"redis store: the URL is refused ({masked(str(exc), self._connection)})"
             log.error("memory: %s; every memory turn will be answered 503", self._refusal)
@@ -121,11 +122,8 @@ class RedisStore:
             raise StoreUnavailable(self._refusal)
         return self._client
 
-    def _unavailable(self) -> contextlib.AbstractContextManager[None]:
-        return _unavailable_on_redis_errors(self._connection)
-
     async def ping(self) -> None:
-        with self._unavailable():
+        with self._unavailable:
             await self._redis.ping()
 
     @property
@@ -145,7 +143,7 @@ class RedisStore:
         """The whole conversation: for the memory API, never a turn."""
         prefix = key_prefix(key)
         await self._taken(key)
-        with self._unavailable():
+        with self._unavailable:
             async with self._redis.pipeline(transaction=True) as pipe:
                 pipe.hgetall(f"{prefix}:meta")
                 pipe.lrange(f"{prefix}:msgs", 0, -1)
@@ -170,13 +168,13 @@ class RedisStore:
         if holding is not None and not holding.locked:
             reply = await self._take(key, holding, version=version, rows=rows)
         else:
-            with self._unavailable():
+            with self._unavailable:
                 reply = await self._run.take(keys=self._take_keys(key), args=[b"", 0, b"", version, rows, b""])
         state = reply[0]
         if state == Taken.SAME and cached is not None:
             return cached.conversation
         if state == Taken.READ:
-            with self._unavailable():
+            with self._unavailable:
                 return await self._read(key, reply, reach)
         self._cache.forget(key)
         return None
@@ -228,7 +226,7 @@ class RedisStore:
             if holding is not None:
                 await self._taken(key)
                 args[0] = holding.value
-            with self._unavailable():
+            with self._unavailable:
                 reply = await self._run.append(keys=[f"{prefix}:msgs", f"{prefix}:meta", f"{prefix}:lock"], args=args)
         except BaseException as exc:
             self._cache.forget(key)
@@ -248,7 +246,7 @@ class RedisStore:
     async def delete(self, key: Key) -> bool:
         prefix = key_prefix(key)
         await self._taken(key)
-        with self._unavailable():
+        with self._unavailable:
             self._cache.forget(key)
             return bool(await self._redis.delete(f"{prefix}:meta", f"{prefix}:msgs"))
 
@@ -259,7 +257,7 @@ class RedisStore:
             return False
         prefix = key_prefix(key)
         start = last_turn_start(conversation.entries)
-        with self._unavailable():
+        with self._unavailable:
             now = await self._now()
             self._cache.forget(key)
             async with self._redis.pipeline(transaction=True) as pipe:
@@ -276,16 +274,16 @@ class RedisStore:
         return seconds + micros / 1e6
 
     async def put_value(self, key: str, value: str) -> None:
-        with self._unavailable():
+        with self._unavailable:
             await self._redis.set(f"{_VALUE_PREFIX}{key}", value, ex=self._ttl)
 
     async def get_value(self, key: str) -> str | None:
-        with self._unavailable():
+        with self._unavailable:
             value = await self._redis.get(f"{_VALUE_PREFIX}{key}")
             return value.decode() if isinstance(value, bytes) else value  # not UTF-8: not the store's
 
     async def delete_value(self, key: str) -> bool:
-        with self._unavailable():
+        with self._unavailable:
             return bool(await self._redis.delete(f"{_VALUE_PREFIX}{key}"))
 
     # locks
@@ -323,7 +321,7 @@ class RedisStore:
             holding = self._held.pop(key, None)
             if holding is not None and holding.locked:
                 try:
-                    with self._unavailable():
+                    with self._unavailable:
                         await self._run.release(keys=[f"{key_prefix(key)}:lock"], args=[holding.value])
                 except StoreUnavailable as exc:  # the lease ends it; the turn's fate is already known
                     log.warning("memory %s: releasing the redis lock failed (%s); its lease will end it", key[1], exc)
@@ -354,7 +352,7 @@ class RedisStore:
     async def _attempt(self, keys: list[str], holding: Holding, stale: bytes, *, version: bytes, rows: int) -> list[Any]:
         """One run of `TAKE` for `holding`, replacing the lock if it is still `stale`'s."""
         try:
-            with self._unavailable():
+            with self._unavailable:
                 reply: list[Any] = await self._run.take(
                     keys=keys, args=[holding.value, self._lease_ms, stale, version, rows, holding.seen or b""]
                 )
@@ -364,18 +362,18 @@ class RedisStore:
         return reply
 
     async def _lives(self, holder: bytes) -> bool:
-        with self._unavailable():
+        with self._unavailable:
             return bool(await self._redis.exists(redis_locks.live_key(redis_locks.replica_of(holder))))
 
     async def _mark_alive(self) -> None:
-        with self._unavailable():
+        with self._unavailable:
             await self._redis.set(redis_locks.live_key(self._replica), b"1", px=redis_locks.LIVE_MS)
 
     async def _renew_due(self) -> None:
         await redis_locks.extend_leases(self._held, lease=self._lease, extend=self._extend)
 
     async def _extend(self, key: Key, holding: Holding) -> bool:
-        with self._unavailable():
+        with self._unavailable:
             return bool(await self._run.renew(keys=[f"{key_prefix(key)}:lock"], args=[holding.value, self._lease_ms]))
 
     async def _retire(self) -> None:
@@ -387,6 +385,8 @@ class RedisStore:
 
     async def close(self) -> None:
         await self._retire()
+        if self._lean is not None:
+            await self._lean.close()
         if self._client is not None:
             await close_client(self._client)
 

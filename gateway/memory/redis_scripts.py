@@ -12,13 +12,12 @@ the version stored. A delete drops it and an undo replaces it, so a version neve
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Final
+from typing import Any, Final, Protocol
 
-from redis.asyncio import Redis
-from redis.asyncio.cluster import RedisCluster
-from redis.commands.core import AsyncScript
+from redis.typing import EncodableT, KeyT
 
 
 class Taken(IntEnum):
@@ -111,20 +110,26 @@ return 0
 """
 
 
+class Script(Protocol):
+    """A registered script: redis-py's (`AsyncScript`) or the lean client's (`stores.lean_redis.LeanScript`)."""
+
+    def __call__(self, keys: Sequence[KeyT] | None = ..., args: Iterable[EncodableT] | None = ...) -> Awaitable[Any]: ...
+
+
 @dataclass(frozen=True, slots=True)
 class Scripts:
-    """The store's scripts, registered with its client (each call: EVALSHA, loaded again if Redis lost it)."""
+    """The store's scripts, each registered by `register` (each call: EVALSHA, loaded again if Redis lost it).
 
-    take: AsyncScript
-    append: AsyncScript
-    release: AsyncScript
-    renew: AsyncScript
+    Every one is safe to run twice, as a client's retry after a lost reply may: TAKE sets the
+    lock to the holder's own value, APPEND's write id makes a second run a no-op, RELEASE and
+    RENEW act only while the lock is the holder's.
+    """
+
+    take: Script
+    append: Script
+    release: Script
+    renew: Script
 
     @classmethod
-    def of(cls, client: Redis | RedisCluster) -> Scripts:
-        return cls(
-            take=client.register_script(TAKE),
-            append=client.register_script(APPEND),
-            release=client.register_script(RELEASE),
-            renew=client.register_script(RENEW),
-        )
+    def of(cls, register: Callable[[str], Script]) -> Scripts:
+        return cls(take=register(TAKE), append=register(APPEND), release=register(RELEASE), renew=register(RENEW))

@@ -5,18 +5,24 @@ learns the slots from any node given as the seed; a Sentinel client asks the sen
 primary on each new connection, and drops a connection to a primary that became a replica
 (redis-py's `SentinelManagedConnection`), so a retried command reaches the new primary.
 redis-py reads replies with hiredis when it is installed.
+
+A store's hot scripts may go through a lean client of their own instead (`open_lean`,
+`stores.lean_redis`): on one Redis at a redis:// URL, or on Sentinel's primary.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
+import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeAlias
+from typing import Any, Final, TypeAlias
 
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster
+from redis.asyncio.connection import parse_url
 from redis.asyncio.retry import Retry
 from redis.asyncio.sentinel import Sentinel, SentinelConnectionPool
 from redis.commands.core import AsyncScript
@@ -24,8 +30,12 @@ from redis.typing import EncodableT, KeyT
 
 from gateway.core.masks import mask_password
 from gateway.core.stores import RedisConnection
+from gateway.stores.lean_redis import Find, LeanRedis, Login
 
 RedisClient: TypeAlias = aioredis.Redis | RedisCluster
+LEAN_SWITCH: Final = "GATEWAY_REDIS_LEAN"  # "off": a store's scripts go through redis-py too
+# What a redis:// URL may say for the lean client to read it as redis-py does (a query option: no)
+_LEAN_URL_PARTS: Final = frozenset({"host", "port", "db", "username", "password"})
 log = logging.getLogger("gateway.stores")
 
 
@@ -86,6 +96,39 @@ def open_client(connection: RedisConnection, patience: Patience) -> RedisClient:
     if connection.cluster:
         return SeededCluster.from_url(connection.url, **waits)
     return aioredis.Redis.from_url(connection.url, **waits)
+
+
+def open_lean(connection: RedisConnection, client: RedisClient, patience: Patience) -> LeanRedis | None:
+    """A lean client for a store's hot scripts on `connection` (no connection is made yet), or None: redis-py keeps them.
+
+    redis-py keeps them on a Redis Cluster (which node holds a key, MOVED and ASK are its client's
+    work), for a URL the lean client does not read as redis-py would (rediss://, unix://, any query
+    option, a username without a password), and when the environment says GATEWAY_REDIS_LEAN=off.
+    On Sentinel, each new connection asks `client`'s sentinels for the primary.
+    """
+    if os.environ.get(LEAN_SWITCH, "").lower() == "off" or connection.cluster:
+        return None
+    waits: dict[str, Any] = {
+        "reply_seconds": patience.socket_seconds, "connect_seconds": patience.connect_seconds, "retry": patience.retry,
+    }  # fmt: skip
+    sentinel = connection.sentinel
+    pool = client.connection_pool if isinstance(client, aioredis.Redis) else None
+    if sentinel is not None and isinstance(pool, SentinelConnectionPool):
+        find: Find = functools.partial(pool.sentinel_manager.discover_master, sentinel.master_name)
+        return LeanRedis(find, login=Login(password=sentinel.password, db=sentinel.db), **waits)
+    if not connection.url.startswith("redis://"):
+        return None
+    parts = parse_url(connection.url)
+    if not parts.keys() <= _LEAN_URL_PARTS or ("username" in parts and "password" not in parts):
+        return None
+    address = (str(parts.get("host", "localhost")), int(parts.get("port", 6379)))
+    login = Login(username=parts.get("username"), password=parts.get("password"), db=int(parts.get("db", 0)))
+    return LeanRedis(functools.partial(_at, address), login=login, **waits)
+
+
+async def _at(address: tuple[str, int]) -> tuple[str, int]:
+    """Where a Redis given by its URL is: always `address`."""
+    return address
 
 
 async def close_client(client: RedisClient) -> None:
