@@ -3,8 +3,9 @@
 app.config_app adds the routes; this table describes them, and tests/server/test_endpoints.py
 checks that each route the application has is here and each entry here is a route. The
 endpoint reference (gateway.cli.reference.endpoints) is written from the two together.
-Errors are OpenAI-shaped `{"error": {"message", "type", "param", "code"}}` bodies, except on
-/v1/messages, where they take Anthropic's shape.
+Errors are OpenAI-shaped `{"error": {"message", "type", "param", "code"}}` bodies, except under
+/v1/messages (count_tokens too), where they take Anthropic's shape; tests/server/test_endpoints_errors.py
+asks a gateway for some of them on every endpoint.
 """
 
 from __future__ import annotations
@@ -55,17 +56,27 @@ EVERY_PATH: Final = (
 GUARDED: Final = (
     Failure(AuthenticationError.status, AuthenticationError.code, "auth.keys is set and no valid key came"),
 )
-_BODY: Final = (
-    Failure(400, "invalid_json", "the body is empty, not JSON, or not an object"),
-    Failure(400, "invalid_body", "the body could not be read"),
+_READ: Final = (
     Failure(RequestTimeoutError.status, RequestTimeoutError.code, "the body came slower than server.bodyReadTimeoutSeconds"),
     Failure(PayloadTooLargeError.status, PayloadTooLargeError.code, "the body is over server.maxBodyBytes"),
-    Failure(PayloadTooLargeError.status, "request_too_complex", "the body holds too many JSON values to parse at once"),
     Failure(UnsupportedEncodingError.status, UnsupportedEncodingError.code, "a Content-Encoding other than one of gzip, deflate, br, zstd or identity"),
 )
-_ROUTED: Final = (
+_JSON: Final = (
+    Failure(400, "invalid_json", "the body is empty, not JSON, or not an object"),
+    Failure(400, "invalid_body", "the body could not be read"),
+    *_READ,
+    Failure(PayloadTooLargeError.status, "request_too_complex", "the body holds too many JSON values to parse at once"),
+)
+_FORM: Final = (
+    Failure(400, "invalid_body", "the body could not be read, is not multipart/form-data with a boundary, or is malformed"),
+    *_READ,
+    Failure(400, "missing_required_parameter", "the form has no model field or no file part"),
+)
+_FIELDS: Final = (
     Failure(400, "invalid_type", "a field the gateway reads (model, stream, ...) has the wrong type"),
     Failure(400, "missing_required_parameter", "a required field is missing"),
+)
+_ROUTED: Final = (
     Failure(400, "invalid_config", "x-gateway-config is not a route name nor a valid strategy tree"),
     Failure(400, "config_not_allowed", "x-gateway-config asks for what requestConfig does not allow"),
     Failure(404, "model_not_found", "no route has the model's name and there is no defaultRoute"),
@@ -97,7 +108,8 @@ _STORED: Final = (
     Failure(503, "memory_unavailable", "the store that records which target answered failed"),
 )
 _V1: Final = GUARDED
-_MODEL_CALL: Final = (*_V1, *_BODY, *_ROUTED)
+_MODEL_CALL: Final = (*_V1, *_JSON, *_FIELDS, *_ROUTED)
+_FORM_CALL: Final = (*_V1, *_FORM, *_ROUTED, *_SURFACE)
 
 ENDPOINTS: Final = (
     Endpoint(
@@ -130,12 +142,12 @@ ENDPOINTS: Final = (
     Endpoint(
         "POST", "/v1/audio/transcriptions",
         "OpenAI transcription: the multipart form passed on, model read from it.",
-        failures=(*_MODEL_CALL, *_SURFACE),
+        failures=_FORM_CALL,
     ),
     Endpoint(
         "POST", "/v1/audio/translations",
         "OpenAI audio translation: the multipart form passed on, model read from it.",
-        failures=(*_MODEL_CALL, *_SURFACE),
+        failures=_FORM_CALL,
     ),
     Endpoint("POST", "/v1/moderations", "OpenAI moderations, passed through to openai targets.", failures=(*_MODEL_CALL, *_SURFACE)),
     Endpoint("POST", "/v1/rerank", "Rerank (query and documents), passed through to openai targets.", failures=(*_MODEL_CALL, *_SURFACE)),

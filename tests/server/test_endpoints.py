@@ -38,4 +38,4 @@ def test_routed_endpoints_list_the_errors_of_routing_and_of_keys() -> None:
         if endpoint.path.startswith("/v1/"):
             assert "invalid_api_key" in codes, endpoint.path
         if endpoint.method == "POST" and "/memory/" not in endpoint.path:
-            assert {"model_not_found", "invalid_json", "upstream_timeout"} <= codes, endpoint.path
+            assert {"model_not_found", "invalid_body", "upstream_timeout"} <= codes, endpoint.path

@@ -60,7 +60,8 @@ def endpoints_page() -> str:
         "Every route the gateway serves, read from its router. Paths under `/v1/` need a gateway key "
         "(`Authorization: Bearer ...`; on `/v1/messages` also `x-api-key`) when `auth.keys` is set. "
         "Errors are OpenAI-shaped, `{\"error\": {\"message\", \"type\", \"param\", \"code\"}}` "
-        "(Anthropic-shaped on `/v1/messages`), and carry `x-request-id`.",
+        "(Anthropic-shaped under `/v1/messages`, whose errors have a `type` but no `code`), and carry "
+        "`x-request-id`.",
         table(("endpoint", "what it does"), overview),
         "## Errors any path may answer",
         table(("status", "code", "when"), _failure_rows(EVERY_PATH)),
