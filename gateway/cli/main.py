@@ -10,7 +10,7 @@ import multiprocessing
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import NoReturn
@@ -71,8 +71,17 @@ def check_config(path: str) -> int:
 
 def print_schema() -> int:
     """Print the config file's JSON Schema, which editors use to complete and check gateway.yaml."""
-    print(json.dumps(config_json_schema(), indent=2))
+    print(json.dumps(config_json_schema(), indent=2), flush=True)
     return 0
+
+
+def _to_a_reader(command: Callable[[], int]) -> int:
+    """Run a command that prints, whose reader may leave early (`gateway schema | head`): that is fine, exit 0."""
+    try:
+        return command()
+    except BrokenPipeError:  # the rest is dropped, and nothing is left to fail at exit's flush
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 def settle_memory(path: str) -> int:
@@ -261,13 +270,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     if args.command == "check-config":
-        try:
-            return check_config(_config_path(args.path))
-        except BrokenPipeError:  # `gateway check-config | head`: the reader left, which is fine
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-            return 0
+        return _to_a_reader(lambda: check_config(_config_path(args.path)))
     if args.command == "schema":
-        return print_schema()
+        return _to_a_reader(print_schema)
     if args.command == "settle-memory":
         return settle_memory(args.path)
     if args.command == "init":
