@@ -123,6 +123,38 @@ async def test_a_write_to_a_replica_ends_the_connection(tmp_path: Path) -> None:
             assert not connection.open
 
 
+class Recorded(asyncio.Transport):
+    """A transport that keeps what is written to it: the protocol's own logic, without a socket."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes: list[bytes] = []
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        self.writes.append(bytes(data))
+
+    def abort(self) -> None:
+        pass
+
+
+async def test_commands_sent_in_one_pass_of_the_loop_go_out_in_one_write() -> None:
+    connection = RespConnection(name="recorded:0", reply_seconds=10)
+    transport = Recorded()
+    connection.connection_made(transport)
+    replies = [call(connection, "ECHO", str(n)) for n in range(3)]
+    assert transport.writes == []  # not yet: more may come in this pass
+    await asyncio.sleep(0)  # one pass of the loop
+    assert transport.writes == [b"".join(hiredis.pack_command(("ECHO", str(n))) for n in range(3))]
+    connection.data_received(b"$1\r\n0\r\n$1\r\n1\r\n$1\r\n2\r\n")
+    assert [await reply for reply in replies] == [b"0", b"1", b"2"]
+    ping = call(connection, "PING")
+    await asyncio.sleep(0)
+    assert transport.writes[1:] == [b"*1\r\n$4\r\nPING\r\n"]
+    connection.lose(redis.exceptions.ConnectionError("test over"))
+    with pytest.raises(redis.exceptions.ConnectionError):
+        await ping
+
+
 async def test_a_reply_nobody_asked_for_ends_the_connection(redis_url: str) -> None:
     async with connected(redis_url) as connection:
         connection.data_received(b"+surprise\r\n")
