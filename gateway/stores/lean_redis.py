@@ -111,7 +111,10 @@ class LeanRedis:
             self._connection = connection
 
     async def _open(self) -> RespConnection:
-        """A new connection to where `find` says, logged in; TimeoutError past `connect_seconds` in all."""
+        """A new connection to where `find` says, logged in; TimeoutError past `connect_seconds` in all.
+
+        Cancelled by `close`: ConnectionError for the callers waiting on it (they were not cancelled).
+        """
         where = "redis"
         try:
             async with asyncio.timeout(self._connect_seconds):
@@ -128,13 +131,15 @@ class LeanRedis:
             raise exceptions.TimeoutError(f"connecting to {where} took more than {self._connect_seconds:g}s") from None
         except OSError as exc:
             raise exceptions.ConnectionError(f"connecting to {where} failed: {exc}") from exc
+        except asyncio.CancelledError:
+            if self._closed:
+                raise exceptions.ConnectionError("the Redis store is closed") from None
+            raise
         return connection
 
     async def _log_in(self, connection: RespConnection) -> None:
-        """Send the login's commands at once, then read each reply (an error reply raised: not retried)."""
-        replies = [connection.send(pack(command)) for command in self._login.commands()]
-        for reply in replies:
-            await reply
+        """Send the login's commands at once and read their replies (an error reply raised: not retried)."""
+        await asyncio.gather(*(connection.send(pack(command)) for command in self._login.commands()))
 
     async def close(self) -> None:
         """Fail the calls in flight and close the connection; calls after this fail at once."""

@@ -13,7 +13,7 @@ import pytest
 import redis
 import redis.exceptions
 from redis.asyncio.retry import Retry
-from redis.backoff import ExponentialWithJitterBackoff
+from redis.backoff import ExponentialWithJitterBackoff, NoBackoff
 
 from gateway.memory.store import StoreUnavailable
 from gateway.stores.lean_redis import Find, LeanRedis, Login
@@ -181,3 +181,19 @@ async def test_close_fails_the_calls_in_flight_and_every_call_after(redis_url: s
         await blocked
     with pytest.raises(redis.exceptions.ConnectionError, match="closed"):
         await client.call("PING")
+
+
+async def test_close_while_connecting_fails_the_callers_waiting_for_the_connection() -> None:
+    asked = asyncio.Event()
+
+    async def never_answers() -> tuple[str, int]:
+        asked.set()
+        await asyncio.Event().wait()
+        raise AssertionError("not reached")
+
+    client = LeanRedis(never_answers, login=Login(), reply_seconds=1, connect_seconds=60, retry=Retry(NoBackoff(), 3))
+    waiting = asyncio.ensure_future(client.call("PING"))
+    await asked.wait()
+    await client.close()
+    with pytest.raises(redis.exceptions.ConnectionError, match="closed"):
+        await waiting
