@@ -4,15 +4,18 @@ Its parts: the file's tables and row shapes (sqlite_file), the thread's connecti
 heals after faults and notices a file replaced (sqlite_connection), the writes of turns, most
 of them one statement and appends queued together one insert or one transaction
 (sqlite_writes), reads, deletes and undos (sqlite_conversations), the loop's write-through
-cache (sqlite_cache), and the leases processes sharing the file lock conversations with
-(sqlite_leases). Here they are put together behind the MemoryStore protocol: every statement
-runs on the store's thread, and each batch of jobs comes back to the loop in one hop (`_settle`).
+cache (sqlite_cache), and the locks processes sharing the file hold conversations by
+(sqlite_locks, on the lock file beside it: sqlite_lockfile). Here they are put together behind
+the MemoryStore protocol: every statement runs on the store's thread, and each batch of jobs
+comes back to the loop in one hop (`_settle`).
 
-Worker processes sharing one file (`--workers N`) open it with `shared=True`: conversations are
-locked by leases in the file, so turns stay serialized across the processes, and the cache serves
-a conversation only while its lease is held, once the lease's transaction found it unchanged
-since it was cached (its stamp, the time of its last write: see `TurnWriter.learn`). Another
-process's write in between changes the stamp, and the cached copy is dropped.
+Worker processes sharing one file (`--workers N`) open it with `shared=True`: a conversation is
+locked by a kernel lock on its byte of the lock file, so turns stay serialized across the
+processes, and a turn costs what it does in one process: the lock is a system call on the loop,
+the cache serves, and the write is the same one statement. Each write first puts a fresh version
+in the conversation's slot of the lock file (on the thread, before its statements); a process
+serves its cached copy, and its thread appends by what it remembers of the row, only while the
+slot holds the version they were recorded with: no other process wrote the conversation since.
 """
 
 from __future__ import annotations
@@ -35,9 +38,9 @@ from gateway.core.memory.settings import StoreKind
 from gateway.memory.sqlite_cache import ConversationCache
 from gateway.memory.sqlite_connection import StoreFile
 from gateway.memory.sqlite_conversations import Conversations
-from gateway.memory.sqlite_leases import Leases
+from gateway.memory.sqlite_locks import Holding, SharedLocks
 from gateway.memory.sqlite_writes import TurnWriter, Write
-from gateway.memory.store import Key, KeyLocks, LockLost, StoreUnavailable
+from gateway.memory.store import Key, KeyLocks, StoreUnavailable
 from gateway.memory.worker import Worker
 
 T = TypeVar("T")
@@ -53,7 +56,6 @@ class _Call:
     then: Callable[[Any], None] | None = None
     result: Any = None
     error: BaseException | None = None
-    together: bool = True  # may run in one transaction with the jobs beside it (see `_serve_together`)
 
 
 class SQLiteStore:
@@ -77,11 +79,10 @@ class SQLiteStore:
         self._ttl = ttl_seconds
         self._clock = clock
         self._shared = shared
-        self._cache = ConversationCache(cache_entries, ttl=ttl_seconds, cap=max_messages, clock=clock)
+        self._cache = ConversationCache(cache_entries, ttl=ttl_seconds, cap=max_messages, clock=clock, versions=shared)
         self._locks = KeyLocks(lock_timeout)
         # the thread's own
-        self._turns = TurnWriter(cap=max_messages, shared=shared)
-        self._leases = Leases(self._run, self._locks, look=self._turns.learn, seen=self._cache.check)
+        self._turns = TurnWriter(cap=max_messages)
         self._conversations = Conversations(self._turns, ttl=ttl_seconds, clock=clock, plain=cache_entries > 0)
         self._file = StoreFile(
             path,
@@ -90,17 +91,30 @@ class SQLiteStore:
             ttl=ttl_seconds,
             clock=clock,
             on_new_file=self._turns.ranges.clear,
+            shared=shared,
         )
         self._worker: Worker[_Call | Write] = Worker(self._serve, name="gateway-sqlite", closed=self._closed)
+        self._shared_locks = SharedLocks(
+            self._locks, current=lambda: self._file.lock_file, opened=lambda: self._run(_nothing), barrier=self._barrier
+        )
 
     def _closed(self) -> StoreUnavailable:
         return StoreUnavailable(f"sqlite store at {self._file.shown_path}: the store is closed")
 
     async def _run(self, work: Callable[[sqlite3.Connection], T], then: Callable[[T], None] | None = None) -> T:
         """Run `work` on the store's thread with the open file; its sqlite errors are StoreUnavailable."""
+        return await self._submit(work, then)
+
+    def _submit(self, work: Callable[[sqlite3.Connection], T], then: Callable[[T], None] | None = None) -> asyncio.Future[T]:
         done: asyncio.Future[T] = asyncio.get_running_loop().create_future()
         self._worker.submit(_Call(functools.partial(self._with_db, work), done, then))
-        return await done
+        return done
+
+    def _barrier(self) -> asyncio.Future[None]:
+        """A future done once the thread served every job queued before it (the file untouched)."""
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._worker.submit(_Call(_nothing, done))
+        return done
 
     def _with_db(self, work: Callable[[sqlite3.Connection], T]) -> T:
         return work(self._file.ready().connection)
@@ -108,11 +122,8 @@ class SQLiteStore:
     # on the thread
 
     def _serve(self, jobs: list[_Call | Write]) -> None:
-        """On the thread: run the jobs in order (see `_serve_each`, `_serve_together`); then one hop to the loop."""
-        if self._shared and (len(jobs) > 1 or self._leases.released):
-            self._serve_together(jobs)
-        else:
-            self._serve_each(jobs)
+        """On the thread: run the jobs in order (see `_serve_each`); then one hop to the loop."""
+        self._serve_each(jobs)
         error = self._file.check(len(jobs))
         if error is not None:
             for job in jobs:
@@ -121,47 +132,6 @@ class SQLiteStore:
             jobs[0].done.get_loop().call_soon_threadsafe(self._settle, jobs, self._file.generation)
         except RuntimeError:  # the loop is closed: nobody awaits these any more
             return
-
-    def _serve_together(self, jobs: list[_Call | Write]) -> None:
-        """Shared mode: the leases let go, then the jobs, in one transaction; a failure of a job rolls it back and fails them all.
-
-        A transaction locks the file across the processes sharing it, which costs more than the
-        statements of a turn's lease, write or release; the jobs queued together (most of them
-        for other conversations) share one.
-        """
-        together = all(isinstance(job, Write) or job.together for job in jobs)
-        try:
-            db = self._file.ready().connection
-        except Exception:  # each job meets the file's failure by itself
-            self._serve_each(jobs)
-            return
-        try:
-            if together:
-                db.execute("BEGIN IMMEDIATE")
-            self._leases.delete_released(db)
-        except Exception as exc:
-            log.warning("sqlite store at %s: releasing leases failed (%s); they will expire", self._file.shown_path, exc)
-            with contextlib.suppress(sqlite3.Error):
-                if db.in_transaction:
-                    db.execute("ROLLBACK")
-            together = False
-        if not together:
-            self._serve_each(jobs)
-            return
-        self._serve_each(jobs)
-        failure = next((job.error for job in jobs if job.error is not None and not isinstance(job.error, LockLost)), None)
-        if failure is None:
-            try:
-                db.execute("COMMIT")
-                return
-            except Exception as exc:
-                failure = self._file.unavailable(exc)
-        with contextlib.suppress(sqlite3.Error):
-            if db.in_transaction:
-                db.execute("ROLLBACK")
-        self._turns.ranges.clear()  # what the jobs wrote and learned is undone
-        for job in jobs:
-            job.error = failure
 
     def _serve_each(self, jobs: list[_Call | Write]) -> None:
         """Run the jobs in order, each run of appends in one statement or transaction (see TurnWriter)."""
@@ -184,6 +154,8 @@ class SQLiteStore:
         """The writes in one statement or one transaction (see TurnWriter); a failure fails them all."""
         try:
             cursor = self._file.ready()
+            if self._shared:
+                self._stamp(writes)
             now = self._clock()
             self._turns.write(cursor, writes, now=now, cutoff=now - self._ttl)
             self._file.unwritable = None
@@ -192,6 +164,17 @@ class SQLiteStore:
             for write in writes:
                 write.error = error
                 self._turns.forget(write.key)  # rolled back: the row is not as remembered
+
+    def _stamp(self, writes: list[Write]) -> None:
+        """Shared mode: a fresh version in each write's slot, before its statements (see sqlite_lockfile)."""
+        stamp = self._file.opened_lock_file().stamp
+        for write in writes:
+            write.seen, write.version = stamp(write.slot)
+
+    def _stamped(self, slot: int, work: Callable[[sqlite3.Connection], T], db: sqlite3.Connection) -> T:
+        """`work`, which changes a conversation, after a fresh version was put in its slot (shared mode)."""
+        self._file.opened_lock_file().stamp(slot)
+        return work(db)
 
     # on the loop
 
@@ -221,15 +204,37 @@ class SQLiteStore:
                 done.set_exception(job.error)
 
     def _cached(self, key: Key) -> bool:
-        """Whether the cache may serve `key`: always for the file's only writer, else while its lease is held (see `Leases`)."""
-        return not self._shared or key in self._leases.held
+        """Whether the cache may serve `key`: always for the file's only writer, else while held and at its version.
+
+        Shared: the cached copy is the file's while no other process wrote the conversation
+        since it was cached (its slot holds the version recorded with it: see sqlite_locks),
+        which holds on while this process holds the conversation.
+        """
+        if not self._shared:
+            return True
+        holding = self._shared_locks.held.get(key)
+        return holding is not None and self._cache.version(key) == holding.version()
+
+    def _remembering(self, key: Key) -> Callable[[Conversation | None], None] | None:
+        """What keeps a read of `key` in the cache; shared, only a read made while this process holds it (None: not kept)."""
+        if not self._shared:
+            return functools.partial(self._cache.remember, key)
+        holding = self._shared_locks.held.get(key)
+        if holding is None:  # another process may be writing it: what was read may be older than its version says
+            return None
+        return functools.partial(self._remember_held, key, holding)
+
+    def _remember_held(self, key: Key, holding: Holding, conversation: Conversation | None) -> None:
+        """Cache a read made under `holding`, with the version its slot holds, if still held the same way."""
+        if self._shared_locks.held.get(key) is holding:
+            self._cache.remember(key, conversation, version=holding.version())
 
     async def load(self, key: Key) -> Conversation | None:
         cached = self._cache.whole(key) if self._cached(key) else None
         if cached is not None:
             return Conversation(list(cached.system), list(cached.entries), cached.updated_at)
         read = functools.partial(self._conversations.read, key=key, reach=None)
-        return await self._run(read, functools.partial(self._cache.remember, key))
+        return await self._run(read, self._remembering(key))
 
     async def load_tail(self, key: Key, reach: Reach) -> Conversation | None:
         """The cached conversation itself when it serves (to read, not to change), else a read of the file."""
@@ -237,11 +242,12 @@ class SQLiteStore:
         if cached is not None:
             return cached
         read = functools.partial(self._conversations.read, key=key, reach=reach)
-        return await self._run(read, functools.partial(self._cache.remember, key))
+        return await self._run(read, self._remembering(key))
 
     def append(self, key: Key, entries: Sequence[Entry], *, system: Sequence[Message] | None) -> asyncio.Future[None]:
         write = Write(key, entries, system)
-        write.token = self._leases.held.get(key)
+        if self._shared:
+            write.slot = self._shared_locks.writing(key, write.done)
         write.cached = self._cache.take(key)  # out of the cache until written: a read meanwhile comes after this write
         self._worker.submit(write)
         return write.done
@@ -258,13 +264,22 @@ class SQLiteStore:
         return self._file.unwritable
 
     async def delete(self, key: Key) -> bool:
-        self._cache.forget(key)
-        return await self._run(functools.partial(self._conversations.delete, key=key), functools.partial(self._cache.forget, key))
+        return await self._change(key, functools.partial(self._conversations.delete, key=key))
 
     async def undo(self, key: Key) -> bool:
         """Forget the newest user message and what came after it (the whole conversation when it has none)."""
+        return await self._change(key, functools.partial(self._conversations.undo, key=key))
+
+    def _change(self, key: Key, work: Callable[[sqlite3.Connection], bool]) -> asyncio.Future[bool]:
+        """Run `work`, which changes the conversation otherwise than by a turn; shared, after a fresh version in its slot."""
         self._cache.forget(key)
-        return await self._run(functools.partial(self._conversations.undo, key=key), functools.partial(self._cache.forget, key))
+        forget = functools.partial(self._cache.forget, key)
+        if not self._shared:
+            return self._submit(work, forget)
+        done: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        stamped = functools.partial(self._stamped, self._shared_locks.writing(key, done), work)
+        self._worker.submit(_Call(functools.partial(self._with_db, stamped), done, forget))
+        return done
 
     async def put_value(self, key: str, value: str) -> None:
         def work(db: sqlite3.Connection) -> None:
@@ -288,7 +303,7 @@ class SQLiteStore:
         return await self._run(work)
 
     def lock(self, key: Key) -> AbstractAsyncContextManager[None]:
-        return self._leases.hold(key) if self._shared else self._locks.hold(key)
+        return self._shared_locks.hold(key) if self._shared else self._locks.hold(key)
 
     async def close(self) -> None:
         """Close the file once the work queued so far is done, then end the thread."""
@@ -298,8 +313,13 @@ class SQLiteStore:
         if self._worker.stopped:
             return
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._worker.submit(_Call(self._file.close, done, together=False))
+        self._worker.submit(_Call(self._file.close, done))
         try:
             await done
         finally:
             self._worker.stop()
+            self._shared_locks.close()
+
+
+def _nothing(*_: object) -> None:
+    """A job that does nothing: run for what running any job does (open the file), or to come after the jobs before it."""

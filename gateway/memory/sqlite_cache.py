@@ -2,9 +2,10 @@
 
 A hop to the store's thread costs more than the query itself, so the newest part read of each
 conversation is kept here, updated by each write, and served from here. That is right while this
-process is the file's only writer; a store sharing its file with other processes serves a
-conversation only once it `check`ed it against the file under the conversation's lease. Bounded
-by the entries it holds, the least recently used conversation forgotten first.
+process is the file's only writer; a store sharing its file with other processes keeps each
+conversation's `version` beside it (see sqlite_locks), and serves it only while its slot still
+holds that version. Bounded by the entries it holds, the least recently used conversation
+forgotten first.
 """
 
 from __future__ import annotations
@@ -23,11 +24,15 @@ class ConversationCache:
     """Up to `limit` entries of conversations, each as its newest part (`older` entries before it were not read).
 
     A conversation untouched for `ttl` seconds (by `clock`) has expired and is not served;
-    `cap` is the store's, by which a write drops the oldest messages.
+    `cap` is the store's, by which a write drops the oldest messages. `versions`: keep each
+    conversation's version (a store sharing its file).
     """
 
-    def __init__(self, limit: int, *, ttl: float, cap: int, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, limit: int, *, ttl: float, cap: int, clock: Callable[[], float] = time.time, versions: bool = False
+    ) -> None:
         self._conversations: OrderedDict[Key, Conversation] = OrderedDict()
+        self._versions: dict[Key, int] | None = {} if versions else None
         self.limit = limit
         self.entries = 0  # cached in all
         self.generation = 0  # the store's file generation the cache was filled in
@@ -71,29 +76,28 @@ class ConversationCache:
         self.entries -= len(cached.entries)
         return None if self._clock() - cached.updated_at > self._ttl else cached
 
-    def remember(self, key: Key, conversation: Conversation | None) -> None:
-        """Keep a copy of `conversation` as read from the file, or forget the key (None)."""
+    def version(self, key: Key) -> int | None:
+        """The version the cached conversation was recorded with (None: none recorded)."""
+        return None if self._versions is None else self._versions.get(key)
+
+    def remember(self, key: Key, conversation: Conversation | None, *, version: int = 0) -> None:
+        """Keep a copy of `conversation` as read from the file, at `version`, or forget the key (None)."""
         old = self._conversations.pop(key, None)
         if old is not None:
             self.entries -= len(old.entries)
+        versions = self._versions
         if conversation is None or self.limit <= 0:
+            if versions is not None:
+                versions.pop(key, None)
             return
+        if versions is not None:
+            versions[key] = version
         entries = list(conversation.entries)
         self._conversations[key] = Conversation(
             list(conversation.system), entries, conversation.updated_at, older=conversation.older, plain=conversation.plain
         )
         self.entries += len(entries)
         self._evict()
-
-    def check(self, key: Key, updated_at: float | None) -> None:
-        """Forget the conversation unless the file's copy was last written when the cached one was (`updated_at`; None: no copy).
-
-        Every write sets a conversation's time of last write, so another process's write since
-        this copy was cached shows as another time.
-        """
-        cached = self._conversations.get(key)
-        if cached is not None and cached.updated_at != updated_at:
-            self.remember(key, None)
 
     def forget(self, key: Key, _: object = None) -> None:
         """After a delete or an undo: a read served before it may have been cached meanwhile."""
@@ -105,6 +109,8 @@ class ConversationCache:
             self.generation = generation
             self._conversations.clear()
             self.entries = 0
+            if self._versions is not None:
+                self._versions.clear()
 
     def written(self, write: Write) -> None:
         """Bring the cached conversation up to date with a write, or forget it when the write failed."""
@@ -122,10 +128,14 @@ class ConversationCache:
         cached.append(write.entries, cap=self._cap, system=write.new_system, updated_at=write.updated_at)
         self._conversations[key] = cached
         self.entries += len(cached.entries)
+        if self._versions is not None:
+            self._versions[key] = write.version
         if self.entries > self.limit:
             self._evict()
 
     def _evict(self) -> None:
         while self.entries > self.limit and self._conversations:
-            _, evicted = self._conversations.popitem(last=False)
+            key, evicted = self._conversations.popitem(last=False)
             self.entries -= len(evicted.entries)
+            if self._versions is not None:
+                self._versions.pop(key, None)

@@ -9,6 +9,15 @@ writing into a file deleted or replaced under it, lost at the next start. The jo
 served there are refused (a 503 for their turns: nothing they wrote is kept), the error is
 logged, and the store goes on with the file then at the path, made afresh when there is none;
 what it remembered of the old file is forgotten (`generation` moves on).
+
+A store sharing its file with other processes opens the lock file beside it too (`lock_file`,
+see sqlite_lockfile), with the database, and checks it after each batch the same way: a lock
+file deleted or replaced under the store is one the other processes no longer lock by, so the
+store goes on with the one then at the path, made afresh when there is none, and forgets what
+it remembered (versions of the old file's slots say nothing of the new one's). Until each
+process has noticed (at its next batch), a conversation may be held by two of them: what
+deleting the lock file under running gateways costs. A database replaced keeps its lock file,
+which serves the new database as well as the old.
 """
 
 from __future__ import annotations
@@ -21,6 +30,7 @@ from pathlib import Path
 from typing import Final
 
 from gateway.memory.sqlite_file import DAY, OpenFile, inode, leave_file, open_file, transaction
+from gateway.memory.sqlite_lockfile import LockFile, lock_path, open_lock_file
 from gateway.memory.store import StoreUnavailable
 
 log = logging.getLogger("gateway.memory")
@@ -52,7 +62,8 @@ class StoreFile:
     """The store's file as its thread uses it; every method but `unwritable`'s read runs on that thread.
 
     `shown_path` is what logs and errors name (no value from the environment). `on_new_file`
-    is called when the file at the path is another than the one last open there.
+    is called when the file at the path is another than the one last open there. `shared`: other
+    processes share the file, locking its conversations by the lock file beside it.
     """
 
     def __init__(
@@ -64,8 +75,12 @@ class StoreFile:
         ttl: float,
         clock: Callable[[], float],
         on_new_file: Callable[[], None],
+        shared: bool = False,
     ) -> None:
         self.path = path
+        self._shared = shared
+        # Opened here, used on the loop (sqlite_locks), which closes one the thread moved on from
+        self.lock_file: LockFile | None = None
         self.shown_path = shown_path
         self._busy_timeout_ms = busy_timeout_ms
         self._ttl = ttl
@@ -86,6 +101,8 @@ class StoreFile:
         cursor = self._writer
         if cursor is None:  # opened lazily, so a gateway that never uses memory creates no file
             cursor = self._open()
+        if self._shared and self.lock_file is None:
+            self.lock_file = open_lock_file(self.path)
         now = self._clock()
         if now - self._purged_at > _PURGE_EVERY:
             self._purged_at = now
@@ -119,6 +136,8 @@ class StoreFile:
             return None
         now = inode(self.path)
         if now == opened.main:
+            if self._shared:
+                self._check_lock_file()
             return None
         what = "deleted or out of reach" if now is None else "replaced by another file"
         log.error(
@@ -134,6 +153,26 @@ class StoreFile:
         self._forget_file()
         leave_file(db, self.path, opened, shown_path=self.shown_path)
         return StoreUnavailable(f"sqlite store at {self.shown_path}: the file was {what} while open; nothing was stored there")
+
+    def _check_lock_file(self) -> None:
+        """Go on with the lock file at the path when it is not the one open (see the module docstring)."""
+        lock_file = self.lock_file
+        if lock_file is None or inode(lock_path(self.path)) == lock_file.inode:
+            return
+        log.error(
+            "sqlite memory store: the lock file beside %s was deleted or replaced while in use; going on with the one there now "
+            "(made afresh if none): until every process sharing the file has, a conversation may be held by two of them",
+            self.shown_path,
+        )
+        self.lock_file = None  # the next job opens it; the loop retires the old one
+        self._forget_file()
+
+    def opened_lock_file(self) -> LockFile:
+        """The lock file beside the database (shared mode), opened by the job being served (`ready`)."""
+        lock_file = self.lock_file
+        if lock_file is None:
+            lock_file = self.lock_file = open_lock_file(self.path)
+        return lock_file
 
     def probe(self, db: sqlite3.Connection) -> None:
         """A write that leaves nothing behind; the file takes writes again when it goes through."""
@@ -193,5 +232,5 @@ class StoreFile:
             db.execute(_PURGE_MESSAGES, expired)
             db.execute(_PURGE_CONVERSATIONS, expired)  # after their messages, which say whether they expired
             db.execute('DELETE FROM "values" WHERE written_at < ?', (cutoff,))
-            db.execute("DELETE FROM locks WHERE expires_at < ?", (now,))
+            db.execute("DELETE FROM locks WHERE expires_at < ?", (now,))  # leases older gateways left
         # A remembered range of a purged conversation is past the TTL: its next write reads the file.

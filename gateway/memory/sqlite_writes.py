@@ -7,6 +7,11 @@ its newest message row cannot stand for it (`TurnWriter._append_alone`); appends
 are then one insert of all their rows. Otherwise the writes are a transaction: a guarded UPDATE
 of the row when the thread remembers it, else a read of the row and its newest messages, which
 say where the messages go. Appends queued together share that one transaction.
+
+Processes sharing the file (see sqlite_locks) write alike: what the thread remembers of a
+conversation carries the version its write put in the conversation's slot, and serves the next
+write only while the slot still held it just before that write (`Write.seen`): no other process
+wrote the conversation in between. Otherwise that write reads the row.
 """
 
 from __future__ import annotations
@@ -31,8 +36,7 @@ from gateway.memory.sqlite_file import (
     row_floor,
     transaction,
 )
-from gateway.memory.sqlite_leases import owns
-from gateway.memory.store import Key, LockLost
+from gateway.memory.store import Key
 
 log = logging.getLogger("gateway.memory")
 
@@ -61,37 +65,26 @@ WHERE tenant = ?1 AND memory_id = ?2 AND first_seq = ?8 AND last_seq = ?9 AND up
 # Rows the thread remembers (`KnownRange`), the oldest remembered forgotten first beyond: ~330 bytes
 # each (its key's strings), ~1.4 MB in all. A forgotten row costs its next turn a read of the row.
 KNOWN_RANGES: Final = 4_096
-# A turn's message row, inserted only while ?9 still holds the conversation's lease (see `_append_leased`).
-_INSERT_LEASED: Final = """
-INSERT INTO messages (tenant, memory_id, seq, written_at, role, body, encoding, tokens)
-SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8 WHERE EXISTS (SELECT 1 FROM locks WHERE tenant = ?1 AND memory_id = ?2 AND owner = ?9)
-"""
-# The row's touched_day, then the conversation's STATE (see sqlite_file): what a lease taken learns.
-_LEASED_STATE: Final = """
-SELECT c.touched_day, c.system, c.updated_at, c.first_seq, c.last_seq, c.cap, m.seq, m.encoding, m.tokens, m.written_at
-FROM conversations AS c LEFT JOIN messages AS m
-    ON m.tenant = ?1 AND m.memory_id = ?2 AND m.seq = (SELECT MAX(seq) FROM messages WHERE tenant = ?1 AND memory_id = ?2)
-WHERE c.tenant = ?1 AND c.memory_id = ?2
-"""
 INSERT: Final = "INSERT INTO messages (tenant, memory_id, seq, written_at, role, body, encoding, tokens) VALUES "
 TRIM_EVERY: Final = 32  # messages below first_seq are deleted in bunches of about this many (see trim_due)
 _TRIM: Final = "DELETE FROM messages WHERE tenant = ? AND memory_id = ? AND seq < ?"
 _MOST_TOGETHER: Final = 256  # turns one statement inserts at most (8 parameters each, of SQLite's 32,766)
 
 # A conversation as the thread last wrote it: (first_seq, last_seq, that write's time, the row as
-# written there: (first_seq, last_seq, updated_at, touched_day), the guard of _UPDATE_KNOWN).
-KnownRange = tuple[int, int, float, tuple[int, int, float, int]]
+# written there: (first_seq, last_seq, updated_at, touched_day), the guard of _UPDATE_KNOWN,
+# the version that write put in its slot: 0 for the file's only writer).
+KnownRange = tuple[int, int, float, tuple[int, int, float, int], int]
 
 
 class Write:
     """One turn to append, queued for the thread; `cached` is its conversation as cached before, out of the cache until written."""
 
-    __slots__ = ("cached", "done", "entries", "error", "insert", "key", "new_system", "rows", "token", "updated_at")
+    __slots__ = ("cached", "done", "entries", "error", "insert", "key", "new_system", "rows", "seen", "slot", "updated_at", "version")
 
     def __init__(self, key: Key, entries: Sequence[Entry], system: Sequence[Message] | None) -> None:
         """The turn `entries` to append to `key`, with `system` the system messages to store (None: keep the stored ones).
 
-        Made on the loop, whose future `done` says when it is written. The store sets `token` and
+        Made on the loop, whose future `done` says when it is written. The store sets `slot` and
         `cached` after: by keywords, a class is slower to call on every turn.
         """
         self.key = key
@@ -100,7 +93,9 @@ class Write:
         # insert_rows' parameters: the key, the first seq and time (set by the thread), then the rows'
         self.insert: list[Any] = [*key, 0, 0.0, *params]
         self.new_system = system
-        self.token: str | None = None  # the lease this write must still hold (shared mode)
+        # Shared mode (see sqlite_lockfile): the conversation's version slot, the version the thread
+        # found there before this write and the one it put there; 0 all three for the file's only writer.
+        self.slot = self.seen = self.version = 0
         self.cached: Conversation | None = None
         self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.updated_at = 0.0  # set by the thread once written
@@ -139,15 +134,11 @@ def trim_due(first: int, start: int, added: int) -> bool:
 class TurnWriter:
     """Writes queued turns on the store's thread, remembering each conversation's row as it last wrote it.
 
-    `shared`: other processes write the file too, so what this thread remembers stands for a row
-    only while this process holds the conversation's lease: it is learned when the lease is taken
-    (`learn`), and a turn then written by its message row alone checks the lease in that statement
-    (`_append_leased`). Other writes go through a transaction that reads the row (and checks the lease).
+    What it remembers serves a write only at the version the write found (see the module docstring).
     """
 
-    def __init__(self, *, cap: int, shared: bool) -> None:
+    def __init__(self, *, cap: int) -> None:
         self._cap = cap
-        self._shared = shared
         self.ranges: dict[Key, KnownRange] = {}  # see _UPDATE_KNOWN
 
     def forget(self, key: Key) -> None:
@@ -155,7 +146,7 @@ class TurnWriter:
         self.ranges.pop(key, None)
 
     def write(self, cursor: sqlite3.Cursor, writes: Sequence[Write], *, now: float, cutoff: float) -> None:
-        """Group commit: the writes in one statement or one transaction; a write whose holder lost its lease is refused.
+        """Group commit: the writes in one statement or one transaction.
 
         A conversation untouched since `cutoff` has expired. What the file raises is raised, the
         transaction rolled back.
@@ -171,16 +162,14 @@ class TurnWriter:
     def _append_alone(self, cursor: sqlite3.Cursor, writes: Sequence[Write], *, now: float, cutoff: float, today: int) -> bool:
         """The common batch: its turns' message rows alone, in one statement; the conversation rows left as they are.
 
-        Only for conversations this thread knows (`KnownRange`: only it writes the file, unless
-        shared), each once in the batch, whose rows still say all the file does not: the
+        Only for conversations this thread knows (`KnownRange`, at the version the write found),
+        each once in the batch, whose rows still say all the file does not: the
         conversation is live, today is its `touched_day` and the system prompt stays (its range
         follows from its newest message row and the row's cap: see sqlite_file, so a due trim
         needs no row either: it follows the insert). False when a write does not qualify, or the
         file refuses a row (another writer took its number): nothing was written, and each write
         goes its own way in a transaction.
         """
-        if self._shared:
-            return len(writes) == 1 and self._append_leased(cursor, writes[0], now=now, cutoff=cutoff, today=today)
         if len(writes) > _MOST_TOGETHER:
             return False
         ranges = self.ranges
@@ -215,13 +204,13 @@ class TurnWriter:
     def _moved_alone(self, write: Write, *, now: float, cutoff: float, today: int) -> KnownRange | None:
         """The conversation's range once `write` is written by its message row alone, its insert numbered; None: it cannot be.
 
-        It can be for a conversation this thread knows, live, touched today, whose system
-        prompt stays, and a turn of one row.
+        It can be for a conversation this thread knows at the version the write found, live,
+        touched today, whose system prompt stays, and a turn of one row.
         """
         known = self.ranges.get(write.key)
-        if known is None or write.new_system is not None or write.rows != 1:
+        if known is None or known[4] != write.seen or write.new_system is not None or write.rows != 1:
             return None
-        first, last, written_at, row = known
+        first, last, written_at, row, _ = known
         if written_at < cutoff or row[3] != today:
             return None
         start = last + 1
@@ -231,55 +220,7 @@ class TurnWriter:
         insert = write.insert
         insert[2] = start
         insert[3] = now
-        return first, last, now, row
-
-    def _append_leased(self, cursor: sqlite3.Cursor, write: Write, *, now: float, cutoff: float, today: int) -> bool:
-        """Shared mode: a turn under its lease by its message row alone, in one statement that checks the lease.
-
-        As `_append_alone` for one process: the range was learned when the lease was taken
-        (`learn`), and no other process writes the conversation while it is held. A write whose
-        lease passed on is refused (True: it was dealt with). False: it goes its own way in a
-        transaction (not leased, not a turn of one row, or its row number was taken after all).
-        """
-        key = write.key
-        if write.token is None:
-            return False
-        known = self._moved_alone(write, now=now, cutoff=cutoff, today=today)
-        if known is None:
-            return False
-        try:
-            cursor.execute(_INSERT_LEASED, (*write.insert, write.token))
-        except sqlite3.IntegrityError:  # the file says where the turn goes
-            del self.ranges[key]
-            return False
-        if cursor.rowcount != 1:
-            del self.ranges[key]
-            write.error = LockLost("sqlite store: the conversation's lease passed to another holder")
-            return True
-        self.ranges[key] = known
-        write.updated_at = now
-        first, start = known[0], write.insert[2]
-        if trim_due(first, start, len(write.entries)):
-            _trim(cursor, key, first=first, start=start)
-        return True
-
-    def learn(self, db: sqlite3.Connection, key: Key) -> float | None:
-        """Remember the conversation's row as the file holds it, under a lease just taken; the time of its last write (None: no row).
-
-        That time is the conversation's stamp: every write sets it, to its own clock's now, so
-        it tells whether the conversation changed since a copy of it was made.
-        """
-        found = db.execute(_LEASED_STATE, key).fetchone()
-        if found is None:
-            self.ranges.pop(key, None)
-            return None
-        touched_day, _, row_updated_at, row_first, row_last, cap = found[:6]
-        _, updated_at, first, last = live_state(found[1:])
-        if cap == self._cap:  # else its next write rewrites the row, which says where the range is
-            self._remember(key, (first, last, updated_at, (row_first, row_last, row_updated_at, touched_day)))
-        else:
-            self.ranges.pop(key, None)
-        return float(updated_at)
+        return first, last, now, row, write.version
 
     def _remember(self, key: Key, known: KnownRange) -> None:
         ranges = self.ranges
@@ -288,19 +229,16 @@ class TurnWriter:
         ranges[key] = known
 
     def _write_row(self, cursor: sqlite3.Cursor, write: Write, *, now: float, cutoff: float, today: int) -> None:
-        """A write with its conversation row, in a transaction; a write whose holder lost its lease is refused."""
+        """A write with its conversation row, in a transaction."""
         key = write.key
-        if write.token is not None and not owns(cursor.connection, key, write.token):
-            write.error = LockLost("sqlite store: the conversation's lease passed to another holder")
-            return
         added = len(write.entries)
         ranges = self.ranges
         known = ranges.get(key)
         first = last = 0
         # The row is as this thread last wrote it (`known`), unless another process, an undo or a
         # delete changed it since: it moves on by `added` without reading it first.
-        if known is not None and known[2] >= cutoff and added:
-            known_first, known_last, _, row = known
+        if known is not None and known[4] == write.seen and known[2] >= cutoff and added:
+            known_first, known_last, _, row, _ = known
             last = known_last + added
             first = max(known_first, last - self._cap + 1)
             cursor.execute(_UPDATE_KNOWN, (*key, first, last, now, today, write.system_json(), *row))
@@ -310,7 +248,7 @@ class TurnWriter:
             known = None
         if known is None:
             first, last = self._write_row_from_file(cursor, write, now=now, cutoff=cutoff, today=today)
-        self._remember(key, (first, last, now, (first, last, now, today)))
+        self._remember(key, (first, last, now, (first, last, now, today), write.version))
         start = last - added + 1
         rows = write.rows
         if 0 < rows <= MOST_IN_A_ROW:  # the common case: the turn's rows in one statement

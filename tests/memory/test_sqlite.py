@@ -1,4 +1,4 @@
-"""The SQLite store put together: processes sharing a file, its bounded cache, WAL mode, leases across stores."""
+"""The SQLite store put together: processes sharing a file, its bounded cache, WAL mode, locks across stores."""
 
 from __future__ import annotations
 
@@ -6,12 +6,12 @@ import asyncio
 import contextlib
 import sqlite3
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from gateway.core.memory.entries import Entry
 from gateway.memory.sqlite import SQLiteStore
+from gateway.memory.sqlite_lockfile import LockFile, Place
 from gateway.memory.store import LockTimeout
 from tests.support.waiting import eventually
 
@@ -72,19 +72,20 @@ async def test_shared_sqlite_locks_across_stores_on_one_file(tmp_path: Path) -> 
     async with two.lock(("team-a", "other")):  # other conversations are free
         pass
     tries = 0
-    submit = two._worker.submit
+    lock = LockFile.lock
 
-    def counted(job: Any) -> None:  # each try for the lease is a job for the store's thread
+    def counted(file: LockFile, where: Place) -> bool:  # each try for the conversation asks the kernel
         nonlocal tries
         tries += 1
-        submit(job)
+        return lock(file, where)
 
-    two._worker.submit = counted  # type: ignore[method-assign]
-    waiter = asyncio.create_task(two.lock(KEY).__aenter__())
-    await eventually(lambda: tries >= 2, what="the waiter tried the file twice")
-    waiter.cancel()  # a waiter that leaves must not leave a lock row behind
-    with contextlib.suppress(asyncio.CancelledError):
-        await waiter
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(LockFile, "lock", counted)
+        waiter = asyncio.create_task(two.lock(KEY).__aenter__())
+        await eventually(lambda: tries >= 2, what="the waiter tried the lock file twice")
+        waiter.cancel()  # a waiter that leaves must not leave a lock behind
+        with contextlib.suppress(asyncio.CancelledError):
+            await waiter
     release.set()
     await task
     async with two.lock(KEY):  # free again for the other store at once

@@ -13,8 +13,10 @@ from pathlib import Path
 import pytest
 
 from gateway.core.memory.entries import Entry
+from gateway.core.memory.reach import Reach
 from gateway.memory.sqlite import SQLiteStore
-from gateway.memory.store import Key, StoreUnavailable
+from gateway.memory.sqlite_lockfile import lock_path
+from gateway.memory.store import Key, LockTimeout, StoreUnavailable
 from tests.support.readonly import immutable
 
 KEY: Key = ("team", "conv")
@@ -158,8 +160,8 @@ async def test_stores_sharing_a_deleted_file_all_move_to_the_new_one(tmp_path: P
     os.remove(path)
     for store in (one, two):
         with pytest.raises(StoreUnavailable, match="deleted"):
-            async with store.lock(KEY):  # the lease itself is written: into the old file, refused
-                pass
+            async with store.lock(KEY):  # the turn's write goes into the old file: refused
+                await store.append(KEY, said("lost"), system=None)
     for store, text in ((one, "c"), (two, "d"), (one, "e")):
         async with store.lock(KEY):
             await store.append(KEY, said(text), system=None)
@@ -198,3 +200,30 @@ async def test_a_file_gone_from_its_path_leaves_the_store_unready_until_the_path
     await store.append(KEY, said("two"), system=None)
     await store.close()
     assert await stored(path) == ["two"]
+
+
+async def test_a_lock_file_deleted_under_a_shared_store_is_made_again_and_locked_by(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Found out after the store's next job: the store moves to the lock file at the path, which a store opened since uses."""
+    path = tmp_path / "m.db"
+    one = store_at(path, shared=True)
+    for text in ("a", "b"):
+        async with one.lock(KEY):
+            await one.append(KEY, said(text), system=None)
+    os.remove(lock_path(str(path)))
+    with caplog.at_level(logging.ERROR, logger="gateway.memory"):
+        await one.load(KEY)  # a job: the file checked after it
+    assert "lock file beside" in caplog.text
+    two = SQLiteStore(str(path), ttl_seconds=3600, max_messages=100, lock_timeout=0.2, shared=True)
+    async with one.lock(KEY):
+        assert await one.load_tail(KEY, Reach(messages=10)) is not None
+        with pytest.raises(LockTimeout):
+            async with two.lock(KEY):
+                pass
+        await one.append(KEY, said("c"), system=None)
+    async with two.lock(KEY):
+        await two.append(KEY, said("d"), system=None)
+    for store in (one, two):
+        await store.close()
+    assert await stored(path) == ["a", "b", "c", "d"]

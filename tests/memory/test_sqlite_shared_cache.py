@@ -1,21 +1,19 @@
-"""Stores sharing one SQLite file (the workers of `serve --workers N`): each keeps its cache, checked under the lease."""
+"""Stores sharing one SQLite file (the workers of `serve --workers N`): each keeps its cache, served at its version."""
 
 from __future__ import annotations
 
-import asyncio
-import functools
 import sqlite3
-import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 from gateway.core.memory.entries import Entry
 from gateway.core.memory.reach import Reach
-from gateway.memory import sqlite_leases
 from gateway.memory.sqlite import SQLiteStore
-from gateway.memory.store import Key, LockLost, StoreUnavailable
+from gateway.memory.sqlite_lockfile import place
+from gateway.memory.sqlite_writes import INSERT
+from gateway.memory.store import Key
 from tests.support.waiting import eventually
 
 KEY: Key = ("team-a", "conv-1")
@@ -37,7 +35,7 @@ async def stores(tmp_path: Path) -> AsyncIterator[tuple[SQLiteStore, SQLiteStore
 
 
 async def turn(store: SQLiteStore, text: str) -> list[str]:
-    """A turn as the gateway runs one: under the lease, read the conversation, append; the user messages it read."""
+    """A turn as the gateway runs one: under the lock, read the conversation, append; the user messages it read."""
     async with store.lock(KEY):
         conversation = await store.load_tail(KEY, REACH)  # the cached copy itself: read before the append changes it
         users = [] if conversation is None else [m["content"] for m in conversation.messages if m["role"] == "user"]
@@ -60,39 +58,80 @@ async def test_alternating_turns_each_see_the_other_stores_turns(stores: tuple[S
 
 
 async def test_a_conversation_unchanged_since_is_served_from_the_cache(stores: tuple[SQLiteStore, SQLiteStore]) -> None:
-    """The lease's transaction is the turn's only read, and its write the message row alone, checked against the lease."""
+    """Nobody else wrote it: the turn reads nothing, and its write is the message row alone, as in one process."""
     one, two = stores
     await turn(one, "a")
     await turn(two, "b")
     await turn(one, "c")  # read the file: two wrote since one cached it
     statements = traced(one)
     assert await turn(one, "d") == ["a", "b", "c"]
-    reads = [s for s in statements if s.lstrip().startswith("SELECT")]
-    assert len(reads) == 1 and "touched_day" in reads[0]  # the lease's look, no read of the messages
-    writes = [s.strip() for s in statements if "INSERT INTO messages" in s or "UPDATE conversations" in s]
-    assert len(writes) == 1 and "EXISTS (SELECT 1 FROM locks" in writes[0]
+    assert [s.split()[0] for s in statements] == ["INSERT"]
+    assert statements[0].startswith(INSERT)
 
 
-async def test_a_write_whose_lease_passed_on_is_refused(stores: tuple[SQLiteStore, SQLiteStore], tmp_path: Path) -> None:
-    one, _ = stores
+async def test_a_conversation_another_store_wrote_is_read_from_the_file(stores: tuple[SQLiteStore, SQLiteStore]) -> None:
+    """Its version slot moved on: the cached copy is not served, and the write goes by the file's row."""
+    one, two = stores
     await turn(one, "a")
-    with pytest.raises(LockLost):
-        async with one.lock(KEY):
-            with sqlite3.connect(tmp_path / "shared.db") as db:  # as if it ran out and another holder took it
-                db.execute("UPDATE locks SET owner = 'another'")
-            await one.append(KEY, said("b"), system=None)
-    with sqlite3.connect(tmp_path / "shared.db") as db:
-        db.execute("DELETE FROM locks")
-    assert await turn(one, "c") == ["a"]
+    await turn(one, "b")
+    await turn(two, "c")
+    statements = traced(one)
+    assert await turn(one, "d") == ["a", "b", "c"]
+    reads = [s for s in statements if s.lstrip().startswith("SELECT")]
+    assert any("ORDER BY seq DESC" in read for read in reads)  # the messages read
+    assert "BEGIN IMMEDIATE" in statements  # the row written from the file's
 
 
-async def test_a_read_without_the_lease_goes_to_the_file(stores: tuple[SQLiteStore, SQLiteStore]) -> None:
+async def test_a_store_that_wrote_last_appends_by_its_row_after_the_other_read(stores: tuple[SQLiteStore, SQLiteStore]) -> None:
+    """A read by the other store changes nothing: no version moves, and both cache and row still serve."""
+    one, two = stores
+    await turn(one, "a")
+    await turn(one, "b")  # cached by its read, then its write
+    async with two.lock(KEY):
+        assert await two.load_tail(KEY, REACH) is not None
+    statements = traced(one)
+    assert await turn(one, "c") == ["a", "b"]
+    assert [s.split()[0] for s in statements] == ["INSERT"]
+
+
+async def test_a_read_without_the_lock_goes_to_the_file_and_is_not_cached(stores: tuple[SQLiteStore, SQLiteStore]) -> None:
+    """Read while another process may be writing, it could be older than the version it would be kept at."""
     one, two = stores
     await turn(one, "a")
     await turn(one, "b")  # cached by its read, then its write
     await turn(two, "c")
     conversation = await one.load(KEY)
     assert conversation is not None and [m["content"] for m in conversation.messages if m["role"] == "user"] == ["a", "b", "c"]
+    async with one.lock(KEY):
+        assert not one._cached(KEY)
+
+
+async def test_a_read_without_the_lock_during_another_stores_write_leaves_no_stale_copy(
+    stores: tuple[SQLiteStore, SQLiteStore], tmp_path: Path
+) -> None:
+    """The other store's write has put its version in the slot but is not in the file yet: what is read then is older.
+
+    As the memory API's GET can, in one worker while another one's turn is being written.
+    """
+    one, two = stores
+    await turn(one, "a")
+    await turn(one, "b")
+    await two.load(KEY)  # its file open (opening writes)
+    slot = place(KEY).slot
+    lock_file = one._file.lock_file
+    assert lock_file is not None
+    before = lock_file.slots[slot]
+    competitor = sqlite3.connect(tmp_path / "shared.db", isolation_level=None)
+    competitor.execute("BEGIN IMMEDIATE")  # the file's write lock: two's write waits for it
+    async with two.lock(KEY):
+        written = two.append(KEY, said("c"), system=None)
+        await eventually(lambda: lock_file.slots[slot] != before, what="two's write stamped the slot")
+        conversation = await one.load(KEY)  # no lock: the file as it is, without c
+        assert conversation is not None and [m["content"] for m in conversation.messages if m["role"] == "user"] == ["a", "b"]
+        competitor.execute("ROLLBACK")
+        await written
+    competitor.close()
+    assert await turn(one, "d") == ["a", "b", "c"]
 
 
 async def test_an_undo_by_the_other_store_is_seen(stores: tuple[SQLiteStore, SQLiteStore]) -> None:
@@ -105,72 +144,11 @@ async def test_an_undo_by_the_other_store_is_seen(stores: tuple[SQLiteStore, SQL
     assert await turn(two, "d") == ["a", "c"]
 
 
-def lease_ends(path: Path) -> list[float]:
-    with sqlite3.connect(path) as db:
-        return [row[0] for row in db.execute("SELECT expires_at FROM locks")]
-
-
-async def test_a_lease_held_past_a_third_of_its_term_is_renewed(
-    stores: tuple[SQLiteStore, SQLiteStore], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Renewed by a task the lease's timer starts (a turn that ends before then starts none); let go, the row goes."""
-    monkeypatch.setattr(sqlite_leases, "LEASE_SECONDS", 0.6)
-    one, _ = stores
-    path = tmp_path / "shared.db"
-    async with one.lock(KEY):
-        (first,) = lease_ends(path)
-        await eventually(lambda: lease_ends(path)[0] > first, what="the lease renewed")
-        await one.append(KEY, said("a"), system=None)
-    await eventually(lambda: lease_ends(path) == [], what="the lease let go")
-
-
-async def batch(store: SQLiteStore, *works: Callable[[sqlite3.Connection], object]) -> list[object]:
-    """Run `works` on the store's thread as one batch (the thread held until all are queued); their results or errors."""
-    queued = threading.Event()
-    await store._run(lambda db: None)  # the file open, and the thread started
-    blocker = asyncio.ensure_future(store._run(lambda db: queued.wait()))
-    runs = [asyncio.ensure_future(store._run(work)) for work in works]
-    queued.set()
-    results = await asyncio.gather(blocker, *runs, return_exceptions=True)  # the blocker in their batch or ahead of it
-    return results[1:]
-
-
-async def test_jobs_queued_together_share_one_transaction(stores: tuple[SQLiteStore, SQLiteStore]) -> None:
-    """Three leases taken in one batch: one BEGIN, one COMMIT; each lease is taken."""
-    one, _ = stores
-    await one.put_value("v", "x")
-    statements = traced(one)
-    keys = [("team-a", f"conv-{n}") for n in range(3)]
-    leases = one._leases
-    taken = await batch(one, *(functools.partial(leases._insert_lock, key=key, token=f"t{n}") for n, key in enumerate(keys)))
-    assert [result[0] for result in taken] == [True, True, True]  # type: ignore[index]
-    assert [s for s in statements if s.startswith(("BEGIN", "COMMIT"))] == ["BEGIN IMMEDIATE", "COMMIT"]
-
-
-async def test_a_job_that_fails_fails_its_batch_which_leaves_nothing(stores: tuple[SQLiteStore, SQLiteStore]) -> None:
-    one, _ = stores
-
-    def store_value(db: sqlite3.Connection) -> None:
-        db.execute("""INSERT INTO "values" (key, value, written_at) VALUES ('v', 'x', 1e12)""")
-
-    def fail(db: sqlite3.Connection) -> None:
-        db.execute("SELECT no_such_column FROM locks")
-
-    results = await batch(one, store_value, fail)
-    assert all(isinstance(result, StoreUnavailable) for result in results)
-    assert await one.get_value("v") is None
-
-
-async def test_a_lease_let_go_is_deleted_by_the_next_batch(stores: tuple[SQLiteStore, SQLiteStore], tmp_path: Path) -> None:
-    """In the transaction of the store's next job (no job of its own), or by one sent when none comes."""
-    one, _ = stores
+async def test_a_delete_by_the_other_store_is_seen(stores: tuple[SQLiteStore, SQLiteStore]) -> None:
+    one, two = stores
     await turn(one, "a")
-    await eventually(lambda: lease_ends(tmp_path / "shared.db") == [], what="the idle store sent the release")
-    statements = traced(one)
-    async with one.lock(KEY):
-        pass
-    async with one.lock(("team-a", "other")):
-        assert [s.split()[0] for s in statements if s.startswith(("BEGIN", "DELETE FROM locks", "COMMIT"))][-4:] == [
-            "BEGIN", "DELETE", "DELETE", "COMMIT"  # the release, the expired leases' delete, then the lease taken
-        ]
-        assert len(lease_ends(tmp_path / "shared.db")) == 1
+    await turn(one, "b")
+    async with two.lock(KEY):
+        assert await two.delete(KEY)
+    assert await turn(one, "c") == []
+    assert await turn(two, "d") == ["c"]

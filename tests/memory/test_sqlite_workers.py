@@ -7,15 +7,17 @@ import contextlib
 import os
 import re
 import signal
-import sqlite3
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import openai
 import pytest
 
+from gateway.memory.sqlite_lockfile import lock_path, place
 from tests.support.fakes import FakeUpstream, Step, chat_completion
+from tests.support.file_locks import lock_holders
 from tests.support.processes import spawn_gateway, stopped_at_exit, wait_for_listeners
 from tests.support.servers import free_port, wait_for_port
 
@@ -60,16 +62,16 @@ async def test_turns_taken_in_turn_by_two_gateways_each_see_all_before(tmp_path:
             assert match is not None and int(match.group(1)) == 2 * index + 1, (index, answer)
 
 
-def lease_holder(path: Path) -> int:
-    with sqlite3.connect(path) as db:
-        (pid,) = db.execute("SELECT pid FROM locks").fetchone()
-    return int(pid)
+def lock_holder(path: Path) -> int:
+    """The process holding the conversation `shared` of tenant "default" on the SQLite file `path`."""
+    (pid,) = lock_holders(Path(lock_path(str(path))), place(("default", "shared")).offset)
+    return pid
 
 
-async def test_a_worker_killed_mid_turn_leaves_no_turn_and_its_lease_is_taken_at_once(
+async def test_a_worker_killed_mid_turn_leaves_no_turn_and_its_conversation_is_taken_at_once(
     tmp_path: Path, upstream: FakeUpstream
 ) -> None:
-    """The next turn, on the other gateway, goes on at once (well before the lease would run out) from the turns before."""
+    """The next turn, on the other gateway, goes on at once from the turns before: the kernel let go of the dead worker's lock."""
     config = tmp_path / "gateway.yaml"
     store = tmp_path / "m.db"
     config.write_text(
@@ -83,7 +85,7 @@ async def test_a_worker_killed_mid_turn_leaves_no_turn_and_its_lease_is_taken_at
         upstream.then(Step(body=chat_completion(), gate=asyncio.Event()))  # never answered
         killed = asyncio.create_task(ask(first, "lost"))
         await upstream.arrived.wait()
-        os.kill(lease_holder(store), signal.SIGKILL)
+        os.kill(lock_holder(store), signal.SIGKILL)
         with pytest.raises(openai.APIError):
             await killed
         await ask(second, "c")
@@ -91,3 +93,22 @@ async def test_a_worker_killed_mid_turn_leaves_no_turn_and_its_lease_is_taken_at
     sent = [[m["content"] for m in r.body["messages"]] for r in upstream.requests]
     assert sent[-2] == ["a", "Hello from upstream", "b", "Hello from upstream", "c"]
     assert sent[-1] == ["a", "Hello from upstream", "b", "Hello from upstream", "c", "Hello from upstream", "d"]
+
+
+async def test_turns_sent_at_once_to_four_processes_are_taken_one_at_a_time(tmp_path: Path) -> None:
+    """Each turn sees every turn stored before it and none half-written: no two turns see the same history."""
+    config = tmp_path / "gateway.yaml"
+    config.write_text(
+        f'memory: {{store: sqlite, path: "{tmp_path / "m.db"}", lockTimeoutSeconds: 60}}\n'
+        "routes:\n  chat: {provider: mock}\n"
+    )
+    turns = 24
+    with two_gateways(config) as urls:
+        answers = await asyncio.gather(*(ask(urls[index % 2], f"turn {index}") for index in range(turns)))
+        async with httpx.AsyncClient() as client:
+            stored = (await client.get(urls[0] + "/memory/shared")).json()
+    seen = sorted(int(re.search(r"received (\d+) messages", answer).group(1)) for answer in answers)  # type: ignore[union-attr]
+    assert seen == [2 * index + 1 for index in range(turns)]
+    users = [m["content"] for m in stored["messages"] if m["role"] == "user"]
+    assert sorted(users) == sorted(f"turn {index}" for index in range(turns))  # each stored once
+    assert [m["role"] for m in stored["messages"]] == ["user", "assistant"] * turns  # whole turns, one after another
