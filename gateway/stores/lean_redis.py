@@ -8,9 +8,9 @@ connection. A memory turn makes two such calls.
 What it keeps of the redis-py client's behaviour: the login (AUTH with the username and password,
 SELECT of the database) on every new connection; 5 s to connect and log in, 10 s for a reply
 (`Patience`); a call that finds the connection lost (or lost while it waited) tried again on a
-new one with redis-py's `Retry` (its backoff and number of retries), a reply that never comes
-failing every call on the connection at once, not retried (the Redis hangs: a 503 within
-seconds, not after minutes of retries); NOSCRIPT loading the script and running it again; error
+new one with redis-py's `Retry` (its backoff and number of retries), as is a LOADING reply; a
+reply that never comes fails every call on the connection at once, and is not retried (the Redis
+hangs: each retry would wait as long again before the 503); NOSCRIPT loading the script and running it again; error
 replies as redis-py's exceptions. Where it connects is asked anew for each connection: one Redis'
 address, or Sentinel's primary (redis-py's `Sentinel.discover_master`), so after a failover the
 next connection reaches the new primary.

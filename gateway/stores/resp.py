@@ -7,7 +7,7 @@ the event loop go out in one write at its end (`_write`): on loopback a write co
 the receiver's side of TCP as well, and a gateway at 8 connections sends ~3.8 commands a write
 (`bench/send.py`'s memory turns on Redis). Error replies are redis-py's
 exceptions, as its client would raise them for a script: `ResponseError` with Redis' text, and
-`NoScriptError` for NOSCRIPT.
+`NoScriptError` for NOSCRIPT, `BusyLoadingError` for LOADING.
 
 Only the oldest waiting call is timed: while it waits, every call behind it waits too, and when
 it is late the connection is dead for all of them (each fails with TimeoutError). A lost
@@ -27,11 +27,14 @@ import hiredis
 from redis import exceptions
 
 NOT_YET: Final = object()  # hiredis' answer while no whole reply is buffered
-# Error replies whose first word redis-py raises as its own exception; any other is a ResponseError
-_REFINED: Final[dict[str, type[exceptions.ResponseError]]] = {"NOSCRIPT": exceptions.NoScriptError}
+# Error replies whose first word redis-py raises as its own exception; any other is a ResponseError.
+# LOADING (a restarted Redis still reading its data) is a ConnectionError to redis-py: retried.
+_REFINED: Final[dict[str, type[exceptions.RedisError]]] = {
+    "NOSCRIPT": exceptions.NoScriptError, "LOADING": exceptions.BusyLoadingError,
+}  # fmt: skip
 
 
-def refined(error: exceptions.ResponseError) -> exceptions.ResponseError:
+def refined(error: exceptions.ResponseError) -> exceptions.RedisError:
     """`error` (an error reply, as hiredis made it) as the exception redis-py raises for it."""
     text = str(error)
     code, _, rest = text.partition(" ")

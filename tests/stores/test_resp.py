@@ -14,7 +14,7 @@ import pytest
 import redis
 import redis.exceptions
 
-from gateway.stores.resp import RespConnection
+from gateway.stores.resp import RespConnection, refined
 from tests.support.servers import redis_server
 from tests.support.tcp_relay import relay_to
 
@@ -56,6 +56,14 @@ async def test_replies_of_every_shape(redis_url: str) -> None:
         with pytest.raises(redis.exceptions.NoScriptError):
             await call(connection, "EVALSHA", "0" * 40, 0)
         assert await call(connection, "PING") == b"PONG"  # an error reply leaves the connection usable
+
+
+def test_error_replies_are_the_exceptions_redis_py_raises() -> None:
+    assert type(refined(redis.exceptions.ResponseError("NOSCRIPT No matching script"))) is redis.exceptions.NoScriptError
+    loading = refined(redis.exceptions.ResponseError("LOADING Redis is loading the dataset in memory"))
+    assert isinstance(loading, redis.exceptions.ConnectionError)  # retried, as redis-py does
+    lost = redis.exceptions.ResponseError("LOCKLOST the lock is gone")
+    assert refined(lost) is lost
 
 
 async def test_many_callers_at_once_each_get_their_own_reply(redis_url: str) -> None:
