@@ -1,4 +1,4 @@
-"""The shared store for several gateway processes or hosts: redis-py asyncio.
+"""The shared store for several gateway processes or hosts: redis-py asyncio, and a lean client for a turn's scripts.
 
 Keys of one conversation share the hash tag `{tenant:memoryId}` (one Redis Cluster slot), and
 every script names only those. TTL is Redis expiry, refreshed on each write. A memory turn is two
@@ -7,6 +7,10 @@ only when it changed since this process cached it: `redis_cache`), another appen
 lets the lock go; the append first checks the lock is still this holder's (else LockLost). In
 front, an in-process lock queues this process's own waiters; across replicas, a dead holder's
 lock is taken over within seconds and a live one's kept (`redis_locks`).
+
+The four scripts go through a lean client of their own (`stores.lean_redis`: one shared
+connection, no pool) on one Redis or Sentinel's primary; on a Cluster, with waitReplicas, or a URL
+it does not read, through redis-py like everything else (`stores.redis.open_lean`).
 """
 
 from __future__ import annotations
