@@ -74,7 +74,7 @@ def test_the_upstream_lists_every_replica_at_its_port(compose: dict[str, Any]) -
 
 
 def test_the_balancer_takes_the_published_port_and_the_replicas_none(compose: dict[str, Any]) -> None:
-    """Clients reach the replicas only through the balancer, on the port the README names."""
+    """Clients reach the replicas only through the balancer, on the port docs/deploying.md names."""
     services = compose["services"]
     assert services["lb"]["volumes"] == ["./nginx.conf:/etc/nginx/nginx.conf:ro"]
     (listen,) = LISTEN.findall(NGINX_CONF.read_text())

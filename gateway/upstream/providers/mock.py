@@ -178,7 +178,11 @@ def _choice(chat: bool, index: int, text: str) -> dict[str, Any]:
 
 
 class MockProvider:
-    """Answers every endpoint locally; each target plays its `statuses` script once, in order."""
+    """Answers chat, completions and embeddings locally (Responses and Messages through them).
+
+    Images, audio, moderations and rerank are refused before it is called (server/surface.py).
+    Each target plays its `statuses` script once, in order.
+    """
 
     def __init__(self) -> None:
         self._calls: dict[Target, int] = {}
