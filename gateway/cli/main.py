@@ -17,7 +17,7 @@ from typing import NoReturn
 
 from gateway.cli.describe import describe_route
 from gateway.cli.init import init
-from gateway.cli.parser import DEFAULT_CONFIG, build_parser
+from gateway.cli.parser import CONFIGS_LOOKED_FOR, build_parser
 from gateway.cli.workers import AcceptedConfig, accepted_config, end_with_parent, supervise
 from gateway.config.json_schema import config_json_schema
 from gateway.config.loader import ConfigError, parse_config, read_config_text
@@ -31,11 +31,12 @@ log = logging.getLogger("gateway")
 
 
 def _config_path(given: str | None) -> str:
-    """The config to use: --config, else $GATEWAY_CONFIG, else ./configs/gateway.yaml, else the packaged one."""
+    """The config to use: --config, else $GATEWAY_CONFIG, else ./gateway.yaml (what `gateway init` writes), else
+    ./configs/gateway.yaml, else the packaged one."""
     chosen = given or os.environ.get("GATEWAY_CONFIG")
     if chosen:
         return chosen
-    return DEFAULT_CONFIG if os.path.isfile(DEFAULT_CONFIG) else PACKAGED_CONFIG
+    return next((path for path in CONFIGS_LOOKED_FOR if os.path.isfile(path)), PACKAGED_CONFIG)
 
 
 def _read_config(path: str) -> tuple[str, Config]:

@@ -10,11 +10,14 @@ import argparse
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata
+from typing import Final
 
 from gateway.cli.init import MEMORIES, PROVIDERS, STARTER_PATH
 from gateway.observe.logs import ACCESS_FLUSH_SECONDS, FORMATS, LEVELS
 
-DEFAULT_CONFIG = "configs/gateway.yaml"
+# Looked for in the working directory, in this order, when neither --config nor $GATEWAY_CONFIG names one:
+# the file `gateway init` writes, then the repository's layout.
+CONFIGS_LOOKED_FOR: Final = (STARTER_PATH, "configs/gateway.yaml")
 DESCRIPTION = "OpenAI-compatible LLM routing gateway"
 AddParser = Callable[..., argparse.ArgumentParser]  # a subparsers action's add_parser
 
@@ -76,7 +79,7 @@ def _serve(add_parser: AddParser) -> Command:
     arguments = (
         serve.add_argument(
             "--config",
-            help=f"config file (default: $GATEWAY_CONFIG, else ./{DEFAULT_CONFIG}, else the packaged offline default)",
+            help=f"config file (default: $GATEWAY_CONFIG, else ./{CONFIGS_LOOKED_FOR[0]}, else ./{CONFIGS_LOOKED_FOR[1]}, else the packaged offline default)",
         ),
         serve.add_argument("--host", help="address to listen on (default: server.host in the config)"),
         serve.add_argument("--port", type=int, help="port to listen on (default: server.port in the config)"),

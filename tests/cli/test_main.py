@@ -191,6 +191,8 @@ def test_config_path_prefers_the_flag_then_the_environment_then_the_working_dire
     (tmp_path / "configs").mkdir()
     (tmp_path / "configs" / "gateway.yaml").write_text("routes: {}\n")
     assert cli._config_path(None) == "configs/gateway.yaml"
+    (tmp_path / "gateway.yaml").write_text("routes: {}\n")  # what `gateway init` writes: found first
+    assert cli._config_path(None) == "gateway.yaml"
     monkeypatch.setenv("GATEWAY_CONFIG", "/etc/gateway/gateway.yaml")
     assert cli._config_path(None) == "/etc/gateway/gateway.yaml"
     assert cli._config_path("mine.yaml") == "mine.yaml"
