@@ -8,12 +8,13 @@ connection. A memory turn makes two such calls.
 What it keeps of the redis-py client's behaviour: the login (AUTH with the username and password,
 SELECT of the database) on every new connection; 5 s to connect and log in, 10 s for a reply
 (`Patience`); a call that finds the connection lost (or lost while it waited) tried again on a
-new one with redis-py's `Retry` (its backoff and number of retries), as is a LOADING reply; a
-reply that never comes fails every call on the connection at once, and is not retried (the Redis
-hangs: each retry would wait as long again before the 503); NOSCRIPT loading the script and running it again; error
-replies as redis-py's exceptions. Where it connects is asked anew for each connection: one Redis'
-address, or Sentinel's primary (redis-py's `Sentinel.discover_master`), so after a failover the
-next connection reaches the new primary.
+new one, at once and then with redis-py's `Retry` (its backoff and number of retries), as is a
+LOADING reply; NOSCRIPT loading the script and running it again; error replies as redis-py's
+exceptions. A reply that never comes fails every call on the connection at once, and is not
+retried: the Redis hangs, and each retry would wait as long again before the 503. Where it
+connects is asked anew for each connection: one Redis' address, or Sentinel's primary
+(redis-py's `Sentinel.discover_master`), so after a failover the next connection reaches the
+new primary.
 
 The scripts a store runs here must be safe to run twice: a lost connection may have lost a reply
 whose script ran.
@@ -74,9 +75,20 @@ class LeanRedis:
         """`source` as a script to call by its SHA1 (as redis-py's `register_script`)."""
         return LeanScript(self, source)
 
-    async def call(self, *command: EncodableT) -> Any:
-        """Send `command` and return its reply (an error reply raised); a lost connection is retried on a new one."""
+    async def call(self, command: tuple[EncodableT, ...]) -> Any:
+        """Send `command` and return its reply (an error reply raised); a lost connection is retried on a new one.
+
+        On an open connection the call goes without the retry machinery. A call lost with it is
+        sent again at once on a new connection, then as `retry` says (its backoff and count).
+        """
         packed = pack(command)
+        connection = self._connection
+        if connection is not None and connection.open:
+            try:
+                return await connection.send(packed)
+            except exceptions.ConnectionError:
+                if self._closed:
+                    raise
         return await self._retry.call_with_retry(
             functools.partial(self._send, packed), _after_loss, is_retryable=self._retryable
         )
@@ -176,7 +188,7 @@ class LeanScript:
         keys = keys or ()
         command = (b"EVALSHA", self._sha, len(keys), *keys, *(args or ()))
         try:
-            return await self._redis.call(*command)
+            return await self._redis.call(command)
         except exceptions.NoScriptError:  # a restarted Redis, or SCRIPT FLUSH
-            await self._redis.call(b"SCRIPT", b"LOAD", self._source)
-            return await self._redis.call(*command)
+            await self._redis.call((b"SCRIPT", b"LOAD", self._source))
+            return await self._redis.call(command)

@@ -64,8 +64,8 @@ async def test_a_call_killed_mid_flight_is_sent_again_on_a_new_connection(redis_
     key = f"lean:{uuid.uuid4().hex}"
     client = lean(redis_url)
     try:
-        killed = await client.call("CLIENT", "ID")
-        call = asyncio.ensure_future(client.call("BLPOP", key, 0))
+        killed = await client.call(("CLIENT", "ID"))
+        call = asyncio.ensure_future(client.call(("BLPOP", key, 0)))
         await eventually(lambda: any(c["cmd"] == "blpop" for c in clients(redis_url)), what="BLPOP waits")
         with redis.Redis.from_url(redis_url) as other:
             other.execute_command("CLIENT", "KILL", "ID", killed)
@@ -108,12 +108,12 @@ async def test_a_reply_that_never_comes_fails_the_call_without_retrying(redis_ur
     async with relay_to(redis_url) as relay:
         client = lean(relay.url, reply_seconds=0.2)
         try:
-            await client.call("PING")
+            await client.call(("PING",))
             relay.replies.clear()
             with redis.Redis.from_url(redis_url) as admin:
                 connections = admin.info("stats")["total_connections_received"]
                 with pytest.raises(redis.exceptions.TimeoutError, match=r"no reply within 0\.2s"):
-                    await client.call("ECHO", "never answered")
+                    await client.call(("ECHO", "never answered"))
                 assert admin.info("stats")["total_connections_received"] == connections  # not retried anew
         finally:
             await client.close()
@@ -135,7 +135,7 @@ async def test_a_stopped_redis_fails_the_login_within_the_connect_timeout(stoppe
     client = lean(stopped.url, login=Login(password="pw"), connect_seconds=0.2)
     try:
         with pytest.raises(redis.exceptions.TimeoutError, match=r"took more than 0\.2s"):
-            await client.call("PING")
+            await client.call(("PING",))
     finally:
         await client.close()
 
@@ -173,14 +173,14 @@ async def test_a_wrong_password_is_refused_at_once_and_never_shown(redis_url: st
 
 async def test_close_fails_the_calls_in_flight_and_every_call_after(redis_url: str) -> None:
     client = lean(redis_url)
-    await client.call("PING")
-    blocked = asyncio.ensure_future(client.call("BLPOP", f"lean:{uuid.uuid4().hex}", 0))
+    await client.call(("PING",))
+    blocked = asyncio.ensure_future(client.call(("BLPOP", f"lean:{uuid.uuid4().hex}", 0)))
     await eventually(lambda: any(c["cmd"] == "blpop" for c in clients(redis_url)), what="BLPOP waits")
     await client.close()
     with pytest.raises(redis.exceptions.ConnectionError):
         await blocked
     with pytest.raises(redis.exceptions.ConnectionError, match="closed"):
-        await client.call("PING")
+        await client.call(("PING",))
 
 
 async def test_close_while_connecting_fails_the_callers_waiting_for_the_connection() -> None:
@@ -192,7 +192,7 @@ async def test_close_while_connecting_fails_the_callers_waiting_for_the_connecti
         raise AssertionError("not reached")
 
     client = LeanRedis(never_answers, login=Login(), reply_seconds=1, connect_seconds=60, retry=Retry(NoBackoff(), 3))
-    waiting = asyncio.ensure_future(client.call("PING"))
+    waiting = asyncio.ensure_future(client.call(("PING",)))
     await asked.wait()
     await client.close()
     with pytest.raises(redis.exceptions.ConnectionError, match="closed"):
