@@ -50,6 +50,8 @@ from gateway.core.memory.entries import Entry, load_entry
 
 log = logging.getLogger("gateway.memory")
 
+# `locks` held the leases of the gateways before the lock file (see sqlite_lockfile): unused now,
+# and left in the schema (older gateways would make it again).
 SCHEMA: Final = """
 CREATE TABLE IF NOT EXISTS conversations (
     tenant TEXT NOT NULL,

@@ -135,11 +135,6 @@ class LockFile:
         version = slots[slot] = fresh_version()
         return seen, version
 
-    @property
-    def held(self) -> int:
-        """How many bytes this process holds."""
-        return len(self._holds)
-
     def retire(self) -> None:
         """Another file is at the path now: close this one once its last lock is let go."""
         self.retired = True

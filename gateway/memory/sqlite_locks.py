@@ -21,6 +21,9 @@ While a process holds a conversation no other one writes it, so what the process
 it serves the turn as it would one process's, as long as no other process wrote it since it
 was remembered: the conversation's version slot still holds the version recorded with it
 (`Holding.version`; see sqlite_lockfile). That check is a read of mapped memory, on the loop.
+
+Every process sharing a file must lock this way: a gateway from before the lock file (leases
+in the `locks` table) does not see these locks, nor they its leases.
 """
 
 from __future__ import annotations
@@ -167,10 +170,11 @@ class SharedLocks:
             log.warning("sqlite store: letting go of a conversation's lock failed (%s)", exc.strerror)
 
     def close(self) -> None:
-        """Close the lock file: the kernel lets go of what is held."""
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+        """Close the lock file (the one in use, and the one the thread opened since): the kernel lets go of what is held."""
+        for file in (self._file, self._current()):
+            if file is not None:
+                file.close()
+        self._file = None
 
 
 class SharedHold:
