@@ -1,9 +1,10 @@
 """A Redis client for a store's hot scripts alone: one shared connection (`resp`), no pool, packing and reading in C.
 
 Why: a script call through redis-py's asyncio client takes a pooled connection and gives it back,
-packs the command in Python and runs retry, timeout and observability wrappers around it: about
-49 µs of CPU a call (8 callers at once, uvloop, hiredis), against about 10 on one shared
-connection. A memory turn makes two such calls.
+packs the command in Python and runs retry, timeout and observability wrappers around it: 60-65 µs
+of CPU a script call (8 callers at once, uvloop, hiredis, pinned to one CPU), against 11-18 here.
+A memory turn makes two such calls; in `bench/memory_cpu.py` a Redis turn went from 2.3-2.7x a
+request without memory to 1.8x.
 
 What it keeps of the redis-py client's behaviour: the login (AUTH with the username and password,
 SELECT of the database) on every new connection; 5 s to connect and log in, 10 s for a reply
