@@ -5,9 +5,9 @@ of its own: it writes its packed command (`hiredis.pack_command`) and waits for 
 place in the line; hiredis reads the replies (`hiredis.Reader`). The commands sent in one pass of
 the event loop go out in one write at its end (`_write`): on loopback a write costs the sender
 the receiver's side of TCP as well, and a gateway at 8 connections sends ~3.8 commands a write
-(`bench/send.py`'s memory turns on Redis). Error replies are redis-py's
-exceptions, as its client would raise them for a script: `ResponseError` with Redis' text, and
-`NoScriptError` for NOSCRIPT, `BusyLoadingError` for LOADING.
+(`bench/send.py`'s memory turns on Redis). Error replies are redis-py's exceptions, as its client
+would raise them for a script: `ResponseError` with Redis' text, `NoScriptError` for NOSCRIPT,
+`BusyLoadingError` for LOADING.
 
 Only the oldest waiting call is timed: while it waits, every call behind it waits too, and when
 it is late the connection is dead for all of them (each fails with TimeoutError). A lost
