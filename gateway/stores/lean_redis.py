@@ -49,9 +49,14 @@ class Login:
     db: int = 0
 
     def commands(self) -> list[tuple[EncodableT, ...]]:
+        """The commands a new connection sends first, in order.
+
+        AUTH names the user, `default` when none is given, as redis-py's `HELLO 3 AUTH` does: a
+        Redis whose default user needs no password then takes any, where `AUTH password` is an error.
+        """
         commands: list[tuple[EncodableT, ...]] = []
         if self.password is not None:
-            commands.append(("AUTH", self.username, self.password) if self.username else ("AUTH", self.password))
+            commands.append(("AUTH", self.username or "default", self.password))
         if self.db:
             commands.append(("SELECT", self.db))
         return commands

@@ -158,6 +158,15 @@ async def test_a_user_with_a_password_on_database_5(redis_url: str) -> None:
             admin.acl_deluser(user)
 
 
+async def test_a_password_given_to_a_redis_that_needs_none_is_taken(redis_url: str) -> None:
+    """As with redis-py (HELLO 3 AUTH default ...): the default user without a password takes any."""
+    client = lean(redis_url, login=Login(password="not-needed"))
+    try:
+        assert await client.call(("PING",)) == b"PONG"
+    finally:
+        await client.close()
+
+
 async def test_a_wrong_password_is_refused_at_once_and_never_shown(redis_url: str) -> None:
     host_port = redis_url.removeprefix("redis://").partition("/")[0]
     store = redis_store(f"redis://nobody:wrong-pw-5@{host_port}/0")
