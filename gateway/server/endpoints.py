@@ -5,7 +5,7 @@ checks that each route the application has is here and each entry here is a rout
 endpoint reference (gateway.cli.reference.endpoints) is written from the two together.
 Errors are OpenAI-shaped `{"error": {"message", "type", "param", "code"}}` bodies, except under
 /v1/messages (count_tokens too), where they take Anthropic's shape; tests/server/test_endpoints_errors.py
-asks a gateway for some of them on every endpoint.
+asks a gateway for most of them on every endpoint (gateway_overloaded: tests/server/test_connections.py).
 """
 
 from __future__ import annotations
@@ -52,6 +52,8 @@ EVERY_PATH: Final = (
     Failure(NotFoundError.status, NotFoundError.code, "no such path"),
     Failure(MethodNotAllowedError.status, MethodNotAllowedError.code, "the path takes another method"),
     Failure(500, "internal_error", "the gateway failed (a bug, logged with the request id)"),
+    Failure(OverloadedError.status, OverloadedError.code, "server.maxConnections client connections are open (Retry-After)"),
+    Failure(403, "origin_not_allowed", "with cors.enabled: a preflight (OPTIONS) from an origin cors.allowOrigins does not list"),
 )
 GUARDED: Final = (
     Failure(AuthenticationError.status, AuthenticationError.code, "auth.keys is set and no valid key came"),
@@ -79,6 +81,8 @@ _FIELDS: Final = (
 _ROUTED: Final = (
     Failure(400, "invalid_config", "x-gateway-config is not a route name nor a valid strategy tree"),
     Failure(400, "config_not_allowed", "x-gateway-config asks for what requestConfig does not allow"),
+    Failure(400, "request_config_disabled", "x-gateway-config is sent and requestConfig.enabled is false"),
+    Failure(400, "unknown_route", "x-gateway-config names no route of this gateway"),
     Failure(404, "model_not_found", "no route has the model's name and there is no defaultRoute"),
     Failure(OverloadedError.status, OverloadedError.code, "the gateway ran out of a resource of its own (Retry-After)"),
     Failure("4xx/5xx", None, "every attempt failed: the last attempt's status and error, every attempt listed"),
@@ -95,11 +99,21 @@ _CHAT: Final = (
     Failure(502, "unstorable_reply", "with memory: the upstream's reply cannot be kept (a stream without its end); nothing stored"),
     Failure(502, "response_too_large", "with memory: a streamed reply grew past server.maxResponseBytes; nothing stored"),
 )
+_STREAMED: Final = (
+    Failure("in the stream", "upstream_stream_error", "a stream under way broke off or the upstream sent an error event: it ends with this error"),
+)
+# Where a reply is translated (Anthropic's Messages, or Responses, on a chat completions target).
+_TRANSLATED: Final = (
+    Failure(400, "invalid_value", "a field the translation reads holds a value it does not know (a role, a tool_choice, ...)"),
+    Failure(502, "malformed_upstream_response", "the upstream's chat completion cannot be translated back (not the shape chat completions has)"),
+)
 _SURFACE: Final = (
     Failure(400, "unsupported_endpoint", "a target of the route is not an openai (OpenAI-compatible) one"),
 )
 _MEMORY: Final = (
+    Failure(400, "invalid_header", "the memoryId in the path is not 1-256 of letters, digits and ._:@-"),
     Failure(404, "memory_not_found", "no conversation with this memoryId for this key"),
+    Failure(409, "memory_busy", "another request holds the conversation past memory.lockTimeoutSeconds"),
     Failure(503, "memory_unavailable", "the memory store failed"),
 )
 _STORED: Final = (
@@ -115,15 +129,15 @@ ENDPOINTS: Final = (
     Endpoint(
         "POST", "/v1/chat/completions",
         "OpenAI Chat Completions, routed by model; streams with stream: true; memory with a memoryId.",
-        failures=(*_MODEL_CALL, *_CHAT),
+        failures=(*_MODEL_CALL, *_CHAT, *_STREAMED),
     ),
-    Endpoint("POST", "/v1/completions", "OpenAI legacy Completions, routed by model.", failures=_MODEL_CALL),
+    Endpoint("POST", "/v1/completions", "OpenAI legacy Completions, routed by model.", failures=(*_MODEL_CALL, *_STREAMED)),
     Endpoint("POST", "/v1/embeddings", "OpenAI Embeddings, routed by model.", failures=_MODEL_CALL),
     Endpoint(
         "POST", "/v1/messages",
         "Anthropic Messages, routed by model: native to anthropic targets, translated for others. "
         "The key may come in x-api-key.",
-        failures=(*_MODEL_CALL, *_CHAT),
+        failures=(*_MODEL_CALL, *_CHAT, *_STREAMED, *_TRANSLATED),
     ),
     Endpoint(
         "POST", "/v1/messages/count_tokens",
@@ -133,7 +147,12 @@ ENDPOINTS: Final = (
     Endpoint(
         "POST", "/v1/responses",
         "OpenAI Responses, routed by model: native to openai targets (responsesApi), translated for others.",
-        failures=(*_MODEL_CALL, *_CHAT, Failure(404, "not_found", "previous_response_id is another key's, with several tenants")),
+        failures=(
+            *_MODEL_CALL, *_CHAT, *_STREAMED, *_TRANSLATED,
+            Failure(400, "unsupported_parameter", "translated: a parameter only the Responses API has (background, prompt, ...)"),
+            Failure(400, "unsupported_value", "translated: a value chat completions cannot say (a file by id or URL, a built-in tool)"),
+            Failure(404, "not_found", "previous_response_id is another key's, with several tenants"),
+        ),
     ),
     Endpoint("GET", "/v1/responses/{response_id}", "A stored response, asked of the target that produced it.", failures=(*_V1, *_STORED)),
     Endpoint("DELETE", "/v1/responses/{response_id}", "Deletes a stored response at the target that produced it.", failures=(*_V1, *_STORED)),

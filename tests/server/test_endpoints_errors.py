@@ -6,13 +6,15 @@ body that is no JSON (400 invalid_json) and a model no route has (404 model_not_
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import aiohttp
 import pytest
 
-from gateway.server.endpoints import ENDPOINTS, METRICS_PATH, Endpoint
-from tests.support.gateway import GATEWAY_KEY, Gateway
+from gateway.server.endpoints import ENDPOINTS, EVERY_PATH, METRICS_PATH, Endpoint, Failure
+from tests.support.fakes import FakeUpstream, Step
+from tests.support.gateway import GATEWAY_KEY, KEYS, Gateway
 from tests.support.plain_http import AUTH
 
 CONFIG = f"auth: {{keys: [{{name: team-a, key: {GATEWAY_KEY}}}]}}\nroutes: {{m: {{provider: mock}}}}\n"
@@ -82,3 +84,88 @@ async def test_a_model_no_route_has_is_refused_where_listed(base: str, endpoint:
     status, body = await answer(base, endpoint, headers=AUTH, **options)
     refused = status == 404 and error_code(endpoint, body) in ("model_not_found", "anthropic-shaped")
     assert refused == listed(endpoint, "model_not_found"), (status, body)
+
+
+def entry(failures: tuple[Failure, ...], status: int, code: str) -> bool:
+    """Whether `failures` lists `code` with `status`."""
+    return any((failure.status, failure.code) == (status, code) for failure in failures)
+
+
+def answered(endpoint: Endpoint, status: int, code: str, got: tuple[int, Any]) -> bool:
+    """Whether the gateway's answer `got` is the error (status, code); under /v1/messages the status and the shape."""
+    return got[0] == status and error_code(endpoint, got[1]) in (code, "anthropic-shaped")
+
+
+ROUTED = [e for e in ENDPOINTS if e.method == "POST" and "/memory/" not in e.path]
+
+
+async def unrouted(base: str, endpoint: Endpoint, headers: dict[str, str]) -> tuple[int, Any]:
+    form = "/audio/transcriptions" in endpoint.path or "/audio/translations" in endpoint.path
+    # On /v1/responses `prompt` names a stored template, which a translated request cannot have.
+    body = {key: value for key, value in UNROUTED.items() if (endpoint.path, key) != ("/v1/responses", "prompt")}
+    options: dict[str, Any] = {"data": unrouted_form()} if form else {"json": body}
+    return await answer(base, endpoint, headers={**AUTH, **headers}, **options)
+
+
+@pytest.mark.parametrize("endpoint", ROUTED, ids=lambda e: e.path)
+async def test_x_gateway_config_is_refused_while_request_config_is_off_where_listed(base: str, endpoint: Endpoint) -> None:
+    got = await unrouted(base, endpoint, {"x-gateway-config": "m"})
+    assert answered(endpoint, 400, "request_config_disabled", got) == entry(endpoint.failures, 400, "request_config_disabled"), got
+
+
+@pytest.mark.parametrize("endpoint", ROUTED, ids=lambda e: e.path)
+async def test_x_gateway_config_naming_no_route_is_refused_where_listed(gateway: Gateway, endpoint: Endpoint) -> None:
+    client = await gateway(f"requestConfig: {{enabled: true}}\n{CONFIG}")
+    got = await unrouted(str(client.base_url).rstrip("/").removesuffix("/v1"), endpoint, {"x-gateway-config": "nowhere"})
+    assert answered(endpoint, 400, "unknown_route", got) == entry(endpoint.failures, 400, "unknown_route"), got
+
+
+MEMORY_ENDPOINTS = [e for e in ENDPOINTS if "{memory_id}" in e.path]
+
+
+@pytest.mark.parametrize("memory_id", ["a%20b", "x" * 300])
+@pytest.mark.parametrize("endpoint", MEMORY_ENDPOINTS, ids=lambda e: f"{e.method} {e.path}")
+async def test_a_memory_id_that_cannot_be_one_is_an_invalid_header(base: str, endpoint: Endpoint, memory_id: str) -> None:
+    url = base + endpoint.path.replace("{memory_id}", memory_id)
+    async with aiohttp.ClientSession() as session, session.request(endpoint.method, url, headers=AUTH) as response:
+        got = response.status, await response.json()
+    assert answered(endpoint, 400, "invalid_header", got) and entry(endpoint.failures, 400, "invalid_header"), got
+
+
+RESPONSES = next(e for e in ENDPOINTS if (e.method, e.path) == ("POST", "/v1/responses"))
+
+
+@pytest.mark.parametrize(
+    ("body", "code"),
+    [
+        ({"background": True}, "unsupported_parameter"),
+        ({"input": [{"role": "captain", "content": "x"}]}, "invalid_value"),
+        ({"input": [{"role": "user", "content": [{"type": "input_image", "file_id": "file-1"}]}]}, "unsupported_value"),
+    ],
+    ids=["background", "a role", "a file by id"],
+)
+async def test_what_a_translated_responses_request_cannot_say_is_refused_as_listed(
+    base: str, body: dict[str, Any], code: str
+) -> None:
+    got = await answer(base, RESPONSES, headers=AUTH, json={"model": "m", "input": "x", **body})
+    assert answered(RESPONSES, 400, code, got) and entry(RESPONSES.failures, 400, code), got
+
+
+@pytest.mark.parametrize("endpoint", ROUTED, ids=lambda e: e.path)
+async def test_a_reply_that_cannot_be_translated_back_is_a_malformed_upstream_response_where_listed(
+    gateway: Gateway, make_upstream: Callable[..., Awaitable[FakeUpstream]], endpoint: Endpoint
+) -> None:
+    upstream = await make_upstream(Step(body={"id": "x", "choices": "none"}))
+    client = await gateway(f"{KEYS}\nroutes: {{nope: {{baseUrl: '{upstream.url}', apiKey: k, responsesApi: translate}}}}\n")
+    got = await unrouted(str(client.base_url).rstrip("/").removesuffix("/v1"), endpoint, {})
+    listed_here = entry(endpoint.failures, 502, "malformed_upstream_response")
+    assert answered(endpoint, 502, "malformed_upstream_response", got) == listed_here, got
+
+
+async def test_a_preflight_from_an_origin_not_allowed_is_refused_on_any_path(gateway: Gateway) -> None:
+    client = await gateway(f"cors: {{allowOrigins: ['https://app.example']}}\n{CONFIG}")
+    url = str(client.base_url).rstrip("/").removesuffix("/v1") + "/anywhere"
+    headers = {"Origin": "https://evil.example", "Access-Control-Request-Method": "POST"}
+    async with aiohttp.ClientSession() as session, session.options(url, headers=headers) as response:
+        got = response.status, (await response.json())["error"]["code"]
+    assert got == (403, "origin_not_allowed") and entry(EVERY_PATH, 403, "origin_not_allowed")

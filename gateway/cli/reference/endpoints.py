@@ -58,7 +58,7 @@ def endpoints_page() -> str:
         GENERATED,
         "# HTTP endpoints reference",
         "Every route the gateway serves, read from its router. Paths under `/v1/` need a gateway key "
-        "(`Authorization: Bearer ...`; on `/v1/messages` also `x-api-key`) when `auth.keys` is set. "
+        "(`Authorization: Bearer ...`, or `x-api-key`, on any path) when `auth.keys` is set. "
         "Errors are OpenAI-shaped, `{\"error\": {\"message\", \"type\", \"param\", \"code\"}}` "
         "(Anthropic-shaped under `/v1/messages`, whose errors have a `type` but no `code`), and carry "
         "`x-request-id`.",
