@@ -3,6 +3,8 @@
 Read from the config's JSON Schema (gateway.config.json_schema, what `gateway schema` prints),
 which pydantic makes from the schema's models: a section per model, reached from the file's top
 as a dotted path (`memory.defaults`), each key a row. Portkey's snake_case spellings are left out.
+Where a section's keys are null in the schema (memory's windows, a tree's mock: "not set here"),
+the default shown is the one the code's settings object holds.
 """
 
 from __future__ import annotations
@@ -15,10 +17,21 @@ from typing import Any, Final
 
 from gateway.cli.reference.markdown import GENERATED, cell, code, require_descriptions, table
 from gateway.config.json_schema import config_json_schema
+from gateway.core.memory.settings import MemoryConfig
+from gateway.core.tree import MockOptions
 
 ROOT: Final = "ConfigFile"
 ENV_REFERENCE: Final = "EnvReference"
 _CAMEL_PART = re.compile(r"_([a-z])")
+_SNAKE_PART = re.compile(r"([A-Z])")
+# The objects whose fields are the defaults of a section that the schema leaves null: a route's
+# memory falls back to memory.defaults, a tree's keys to the node above, and at the top to these.
+_MEMORY: Final = MemoryConfig()
+CODE_DEFAULTS: Final[Mapping[str, object]] = {
+    "memory.defaults": _MEMORY.defaults,
+    "memory.limits": _MEMORY.limits,
+    "routes.<name>.mock": MockOptions(),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,10 +102,14 @@ def type_of(schema: Mapping[str, Any] | bool) -> tuple[str, str | None]:
     return str(kind or "any"), None
 
 
-def _default(schema: Mapping[str, Any]) -> str:
-    if "default" not in schema or schema["default"] is None:
+def _default(schema: Mapping[str, Any], name: str, *, code_defaults: object | None) -> str:
+    """The key's default as JSON: the schema's, else the field of `code_defaults` it names ("" when none)."""
+    value = schema.get("default")
+    if value is None and code_defaults is not None:
+        value = getattr(code_defaults, _SNAKE_PART.sub(lambda upper: "_" + upper.group(1).lower(), name), None)
+    if value is None:
         return ""
-    return json.dumps(schema["default"])
+    return json.dumps(list(value) if isinstance(value, tuple) else value)
 
 
 def _is_portkey_spelling(name: str, properties: Mapping[str, Any]) -> bool:
@@ -100,7 +117,9 @@ def _is_portkey_spelling(name: str, properties: Mapping[str, Any]) -> bool:
     return camel != name and camel in properties
 
 
-def _keys(definition: Mapping[str, Any], definitions: Mapping[str, Any]) -> Iterator[Key]:
+def _keys(
+    definition: Mapping[str, Any], definitions: Mapping[str, Any], *, code_defaults: object | None = None
+) -> Iterator[Key]:
     """The keys of a section; one that opens a section and says nothing itself is described by it."""
     properties: Mapping[str, Any] = definition.get("properties", {})
     required = set(definition.get("required", ()))
@@ -108,7 +127,7 @@ def _keys(definition: Mapping[str, Any], definitions: Mapping[str, Any]) -> Iter
         if _is_portkey_spelling(name, properties):
             continue
         kind, section = type_of(schema)
-        default = "required" if name in required else _default(schema)
+        default = "required" if name in required else _default(schema, name, code_defaults=code_defaults)
         described = schema.get("description") or (definitions[section].get("description", "") if section else "")
         yield Key(name, kind, default=default, description=described, section=section)
 
@@ -132,7 +151,7 @@ def sections(schema: Mapping[str, Any] | None = None) -> list[Section]:
     waiting: list[tuple[str, str, Mapping[str, Any]]] = [("", ROOT, schema)]
     while waiting:
         path, name, definition = waiting.pop(0)
-        keys = tuple(_keys(definition, definitions))
+        keys = tuple(_keys(definition, definitions, code_defaults=CODE_DEFAULTS.get(path)))
         found.append(Section(path, name, description=definition.get("description", ""), keys=keys))
         for key in keys:
             if key.section is not None and key.section not in seen:
@@ -178,8 +197,8 @@ def config_page() -> str:
         "Every key of the config file, read from its schema (`gateway schema` prints it as JSON Schema, "
         "for editors). Keys are camelCase; Portkey's snake_case spellings (`api_key`) are taken too. "
         "Where a number, a flag or a choice is expected, a `${VAR}` or `${VAR:-default}` reference may "
-        "stand, read from the environment when the file loads. A key of a strategy tree without a "
-        "default inherits the value of the node above, else takes the default its meaning names.",
+        "stand, read from the environment when the file loads. A key of a strategy tree inherits the "
+        "value of the node above; where no node sets it, it takes the default shown or named in its meaning.",
     ]
     for section in found:
         title = code(section.path) if section.path else "The top level"

@@ -6,10 +6,11 @@ import copy
 
 import pytest
 
-from gateway.cli.reference.config_keys import config_page, sections, type_of, undescribed
+from gateway.cli.reference.config_keys import CODE_DEFAULTS, config_page, sections, type_of, undescribed
 from gateway.cli.reference.markdown import Undescribed
 from gateway.config.json_schema import config_json_schema
 from gateway.config.schema import ConfigFile, Node, Server
+from gateway.core.memory.settings import MemoryConfig
 
 
 def test_every_section_is_reached_once_as_a_dotted_path() -> None:
@@ -35,6 +36,20 @@ def test_a_key_shows_its_type_default_and_meaning() -> None:
     )
     routes = next(key for key in sections()[0].keys if key.name == "routes")
     assert (routes.default, routes.section) == ("required", "Route")
+
+
+def test_keys_null_in_the_schema_show_the_default_the_code_holds() -> None:
+    found = {section.path: {key.name: key.default for key in section.keys} for section in sections()}
+    assert set(CODE_DEFAULTS) <= set(found)
+    memory = MemoryConfig()
+    assert found["memory.defaults"] == {
+        "maxMessages": str(memory.defaults.max_messages), "maxTokens": str(memory.defaults.max_tokens),
+        "maxRounds": str(memory.defaults.max_rounds), "maxChars": str(memory.defaults.max_chars),
+        "memoryType": '"message_window"',
+    }  # fmt: skip
+    assert found["memory.limits"]["maxTokens"] == str(memory.limits.max_tokens)
+    assert (found["routes.<name>.mock"]["latency"], found["routes.<name>.mock"]["chunkDelay"]) == ("0.0", "0.0")
+    assert found["routes.<name>.mock"]["reply"] == ""  # none: the mock echoes the prompt
 
 
 def test_types_in_words() -> None:
