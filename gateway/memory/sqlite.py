@@ -215,14 +215,33 @@ class SQLiteStore:
         holding = self._shared_locks.held.get(key)
         return holding is not None and self._cache.version(key) == holding.version()
 
-    def _remembering(self, key: Key) -> Callable[[Conversation | None], None] | None:
-        """What keeps a read of `key` in the cache; shared, only a read made while this process holds it (None: not kept)."""
+    def _read(self, key: Key, reach: Reach | None) -> asyncio.Future[Conversation | None]:
+        """Read the conversation on the thread, kept in the cache by `_remember_held` (shared mode: see `_read_held`)."""
+        read = functools.partial(self._conversations.read, key=key, reach=reach)
         if not self._shared:
-            return functools.partial(self._cache.remember, key)
+            return self._submit(read, functools.partial(self._cache.remember, key))
         holding = self._shared_locks.held.get(key)
         if holding is None:  # another process may be writing it: what was read may be older than its version says
-            return None
-        return functools.partial(self._remember_held, key, holding)
+            return self._submit(read)
+        done = self._submit(
+            functools.partial(self._read_held, read, key=key, slot=holding.place.slot),
+            functools.partial(self._remember_held, key, holding),
+        )
+        self._shared_locks.writing(key, done)  # the lock stays until it is served, as for a write (see `_read_held`)
+        return done
+
+    def _read_held(
+        self, read: Callable[[sqlite3.Connection], Conversation | None], db: sqlite3.Connection, *, key: Key, slot: int
+    ) -> Conversation | None:
+        """On the thread, shared mode, under this process's lock: `read`, and what the thread remembers of the row learned.
+
+        So the turn's write after a read (another process wrote the conversation last) is its
+        message row alone, as after this process's own write: the row is learned at the version
+        its slot holds, which no other process changes while this one holds the conversation.
+        """
+        conversation = read(db)
+        self._turns.learn(db, key, version=self._file.opened_lock_file().slots[slot])
+        return conversation
 
     def _remember_held(self, key: Key, holding: Holding, conversation: Conversation | None) -> None:
         """Cache a read made under `holding`, with the version its slot holds, if still held the same way."""
@@ -233,16 +252,14 @@ class SQLiteStore:
         cached = self._cache.whole(key) if self._cached(key) else None
         if cached is not None:
             return Conversation(list(cached.system), list(cached.entries), cached.updated_at)
-        read = functools.partial(self._conversations.read, key=key, reach=None)
-        return await self._run(read, self._remembering(key))
+        return await self._read(key, None)
 
     async def load_tail(self, key: Key, reach: Reach) -> Conversation | None:
         """The cached conversation itself when it serves (to read, not to change), else a read of the file."""
         cached = self._cache.tail(key, reach) if self._cached(key) else None
         if cached is not None:
             return cached
-        read = functools.partial(self._conversations.read, key=key, reach=reach)
-        return await self._run(read, self._remembering(key))
+        return await self._read(key, reach)
 
     def append(self, key: Key, entries: Sequence[Entry], *, system: Sequence[Message] | None) -> asyncio.Future[None]:
         write = Write(key, entries, system)

@@ -65,6 +65,13 @@ WHERE tenant = ?1 AND memory_id = ?2 AND first_seq = ?8 AND last_seq = ?9 AND up
 # Rows the thread remembers (`KnownRange`), the oldest remembered forgotten first beyond: ~330 bytes
 # each (its key's strings), ~1.4 MB in all. A forgotten row costs its next turn a read of the row.
 KNOWN_RANGES: Final = 4_096
+# The row's touched_day, then the conversation's STATE (see sqlite_file): what `TurnWriter.learn` reads.
+_ROW_STATE: Final = """
+SELECT c.touched_day, c.system, c.updated_at, c.first_seq, c.last_seq, c.cap, m.seq, m.encoding, m.tokens, m.written_at
+FROM conversations AS c LEFT JOIN messages AS m
+    ON m.tenant = ?1 AND m.memory_id = ?2 AND m.seq = (SELECT MAX(seq) FROM messages WHERE tenant = ?1 AND memory_id = ?2)
+WHERE c.tenant = ?1 AND c.memory_id = ?2
+"""
 INSERT: Final = "INSERT INTO messages (tenant, memory_id, seq, written_at, role, body, encoding, tokens) VALUES "
 TRIM_EVERY: Final = 32  # messages below first_seq are deleted in bunches of about this many (see trim_due)
 _TRIM: Final = "DELETE FROM messages WHERE tenant = ? AND memory_id = ? AND seq < ?"
@@ -221,6 +228,19 @@ class TurnWriter:
         insert[2] = start
         insert[3] = now
         return first, last, now, row, write.version
+
+    def learn(self, db: sqlite3.Connection, key: Key, *, version: int) -> None:
+        """Remember the conversation's row as the file holds it, at `version` (read while no other process can write it)."""
+        found = db.execute(_ROW_STATE, key).fetchone()
+        if found is None:
+            self.ranges.pop(key, None)
+            return
+        touched_day, _, row_updated_at, row_first, row_last, cap = found[:6]
+        _, updated_at, first, last = live_state(found[1:])
+        if cap == self._cap:  # else its next write rewrites the row, which says where the range is
+            self._remember(key, (first, last, float(updated_at), (row_first, row_last, row_updated_at, touched_day), version))
+        else:
+            self.ranges.pop(key, None)
 
     def _remember(self, key: Key, known: KnownRange) -> None:
         ranges = self.ranges
