@@ -9,6 +9,7 @@ the default shown is the one the code's settings object holds.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Iterator, Mapping
@@ -17,20 +18,21 @@ from typing import Any, Final
 
 from gateway.cli.reference.markdown import GENERATED, cell, code, require_descriptions, table
 from gateway.config.json_schema import config_json_schema
+from gateway.config.section import camel
 from gateway.core.memory.settings import MemoryConfig
 from gateway.core.tree import MockOptions
 
 ROOT: Final = "ConfigFile"
 ENV_REFERENCE: Final = "EnvReference"
 _CAMEL_PART = re.compile(r"_([a-z])")
-_SNAKE_PART = re.compile(r"([A-Z])")
 # The objects whose fields are the defaults of a section that the schema leaves null: a route's
 # memory falls back to memory.defaults, a tree's keys to the node above, and at the top to these.
 _MEMORY: Final = MemoryConfig()
-CODE_DEFAULTS: Final[Mapping[str, object]] = {
-    "memory.defaults": _MEMORY.defaults,
-    "memory.limits": _MEMORY.limits,
-    "routes.<name>.mock": MockOptions(),
+CODE_DEFAULTS: Final[Mapping[str, Mapping[str, object]]] = {
+    path: {camel(name): value for name, value in dataclasses.asdict(settings).items()}
+    for path, settings in (
+        ("memory.defaults", _MEMORY.defaults), ("memory.limits", _MEMORY.limits), ("routes.<name>.mock", MockOptions())
+    )
 }
 
 
@@ -102,11 +104,11 @@ def type_of(schema: Mapping[str, Any] | bool) -> tuple[str, str | None]:
     return str(kind or "any"), None
 
 
-def _default(schema: Mapping[str, Any], name: str, *, code_defaults: object | None) -> str:
-    """The key's default as JSON: the schema's, else the field of `code_defaults` it names ("" when none)."""
+def _default(schema: Mapping[str, Any], name: str, *, code_defaults: Mapping[str, object]) -> str:
+    """The key's default as JSON: the schema's, else the one `code_defaults` holds for it ("" when none)."""
     value = schema.get("default")
-    if value is None and code_defaults is not None:
-        value = getattr(code_defaults, _SNAKE_PART.sub(lambda upper: "_" + upper.group(1).lower(), name), None)
+    if value is None:
+        value = code_defaults.get(name)
     if value is None:
         return ""
     return json.dumps(list(value) if isinstance(value, tuple) else value)
@@ -118,7 +120,7 @@ def _is_portkey_spelling(name: str, properties: Mapping[str, Any]) -> bool:
 
 
 def _keys(
-    definition: Mapping[str, Any], definitions: Mapping[str, Any], *, code_defaults: object | None = None
+    definition: Mapping[str, Any], definitions: Mapping[str, Any], *, code_defaults: Mapping[str, object]
 ) -> Iterator[Key]:
     """The keys of a section; one that opens a section and says nothing itself is described by it."""
     properties: Mapping[str, Any] = definition.get("properties", {})
@@ -151,7 +153,7 @@ def sections(schema: Mapping[str, Any] | None = None) -> list[Section]:
     waiting: list[tuple[str, str, Mapping[str, Any]]] = [("", ROOT, schema)]
     while waiting:
         path, name, definition = waiting.pop(0)
-        keys = tuple(_keys(definition, definitions, code_defaults=CODE_DEFAULTS.get(path)))
+        keys = tuple(_keys(definition, definitions, code_defaults=CODE_DEFAULTS.get(path, {})))
         found.append(Section(path, name, description=definition.get("description", ""), keys=keys))
         for key in keys:
             if key.section is not None and key.section not in seen:
