@@ -45,15 +45,20 @@ class Upstream:
     variables: tuple[str, ...] = ()
 
 
-def _hosted(provider: str, variable: str, models: tuple[str, str]) -> Upstream:
-    """A hosted provider reached with a key: a `chat` route, and a `smart` one that falls back to it."""
+def _hosted(provider: str, variable: str, models: tuple[str, str], *, base_url: str = "") -> Upstream:
+    """A hosted provider reached with a key: a `chat` route, and a `smart` one that falls back to it.
+
+    `base_url`: a `${VAR:-url}` the targets are reached at (an environment override of the provider's own).
+    """
     big, small = models
-    target = f'provider: {provider}, apiKey: "${{{variable}}}"'
+    at = f'baseUrl: "{base_url}", ' if base_url else ""
+    target = f'provider: {provider}, {at}apiKey: "${{{variable}}}"'
+    at_line = f'    baseUrl: "{base_url}"  # the SDKs\' variable, for a proxy or a compatible service\n' if base_url else ""
     routes = f"""\
   # Any model name no other route claims comes here (defaultRoute); the upstream gets this model.
   chat:
     provider: {provider}
-    apiKey: "${{{variable}}}"  # read from the environment when the file loads; never write the key here
+{at_line}    apiKey: "${{{variable}}}"  # read from the environment when the file loads; never write the key here
     overrideParams: {{model: {small}}}
 
   # {big} first; when it fails (429, 500, 502-504, a timeout, no connection), {small} answers.
@@ -80,10 +85,13 @@ def _local(name: str, *, variable: str, url: str, model: str) -> str:
 """
 
 
+# Current models (litellm's price table, none with a deprecation date, checked 2026-11-29).
 UPSTREAMS: Final = {
-    Provider.OPENAI: _hosted("openai", "OPENAI_API_KEY", ("gpt-4o", "gpt-4o-mini")),
-    Provider.ANTHROPIC: _hosted("anthropic", "ANTHROPIC_API_KEY", ("claude-sonnet-4-5", "claude-haiku-4-5")),
-    Provider.GEMINI: _hosted("gemini", "GEMINI_API_KEY", ("gemini-2.5-pro", "gemini-2.5-flash")),
+    Provider.OPENAI: _hosted(
+        "openai", "OPENAI_API_KEY", ("gpt-5.5", "gpt-5.4-mini"), base_url="${OPENAI_BASE_URL:-https://api.openai.com/v1}"
+    ),
+    Provider.ANTHROPIC: _hosted("anthropic", "ANTHROPIC_API_KEY", ("claude-sonnet-5-5", "claude-haiku-5-5")),
+    Provider.GEMINI: _hosted("gemini", "GEMINI_API_KEY", ("gemini-3.8-flash", "gemini-3.5-flash-lite")),
     Provider.OLLAMA: Upstream(
         _local("Ollama", variable="OLLAMA_BASE_URL", url="http://localhost:11434/v1", model="llama3.2")
         + "    # Ollama takes no key; a server behind one takes apiKey: \"${OLLAMA_API_KEY}\".\n"

@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import re
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import openai
 import pytest
+import redis.asyncio as aioredis
 import yaml
 
 from gateway.cli.init import PROVIDERS, MemoryChoice, Provider, starter_config
 from gateway.cli.main import main
+from tests.support.fakes import FakeUpstream, Step, error_body
 from tests.support.processes import running_gateway
+from tests.support.servers import redis_server
 
 # Placeholder values for every variable a starter config names without a default.
 PLACEHOLDERS = {"OPENAI_API_KEY": "sk-placeholder", "ANTHROPIC_API_KEY": "sk-ant-placeholder", "GEMINI_API_KEY": "placeholder"}
@@ -101,3 +106,67 @@ async def test_a_mock_starter_config_serves_offline_to_the_openai_sdk(tmp_path: 
             fallback = await client.chat.completions.create(model="smart", messages=[{"role": "user", "content": "again"}])
     assert "hello from init" in (answer.choices[0].message.content or "")
     assert fallback.choices[0].message.content
+
+
+@contextlib.asynccontextmanager
+async def serve_starter(
+    tmp_path: Path, provider: Provider, *, memory: MemoryChoice = MemoryChoice.SQLITE
+) -> AsyncIterator[openai.AsyncOpenAI]:
+    """`gateway serve` of the starter config `gateway init` writes, from its folder; an SDK client of it."""
+    path = tmp_path / "gateway.yaml"
+    assert main(["init", str(path), "--provider", provider, "--memory", memory]) == 0
+    async with running_gateway(path) as gateway:
+        base_url = f"http://127.0.0.1:{gateway.port}/v1"
+        async with openai.AsyncOpenAI(base_url=base_url, api_key="unused", max_retries=0) as client:
+            yield client
+
+
+@pytest.mark.parametrize(
+    ("provider", "variable", "model"),
+    [(Provider.OLLAMA, "OLLAMA_BASE_URL", "llama3.2"), (Provider.VLLM, "VLLM_BASE_URL", "Qwen/Qwen2.5-7B-Instruct")],
+)
+async def test_a_local_servers_starter_config_passes_requests_to_it(
+    provider: Provider, variable: str, model: str, upstream: FakeUpstream, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(variable, upstream.url)
+    monkeypatch.setenv("VLLM_API_KEY", "vllm-key")
+    async with serve_starter(tmp_path, provider) as client:
+        answer = await client.chat.completions.create(model="any-model", messages=[{"role": "user", "content": "hi"}])
+    assert answer.choices[0].message.content == "Hello from upstream"
+    [received] = upstream.requests
+    assert (received.path, received.body["model"]) == ("/v1/chat/completions", model)
+    sent_key = received.headers.get("Authorization")
+    assert sent_key == ("Bearer vllm-key" if provider is Provider.VLLM else None)
+
+
+async def test_the_openai_starter_config_falls_back_from_the_big_model_to_the_small_one(
+    upstream: FakeUpstream, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("OPENAI_BASE_URL", upstream.url)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-starter")
+    upstream.then(Step(status=503, body=error_body(503)))
+    async with serve_starter(tmp_path, Provider.OPENAI) as client:
+        answer = await client.chat.completions.create(model="smart", messages=[{"role": "user", "content": "hi"}])
+    assert answer.choices[0].message.content == "Hello from upstream"
+    targets = yaml.safe_load(starter_config(Provider.OPENAI, MemoryChoice.SQLITE))["routes"]["smart"]["targets"]
+    assert [received.body["model"] for received in upstream.requests] == [t["overrideParams"]["model"] for t in targets]
+    assert all(received.headers["Authorization"] == "Bearer sk-starter" for received in upstream.requests)
+
+
+async def test_the_redis_starter_config_keeps_a_conversation_in_redis(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    with redis_server(tmp_path) as redis:
+        monkeypatch.setenv("REDIS_URL", redis.url)
+        async with serve_starter(tmp_path, Provider.MOCK, memory=MemoryChoice.REDIS) as client:
+            for question in ("My name is Ada.", "Who am I?"):
+                reply = await client.chat.completions.with_raw_response.create(
+                    model="chat", messages=[{"role": "user", "content": question}], extra_headers={"memoryId": "init-demo"}
+                )
+        store = aioredis.Redis.from_url(redis.url)
+        stored = await store.keys("*")
+        await store.aclose()
+    assert reply.headers["x-memory-history"] == "2"
+    assert "received 3 messages" in (reply.parse().choices[0].message.content or "")
+    assert stored  # the conversation is in this Redis, not elsewhere
