@@ -3,12 +3,15 @@
 Every `yaml` block of the README and docs/, and every file in configs/examples/, passes
 `gateway check-config` with a placeholder for each `${VAR}`. Every `python` block, and every `sh`
 block that calls the gateway at localhost:8080, runs against a real `gateway serve` on the
-offline default and must exit 0. Blocks marked `<!-- example: needs-provider -->` or
-`<!-- example: not-run -->` are skipped by design (docs/contributing.md).
+offline default and must exit 0, printing what its `<!-- output: ... -->` lines say. Every `json`
+block parses. A block in any other language than these and `text` fails, unless marked
+`<!-- example: not-run -->`; blocks marked so or `<!-- example: needs-provider -->` are skipped
+by design (docs/contributing.md).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -20,7 +23,7 @@ import pytest
 import yaml
 
 from gateway.cli import main as cli
-from tests.support.doc_blocks import ROOT, Block, all_blocks
+from tests.support.doc_blocks import ROOT, Block, Mark, all_blocks, blocks_of, unknown_language
 from tests.support.servers import free_port, wait_for_port
 
 GATEWAY = "localhost:8080"
@@ -29,6 +32,7 @@ _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)")
 
 BLOCKS = all_blocks()
 CONFIGS = [block for block in BLOCKS if block.language == "yaml"]
+JSON_BLOCKS = [block for block in BLOCKS if block.language == "json"]
 PROGRAMS = [
     block
     for block in BLOCKS
@@ -89,11 +93,31 @@ def test_an_example_configuration_passes_check_config(
     check_config(path.read_text(), tmp_path, monkeypatch=monkeypatch, capsys=capsys)
 
 
+@pytest.mark.parametrize("block", JSON_BLOCKS, ids=[block.where for block in JSON_BLOCKS])
+def test_a_json_block_parses(block: Block) -> None:
+    skip_if_marked(block)
+    json.loads(block.text)
+
+
+def test_every_block_is_in_a_language_the_tests_know() -> None:
+    assert unknown_language(BLOCKS) == []
+
+
+def test_a_block_in_an_unknown_language_is_found_unless_marked_not_run(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text("```toml\na = 1\n```\n\n```yml\nroutes: {}\n```\n\n<!-- example: not-run -->\n```js\nx()\n```\n")
+    blocks = list(blocks_of(page, root=tmp_path))
+    assert [block.language for block in blocks] == ["toml", "yaml", "js"]
+    assert unknown_language(blocks) == ["page.md:1 (toml)"]
+    assert blocks[2].mark is Mark.NOT_RUN
+
+
 def test_the_documentation_has_examples_of_each_kind() -> None:
     """The collection itself works: a parser that found nothing would pass every test above."""
     assert len(CONFIGS) >= 5
     assert len(EXAMPLE_FILES) >= 3
     assert {block.language for block in PROGRAMS} == {"python", "sh"}
+    assert any(block.output for block in PROGRAMS)
 
 
 @pytest.fixture(scope="module")
@@ -125,3 +149,5 @@ def test_an_example_runs_against_the_mock(block: Block, mock_gateway: int, tmp_p
         command = ["bash", "-euo", "pipefail", "-c", code]
     done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, f"{block.where} exited {done.returncode}:\n{done.stdout}{done.stderr}"
+    missing = [line for line in block.output if line not in done.stdout]
+    assert not missing, f"{block.where} did not print {missing}:\n{done.stdout}"
