@@ -156,7 +156,10 @@ ENDPOINTS: Final = (
     ),
     Endpoint("GET", "/v1/responses/{response_id}", "A stored response, asked of the target that produced it.", failures=(*_V1, *_STORED)),
     Endpoint("DELETE", "/v1/responses/{response_id}", "Deletes a stored response at the target that produced it.", failures=(*_V1, *_STORED)),
-    Endpoint("POST", "/v1/images/generations", "OpenAI image generation, passed through to openai targets.", failures=(*_MODEL_CALL, *_SURFACE)),
+    Endpoint(
+        "POST", "/v1/images/generations", "OpenAI image generation, passed through to openai targets.",
+        failures=(*_MODEL_CALL, *_SURFACE, Failure(400, "unsupported_value", "stream: true (images are not streamed)")),
+    ),
     Endpoint("POST", "/v1/audio/speech", "OpenAI text to speech; the audio relayed as it comes.", failures=(*_MODEL_CALL, *_SURFACE)),
     Endpoint(
         "POST", "/v1/audio/transcriptions",

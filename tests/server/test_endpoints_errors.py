@@ -169,3 +169,12 @@ async def test_a_preflight_from_an_origin_not_allowed_is_refused_on_any_path(gat
     async with aiohttp.ClientSession() as session, session.options(url, headers=headers) as response:
         got = response.status, (await response.json())["error"]["code"]
     assert got == (403, "origin_not_allowed") and entry(EVERY_PATH, 403, "origin_not_allowed")
+
+
+async def test_a_streamed_image_generation_is_refused_as_listed(gateway: Gateway, upstream: FakeUpstream) -> None:
+    client = await gateway(f"{KEYS}\nroutes: {{images: {{baseUrl: '{upstream.url}', apiKey: k}}}}\n")
+    images = next(e for e in ENDPOINTS if e.path == "/v1/images/generations")
+    body = {"model": "images", "prompt": "a cat", "stream": True}
+    got = await answer(str(client.base_url).rstrip("/").removesuffix("/v1"), images, headers=AUTH, json=body)
+    assert answered(images, 400, "unsupported_value", got) and entry(images.failures, 400, "unsupported_value"), got
+    assert upstream.calls == 0
