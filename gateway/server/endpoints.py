@@ -135,8 +135,7 @@ ENDPOINTS: Final = (
     Endpoint("POST", "/v1/embeddings", "OpenAI Embeddings, routed by model.", failures=_MODEL_CALL),
     Endpoint(
         "POST", "/v1/messages",
-        "Anthropic Messages, routed by model: native to anthropic targets, translated for others. "
-        "The key may come in x-api-key.",
+        "Anthropic Messages, routed by model: native to anthropic targets, translated for others.",
         failures=(*_MODEL_CALL, *_CHAT, *_STREAMED, *_TRANSLATED),
     ),
     Endpoint(
