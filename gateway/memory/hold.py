@@ -18,7 +18,7 @@ class Hold:
 
     A plain class rather than a generator-based context manager: it is entered on every memory
     request. Once the work under the lock is done (the answer may be on its way to the client),
-    a failure to release is logged, never raised: the lock's lease ends it anyway.
+    a failure to release is logged, never raised: the lock's lease (Redis) or the process's end (SQLite's kernel locks) ends it anyway.
     """
 
     __slots__ = ("_key", "_lock", "_observer", "_store_kind", "_waited")
@@ -78,7 +78,7 @@ class Hold:
         except StoreUnavailable as failure:
             if kind is not None:
                 raise unavailable(failure) from None
-            log.warning("memory %s: releasing the conversation's lock failed (%s); its lease will end it", self._key[1], failure)
+            log.warning("memory %s: releasing the conversation's lock failed (%s); its lease or the process's end will end it", self._key[1], failure)
         if isinstance(exc, StoreUnavailable):
             raise unavailable(exc) from None
         if isinstance(exc, LockTimeout):

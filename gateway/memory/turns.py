@@ -298,7 +298,7 @@ class Memory:
         """The conversation's lock, with store failures as the client sees them (409, 503).
 
         Once the work under the lock is done (the answer may be on its way to the client), a
-        failure to release is logged, never raised: the lock's lease ends it anyway.
+        failure to release is logged, never raised: the lock's lease (Redis) or the process's end (SQLite's kernel locks) ends it anyway.
         """
         return Hold(self.store, key, observer, store_kind=self.store_kind)
 

@@ -59,8 +59,9 @@ log = logging.getLogger("gateway")
 def open_store(config: MemoryConfig, *, processes: int = 1) -> MemoryStore:
     """The configured memory store (SQLite opens its file on first use).
 
-    Worker processes sharing one SQLite file lock conversations through the file (leases); each
-    keeps its cache, checked under the lease.
+    Worker processes sharing one SQLite file lock conversations by kernel locks on the lock file
+    beside it (`<db>-locks`); each keeps its cache, served while the conversation's version slot
+    there says no other worker wrote it.
     """
     ttl, cap, wait = config.ttl_seconds, config.max_stored_messages, config.lock_timeout_seconds
     if config.store == StoreKind.REDIS:
