@@ -161,7 +161,9 @@ class Liveness:
             self._task = asyncio.create_task(self._keep())
 
     async def _keep(self) -> None:
-        while True:
+        # Until stop() lets it go, not until a cancellation: redis-py may swallow the one stop() sends
+        # (seen: a worker that never stopped, its loop stuck awaiting this task after SIGTERM).
+        while self._task is asyncio.current_task():
             await asyncio.sleep(LIVE_EVERY)
             try:
                 await self._mark()
