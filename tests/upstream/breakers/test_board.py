@@ -13,7 +13,7 @@ from gateway.core.routing import Outcome
 from gateway.core.tree import BreakerPolicy, Fallback, LoadBalance, Route, Single
 from gateway.upstream.breakers.board import Breakers, LocalBreakers
 from gateway.upstream.breakers.redis import RedisBreakers
-from tests.support.breakers import FAIL, FAST, OK, ORDER, Clock, Heard, note, route, t
+from tests.support.breakers import FAIL, FAST, OK, ORDER, PATIENT, Clock, Heard, note, route, t
 from tests.support.servers import flush_redis
 
 
@@ -129,7 +129,7 @@ async def make_board(request: pytest.FixtureRequest) -> AsyncIterator[Callable[.
         await flush_redis(url)
 
     def make(routes: dict[str, Route], **options: Any) -> Breakers:
-        board: Breakers = RedisBreakers(routes, url, **options) if url else LocalBreakers(routes, **options)
+        board: Breakers = RedisBreakers(routes, url, timeout=PATIENT, **options) if url else LocalBreakers(routes, **options)
         boards.append(board)
         return board
 

@@ -13,7 +13,7 @@ from gateway.core.breaker import CLOSED, OPEN, PROBE, REFUSED
 from gateway.core.routing import Outcome
 from gateway.core.tree import Fallback
 from gateway.upstream.breakers.redis import RedisBreakers
-from tests.support.breakers import FAIL, FAST, OK, ORDER, Clock, Heard, note, route, t
+from tests.support.breakers import FAIL, FAST, OK, ORDER, PATIENT, Clock, Heard, note, route, t
 from tests.support.servers import RedisProcess, flush_redis
 
 
@@ -31,7 +31,7 @@ async def test_redis_healthy_calls_cost_no_round_trip_and_a_failure_costs_one(re
     a = t("a", FAST)
     r = route(a)
     clock = Clock()
-    board = RedisBreakers({"r": r}, redis_url, clock=clock)
+    board = RedisBreakers({"r": r}, redis_url, clock=clock, timeout=PATIENT)
     try:
         await board.snapshot()  # one fresh read: the cached view is good for the ttl
         before = await evalsha_calls(redis_url)
@@ -57,8 +57,8 @@ async def test_redis_state_is_shared_by_every_process(redis_url: str) -> None:
     r = route(Fallback("f", 1, (a, b)))
     heard = Heard()
     clocks = {1: Clock(), 2: Clock()}  # each process's clock: moved past the 1 s ttl of its cached view
-    first = RedisBreakers({"r": r}, redis_url, clock=clocks[1])
-    second = RedisBreakers({"r": r}, redis_url, clock=clocks[2], listener=heard)
+    first = RedisBreakers({"r": r}, redis_url, clock=clocks[1], timeout=PATIENT)
+    second = RedisBreakers({"r": r}, redis_url, clock=clocks[2], listener=heard, timeout=PATIENT)
     boards = {1: first, 2: second}
 
     async def reread(number: int) -> None:
