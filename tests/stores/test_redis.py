@@ -26,7 +26,7 @@ from gateway.core.tree import Fallback
 from gateway.memory.redis import RedisStore, key_prefix
 from gateway.stores.redis import LEAN_SWITCH, masked
 from gateway.upstream.breakers.redis import RedisBreakers
-from tests.support.breakers import FAIL, FAST, PATIENT, Clock, note, route, t
+from tests.support.breakers import FAIL, HELD, PATIENT, Clock, note, route, t
 from tests.support.fakes import FakeUpstream, Step, chat_completion
 from tests.support.fakes_responses import Answer, FakeResponses, openai_error, start_responses
 from tests.support.gateway import KEYS, Gateway
@@ -155,7 +155,7 @@ routes:
 
 async def test_breakers_are_shared_on_the_cluster(cluster: Cluster) -> None:
     connection = RedisConnection(url=cluster.url, cluster=True)
-    routes = {f"r{n}": route(t(f"a{n}", FAST), name=f"r{n}") for n in range(6)}  # hash tags on every primary
+    routes = {f"r{n}": route(t(f"a{n}", HELD), name=f"r{n}") for n in range(6)}  # hash tags on every primary
     assert {cluster.owner(f"gw:brk:{{r{n}}}:a{n}") for n in range(6)} == set(cluster.ports)
     clocks = [Clock(), Clock()]
     first, second = (RedisBreakers(routes, connection, clock=clock, timeout=PATIENT) for clock in clocks)
@@ -322,7 +322,7 @@ async def test_a_turn_no_replica_confirms_stands_with_a_warning(
 
 @pytest.mark.parametrize("name", ["}curly", ""])
 async def test_a_routes_breakers_share_a_slot_whatever_its_name(cluster: Cluster, name: str) -> None:
-    a, b = t("a", FAST), t("b", FAST)
+    a, b = t("a", HELD), t("b", HELD)
     shared = route(Fallback("f", 1, (a, b)), name=name)
     clocks = [Clock(), Clock()]
     first, second = (RedisBreakers({name: shared}, RedisConnection(url=cluster.url, cluster=True), clock=clock, timeout=PATIENT) for clock in clocks)

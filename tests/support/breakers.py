@@ -3,19 +3,28 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from typing import Any
+
+import pytest
 
 from gateway.core.breaker import Admission
 from gateway.core.memory.settings import MemorySettings
 from gateway.core.routing import Outcome
+from gateway.core.stores import RedisConnection
 from gateway.core.tree import BreakerPolicy, Route, Target
+from gateway.upstream.breakers import redis as breakers_on_redis
 from gateway.upstream.breakers.board import Breakers
+from gateway.upstream.breakers.redis import RedisBreakers
 
 ORDER = list(Admission)  # to sort admissions by
 POLICY = BreakerPolicy(failures=3, failure_rate=0.5, min_requests=10, window_seconds=10, cooldown_seconds=5, max_cooldown_seconds=20)
 # Seconds a test's board waits on Redis: a loaded machine may take longer than the 0.5 s a gateway allows.
 PATIENT = 5.0
-FAST = BreakerPolicy(failures=2, cooldown_seconds=0.2, max_cooldown_seconds=1.0)
+# A cooldown tests wait out, yet long enough that the checks made inside it pass on a loaded machine.
+FAST = BreakerPolicy(failures=2, cooldown_seconds=1.0, max_cooldown_seconds=4.0)
+# A cooldown no test waits out: a breaker that opens stays open while the test looks at it.
+HELD = BreakerPolicy(failures=2, cooldown_seconds=60.0)
 OK, FAIL = Outcome(200), Outcome(503)
 
 
@@ -49,6 +58,25 @@ class Heard:
     def breaker_changed(self, target: Target, state: int) -> None:
         self.states.append((target.name, state))
         self.changed.set()
+
+
+def patient_gateway_breakers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Gateways the test starts wait up to PATIENT on their breakers' Redis (the config has no setting for it).
+
+    With the gateway's 0.5 s, a loaded machine's slow reply is taken for an unreachable Redis: each
+    gateway then decides on its own view, and a test of the shared state fails.
+    """
+
+    class PatientBreakers(RedisBreakers):
+        def __init__(self, routes: Mapping[str, Route], connection: RedisConnection | str, **options: Any) -> None:
+            super().__init__(routes, connection, **{"timeout": PATIENT, **options})
+
+    monkeypatch.setattr(breakers_on_redis, "RedisBreakers", PatientBreakers)
+
+
+async def cooled(policy: BreakerPolicy = FAST) -> None:
+    """Wait out a breaker's first cooldown (the breaker's own timer, or Redis' clock: nothing a test can await)."""
+    await asyncio.sleep(policy.cooldown_seconds + 0.05)
 
 
 async def note(board: Breakers, target: Target, outcome: Outcome, **options: Any) -> None:

@@ -13,7 +13,7 @@ from gateway.core.breaker import CLOSED, OPEN, PROBE, REFUSED
 from gateway.core.routing import Outcome
 from gateway.core.tree import Fallback
 from gateway.upstream.breakers.redis import RedisBreakers
-from tests.support.breakers import FAIL, FAST, OK, ORDER, PATIENT, Clock, Heard, note, route, t
+from tests.support.breakers import FAIL, FAST, OK, ORDER, PATIENT, Clock, Heard, cooled, note, route, t
 from tests.support.servers import RedisProcess, flush_redis
 
 
@@ -73,7 +73,7 @@ async def test_redis_state_is_shared_by_every_process(redis_url: str) -> None:
         assert first.available(a) and first.health(r) is None  # its cached view is still fresh
         await reread(1)
         assert not first.available(a) and first.health(r) is first
-        await asyncio.sleep(0.25)  # Redis' clock decides when the cooldown is over
+        await cooled()  # Redis' clock decides when the cooldown is over
         admitted = await asyncio.gather(first.admit(a), second.admit(a), first.admit(a), second.admit(a))
         assert sorted(admitted, key=ORDER.index) == [PROBE, REFUSED, REFUSED, REFUSED]  # one trial in all processes
         prober, other = (1, 2) if PROBE in (admitted[0], admitted[2]) else (2, 1)
@@ -100,7 +100,7 @@ async def test_redis_unreachable_never_fails_a_call_and_is_logged_once(
             await note(board, a, FAIL)
             await note(board, a, FAIL)  # decided here, on this process's view
             assert not board.available(a) and board.health(r) is not None
-            clock.now += 0.3
+            clock.now += FAST.cooldown_seconds
             assert await board.admit(a) == PROBE
             await note(board, a, OK, probe=True)
             assert board.available(a)
