@@ -21,10 +21,10 @@ async def test_a_block_that_outlasts_its_deadline_raises_timeout_error() -> None
 
 
 async def test_a_block_that_ends_in_time_is_not_cancelled_afterwards() -> None:
-    deadline = Deadline(Deadlines(asyncio.get_running_loop()), 0.01)
+    deadline = Deadline(Deadlines(asyncio.get_running_loop()), 1)  # in time, however loaded the machine
     with deadline:
         await asyncio.sleep(0)
-    await asyncio.sleep(0.05)  # past the deadline: its timer was cancelled on the way out
+    await asyncio.sleep(1.05)  # past the deadline: its timer was cancelled on the way out
     assert not deadline.expired
 
 
@@ -75,9 +75,9 @@ async def _outlast(never: asyncio.Event) -> None:
 
 async def test_a_deadline_expires_when_the_elder_its_timer_was_set_for_ended_in_time() -> None:
     deadlines, never = Deadlines(asyncio.get_running_loop()), asyncio.Event()
-    with Deadline(deadlines, 0.1):  # ends in time: the queue's one timer stays set for it
+    with Deadline(deadlines, 1):  # ends in time: the queue's one timer stays set for it
         await asyncio.sleep(0.03)  # (not a synchronisation: the next deadline is due 0.03 s after this one)
-    with pytest.raises(TimeoutError), Deadline(deadlines, 0.1):
+    with pytest.raises(TimeoutError), Deadline(deadlines, 1):
         await _outlast(never)
 
 
@@ -85,11 +85,12 @@ async def test_deadlines_of_one_length_each_expire_at_their_own_time() -> None:
     deadlines, never = Deadlines(asyncio.get_running_loop()), asyncio.Event()
 
     async def waits() -> None:
-        with Deadline(deadlines, 0.3):
+        with Deadline(deadlines, 1):
             await _outlast(never)
 
     elder = asyncio.create_task(waits())
-    await asyncio.sleep(0.15)  # not a synchronisation: the younger deadline begins later
+    # not a synchronisation: the younger deadline begins later, by more than a loaded machine's stall
+    await asyncio.sleep(0.5)
     younger = asyncio.create_task(waits())
     with pytest.raises(TimeoutError):
         await elder
