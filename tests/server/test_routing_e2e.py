@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import openai
 import orjson
 import pytest
@@ -116,10 +114,8 @@ async def test_timeout_falls_back(gateway: Gateway, make_upstream) -> None:
     first, second = await make_upstream(), await make_upstream()
     first.then(Step(delay=3, body=chat_completion("too late")))
     client = await gateway(fallback_config(first, second, codes="429", extra=", timeout: 0.3"))
-    started = time.monotonic()
     completion = await client.chat.completions.create(model="chat", messages=MESSAGES)
-    assert completion.choices[0].message.content == "Hello from upstream"
-    assert time.monotonic() - started < 2
+    assert completion.choices[0].message.content == "Hello from upstream"  # not "too late": first was given up
 
 
 async def test_everything_timed_out_is_504(gateway: Gateway, upstream: FakeUpstream) -> None:
@@ -156,11 +152,10 @@ async def test_retry_after_is_honoured(gateway: Gateway, upstream: FakeUpstream)
 async def test_retry_after_above_the_limit_gives_up_the_target(gateway: Gateway, make_upstream) -> None:
     first, second = await make_upstream(), await make_upstream()
     first.then(Step(status=429, body=error_body(429), headers={"retry-after": "120"}))
-    retry = ", retry: {attempts: 3, maxRetryAfterSeconds: 5}"
+    # a gateway that waited even the limit (60 s) would outlast the client's 20 s timeout
+    retry = ", retry: {attempts: 3, maxRetryAfterSeconds: 60}"
     client = await gateway(fallback_config(first, second, codes="429", extra=retry))
-    started = time.monotonic()
     raw = await client.chat.completions.with_raw_response.create(model="chat", messages=MESSAGES)
-    assert time.monotonic() - started < 2
     assert raw.headers["x-gateway-target"] == "second"
     assert first.calls == 1
 
