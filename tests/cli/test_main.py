@@ -146,7 +146,7 @@ async def test_settle_memory_writes_each_conversation_row_as_its_messages_say(
 ) -> None:
     """A turn no longer moves its conversation's row; `settle-memory` writes the rows older gateways read alone."""
     path = tmp_path / "memory.db"
-    store = SQLiteStore(str(path), ttl_seconds=3600, max_messages=40, lock_timeout=1)
+    store = SQLiteStore(str(path), ttl_seconds=3600, max_messages=40, lock_timeout=5)
     for step in range(3):
         turn = [Entry({"role": "user", "content": f"q{step}"}), Entry({"role": "assistant", "content": f"a{step}"})]
         await store.append(("t", "conv"), turn, system=None)

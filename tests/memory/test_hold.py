@@ -55,7 +55,7 @@ def hold(store: Any, observer: Observer | None = None) -> Hold:
 
 
 async def test_a_free_conversation_is_held_at_once_and_its_wait_reported() -> None:
-    store = InProcessStore(ttl_seconds=60, max_messages=10, lock_timeout=1)
+    store = InProcessStore(ttl_seconds=60, max_messages=10, lock_timeout=5)
     observer = Waits()
     async with hold(store, observer):
         assert observer.waits == []  # reported when it is let go
@@ -83,7 +83,7 @@ async def test_a_store_that_fails_to_lock_is_a_503() -> None:
 
 
 async def test_a_store_that_fails_under_the_hold_is_a_503() -> None:
-    store = InProcessStore(ttl_seconds=60, max_messages=10, lock_timeout=1)
+    store = InProcessStore(ttl_seconds=60, max_messages=10, lock_timeout=5)
     with pytest.raises(MemoryUnavailableError):
         async with hold(store):
             raise StoreUnavailable("down while reading")

@@ -50,7 +50,7 @@ class FailingReads(InProcessStore):
 
 @pytest.mark.parametrize("messages", [[SYSTEM, QUESTION], [QUESTION]], ids=["common-turn", "other-turn"])
 async def test_a_failed_first_read_is_a_503_and_lets_the_conversation_go(messages: list[dict[str, str]]) -> None:
-    store = FailingReads(ttl_seconds=60, max_messages=10, lock_timeout=0.5)
+    store = FailingReads(ttl_seconds=60, max_messages=10, lock_timeout=5)
     memory = Memory(store)
     window = MemorySettings("token_window", max_tokens=330)
     try:
@@ -113,7 +113,7 @@ class Events(Observer):
 @pytest.mark.parametrize("messages", [[SYSTEM, QUESTION], [QUESTION]], ids=["common-turn", "other-turn"])
 async def test_a_turn_whose_wider_read_fails_did_not_plan_and_reports_its_lock_wait_alone(messages: list[dict[str, str]]) -> None:
     """Not a memory_turn of no memory type (a `memory_type=""` series) with the first read's time."""
-    memory, events = Memory(TailThenFailure(ttl_seconds=60, max_messages=10, lock_timeout=0.5)), Events()
+    memory, events = Memory(TailThenFailure(ttl_seconds=60, max_messages=10, lock_timeout=5)), Events()
     try:
         with pytest.raises(MemoryUnavailableError):
             async with Turn(memory, ("t", "m"), settings=MemorySettings("token_window", max_tokens=1000), messages=messages, model="gpt-4o", trace=Trace(events)):
@@ -124,7 +124,7 @@ async def test_a_turn_whose_wider_read_fails_did_not_plan_and_reports_its_lock_w
 
 
 async def test_small_counts_run_inline_and_large_ones_on_a_thread() -> None:
-    memory = Memory(InProcessStore(ttl_seconds=60, max_messages=10, lock_timeout=1))
+    memory = Memory(InProcessStore(ttl_seconds=60, max_messages=10, lock_timeout=5))
     here = threading.current_thread().name
     small = [{"role": "user", "content": "x" * (OFF_LOOP_CHARS - 100)}]
     large = [{"role": "user", "content": "x" * (OFF_LOOP_CHARS + 1)}]
@@ -143,6 +143,6 @@ class NeverCloses(InProcessStore):
 
 
 async def test_a_store_that_hangs_on_close_does_not_keep_the_gateway_from_stopping(caplog: pytest.LogCaptureFixture) -> None:
-    memory = Memory(NeverCloses(ttl_seconds=60, max_messages=10, lock_timeout=1), close_seconds=0.05)
+    memory = Memory(NeverCloses(ttl_seconds=60, max_messages=10, lock_timeout=5), close_seconds=0.05)
     await asyncio.wait_for(memory.close(), 30)  # without the bound: TimeoutError here
     assert "did not close within 0.05s" in caplog.text

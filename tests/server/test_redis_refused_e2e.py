@@ -136,7 +136,7 @@ async def test_response_pins_on_such_a_store_are_never_a_500(
 async def test_a_conversation_stored_unreadable_is_the_store_unavailable(redis_url: str) -> None:
     """Keys another program wrote where a conversation lives: a 503 for its turns, not a 500."""
     client = aioredis.Redis.from_url(redis_url)
-    store = RedisStore(redis_url, ttl_seconds=60, max_messages=10, lock_timeout=1)
+    store = RedisStore(redis_url, ttl_seconds=60, max_messages=10, lock_timeout=5)
     key = ("t", "garbled")
     prefix = key_prefix(key)
     try:

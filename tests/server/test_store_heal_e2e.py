@@ -59,7 +59,7 @@ async def stored_messages(client: openai.AsyncOpenAI, memory_id: str) -> int:
 
 async def made(path: Path) -> None:
     """The store's file at `path`, closed: as a gateway that ran before left it."""
-    store = SQLiteStore(str(path), ttl_seconds=60, max_messages=10, lock_timeout=1)
+    store = SQLiteStore(str(path), ttl_seconds=60, max_messages=10, lock_timeout=5)
     await store.put_value("response:x", "y")
     await store.close()
 

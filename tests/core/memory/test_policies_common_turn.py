@@ -137,7 +137,7 @@ async def test_a_turn_of_the_common_shape_is_planned_without_plan_turn(monkeypat
         return plan_turn(*args, **kwargs)
 
     monkeypatch.setattr(turns, "plan_turn", walked)
-    memory = Memory(InProcessStore(ttl_seconds=60, max_messages=100, lock_timeout=1))
+    memory = Memory(InProcessStore(ttl_seconds=60, max_messages=100, lock_timeout=5))
     key = ("tenant", "conversation")
     try:
         for number in range(3):
