@@ -6,7 +6,8 @@ round trips (`redis_scripts`): one script takes the conversation's lock and read
 only when it changed since this process cached it: `redis_cache`), another appends the turn and
 lets the lock go; the append first checks the lock is still this holder's (else LockLost). In
 front, an in-process lock queues this process's own waiters; across replicas, a dead holder's
-lock is taken over within seconds and a live one's kept (`redis_locks`).
+lock is taken over within seconds and a live one's kept (`redis_locks`). What the memory API
+does besides (whole reads, undo, redo, listing) is in `redis_history`.
 
 The four scripts go through a lean client of their own (`stores.lean_redis`: one shared
 connection, no pool) on one Redis or Sentinel's primary; on a Cluster, with waitReplicas, or a URL
@@ -32,14 +33,16 @@ from redis.backoff import ExponentialWithJitterBackoff
 from redis.exceptions import ResponseError
 
 from gateway.core.memory.conversation import Conversation
-from gateway.core.memory.entries import Entry, Message, dump_entry, last_turn_start, load_entry
+from gateway.core.memory.entries import Entry, Message, dump_entry, load_entry
+from gateway.core.memory.listing import Listing, Page
 from gateway.core.memory.plain import PlainHistory
 from gateway.core.memory.reach import Reach
 from gateway.core.memory.settings import StoreKind
 from gateway.core.stores import RedisConnection
-from gateway.memory import redis_locks
+from gateway.memory import redis_history, redis_locks
 from gateway.memory.redis_cache import TailCache
 from gateway.memory.redis_faults import Unavailable
+from gateway.memory.redis_history import key_prefix
 from gateway.memory.redis_locks import Holding, Liveness, RedisHold
 from gateway.memory.redis_scripts import APPEND, Scripts, Taken
 from gateway.memory.store import Key, KeyLocks, LockLost, StoreUnavailable
@@ -58,11 +61,6 @@ LEASE_SECONDS = 30.0  # a lock's own expiry, extended while held (see Liveness):
 CACHE_ENTRIES = 50_000  # entries of conversations cached per process
 _VALUE_PREFIX = "gw:value:"
 log = logging.getLogger("gateway.memory")
-
-
-def key_prefix(key: Key) -> str:
-    tenant, memory_id = key
-    return f"gw:mem:{{{tenant}:{memory_id}}}"
 
 
 class RedisStore:
@@ -145,19 +143,9 @@ class RedisStore:
 
     async def load(self, key: Key) -> Conversation | None:
         """The whole conversation: for the memory API, never a turn."""
-        prefix = key_prefix(key)
         await self._taken(key)
         with self._unavailable:
-            async with self._redis.pipeline(transaction=True) as pipe:
-                pipe.hgetall(f"{prefix}:meta")
-                pipe.lrange(f"{prefix}:msgs", 0, -1)
-                meta, rows = await pipe.execute()
-            if not meta:
-                return None
-            # read here too: a conversation stored unreadable is a store fault (503), not a 500
-            return Conversation(
-                orjson.loads(meta.get(b"system", b"[]")), [load_entry(row) for row in rows], float(meta[b"updated_at"])
-            )
+            return await redis_history.load(self._redis, key)
 
     async def load_tail(self, key: Key, reach: Reach) -> Conversation | None:
         """The newest entries that cover `reach`: this process's cached part while the conversation is still
@@ -256,26 +244,21 @@ class RedisStore:
 
     async def undo(self, key: Key) -> bool:
         """Callers hold the conversation's lock, so the read and the trim cannot interleave."""
-        conversation = await self.load(key)
-        if conversation is None or not conversation.entries:
-            return False
-        prefix = key_prefix(key)
-        start = last_turn_start(conversation.entries)
+        await self._taken(key)
         with self._unavailable:
-            now = await self._now()
             self._cache.forget(key)
-            async with self._redis.pipeline(transaction=True) as pipe:
-                if start == 0:
-                    pipe.delete(f"{prefix}:msgs")
-                else:
-                    pipe.ltrim(f"{prefix}:msgs", 0, start - 1)
-                pipe.hset(f"{prefix}:meta", mapping={"updated_at": now, "write": self._serial()})  # a new version
-                await pipe.execute()
-        return True
+            return await redis_history.undo(self._redis, key, version=self._serial())
 
-    async def _now(self) -> float:
-        seconds, micros = await self._redis.time()
-        return seconds + micros / 1e6
+    async def redo(self, key: Key) -> bool:
+        """Callers hold the conversation's lock, as for undo."""
+        await self._taken(key)
+        with self._unavailable:
+            self._cache.forget(key)
+            return await redis_history.redo(self._redis, key, version=self._serial(), cap=self._cap, ttl=self._ttl)
+
+    async def list_conversations(self, tenant: str, listing: Listing) -> Page:
+        with self._unavailable:
+            return await redis_history.page(self._redis, tenant, listing)
 
     async def put_value(self, key: str, value: str) -> None:
         with self._unavailable:

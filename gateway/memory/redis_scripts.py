@@ -7,7 +7,7 @@ so one Cluster slot); a replica's liveness record lives elsewhere and is read ap
 
 A conversation's version is the id of the last write to it (meta field `write`, random per
 write): a process that cached the conversation at a version reads no rows while it is still
-the version stored. A delete drops it and an undo replaces it, so a version never comes back.
+the version stored. A delete drops it and an undo or a redo replaces it, so a version never comes back.
 """
 
 from __future__ import annotations
@@ -65,6 +65,8 @@ return reply
 # KEYS: msgs, meta, lock. ARGV: lock value ('' = unlocked write), cap, ttl, system ('' = keep),
 # write id, '1' to let the lock go with the write, entries... The write id makes a retried call
 # (the reply was lost, not the write) a no-op: [0]. Else [1, the version before, updated_at].
+# Each entry (dump_entry's JSON object) is stored with its time added as "c" (load_entry reads
+# it), and a turn empties the conversation's redo stack (meta field `redo`, see redis_history).
 APPEND: Final = """
 local before = redis.call('HGET', KEYS[2], 'write')
 if before == ARGV[5] then
@@ -77,8 +79,13 @@ local now = redis.call('TIME')
 local updated = now[1] .. '.' .. string.format('%06d', tonumber(now[2]))
 redis.call('HSET', KEYS[2], 'write', ARGV[5], 'updated_at', updated)
 if #ARGV > 6 then
+  local stamp = ',"c":' .. updated .. '}'
+  for i = 7, #ARGV do
+    ARGV[i] = string.sub(ARGV[i], 1, -2) .. stamp
+  end
   redis.call('RPUSH', KEYS[1], unpack(ARGV, 7))
   redis.call('LTRIM', KEYS[1], -tonumber(ARGV[2]), -1)
+  redis.call('HDEL', KEYS[2], 'redo')
 end
 if ARGV[4] ~= '' then
   redis.call('HSET', KEYS[2], 'system', ARGV[4])

@@ -3,7 +3,7 @@
 Its parts: the file's tables and row shapes (sqlite_file), the thread's connection to it, which
 heals after faults and notices a file replaced (sqlite_connection), the writes of turns, most
 of them one statement and appends queued together one insert or one transaction
-(sqlite_writes), reads, deletes and undos (sqlite_conversations), the loop's write-through
+(sqlite_writes), reads, deletes, undos, redos and listings (sqlite_conversations), the loop's write-through
 cache (sqlite_cache), and the locks processes sharing the file hold conversations by
 (sqlite_locks, on the lock file beside it: sqlite_lockfile). Here they are put together behind
 the MemoryStore protocol: every statement runs on the store's thread, and each batch of jobs
@@ -33,6 +33,7 @@ from typing import Any, TypeVar
 
 from gateway.core.memory.conversation import Conversation
 from gateway.core.memory.entries import Entry, Message
+from gateway.core.memory.listing import Listing, Page
 from gateway.core.memory.reach import Reach
 from gateway.core.memory.settings import StoreKind
 from gateway.memory.sqlite_cache import ConversationCache
@@ -83,7 +84,9 @@ class SQLiteStore:
         self._locks = KeyLocks(lock_timeout)
         # the thread's own
         self._turns = TurnWriter(cap=max_messages)
-        self._conversations = Conversations(self._turns, ttl=ttl_seconds, clock=clock, plain=cache_entries > 0)
+        self._conversations = Conversations(
+            self._turns, ttl=ttl_seconds, cap=max_messages, clock=clock, plain=cache_entries > 0
+        )
         self._file = StoreFile(
             path,
             shown_path=shown_path or path,  # what logs and errors name: no value from the environment
@@ -249,9 +252,7 @@ class SQLiteStore:
             self._cache.remember(key, conversation, version=holding.version())
 
     async def load(self, key: Key) -> Conversation | None:
-        cached = self._cache.whole(key) if self._cached(key) else None
-        if cached is not None:
-            return Conversation(list(cached.system), list(cached.entries), cached.updated_at)
+        """Read from the file, never the cache: the file has when each message was written (the memory API's, not a turn's)."""
         return await self._read(key, None)
 
     async def load_tail(self, key: Key, reach: Reach) -> Conversation | None:
@@ -286,6 +287,13 @@ class SQLiteStore:
     async def undo(self, key: Key) -> bool:
         """Forget the newest user message and what came after it (the whole conversation when it has none)."""
         return await self._change(key, functools.partial(self._conversations.undo, key=key))
+
+    async def redo(self, key: Key) -> bool:
+        """Write back the turn the last undo removed, unless a turn was written since."""
+        return await self._change(key, functools.partial(self._conversations.redo, key=key))
+
+    async def list_conversations(self, tenant: str, listing: Listing) -> Page:
+        return await self._run(functools.partial(self._conversations.page, tenant=tenant, listing=listing))
 
     def _change(self, key: Key, work: Callable[[sqlite3.Connection], bool]) -> asyncio.Future[bool]:
         """Run `work`, which changes the conversation otherwise than by a turn; shared, after a fresh version in its slot."""

@@ -40,17 +40,6 @@ class ConversationCache:
         self._cap = cap
         self._clock = clock
 
-    def whole(self, key: Key) -> Conversation | None:
-        """The cached conversation when it is all of it and has not expired (to read, not to change)."""
-        cached = self._conversations.get(key)
-        if cached is not None and self._clock() - cached.updated_at > self._ttl:
-            self.remember(key, None)
-            return None
-        if cached is None or cached.older:
-            return None
-        self._conversations.move_to_end(key)
-        return cached
-
     def tail(self, key: Key, reach: Reach) -> Conversation | None:
         """The cached conversation when it serves `reach` (to read, not to change); None: read the file.
 

@@ -62,6 +62,7 @@ CREATE TABLE IF NOT EXISTS conversations (
     last_seq INTEGER NOT NULL DEFAULT 0,
     touched_day INTEGER NOT NULL DEFAULT 0,
     cap INTEGER,
+    redo TEXT,
     PRIMARY KEY (tenant, memory_id)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS locks (
@@ -100,6 +101,7 @@ ADDED_COLUMNS: Final = {
         "last_seq": "INTEGER NOT NULL DEFAULT 0",
         "touched_day": "INTEGER NOT NULL DEFAULT 0",
         "cap": "INTEGER",
+        "redo": "TEXT",
     },
 }
 # The purge finds expired conversations by `touched_day` (at most the day of `updated_at`), which a
@@ -300,21 +302,22 @@ class MalformedRow(sqlite3.DatabaseError):
     """A row no version of the store writes (the file was changed by hand or damaged): the store is unavailable."""
 
 
-def read_row(body: bytes | str, encoding: str | None, tokens: int | None) -> list[Entry]:
+def read_row(body: bytes | str, encoding: str | None, tokens: int | None, *, written_at: float | None = None) -> list[Entry]:
     """The entries of a message row, oldest first: of this version's shapes or the older one; MalformedRow otherwise.
 
     Only the shapes are checked, which a read costs a little: planning takes any message object,
-    but not a message that is no object or counts that are not numbers.
+    but not a message that is no object or counts that are not numbers. Each entry was created
+    when its row was written (`written_at`: None for rows older gateways wrote).
     """
     try:
-        if encoding is None:  # written before the token columns
+        if encoding is None:  # written before the token columns (and before written_at)
             entries = [load_entry(body)]
         else:
             data: Any = orjson.loads(body)
             if type(data) is list:  # a turn's [message, counts] pairs
-                entries = [Entry(message, counts) for message, counts in data]
+                entries = [Entry(message, counts, written_at) for message, counts in data]
             else:
-                entries = [Entry(data, {encoding: tokens} if encoding and tokens is not None else {})]
+                entries = [Entry(data, {encoding: tokens} if encoding and tokens is not None else {}, written_at)]
         for entry in entries:
             if type(entry.message) is not dict or type(entry.tokens) is not dict:
                 raise TypeError("not a message and its counts")
@@ -342,10 +345,13 @@ def row_floor(first: int) -> int:
     return first - MOST_IN_A_ROW + 1
 
 
-def newest_first(rows: Iterable[tuple[int, bytes | str, str | None, int | None]], first: int) -> Iterator[tuple[int, Entry]]:
-    """(number, entry) of each message from number `first` on, newest first; `rows` are (seq, body, encoding, tokens), newest first."""
-    for seq, body, encoding, tokens in rows:
-        row = read_row(body, encoding, tokens)
+MessageRow = tuple[int, bytes | str, str | None, int | None, float | None]  # (seq, body, encoding, tokens, written_at)
+
+
+def newest_first(rows: Iterable[MessageRow], first: int) -> Iterator[tuple[int, Entry]]:
+    """(number, entry) of each message from number `first` on, newest first; `rows` are MessageRows, newest first."""
+    for seq, body, encoding, tokens, written_at in rows:
+        row = read_row(body, encoding, tokens, written_at=written_at)
         for index in range(len(row) - 1, max(first - seq, 0) - 1, -1):
             yield seq + index, row[index]
         if seq <= first:  # rows do not overlap: every row after this one ends below `first`

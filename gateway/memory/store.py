@@ -6,6 +6,10 @@ append a whole turn atomically. Trimming happens on read, in `policies`, never h
 only the newest part of the history (`load_tail`, how far: `reach`), so its cost follows the
 window, not the length of what is stored.
 
+An undo keeps the turn it removed on the conversation's redo stack, which a redo takes from
+and any new turn empties; each stored message keeps when it was stored (`Entry.created_at`,
+given by `load`). `list_conversations` pages through a tenant's conversations by id.
+
 Beside conversations a store keeps small values by key for the same TTL (which target answered
 a Responses API response id): `put_value`, `get_value`, `delete_value`.
 """
@@ -21,6 +25,7 @@ from typing import Protocol, runtime_checkable
 
 from gateway.core.memory.conversation import Conversation
 from gateway.core.memory.entries import Entry, Message, last_turn_start
+from gateway.core.memory.listing import Listed, Listing, Page, count_turns
 from gateway.core.memory.plain import PlainHistory
 from gateway.core.memory.reach import Reach
 from gateway.core.memory.settings import StoreKind
@@ -67,7 +72,18 @@ class MemoryStore(Protocol):
     async def delete(self, key: Key) -> bool: ...
 
     async def undo(self, key: Key) -> bool:
-        """Remove the last turn (the last user message and everything after); False if empty."""
+        """Remove the last turn (the last user message and everything after) onto the redo stack; False if empty."""
+        ...
+
+    async def redo(self, key: Key) -> bool:
+        """Put back the turn the last undo removed, as it was stored; False when the redo stack is empty.
+
+        The stack is emptied by any turn appended after the undo, and goes with the conversation.
+        """
+        ...
+
+    async def list_conversations(self, tenant: str, listing: Listing) -> Page:
+        """A page of `tenant`'s live conversations, by memoryId (see core.memory.listing)."""
         ...
 
     def lock(self, key: Key) -> AbstractAsyncContextManager[None]:
@@ -178,6 +194,15 @@ class _Record:
     entries: list[Entry] = field(default_factory=list)
     updated_at: float = 0.0
     plain: PlainHistory | None = field(default_factory=PlainHistory)  # None once a tool message was stored
+    redo: list[list[Entry]] = field(default_factory=list)  # turns undone, the last undone last
+
+    def extend(self, entries: Sequence[Entry], cap: int) -> None:
+        """Add `entries` after the others, the oldest dropped past `cap`."""
+        self.entries.extend(entries)
+        over = max(len(self.entries) - cap, 0)
+        del self.entries[:over]
+        if self.plain is not None and not self.plain.extend(entries, over):
+            self.plain = None
 
 
 class InProcessStore:
@@ -221,12 +246,11 @@ class InProcessStore:
         record = self._live(key) or self._records.setdefault(key, _Record(system=[]))
         if system is not None:
             record.system = list(system)
-        record.entries.extend(entries)
-        over = max(len(record.entries) - self._cap, 0)
-        del record.entries[:over]
-        if record.plain is not None and not record.plain.extend(entries, over):
-            record.plain = None
-        record.updated_at = self._clock()
+        now = self._clock()
+        record.extend([Entry(entry.message, entry.tokens, now) for entry in entries], self._cap)
+        if record.redo and entries:
+            record.redo = []
+        record.updated_at = now
 
     async def delete(self, key: Key) -> bool:
         return self._live(key) is not None and self._records.pop(key, None) is not None
@@ -235,10 +259,28 @@ class InProcessStore:
         record = self._live(key)
         if record is None or not record.entries:
             return False
-        del record.entries[last_turn_start(record.entries) :]
+        start = last_turn_start(record.entries)
+        record.redo.append(record.entries[start:])
+        del record.entries[start:]
         record.plain = PlainHistory.of(record.entries)
         record.updated_at = self._clock()
         return True
+
+    async def redo(self, key: Key) -> bool:
+        record = self._live(key)
+        if record is None or not record.redo:
+            return False
+        record.extend(record.redo.pop(), self._cap)
+        record.updated_at = self._clock()
+        return True
+
+    async def list_conversations(self, tenant: str, listing: Listing) -> Page:
+        live = [key for key in list(self._records) if key[0] == tenant and self._live(key) is not None]
+        found = []
+        for memory_id in listing.first_ids(memory_id for _, memory_id in live):
+            record = self._records[tenant, memory_id]
+            found.append(Listed(memory_id, count_turns(entry.message for entry in record.entries), record.updated_at))
+        return Page.of(found, listing)
 
     def lock(self, key: Key) -> AbstractAsyncContextManager[None]:
         return self._locks.hold(key)

@@ -3,56 +3,22 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
-from pathlib import Path
-from typing import Any
 
 import pytest
 
 from gateway.core.memory.entries import Entry
-from gateway.memory.redis import RedisStore
-from gateway.memory.sqlite import SQLiteStore
-from gateway.memory.store import InProcessStore, KeyLocks, LockTimeout, MemoryStore
+from gateway.memory.store import KeyLocks, LockTimeout, MemoryStore
 from tests.support.memory_stores import Clock
-from tests.support.servers import flush_redis as flush
+from tests.support.store_contract import StoreFactory, make_store
 from tests.support.waiting import eventually
+
+__all__ = ["make_store"]  # the fixture every contract test takes
 
 KEY = ("team-a", "conv-1")
 
 
 def e(role: str, text: str, tokens: int = 0) -> Entry:
     return Entry({"role": role, "content": text}, {"o200k_base": tokens} if tokens else {})
-
-
-StoreFactory = Callable[..., MemoryStore]
-
-
-@pytest.fixture(params=["memory", "sqlite", "sqlite-uncached", "sqlite-shared", "redis"])
-async def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[StoreFactory]:
-    stores: list[MemoryStore] = []
-    kind = request.param
-    url = ""
-    if kind == "redis":
-        url = request.getfixturevalue("redis_url")
-        await flush(url)
-
-    def make(*, ttl: float = 3600, cap: int = 1000, lock_timeout: float = 5, clock: Clock | None = None) -> MemoryStore:
-        options: dict[str, Any] = {"ttl_seconds": ttl, "max_messages": cap, "lock_timeout": lock_timeout}
-        if kind == "redis":
-            store: MemoryStore = RedisStore(url, **options)
-        elif kind.startswith("sqlite"):
-            cache = {"cache_entries": 0} if kind == "sqlite-uncached" else {"shared": True} if kind == "sqlite-shared" else {}
-            store = SQLiteStore(str(tmp_path / "db" / "memory.db"), **options, **cache, **({"clock": clock} if clock else {}))
-        else:
-            store = InProcessStore(**options, **({"clock": clock} if clock else {}))
-        stores.append(store)
-        return store
-
-    make.kind = kind  # type: ignore[attr-defined]
-    make.url = url  # type: ignore[attr-defined]
-    yield make
-    for store in stores:
-        await store.close()
 
 
 async def test_missing_conversation_is_none(make_store: StoreFactory) -> None:

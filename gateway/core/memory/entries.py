@@ -15,11 +15,15 @@ Message = dict[str, Any]
 class Entry:
     """A stored message with its token counts, computed once when it was stored.
 
-    Neither it nor its counts are changed once made.
+    Neither it nor its counts are changed once made. `created_at`: when the store wrote it (unix
+    seconds), as a store's whole read (`MemoryStore.load`) gives it; None for messages stored
+    before stores kept it, and on the entries a turn makes and reads. It is the store's record of
+    the message, never part of the message: what is forwarded is `message` alone.
     """
 
     message: Message
     tokens: Mapping[str, int] = field(default_factory=dict)  # none counted
+    created_at: float | None = field(default=None, compare=False)
 
 
 def last_turn_start(entries: Sequence[Entry]) -> int:
@@ -35,6 +39,7 @@ def dump_entry(entry: Entry) -> bytes:
 
 
 def load_entry(raw: bytes | str) -> Entry:
+    """An entry as `dump_entry` wrote it; `"c"`, when there, is when the store wrote it (the Redis store's append adds it)."""
     data: dict[str, Any] = orjson.loads(raw)
-    return Entry(data["m"], data.get("t") or {})
+    return Entry(data["m"], data.get("t") or {}, data.get("c"))
 
