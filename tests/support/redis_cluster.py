@@ -133,10 +133,12 @@ def redis_cluster(workdir: Path) -> Iterator[Cluster]:
     cli = require_binary("redis-cli")
     cluster = Cluster([_cluster_port() for _ in range(3)])
     with ExitStack() as stack:
+        # a node is taken for failed after cluster-node-timeout without an answer, which (no replicas) takes the
+        # cluster down: no test fails a node, so it is long enough that a loaded machine's stall is not one
         for port in cluster.ports:
             stack.enter_context(_server(
                 workdir / str(port), port, "--cluster-enabled", "yes",
-                "--cluster-config-file", str(workdir / str(port) / "nodes.conf"), "--cluster-node-timeout", "2000",
+                "--cluster-config-file", str(workdir / str(port) / "nodes.conf"), "--cluster-node-timeout", "15000",
             ))  # fmt: skip
         subprocess.run(
             [cli, "--cluster", "create", *[f"127.0.0.1:{port}" for port in cluster.ports],
@@ -204,9 +206,11 @@ def redis_sentinels(
         stack.enter_context(redis_replicated(workdir, primary=watched.primary, replica=watched.replica, password=password))
         for port in watched.sentinels:
             conf = workdir / f"sentinel-{port}.conf"  # sentinels rewrite their config: one file each
+            # tests fail over on purpose (SENTINEL FAILOVER): a primary silent for 1 s on a loaded machine must
+            # not be failed over as well, so down-after is long
             lines = [
                 f"sentinel monitor {MASTER_NAME} 127.0.0.1 {watched.primary} 2",
-                f"sentinel down-after-milliseconds {MASTER_NAME} 1000",
+                f"sentinel down-after-milliseconds {MASTER_NAME} 15000",
                 f"sentinel failover-timeout {MASTER_NAME} 5000",
             ]
             if password:
