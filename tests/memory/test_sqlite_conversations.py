@@ -212,3 +212,46 @@ async def test_system_messages_no_version_writes_make_the_store_unavailable(tmp_
     with pytest.raises(StoreUnavailable, match="cannot be read"):
         await store.load_tail(KEY, Reach(messages=4))
     await store.close()
+
+
+async def test_a_file_the_previous_version_wrote_loads_undoes_and_redoes(tmp_path: Path) -> None:
+    """Its conversations have no redo column (added when opened) and some rows no written_at: createdAt None for those."""
+    path = tmp_path / "m.db"
+    store = SQLiteStore(str(path), ttl_seconds=3600, max_messages=100, lock_timeout=1)
+    await store.append(KEY, [entry("user", "q1"), entry("assistant", "a1")], system=None)
+    await store.append(KEY, [entry("user", "q2"), entry("assistant", "a2")], system=None)
+    await store.close()
+    with sqlite3.connect(path) as db:
+        db.execute("ALTER TABLE conversations DROP COLUMN redo")
+        db.execute("UPDATE messages SET written_at = NULL WHERE seq = 1")
+    store = SQLiteStore(str(path), ttl_seconds=3600, max_messages=100, lock_timeout=1)
+    try:
+        conversation = await store.load(KEY)
+        assert conversation is not None and [m["content"] for m in conversation.messages] == ["q1", "a1", "q2", "a2"]
+        times = [e.created_at for e in conversation.entries]
+        assert times[:2] == [None, None] and None not in times[2:]
+        assert await store.undo(KEY)
+        assert await store.undo(KEY)
+        assert await store.redo(KEY)
+        assert await store.redo(KEY)
+        redone = await store.load(KEY)
+        assert redone is not None and [e.created_at for e in redone.entries] == times
+    finally:
+        await store.close()
+
+
+async def test_an_undo_that_cuts_a_turns_row_keeps_the_kept_messages_times(tmp_path: Path) -> None:
+    """A turn's row holding two user messages: the undo rewrites the row's first part, with the time it had."""
+    path = tmp_path / "m.db"
+    store = SQLiteStore(str(path), ttl_seconds=3600, max_messages=100, lock_timeout=1, cache_entries=0)
+    try:
+        await store.append(KEY, [entry("user", "q1"), entry("assistant", "a1"), entry("user", "q2")], system=None)
+        with sqlite3.connect(path) as db:
+            db.execute("UPDATE messages SET written_at = 1000.5")
+        assert await store.undo(KEY)
+        conversation = await store.load(KEY)
+        assert conversation is not None and [(m["content"], e.created_at) for m, e in zip(conversation.messages, conversation.entries)] == [
+            ("q1", 1000.5), ("a1", 1000.5)
+        ]
+    finally:
+        await store.close()
