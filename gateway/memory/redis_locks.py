@@ -8,6 +8,11 @@ lives: a holder whose record is gone died, and its lock is taken over at once, b
 replaces it only while it is still that holder's (see `redis_scripts.TAKE`). The liveness
 record lives in another Cluster slot than the conversation, so it is read apart, and only when
 a lock is contended.
+
+A missing record means a dead holder only when Redis answered long enough for a live one to
+renew it. After an outage that outlived the records, every replica's is gone at once, and a live
+holder's comes back with its next renewal; so a waiter asks about no holder until its own
+renewals have gone through, none failing, for a record's life (`Liveness.steady`).
 """
 
 from __future__ import annotations
@@ -61,14 +66,18 @@ class Holding:
 
 
 class Contention:
-    """A waiter's choices while another holder has the lock: ask whether it lives, or pause and try again."""
+    """A waiter's choices while another holder has the lock: ask whether it lives, or pause and try again.
 
-    __slots__ = ("_asked", "_asked_at", "_deadline", "_pause", "_replica", "_timeout")
+    `liveness` is this replica's record: it asks about no holder before that is steady (see the module).
+    """
 
-    def __init__(self, replica: bytes, deadline: float, timeout: float) -> None:
+    __slots__ = ("_asked", "_asked_at", "_deadline", "_liveness", "_pause", "_replica", "_timeout")
+
+    def __init__(self, replica: bytes, deadline: float, timeout: float, *, liveness: Liveness | None = None) -> None:
         self._replica = replica
         self._deadline = deadline
         self._timeout = timeout
+        self._liveness = liveness
         self._pause = FIRST_PAUSE
         self._asked = b""
         self._asked_at = 0.0
@@ -78,7 +87,12 @@ class Contention:
         return replica_of(holder) == self._replica
 
     def ask(self, holder: bytes, now: float) -> bool:
-        """Whether to ask now if `holder` lives: a new holder at once, the same one every RECHECK_SECONDS."""
+        """Whether to ask now if `holder` lives: a new holder at once, the same one every RECHECK_SECONDS.
+
+        None before this replica's record is steady: a record missing then may be a live holder's.
+        """
+        if self._liveness is not None and not self._liveness.steady(now):
+            return False
         if holder == self._asked and now - self._asked_at < RECHECK_SECONDS:
             return False
         self._asked, self._asked_at = holder, now
@@ -151,14 +165,34 @@ class Liveness:
         self._tick = tick
         self._task: asyncio.Task[None] | None = None
         self._failing = False
+        self._steady_since: float | None = None  # the loop's time since which every renewal went through
+
+    def steady(self, now: float) -> bool:
+        """Whether every renewal of the record went through for a record's life (LIVE_MS) up to `now`.
+
+        Redis then answered long enough for each live replica to renew its own record, so a record
+        missing now is a dead replica's. After a failed renewal the count starts again at the next
+        that goes through: the outage may have let every record run out, a live one's until its next
+        renewal.
+        """
+        return self._steady_since is not None and now - self._steady_since >= LIVE_MS / 1000
 
     async def ensure(self) -> None:
         """Set the record and start renewing it, unless that is done already."""
         if self._task is not None:
             return
-        await self._mark()  # before the first lock: a waiter must never find a new holder without a record
+        await self._renew()  # before the first lock: a waiter must never find a new holder without a record
         if self._task is None:
             self._task = asyncio.create_task(self._keep())
+
+    async def _renew(self) -> None:
+        try:
+            await self._mark()
+        except BaseException:  # cancelled too: whether the record was set is not known
+            self._steady_since = None
+            raise
+        if self._steady_since is None:
+            self._steady_since = asyncio.get_running_loop().time()
 
     async def _keep(self) -> None:
         # Until stop() lets it go, not until a cancellation: redis-py may swallow the one stop() sends
@@ -166,7 +200,7 @@ class Liveness:
         while self._task is asyncio.current_task():
             await asyncio.sleep(LIVE_EVERY)
             try:
-                await self._mark()
+                await self._renew()
                 self._failing = False
             except Exception as exc:  # whatever the client raised: retried at the next tick
                 if not self._failing:

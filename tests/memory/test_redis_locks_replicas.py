@@ -19,6 +19,7 @@ import pytest
 from tests.support.fakes import FakeUpstream, Step, chat_completion
 from tests.support.memory_turns import stored
 from tests.support.processes import free_port, spawn_gateway, stopped_at_exit, wait_ready
+from tests.support.redis_replicas import ask, client_of, replica_config
 from tests.support.servers import RedisProcess, redis_server
 from tests.support.waiting import eventually
 
@@ -29,26 +30,6 @@ CONVERSATIONS = 20
 def redis(tmp_path: Path) -> Iterator[RedisProcess]:
     with redis_server(tmp_path) as server:
         yield server
-
-
-def replica_config(path: Path, upstream: FakeUpstream, redis: RedisProcess) -> Path:
-    path.write_text(f"""
-memory: {{store: redis, url: '{redis.url}', lockTimeoutSeconds: 5}}
-routes:
-  chat: {{provider: openai, baseUrl: "{upstream.url}", apiKey: k}}
-""")
-    return path
-
-
-def client_of(port: int) -> openai.AsyncOpenAI:
-    return openai.AsyncOpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="x", max_retries=0, timeout=30)
-
-
-async def ask(client: openai.AsyncOpenAI, memory_id: str, text: str) -> str | None:
-    answer = await client.chat.completions.create(
-        model="chat", messages=[{"role": "user", "content": text}], extra_headers={"memoryId": memory_id}
-    )
-    return answer.choices[0].message.content
 
 
 async def test_a_killed_replicas_conversations_are_served_by_the_other(
