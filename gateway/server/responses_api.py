@@ -9,10 +9,11 @@ from aiohttp import web
 
 from gateway.core.errors import InvalidRequestError, NotFoundError
 from gateway.core.translate import responses as responses_translation
+from gateway.core.translate.responses import state
 from gateway.core.tree import Route
 from gateway.memory.errors import store_errors
+from gateway.memory.headers import MemoryAsk
 from gateway.memory.store import StoreUnavailable
-from gateway.observe.trace import Trace
 from gateway.server import pins
 from gateway.server.bodies import read_payload
 from gateway.server.handlers import (
@@ -27,6 +28,7 @@ from gateway.server.handlers import (
 )
 from gateway.server.keys import CONFIG, DISPATCHER, MEMORY, TRACE, tenant_of
 from gateway.server.parsing import check_count
+from gateway.server.response_chain import answer_in_chain
 from gateway.upstream.dispatch import Request, Result
 from gateway.upstream.providers.apis import DELETE, RESPONSES, RESPONSES_API, RETRIEVE, data_of
 from gateway.upstream.providers.bridge import responses_reshape
@@ -38,24 +40,36 @@ async def responses(request: web.Request) -> web.StreamResponse:
     """The Responses API: passed through to targets that serve it, translated for the others.
 
     A request continuing a response (`previous_response_id`) is pinned to the target that
-    produced it. With memory every target is translated: the conversation is kept as chat messages.
+    produced it when the route has a target that serves the API; otherwise the gateway answers it
+    after the chain of responses it recorded (response_chain). A `conversation`, like a memoryId,
+    is a memory conversation: its turn is translated for every target, the conversation kept as
+    chat messages (an upstream never sees its id).
     """
     raw, body = await read_payload(request)
     route = resolve(request, body)
     check_count(body, "input", request.app[CONFIG].server.max_messages)
-    trace: Trace = request[TRACE]
     ask = memory_ask(request, route)
-    previous = body.get("previous_response_id")
-    if ask is None and isinstance(previous, str) and previous:
-        route = await _pinned_route(request, route, previous)
-    if ask is None and served_as_is(route, RESPONSES):
+    conversation, previous = state.conversation_id(body), state.previous_response_id(body)
+    state.one_state(conversation, previous, memory_id=None if ask is None else ask.memory_id)
+    if conversation is not None and ask is None:
+        ask = MemoryAsk(conversation, route.memory)
+    native = served_as_is(route, RESPONSES)
+    if ask is None and native:
+        if previous is not None:
+            route = await _pinned_route(request, route, previous)
         stored = body.get("store") is not False  # an upstream keeps no response the client asked it not to
-        call = Request(RESPONSES, body, raw, stream=trace.stream, trace=trace)
+        call = Request(RESPONSES, body, raw, stream=request[TRACE].stream, trace=request[TRACE])
         answered = _recording(request, route) if stored else None
         return await forward_as_is(request, route, call, api=RESPONSES_API, answered=answered)
-    # Translated here, by a route no target of which keeps responses (or for memory): nothing to record.
-    payload = await to_chat(responses_translation.to_chat, body, raw)
-    return await chat(request, route, payload, ask=ask, reshape=responses_reshape(body))
+    reshape = responses_reshape(body)  # the whole body: the answer repeats its conversation and previous response
+    payload = await to_chat(responses_translation.to_chat, state.stateless(body), raw)
+    if ask is not None:
+        return await chat(request, route, payload, ask=ask, reshape=reshape)
+    # A route no target of which keeps responses: the gateway keeps them, to be continued
+    keep = body.get("store") is not False
+    if previous is None and not keep:
+        return await chat(request, route, payload, ask=None, reshape=reshape)
+    return await answer_in_chain(request, route, payload, previous=previous, keep=keep, reshape=reshape)
 
 
 async def get_response(request: web.Request) -> web.StreamResponse:

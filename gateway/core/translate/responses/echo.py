@@ -17,6 +17,7 @@ from gateway.core.translate.responses.checks import (
     positive,
     verbosity,
 )
+from gateway.core.translate.responses.state import conversation_id
 from gateway.core.translate.responses.tools import response_format, tool_choice_to_chat, tools_to_chat
 
 T = TypeVar("T")
@@ -28,6 +29,15 @@ def _lenient(body: Mapping[str, Any], key: str, read: Callable[[Any, str], T]) -
         return optional(body, key, read)
     except TranslationError:
         return None
+
+
+def _conversation(request: Mapping[str, Any]) -> dict[str, str] | None:
+    """The conversation the response belongs to, as OpenAI shows it (`{"id": ...}`), when the request named a valid one."""
+    try:
+        found = conversation_id(request)
+    except TranslationError:
+        return None
+    return None if found is None else {"id": found}
 
 
 def echo(request: Mapping[str, Any]) -> dict[str, Any]:
@@ -52,6 +62,7 @@ def echo(request: Mapping[str, Any]) -> dict[str, Any]:
         },
         "reasoning": None if reasoning is None else {"effort": _lenient(reasoning, "effort", effort)},
         "user": _lenient(request, "user", as_string),
-        "previous_response_id": None,
+        "previous_response_id": _lenient(request, "previous_response_id", as_string) or None,
+        "conversation": _conversation(request),
         "error": None,
     }

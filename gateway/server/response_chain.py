@@ -1,0 +1,216 @@
+"""Responses answered through translation, kept by the gateway so that `previous_response_id` continues them on any route.
+
+A route with no target that serves the Responses API has no upstream to keep its responses: the
+gateway keeps them. Each response it answers there (unless `store: false`) is recorded in the
+memory store's key-value part for the store's TTL, under its id: the tenant it was answered to,
+the response it continued, and its turn (the input's messages and the reply, as chat messages
+with their token counts). A request continuing a response reads the chain back from that record,
+newest first and a record per turn, only as far as the route's memory window reaches: what a
+long chain costs is its window, never its length. Records are written once and never changed,
+so two requests may continue the same response (a fork), each its own way.
+
+The turn is a memory turn (gateway.memory.turns.Turn) over `ResponseChain`, a store made for
+the one request: the same windows, counting, and storing only a complete answer (a stream once
+it reached its end). A record that cannot be written costs only its continuation (logged).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from gateway.core.errors import NotFoundError
+from gateway.core.memory.conversation import Conversation
+from gateway.core.memory.entries import Entry, Message, dump_entry
+from gateway.core.memory.listing import Listing, Page
+from gateway.core.memory.reach import Reach
+from gateway.core.translate.reshape import ResponsesReshape
+from gateway.core.tree import Route
+from gateway.memory.errors import store_errors
+from gateway.memory.store import Key, MemoryStore, StoreUnavailable
+from gateway.memory.turns import Memory, Turn
+from gateway.observe.trace import Trace
+from gateway.server.handlers import forward
+from gateway.server.keys import MEMORY, TRACE, tenant_of
+from gateway.upstream.dispatch import Request
+
+log = logging.getLogger("gateway")
+
+
+def _key(response_id: str) -> str:
+    return f"chain:{response_id}"
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class Link:
+    """One recorded response: its turn's entries, the response it continued, and the chain's length through it."""
+
+    response_id: str = dataclasses.field(kw_only=False)
+    entries: list[Entry] = dataclasses.field(kw_only=False)
+    previous: str | None
+    length: int  # messages in the chain up to and including this response's
+
+
+async def read_link(store: MemoryStore, tenant: str, response_id: str) -> Link | None:
+    """The record of `response_id` answered to `tenant`; None when unknown, expired or another tenant's.
+
+    Raises StoreUnavailable when the store cannot say.
+    """
+    value = await store.get_value(_key(response_id))
+    if value is None:
+        return None
+    try:
+        record = orjson.loads(value)
+        if record["tenant"] != tenant:
+            return None
+        entries = [Entry(entry["m"], entry.get("t") or {}) for entry in record["entries"]]
+        return Link(response_id, entries, previous=record["previous"], length=int(record["length"]))
+    except (orjson.JSONDecodeError, AttributeError, TypeError, ValueError, KeyError):
+        log.warning("response %s: its record is not one this gateway writes; taken as unknown", response_id)
+        return None
+
+
+class ResponseChain:
+    """One request's chain as a MemoryStore: it reads the responses the request continues and writes the request's own.
+
+    Only what a memory turn uses does anything (`load_tail`, `append`, `lock`); the turn's key
+    is (tenant, the new response's id). `keep`: False for `store: false`, which records nothing.
+    """
+
+    def __init__(self, store: MemoryStore, *, previous: Link | None, keep: bool) -> None:
+        self.kind = str(getattr(store, "kind", "custom"))  # the `store` label of the turn's metrics
+        self._store = store
+        self._previous = previous
+        self._keep = keep
+        self._read: list[Link] = [] if previous is None else [previous]  # newest first, each read once
+
+    async def load_tail(self, key: Key, reach: Reach) -> Conversation | None:
+        """The chain's newest records until `reach` is covered; a wider reach reads on from where the last stopped."""
+        if self._previous is None:
+            return None
+        read = self._read
+        entries = _joined(read)
+        more = read[-1].previous
+        while more is not None and not reach.covered_by(entries):
+            older = await read_link(self._store, key[0], more)
+            if older is None:  # expired (older records go first): the chain ends here
+                more = None
+                break
+            read.append(older)
+            entries = _joined(read)
+            more = older.previous
+        unread = 0 if more is None else max(self._previous.length - len(entries), 1)
+        return Conversation([], entries, 0.0, older=unread)
+
+    async def load(self, key: Key) -> Conversation | None:
+        return await self.load_tail(key, Reach(messages=self._previous.length if self._previous else 0))
+
+    async def append(self, key: Key, entries: Sequence[Entry], *, system: Sequence[Message] | None) -> None:
+        """Record the answered response; a store that fails costs only its continuation (logged)."""
+        if not self._keep:
+            return
+        previous = self._previous
+        record: dict[str, Any] = {
+            "tenant": key[0],
+            "previous": None if previous is None else previous.response_id,
+            "length": (0 if previous is None else previous.length) + len(entries),
+            "entries": [orjson.Fragment(dump_entry(entry)) for entry in entries],
+        }
+        try:
+            await self._store.put_value(_key(key[1]), orjson.dumps(record).decode())
+        except StoreUnavailable as exc:
+            log.warning("response %s: it could not be recorded for previous_response_id (%s)", key[1], exc)
+
+    def lock(self, key: Key) -> AbstractAsyncContextManager[None]:
+        """No lock: a record is written once, by the request that answered it, and a fork writes another."""
+        return contextlib.nullcontext()
+
+    async def delete(self, key: Key) -> bool:
+        return False
+
+    async def undo(self, key: Key) -> bool:
+        return False
+
+    async def redo(self, key: Key) -> bool:
+        return False
+
+    async def list_conversations(self, tenant: str, listing: Listing) -> Page:
+        return Page.of([], listing)
+
+    async def put_value(self, key: str, value: str) -> None:
+        await self._store.put_value(key, value)
+
+    async def get_value(self, key: str) -> str | None:
+        return await self._store.get_value(key)
+
+    async def delete_value(self, key: str) -> bool:
+        return await self._store.delete_value(key)
+
+    async def close(self) -> None:
+        """Nothing to close: the store is the app's."""
+
+
+def _joined(links: Sequence[Link]) -> list[Entry]:
+    """The entries of `links` (newest first) in the order they were said."""
+    return [entry for link in reversed(links) for entry in link.entries]
+
+
+def unknown_response(response_id: str) -> NotFoundError:
+    """The 404 for a response this tenant cannot continue: unknown, expired, or another key's."""
+    return NotFoundError(
+        f"No response with id '{response_id[:300]}' was answered to this key through this gateway "
+        "(records expire with the memory store's TTL; responses created with store: false are not kept).",
+        param="previous_response_id",
+    )
+
+
+async def answer_in_chain(
+    request: web.Request,
+    route: Route,
+    payload: dict[str, Any],
+    *,
+    previous: str | None,
+    keep: bool,
+    reshape: ResponsesReshape,
+) -> web.StreamResponse:
+    """Answer a translated Responses request (as the chat `payload`) after the chain it continues, and record it.
+
+    `previous`: the response continued (a 404 when this tenant has none of that id); `keep`:
+    record this one (not for `store: false`). The window is the route's memory window.
+    """
+    app = request.app
+    memory = app[MEMORY]
+    trace: Trace = request[TRACE]
+    tenant = tenant_of(request)
+    link = None
+    if previous is not None:
+        with store_errors():
+            link = await read_link(memory.store, tenant, previous)
+        if link is None:
+            raise unknown_response(previous)
+    chain = Memory(ResponseChain(memory.store, previous=link, keep=keep), token_cap=memory.token_cap,
+                   max_reply_bytes=memory.max_reply_bytes)
+    chain.counts_by_encoding = memory.counts_by_encoding  # tiktoken's tables, loaded once for the app
+    model = route.memory_model or payload["model"]
+    key = (tenant, reshape.response_id)
+    try:
+        async with Turn(chain, key, settings=route.memory, messages=payload["messages"], model=model, trace=trace) as turn:
+            if link is None:  # a chain's first response: the request goes as it came, nothing to tell
+                turn.headers = {}
+            else:  # what the chain forwarded, told as memory turns tell it (the turn's key is no memoryId)
+                payload["messages"] = turn.plan.forwarded
+                turn.headers = {name: turn.headers[name] for name in _CHAIN_HEADERS}
+            call = Request("chat/completions", payload, None, stream=trace.stream, trace=trace)
+            return await forward(request, route, call, turn=turn, reshape=reshape, app=app)
+    finally:
+        await chain.close()
+
+
+_CHAIN_HEADERS = ("x-memory-history", "x-memory-evicted")
