@@ -24,7 +24,7 @@ from aiohttp import web
 
 from gateway.config.loader import parse_config
 from gateway.core.errors import OverloadedError
-from gateway.observe.metrics import Metrics
+from gateway.observe.metrics import MULTIPROC_ENV, Metrics
 from gateway.observe.trace import Trace
 from gateway.server.relay import relay_stream
 from gateway.upstream.providers.base import shortage
@@ -145,9 +145,9 @@ print(metrics.exposition().decode())
 
 
 def test_the_count_is_kept_alone_and_across_workers(tmp_path: Any) -> None:
-    """Counted in one process's numbers, and in the workers' shared files (PROMETHEUS_MULTIPROC_DIR)."""
-    env = {k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"}
-    for mode in ({}, {"PROMETHEUS_MULTIPROC_DIR": str(tmp_path)}):
+    """Counted in one process's numbers, and in a worker's published ones (MULTIPROC_ENV names their directory)."""
+    env = {k: v for k, v in os.environ.items() if k != MULTIPROC_ENV}
+    for mode in ({}, {MULTIPROC_ENV: str(tmp_path)}):
         done = subprocess.run([sys.executable, "-c", SCRIPT], env={**env, **mode}, capture_output=True, text=True, timeout=60, check=True)
         found = samples(done.stdout)
         assert total(found, "gateway_overloaded_total", reason="emfile") == 2, (mode, done.stdout)

@@ -1,82 +1,115 @@
-"""The back-end of `gateway serve --workers N`: prometheus-client's metrics, in files the workers share.
+"""The back-end of `gateway serve --workers N`: each worker's plain numbers, published for every scrape.
 
-Every worker writes its values to files in the directory named by PROMETHEUS_MULTIPROC_DIR,
-which the parent makes before the workers start (prometheus-client reads it at import), and a
-scrape of any worker reports the sum over all of them.
+A worker counts as one process does (`LocalBackend`) and writes a snapshot of its values to a
+file of its own in the directory named by GATEWAY_METRICS_DIR, which the parent makes before the
+workers start: every `PUBLISH_SECONDS` when they changed (from a thread, off the event loop),
+and before it answers a scrape. A scrape of any worker merges every worker's file (`merge`), so
+another worker's values in it are at most about `PUBLISH_SECONDS` old; those a worker counted
+in its last `PUBLISH_SECONDS` before it was killed outright (SIGKILL) are lost. A scrape fails
+when the directory cannot be read, rather than show totals without the other workers.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Generic, TypeVar
 
-import prometheus_client
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from prometheus_client import multiprocess as prometheus_multiprocess
+from prometheus_client.core import Metric
 
-from gateway.observe.metrics.families import Count, Family, Level, Observed
-from gateway.observe.metrics.series import CounterSeries, GaugeSeries, HistogramSeries
+from gateway.observe.metrics.local import BucketsFamily, LocalBackend
+from gateway.observe.metrics.merge import Published, merged_histograms, merged_numbers
+from gateway.observe.metrics.published import live_file, mark_dead, publish, read_published
+from gateway.observe.metrics.snapshot import Snapshot
 
-MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+log = logging.getLogger(__name__)
+
+MULTIPROC_ENV = "GATEWAY_METRICS_DIR"
+PUBLISH_SECONDS = 0.5
 
 
 def workers_share_files() -> bool:
-    """Whether this process is one of several workers whose metrics a scrape sums."""
+    """Whether this process is one of several workers whose metrics a scrape merges."""
     return bool(os.environ.get(MULTIPROC_ENV))
 
 
-Metric = TypeVar("Metric", Counter, Gauge, Histogram)
+class SharedBackend(LocalBackend):
+    """One worker's plain numbers, published to its file in `folder`; a scrape shows every worker's merged.
 
+    `folder` defaults to the directory named in the environment. The publishing thread starts
+    here and ends with `close`, which publishes a last time (also at the interpreter's exit).
+    """
 
-class _Solo(Generic[Metric]):
-    """A metric without labels, reached like a family: `.labels()` is the metric itself."""
+    def __init__(
+        self,
+        folder: Path | None = None,
+        *,
+        period: float = PUBLISH_SECONDS,
+        pid: int | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        super().__init__(clock=clock)
+        self.folder = Path(os.environ[MULTIPROC_ENV]) if folder is None else folder
+        self.pid = os.getpid() if pid is None else pid
+        self._lock = threading.Lock()  # one writer of the temporary file: the thread, a scrape, the exit
+        self._published: Snapshot | None = None
+        self._failing = False
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._publish_every, args=(period,), name="metrics-publisher", daemon=True)
+        self._thread.start()
+        atexit.register(self.close)
 
-    def __init__(self, metric: Metric) -> None:
-        self.metric: Metric = metric
+    def publish(self) -> Snapshot:
+        """Write this worker's values to its file unless they are those it wrote last; return them."""
+        with self._lock:
+            snapshot = self.snapshot()
+            if snapshot != self._published:
+                try:
+                    publish(self.folder, self.pid, snapshot)
+                except OSError as exc:
+                    self._warn_once(exc)
+                else:
+                    self._published, self._failing = snapshot, False
+            return snapshot
 
-    def labels(self, *values: str) -> Metric:
-        return self.metric
+    def _warn_once(self, exc: OSError) -> None:
+        """Log a failure to publish once, until publishing works again (the next attempt is due soon)."""
+        if not self._failing:
+            log.warning("metrics of worker %d not published to %s: %s", self.pid, self.folder, exc)
+            self._failing = True
 
+    def _publish_every(self, period: float) -> None:
+        while not self._stopped.wait(period):
+            self.publish()
 
-def _family(metric: Metric, labelnames: tuple[str, ...]) -> Metric | _Solo[Metric]:
-    return metric if labelnames else _Solo(metric)
+    def close(self) -> None:
+        """Stop publishing, after a last snapshot."""
+        atexit.unregister(self.close)
+        self._stopped.set()
+        self._thread.join()
+        self.publish()
 
-
-class SharedBackend:
-    """prometheus-client's own metrics: their values go to the shared files, a scrape reads them all."""
-
-    def __init__(self) -> None:
-        # The metrics register here (never in prometheus-client's global registry, which a second
-        # Metrics would collide in); a scrape reads the files instead.
-        self.registry = CollectorRegistry(auto_describe=False)
-
-    def counter(self, series: CounterSeries) -> Family[Count]:
-        return _family(Counter(series.name, series.doc, series.labels, registry=self.registry), series.labels)
-
-    def gauge(self, series: GaugeSeries) -> Family[Level]:
-        mode = series.workers.value
-        gauge = Gauge(series.name, series.doc, series.labels, registry=self.registry, multiprocess_mode=mode)  # type: ignore[arg-type]  # a WorkersView is one of its modes
-        return _family(gauge, series.labels)
-
-    def histogram(self, series: HistogramSeries) -> Family[Observed]:
-        histogram = Histogram(series.name, series.doc, series.labels, registry=self.registry, buckets=series.buckets)
-        return _family(histogram, series.labels)
-
-    def exposition(self) -> bytes:
-        """Every worker's values, summed as each series' kind says."""
-        registry = CollectorRegistry(auto_describe=False)
-        prometheus_multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
-        return prometheus_client.generate_latest(registry)
+    def collect(self) -> Iterator[Metric]:
+        """Every worker's values merged (this one's published first, so that the others' scrapes see them too)."""
+        own = self.publish()
+        published = [Published(own, live=True), *read_published(self.folder, skip=live_file(self.folder, self.pid).name)]
+        for family in self.families:
+            if isinstance(family, BucketsFamily):
+                yield family.metric(merged_histograms(family.series, published))
+            else:
+                yield family.metric(merged_numbers(family.series, published))
 
 
 @contextlib.contextmanager
 def multiprocess_dir() -> Iterator[Path]:
-    """A fresh directory for the workers' metric files, named in the environment, removed at exit."""
+    """A fresh private directory for the workers' metric files, named in the environment, removed at exit."""
     folder = Path(tempfile.mkdtemp(prefix="gateway-metrics-"))
     previous = os.environ.get(MULTIPROC_ENV)
     os.environ[MULTIPROC_ENV] = str(folder)
@@ -91,6 +124,7 @@ def multiprocess_dir() -> Iterator[Path]:
 
 
 def worker_exited(pid: int) -> None:
-    """Drop a dead worker's live gauges (its in-flight count) from the shared files."""
-    if workers_share_files():
-        prometheus_multiprocess.mark_process_dead(pid)  # type: ignore[no-untyped-call]
+    """Set a dead worker's file aside: its counters stay in the totals, its live gauges (in-flight) leave."""
+    folder = os.environ.get(MULTIPROC_ENV)
+    if folder:
+        mark_dead(Path(folder), pid)

@@ -12,6 +12,7 @@ import orjson
 import pytest
 
 from gateway.config.loader import ConfigError, parse_config
+from gateway.observe.metrics import MULTIPROC_ENV
 from tests.support.fakes import FakeUpstream, Step, chat_completion, chunk, error_body, stream_of
 from tests.support.gateway import GATEWAY_KEY, Gateway, app_of
 from tests.support.metrics import parse, root_url, scrape, scrape_text, total, value
@@ -513,7 +514,7 @@ async def test_breaker_series_exist_from_the_start(gateway: Gateway, make_upstre
 
 
 def test_with_workers_the_breaker_gauge_shows_the_latest_state(tmp_path: Any) -> None:
-    """In a worker (prometheus-client's shared files, read at import) a state change reaches the scrape."""
+    """In a worker (its values published to the workers' directory) a state change reaches the scrape."""
     import subprocess
     import sys
 
@@ -526,6 +527,6 @@ def test_with_workers_the_breaker_gauge_shows_the_latest_state(tmp_path: Any) ->
         "metrics.breaker_changed(config.routes['chat'].first_target, 2)\n"
         "print(metrics.exposition().decode())\n"
     )
-    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path)}
+    env = {**os.environ, MULTIPROC_ENV: str(tmp_path)}
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60, check=True)
     assert value(parse(done.stdout), "gateway_breaker_state", route="chat", target="up") == 2

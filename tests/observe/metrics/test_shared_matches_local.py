@@ -1,4 +1,4 @@
-"""One process's plain numbers and the workers' shared files report the same series for the same events."""
+"""One process's plain numbers and a worker's published ones (merged at scrape) report the same series for the same events."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
+
+from gateway.observe.metrics import MULTIPROC_ENV
 
 # Every event a request reports, on series made at load and on ones made on first use (a 418,
 # a new outcome), priced targets, a stream, an unresolved request and one that is no model request.
@@ -65,9 +67,9 @@ def samples(env: dict[str, str]) -> dict[tuple[str, tuple[tuple[str, str], ...]]
     }
 
 
-def test_plain_numbers_and_shared_files_show_the_same_samples(tmp_path: Path) -> None:
-    alone = {key: value for key, value in os.environ.items() if key != "PROMETHEUS_MULTIPROC_DIR"}
-    local, shared = samples(alone), samples({**alone, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path)})
+def test_plain_numbers_and_published_ones_show_the_same_samples(tmp_path: Path) -> None:
+    alone = {key: value for key, value in os.environ.items() if key != MULTIPROC_ENV}
+    local, shared = samples(alone), samples({**alone, MULTIPROC_ENV: str(tmp_path)})
     assert local == shared
     assert local["gateway_requests_total", (("route", "chat"), ("status_code", "418"), ("stream", "false"))] == 1
     assert local["gateway_requests_total", (("route", "other"), ("status_code", "401"), ("stream", "false"))] == 1
