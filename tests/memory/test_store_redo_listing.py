@@ -28,6 +28,7 @@ async def test_each_message_keeps_when_it_was_stored(make_store: StoreFactory) -
     store = make_store()
     before = time.time()
     await store.append(KEY, [e("user", "q1"), e("assistant", "a1")], system=None)
+    assert await store.load(KEY) is not None  # a store that caches what it read has it cached now
     await store.append(KEY, [e("user", "q2")], system=None)
     after = time.time()
     conversation = await store.load(KEY)
