@@ -22,6 +22,8 @@ row was written under (`cap`): the newest `cap` messages. The row itself is writ
 cannot say it: a conversation's first write, a new day (`touched_day`), a new system prompt, an
 undo, a restart after expiry; and by the writes the store sends through a transaction anyway (a
 turn of a row a message, any turn in shared mode, a conversation its thread does not remember).
+A conversation row's `redo` holds the turns undone (see sqlite_conversations); a message row's
+`written_at` is when its messages were stored (their `createdAt`).
 
 Files made before these shapes are upgraded when opened: the columns are added (no rewrite of
 the rows), the ranges are filled in from the messages, and message rows of the older shapes

@@ -92,5 +92,6 @@ async def test_listing_finds_a_tenants_conversations_on_every_primary_of_a_clust
         assert await store.redo(("team-list", "chat-03"))
         redone = await store.load(("team-list", "chat-03"))
         assert redone is not None and [m["content"] for m in redone.messages] == ["q", "a"]
+        assert None not in [e.created_at for e in redone.entries]  # stamped by the append script on a Cluster too
     finally:
         await store.close()
