@@ -298,7 +298,7 @@ async def test_a_turn_is_acknowledged_once_a_replica_has_it(
     primary, replica = replicated
     upstream: FakeUpstream = await make_upstream(Step(body=chat_completion("noted")))
     # the default 1 s wait may run out on a loaded machine: the turn would stand without the replica's copy
-    memory = f'{{store: redis, url: "redis://127.0.0.1:{primary}/0", waitReplicas: 1, waitTimeoutSeconds: 30}}'
+    memory = f'{{store: redis, url: "redis://127.0.0.1:{primary}/0", waitReplicas: 1, waitTimeoutSeconds: 5}}'
     client = await gateway(chat_config(upstream, memory))
     for n in range(3):
         await turn(client, "confirmed", f"q{n}")
