@@ -18,6 +18,8 @@ import orjson
 from gateway.core.settings import Config
 from gateway.core.tree import Route, Target, iter_targets
 from gateway.memory.store import MemoryStore, StoreUnavailable
+from gateway.upstream.dispatch import Result
+from gateway.upstream.providers.apis import data_of
 
 log = logging.getLogger("gateway")
 
@@ -75,3 +77,13 @@ async def forget(store: MemoryStore, response_id: str) -> None:
 def pinned(route: Route, target: Target) -> Route:
     """`route` narrowed to `target` alone: no fallback, no load balancing (its own retries stay)."""
     return dataclasses.replace(route, root=target)
+
+
+def response_id_of(result: Result) -> object:
+    """The id of the Responses answer in `result`: its JSON's, or its stream's `response.created`'s."""
+    if result.reply is not None:
+        data = result.reply.data
+        return data.get("id") if isinstance(data, dict) else None
+    assert result.first_event is not None
+    response = data_of(result.first_event).get("response")
+    return response.get("id") if isinstance(response, dict) else None

@@ -27,10 +27,11 @@ from gateway.server.handlers import (
     to_chat,
 )
 from gateway.server.keys import CONFIG, DISPATCHER, MEMORY, TRACE, tenant_of
+from gateway.server.native_conversation import native_conversation_turn
 from gateway.server.parsing import check_count
 from gateway.server.response_chain import answer_in_chain
 from gateway.upstream.dispatch import Request, Result
-from gateway.upstream.providers.apis import DELETE, RESPONSES, RESPONSES_API, RETRIEVE, data_of
+from gateway.upstream.providers.apis import DELETE, RESPONSES, RESPONSES_API, RETRIEVE
 from gateway.upstream.providers.bridge import responses_reshape
 
 log = logging.getLogger("gateway")
@@ -41,9 +42,10 @@ async def responses(request: web.Request) -> web.StreamResponse:
 
     A request continuing a response (`previous_response_id`) is pinned to the target that
     produced it when the route has a target that serves the API; otherwise the gateway answers it
-    after the chain of responses it recorded (response_chain). A `conversation`, like a memoryId,
-    is a memory conversation: its turn is translated for every target, the conversation kept as
-    chat messages (an upstream never sees its id).
+    after the chain of responses it recorded (response_chain). A `conversation` is a memory
+    conversation, kept as chat messages: on a route that serves the API its history goes as input
+    items (native_conversation), otherwise the turn is translated like a memoryId's. An upstream
+    never sees its id.
     """
     raw, body = await read_payload(request)
     route = resolve(request, body)
@@ -54,6 +56,9 @@ async def responses(request: web.Request) -> web.StreamResponse:
     if conversation is not None and ask is None:
         ask = MemoryAsk(conversation, route.memory)
     native = served_as_is(route, RESPONSES)
+    if conversation is not None and native:
+        assert ask is not None  # the conversation's, or a memoryId header naming it
+        return await native_conversation_turn(request, route, body, ask=ask)
     if ask is None and native:
         if previous is not None:
             route = await _pinned_route(request, route, previous)
@@ -154,17 +159,8 @@ def _recording(request: web.Request, route: Route) -> Answered:
 
     async def answered(result: Result) -> None:
         await pins.record(
-            request.app[MEMORY].store, tenant_of(request), _response_id(result), route=route, target=result.target
+            request.app[MEMORY].store, tenant_of(request), pins.response_id_of(result), route=route, target=result.target
         )
 
     return answered
 
-
-def _response_id(result: Result) -> object:
-    """The id of the Responses answer in `result`: its JSON's, or its stream's `response.created`'s."""
-    if result.reply is not None:
-        data = result.reply.data
-        return data.get("id") if isinstance(data, dict) else None
-    assert result.first_event is not None
-    response = data_of(result.first_event).get("response")
-    return response.get("id") if isinstance(response, dict) else None

@@ -112,20 +112,6 @@ async def test_another_key_has_its_own_conversation_of_that_id(gateway: Gateway,
     assert mine["messages"] == [u("secret of team-a"), a("Hello from upstream")]
 
 
-async def test_a_native_openai_target_never_sees_the_conversation_id(
-    gateway: Gateway, upstream: FakeUpstream, tmp_path: Path
-) -> None:
-    """A route whose target serves the Responses API: the conversation's turn goes translated, with its history."""
-    upstream.then(Step(body=chat_completion("A1")), Step(body=chat_completion("A2")))
-    client = await gateway(config(upstream, f'memory: {{store: sqlite, path: "{tmp_path / "m.db"}"}}', target="responsesApi: native"))
-    await client.responses.create(model="chat", input="Q1", conversation="conv_secret_id")
-    second = await client.responses.create(model="chat", input="Q2", conversation="conv_secret_id")
-    assert second.output_text == "A2"
-    assert [r.path for r in upstream.requests] == ["/v1/chat/completions"] * 2
-    assert all(b"conv_secret_id" not in r.raw for r in upstream.requests)
-    assert upstream.requests[1].body["messages"] == [u("Q1"), a("A1"), u("Q2")]
-
-
 @pytest.mark.parametrize(
     ("options", "headers", "param"),
     [

@@ -1,0 +1,119 @@
+"""A `conversation` turn passed through to a target that serves the Responses API, its history expanded into input items.
+
+The conversation is a memory conversation of the gateway: the upstream never sees its id. The
+turn is a memory turn (gateway.memory.turns.Turn): the conversation is held, its history
+trimmed by the window, and sent as input items before the request's own input; the request's
+input (as chat messages) and the answer's output (as the chat message a chat answer would be)
+are stored once the answer is complete. A JSON answer is stored before the client gets it; a
+stream holds back its `response.completed` until the turn is stored, and ends with an in-band
+`error` event instead when it cannot be (a cut-off or failed stream stores nothing).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Awaitable
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from gateway.core.errors import GatewayError
+from gateway.core.memory.messages import SYSTEM_ROLES
+from gateway.core.sse import Event
+from gateway.core.translate.responses.history import items_of, output_message
+from gateway.core.translate.responses.items import messages_to_chat
+from gateway.core.translate.responses.names import tool_names
+from gateway.core.translate.responses.state import stateless
+from gateway.core.tree import Route
+from gateway.memory.headers import MemoryAsk
+from gateway.memory.turns import Turn
+from gateway.observe.trace import Trace
+from gateway.server import pins
+from gateway.server.handlers import gateway_headers
+from gateway.server.keys import DISPATCHER, MEMORY, TRACE, tenant_of
+from gateway.server.relay import relay_stream
+from gateway.upstream.dispatch import Request, Result
+from gateway.upstream.providers.apis import RESPONSES, RESPONSES_API, chat_usage, data_of, event_type
+from gateway.upstream.providers.base import EventStream
+
+_COMPLETED = b"response.completed"
+
+
+async def native_conversation_turn(
+    request: web.Request, route: Route, body: dict[str, Any], *, ask: MemoryAsk
+) -> web.StreamResponse:
+    """Answer `body` (naming the conversation `ask` holds) through the route's Responses targets, the history as input items."""
+    app = request.app
+    trace: Trace = request[TRACE]
+    tenant = tenant_of(request)
+    own = stateless(body)
+    messages = messages_to_chat(own)  # the turn as memory keeps it; a 400 names an input item it cannot keep
+    model = route.memory_model or str(body["model"])
+    async with Turn(app[MEMORY], (tenant, ask.memory_id), settings=ask.settings, messages=messages, model=model, trace=trace) as turn:
+        plan = turn.plan
+        history = plan.forwarded[: len(plan.forwarded) - len(plan.new_turn)]
+        if any(message.get("role") in SYSTEM_ROLES for message in messages):
+            history = history[len(plan.system) :]  # the request's own instructions go as it sent them
+        given = own["input"]
+        own["input"] = [*items_of(history, tool_names(own)), *([{"role": "user", "content": given}] if isinstance(given, str) else given)]
+        call = Request(RESPONSES, own, None, stream=trace.stream, trace=trace)
+        result = await app[DISPATCHER].dispatch(route, call)
+        if own.get("store") is not False:
+            await pins.record(app[MEMORY].store, tenant, pins.response_id_of(result), route=route, target=result.target)
+        headers = {**gateway_headers(trace, route, result), **turn.headers}
+        reply = result.reply
+        if reply is not None:
+            data = reply.data if isinstance(reply.data, dict) else None
+            trace.usage(result.target, chat_usage(RESPONSES, data.get("usage") if data is not None else None))
+            if reply.ok:
+                await _commit(turn, data)
+            headers["Content-Type"] = reply.content_type
+            return web.Response(body=reply.body, status=reply.status, headers=headers)
+        assert result.stream is not None  # a Result is a reply or a stream
+        stored = _StoredStream(result, turn)
+        return await relay_stream(request, dataclasses.replace(result, stream=stored, rest=()), headers, trace=trace, api=RESPONSES_API)
+
+
+def _commit(turn: Turn, response: Any) -> Awaitable[None]:
+    """Store the turn with the response's output as its reply (a chat completion's shape, as Turn takes answers)."""
+    message = output_message(response)
+    return turn.commit_answer({"choices": [{"message": message}]} if message is not None else None)
+
+
+class _StoredStream(EventStream):
+    """The upstream's stream, its turn stored before `response.completed` goes on (an `error` event instead when it cannot be)."""
+
+    def __init__(self, result: Result, turn: Turn) -> None:
+        assert result.stream is not None
+        inner = result.stream
+        super().__init__(inner.status, inner.headers)
+        self._inner = inner
+        self._turn = turn
+        self._first: list[Event] = list(result.rest)  # the first read's events after the first one
+
+    def next_batch(self) -> Awaitable[list[Event]]:
+        """Every batch, the first read's rest included, looked at before it goes on."""
+        return self._read()
+
+    async def _read(self) -> list[Event]:
+        if self._first:
+            batch, self._first = self._first, []
+        else:
+            batch = await self._inner.next_batch()
+        return await self._checked(batch)
+
+    async def _checked(self, batch: list[Event]) -> list[Event]:
+        for index, event in enumerate(batch):
+            if event_type(event) == _COMPLETED:
+                try:
+                    await _commit(self._turn, data_of(event).get("response"))
+                except GatewayError as exc:
+                    error = {"type": "error", "code": exc.code, "message": exc.message, "param": None}
+                    return [*batch[:index], Event(b"event: error\ndata: " + orjson.dumps(error) + b"\n\n", orjson.dumps(error), b"error")]
+                break
+        return batch
+
+    async def close(self) -> None:
+        await self._inner.close()
+
