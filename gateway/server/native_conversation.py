@@ -12,14 +12,16 @@ stream holds back its `response.completed` until the turn is stored, and ends wi
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Mapping, Sequence
 from typing import Any
 
 import orjson
 from aiohttp import web
 
 from gateway.core.errors import GatewayError
+from gateway.core.memory.entries import Message
 from gateway.core.memory.messages import SYSTEM_ROLES
+from gateway.core.memory.policies import Plan
 from gateway.core.sse import Event
 from gateway.core.translate.responses.history import items_of, output_message
 from gateway.core.translate.responses.items import messages_to_chat
@@ -37,7 +39,9 @@ from gateway.upstream.dispatch import Request, Result
 from gateway.upstream.providers.apis import RESPONSES, RESPONSES_API, chat_usage, data_of, event_type
 from gateway.upstream.providers.base import EventStream
 
-_COMPLETED = b"response.completed"
+# The ends of an answer the model gave (an incomplete one stopped at max_output_tokens, as a chat
+# answer's finish_reason "length" does, and is kept likewise); a failed one is not kept.
+_ANSWERED = frozenset({b"response.completed", b"response.incomplete"})
 
 
 async def native_conversation_turn(
@@ -51,12 +55,9 @@ async def native_conversation_turn(
     messages = messages_to_chat(own)  # the turn as memory keeps it; a 400 names an input item it cannot keep
     model = route.memory_model or str(body["model"])
     async with Turn(app[MEMORY], (tenant, ask.memory_id), settings=ask.settings, messages=messages, model=model, trace=trace) as turn:
-        plan = turn.plan
-        history = plan.forwarded[: len(plan.forwarded) - len(plan.new_turn)]
-        if any(message.get("role") in SYSTEM_ROLES for message in messages):
-            history = history[len(plan.system) :]  # the request's own instructions go as it sent them
         given = own["input"]
-        own["input"] = [*items_of(history, tool_names(own)), *([{"role": "user", "content": given}] if isinstance(given, str) else given)]
+        own["input"] = [*items_of(_history(turn.plan, messages), tool_names(own)),
+                        *([{"role": "user", "content": given}] if isinstance(given, str) else given)]  # fmt: skip
         call = Request(RESPONSES, own, None, stream=trace.stream, trace=trace)
         result = await app[DISPATCHER].dispatch(route, call)
         if own.get("store") is not False:
@@ -66,13 +67,26 @@ async def native_conversation_turn(
         if reply is not None:
             data = reply.data if isinstance(reply.data, dict) else None
             trace.usage(result.target, chat_usage(RESPONSES, data.get("usage") if data is not None else None))
-            if reply.ok:
+            if reply.ok and (data is None or data.get("status") != "failed"):
                 await _commit(turn, data)
             headers["Content-Type"] = reply.content_type
             return web.Response(body=reply.body, status=reply.status, headers=headers)
         assert result.stream is not None  # a Result is a reply or a stream
         stored = _StoredStream(result, turn)
         return await relay_stream(request, dataclasses.replace(result, stream=stored, rest=()), headers, trace=trace, api=RESPONSES_API)
+
+
+def _history(plan: Plan, messages: Sequence[Mapping[str, Any]]) -> list[Message]:
+    """What goes before the request's own input: the kept history, after the stored instructions when it gives none.
+
+    The request's input goes as it came, so the stored messages it resends (memory tells its new
+    turn from a copy of the history's end) are left out of the history instead.
+    """
+    system, kept = plan.forwarded[: len(plan.system)], plan.forwarded[len(plan.system) : len(plan.system) + plan.history_kept]
+    own_system = sum(message.get("role") in SYSTEM_ROLES for message in messages)
+    resent = len(messages) - own_system - len(plan.new_turn)
+    kept = kept[: max(len(kept) - resent, 0)]
+    return kept if own_system else [*system, *kept]
 
 
 def _commit(turn: Turn, response: Any) -> Awaitable[None]:
@@ -105,7 +119,7 @@ class _StoredStream(EventStream):
 
     async def _checked(self, batch: list[Event]) -> list[Event]:
         for index, event in enumerate(batch):
-            if event_type(event) == _COMPLETED:
+            if event_type(event) in _ANSWERED:
                 try:
                     await _commit(self._turn, data_of(event).get("response"))
                 except GatewayError as exc:

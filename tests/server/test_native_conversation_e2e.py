@@ -145,3 +145,22 @@ async def test_an_answer_memory_cannot_keep_is_refused_and_a_stream_ends_with_an
     assert kinds == ["response.created", "error"]
     status, _ = await stored(client, "c")
     assert status == 404
+
+
+async def test_a_client_that_resends_the_history_is_not_doubled(gateway: Gateway, native: FakeResponses, tmp_path: Path) -> None:
+    native.then(Answer(body=response("A1", "resp_1")), Answer(body=response("A2", "resp_2")))
+    client = await gateway(config(native, tmp_path))
+    await client.responses.create(model="chat", input="Q1", conversation="c")
+    await client.responses.create(model="chat", input=[u("Q1"), a("A1"), u("Q2")], conversation="c")  # type: ignore[list-item]
+    assert native.requests[1].body["input"] == [u("Q1"), a("A1"), u("Q2")]
+    _, kept = await stored(client, "c")
+    assert kept["messages"] == [u("Q1"), a("A1"), u("Q2"), a("A2")]
+
+
+async def test_an_incomplete_answer_is_kept_and_a_failed_one_is_not(gateway: Gateway, native: FakeResponses, tmp_path: Path) -> None:
+    native.then(Answer(body=response("A", "resp_1", status="incomplete")), Answer(body={**response("", "resp_2"), "status": "failed"}))
+    client = await gateway(config(native, tmp_path))
+    await client.responses.create(model="chat", input="Q1", conversation="c")
+    await client.responses.create(model="chat", input="Q2", conversation="c")
+    _, kept = await stored(client, "c")
+    assert kept["messages"] == [u("Q1"), a("A")]
