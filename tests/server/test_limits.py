@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import asyncio
-import sys
+import threading
 from pathlib import Path
+from typing import Any
 
+import aiohttp
 import openai
 import orjson
 import pytest
 
 from gateway.core.sse import MAX_EVENT_BYTES
+from gateway.memory import counting as counting_module
+from gateway.memory.counting import OFF_LOOP_CHARS
+from gateway.tokens import text_size
 from tests.support.fakes import FakeUpstream, Step, chat_completion, chunk, stream_of
 from tests.support.gateway import Gateway
 from tests.support.memory_turns import stored
@@ -86,42 +91,40 @@ routes:
             pass
 
 
-PROBE = """
-import sys, threading, time, urllib.request
-stop = threading.Event()
-threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
-print("ready", flush=True)
-while not stop.is_set():
-    started = time.monotonic()
-    with urllib.request.urlopen(sys.argv[1], timeout=60) as response:
-        assert response.status == 200
-    print(time.monotonic() - started, flush=True)
-    time.sleep(0.01)  # the probes' pace, not a wait for anything
-"""
-
-
 async def test_healthz_answers_while_an_8mb_memory_turn_is_processed(
-    gateway: Gateway, upstream: FakeUpstream, tmp_path: Path
+    gateway: Gateway, upstream: FakeUpstream, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Each count of the giant message runs off the loop: held there until /healthz has answered, the turn still ends.
+
+    Counted on the loop, the held count would stall it, /healthz could not answer, and the hold would
+    run out (30 s) unreleased: no duration is measured.
+    """
     client = await gateway(f"""
 memory: {{store: sqlite, path: "{tmp_path / 'memory.db'}"}}
 routes:
   chat: {{provider: openai, baseUrl: "{upstream.url}", apiKey: k, memory: {{memoryType: token_window}}}}
 """)
     big = [{"role": "user", "content": "a" * 8 * 1024 * 1024}]  # one giant "word": tiktoken's slowest input
-    await client.chat.completions.create(model="chat", messages=QUESTION)  # the SDK's lazy imports, in this loop too
-    base = str(client.base_url).removesuffix("/").removesuffix("/v1")
-    # An outside client in its own process: it sees the gateway's loop stall, and shares no GIL with it.
-    prober = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", PROBE, f"{base}/healthz", stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE
+    loop_thread = threading.get_ident()
+    counting, release = threading.Event(), threading.Event()
+    off_loop: list[bool] = []  # per large count: whether it ran off the loop and was released, not timed out
+    original = counting_module.count_message
+
+    def held_count(message: Any, *args: Any, **options: Any) -> int:
+        if text_size(message) > OFF_LOOP_CHARS:
+            counting.set()
+            off_loop.append(threading.get_ident() != loop_thread and release.wait(30))
+        return original(message, *args, **options)
+
+    monkeypatch.setattr(counting_module, "count_message", held_count)
+    turn = asyncio.ensure_future(
+        client.chat.completions.create(model="chat", messages=big, extra_headers={"memoryId": "big"})
     )
-    assert prober.stdout is not None and prober.stdin is not None
-    assert await prober.stdout.readline() == b"ready\n"
-    try:
-        turn = await client.chat.completions.create(model="chat", messages=big, extra_headers={"memoryId": "big"})
-    finally:
-        prober.stdin.close()
-        latencies = [float(line) for line in (await prober.communicate())[0].split()]
-    assert turn.choices[0].message.content == "Hello from upstream"
-    assert len(latencies) > 5 and max(latencies) < 1.0, f"/healthz waited {max(latencies):.2f}s behind the memory turn"
+    assert await asyncio.to_thread(counting.wait, 30), "the turn never counted the giant message"
+    base = str(client.base_url).removesuffix("/").removesuffix("/v1")
+    async with aiohttp.ClientSession() as session, session.get(f"{base}/healthz") as health:
+        assert health.status == 200  # answered while the count is held
+    release.set()
+    assert (await turn).choices[0].message.content == "Hello from upstream"
+    assert off_loop and all(off_loop), off_loop
     assert len(upstream.requests[-1].body["messages"][0]["content"]) == len(big[0]["content"])
