@@ -84,7 +84,7 @@ async def test_a_live_replicas_lock_outlives_a_redis_outage_longer_than_its_reco
             assert holders_record not in await live_records(redis), "the outage was too short to end A's record"
             async with watched(redis.url) as seen:
                 waiting = asyncio.create_task(ask(waiter, "conv", "second"))
-                await eventually(lambda: lock_reads(seen, "conv") >= 2, what="B finding the lock held twice")
+                await eventually(lambda: lock_reads(seen, "conv") >= 2, seconds=PATIENT, what="B finding it held twice")
                 processes[0].send_signal(signal.SIGCONT)
                 await eventually(lambda: asked_whether_alive(seen), seconds=PATIENT, what="B asking whether A lives")
                 release.set()
