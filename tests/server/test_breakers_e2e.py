@@ -78,7 +78,7 @@ async def half_open(client: openai.AsyncOpenAI, target: str) -> bool:
 async def test_a_target_trips_is_skipped_half_opens_and_recovers(gateway: Gateway, make_upstream: Any, stream: bool) -> None:
     primary, secondary = await make_upstream(), await make_upstream()
     # a cooldown long enough that the checks below run inside it on a loaded machine
-    client = await gateway(fallback(primary, secondary, breaker="{failures: 2, cooldownSeconds: 1}"))
+    client = await gateway(fallback(primary, secondary, breaker="{failures: 2, cooldownSeconds: 2}"))
     primary.then(Step(503, error_body(503)), Step(503, error_body(503)))
     for _ in range(2):
         headers = await ask(client, stream=stream)
@@ -86,7 +86,7 @@ async def test_a_target_trips_is_skipped_half_opens_and_recovers(gateway: Gatewa
     assert await gauge(client, "primary") == 2  # open
     opened = await target_health(client, "primary")
     assert opened["state"] == "open" and opened["failureRate"] == 1.0 and opened["requests"] == 2
-    assert 0 < opened["cooldownSeconds"] <= 1 and opened["cooldownEndsAt"].endswith("+00:00")
+    assert 0 < opened["cooldownSeconds"] <= 2 and opened["cooldownEndsAt"].endswith("+00:00")
 
     headers = await ask(client, stream=stream)  # skipped: no call
     assert primary.calls == 2 and headers["x-gateway-target"] == "secondary" and headers["x-gateway-attempts"] == "2"
@@ -128,13 +128,13 @@ async def test_half_open_lets_exactly_one_trial_through(gateway: Gateway, make_u
 async def test_a_failed_trial_opens_it_again_for_twice_as_long(gateway: Gateway, make_upstream: Any) -> None:
     primary, secondary = await make_upstream(), await make_upstream()
     # a cooldown long enough that the health page is read inside the doubled one on a loaded machine
-    client = await gateway(fallback(primary, secondary, breaker="{failures: 1, cooldownSeconds: 1}"))
+    client = await gateway(fallback(primary, secondary, breaker="{failures: 1, cooldownSeconds: 2}"))
     primary.then(Step(503, error_body(503)), Step(502, error_body(502)))
     await ask(client)
     await eventually(lambda: half_open(client, "primary"))
     assert (await ask(client))["x-gateway-attempts"] == "2"  # the trial failed, secondary answered
     reopened = await target_health(client, "primary")
-    assert reopened["state"] == "open" and 1 < reopened["cooldownSeconds"] <= 2
+    assert reopened["state"] == "open" and 2 < reopened["cooldownSeconds"] <= 4
 
 
 async def test_when_every_target_is_open_the_one_whose_cooldown_ends_first_is_tried(gateway: Gateway, make_upstream: Any) -> None:
