@@ -23,7 +23,7 @@ from tests.support.servers import require_binary, wait_for_port
 MASTER_NAME = "mymaster"
 
 
-def poll(condition: Callable[[], bool], *, seconds: float = 30, what: str) -> None:
+def poll(condition: Callable[[], bool], *, seconds: float = 60, what: str) -> None:
     """Return once `condition()` holds; fail after `seconds` (for setup, outside an event loop)."""
     deadline = time.monotonic() + seconds
     while not condition():

@@ -29,7 +29,7 @@ def require_binary(name: str) -> str:
     return path
 
 
-def wait_for_port(port: int, process: subprocess.Popen[bytes], timeout: float = 20) -> None:
+def wait_for_port(port: int, process: subprocess.Popen[bytes], timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
@@ -139,7 +139,7 @@ class PrometheusProcess:
         wait_for_port(self.port, self.process)
         self._wait_ready()
 
-    def _wait_ready(self, timeout: float = 20) -> None:
+    def _wait_ready(self, timeout: float = 60) -> None:
         import urllib.request
 
         deadline = time.monotonic() + timeout
