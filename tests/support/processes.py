@@ -44,8 +44,8 @@ def spawn_gateway(
 
 
 async def wait_ready(port: int, process: subprocess.Popen[bytes]) -> None:
-    """Return once `port` takes connections; fail if the process ends first or takes 30 s."""
-    deadline = time.monotonic() + 30
+    """Return once `port` takes connections; fail if the process ends first or takes 60 s (a loaded machine's start)."""
+    deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         assert process.poll() is None, process.stdout.read() if process.stdout else ""
         try:
