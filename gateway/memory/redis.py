@@ -329,7 +329,7 @@ class RedisStore:
         attempt = functools.partial(self._attempt, self._take_keys(key), holding, version=version, rows=rows)
         reply = await attempt(b"")
         if reply[0] == Taken.HELD:
-            contention = redis_locks.Contention(self._replica, holding.deadline, self._lock_timeout)
+            contention = redis_locks.Contention(self._replica, holding.deadline, self._lock_timeout, liveness=self._liveness)
             reply = await redis_locks.wait_for_holder(reply[1], attempt=attempt, lives=self._lives, contention=contention)
         if reply[0] == Taken.MOVED_ON:
             raise LockLost("redis store: another request wrote the conversation after this one let it go")

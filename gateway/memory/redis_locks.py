@@ -73,7 +73,7 @@ class Contention:
 
     __slots__ = ("_asked", "_asked_at", "_deadline", "_liveness", "_pause", "_replica", "_timeout")
 
-    def __init__(self, replica: bytes, deadline: float, timeout: float, *, liveness: Liveness | None = None) -> None:
+    def __init__(self, replica: bytes, deadline: float, timeout: float, *, liveness: Liveness) -> None:
         self._replica = replica
         self._deadline = deadline
         self._timeout = timeout
@@ -91,7 +91,7 @@ class Contention:
 
         None before this replica's record is steady: a record missing then may be a live holder's.
         """
-        if self._liveness is not None and not self._liveness.steady(now):
+        if not self._liveness.steady(now):
             return False
         if holder == self._asked and now - self._asked_at < RECHECK_SECONDS:
             return False
