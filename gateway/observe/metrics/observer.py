@@ -112,8 +112,8 @@ class _StoreChildren:
 class Metrics(Observer):
     """Every gateway metric, with the children the config implies, kept by one back-end.
 
-    The back-end is prometheus-client's shared files when this process is one of several
-    workers (`gateway serve --workers N`), plain numbers otherwise.
+    The back-end is plain numbers; when this process is one of several workers (`gateway serve
+    --workers N`), they are also published for the other workers' scrapes (`shared`).
     """
 
     def __init__(self, config: Config, *, prices: Mapping[str, Price] | None = None, backend: Backend | None = None) -> None:
