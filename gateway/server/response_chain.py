@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
@@ -33,7 +33,7 @@ from gateway.core.memory.listing import Listing, Page
 from gateway.core.memory.reach import Reach
 from gateway.core.translate.reshape import ResponsesReshape
 from gateway.core.tree import Route
-from gateway.memory.errors import store_errors
+from gateway.memory.errors import UnstorableReplyError, store_errors
 from gateway.memory.store import Key, MemoryStore, StoreUnavailable
 from gateway.memory.turns import Memory, Turn
 from gateway.observe.trace import Trace
@@ -201,7 +201,7 @@ async def answer_in_chain(
     model = route.memory_model or payload["model"]
     key = (tenant, reshape.response_id)
     try:
-        async with Turn(chain, key, settings=route.memory, messages=payload["messages"], model=model, trace=trace) as turn:
+        async with _ChainTurn(chain, key, settings=route.memory, messages=payload["messages"], model=model, trace=trace) as turn:
             if link is None:  # a chain's first response: the request goes as it came, nothing to tell
                 turn.headers = {}
             else:  # what the chain forwarded, told as memory turns tell it (the turn's key is no memoryId)
@@ -214,3 +214,28 @@ async def answer_in_chain(
 
 
 _CHAIN_HEADERS = ("x-memory-history", "x-memory-evicted")
+
+
+class _ChainTurn(Turn):
+    """A memory turn whose record is kept at best: a reply memory cannot keep is not recorded, and the answer stands.
+
+    A memory turn refuses such a reply (the client must learn its turn was not stored); a
+    response's record only lets it be continued, which an unknown id then refuses with a 404.
+    """
+
+    __slots__ = ()
+
+    async def finish(self) -> None:
+        try:
+            await super().finish()
+        except UnstorableReplyError as exc:
+            log.warning("response %s: not recorded for previous_response_id (%s)", self._key[1], exc.message)
+
+    def commit_answer(self, answer: Any) -> Awaitable[None]:
+        return self._recorded(answer)
+
+    async def _recorded(self, answer: Any) -> None:
+        try:
+            await super().commit_answer(answer)
+        except UnstorableReplyError as exc:
+            log.warning("response %s: not recorded for previous_response_id (%s)", self._key[1], exc.message)

@@ -138,3 +138,15 @@ async def test_a_chain_calling_tools_continues_with_their_outputs(gateway: Gatew
         {"role": "assistant", "tool_calls": [call]},
         {"role": "tool", "tool_call_id": "call_1", "content": "sunny"},
     ]
+
+
+async def test_a_reply_memory_cannot_keep_is_answered_all_the_same_and_not_recorded(gateway: Gateway, upstream: FakeUpstream) -> None:
+    call = {"type": "function", "function": {"name": "get_weather", "arguments": "{}"}}  # no id: memory cannot keep it
+    calling = {**chat_completion(""), "choices": [{"index": 0, "finish_reason": "tool_calls",
+                                                   "message": {"role": "assistant", "content": None, "tool_calls": [call]}}]}
+    upstream.then(Step(body=calling))
+    client = await gateway(config(upstream, "memory: {store: memory}"))
+    answered = await client.responses.create(model="chat", input="Weather?")
+    assert [item.type for item in answered.output] == ["function_call"]
+    with pytest.raises(openai.NotFoundError):
+        await client.responses.create(model="chat", input="Q2", previous_response_id=answered.id)
