@@ -373,7 +373,8 @@ def test_the_image_healthcheck_passes_on_the_default_config_and_fails_once_stopp
     try:
         wait_for_port(port, process)
         command = healthcheck_command(dockerfile)
-        assert run_healthcheck(command, port) == 0
+        # its own 3 s timeout may run out on a loaded machine: Docker, too, tries --retries=3 times in a row
+        assert any(run_healthcheck(command, port) == 0 for _ in range(3))
         remember = urllib.request.Request(
             f"http://127.0.0.1:{port}/v1/chat/completions",
             data=json.dumps({"model": "mock-1", "messages": [{"role": "user", "content": "hi"}]}).encode(),
