@@ -20,7 +20,7 @@ import redis
 import redis.exceptions
 
 from gateway.config.loader import parse_config
-from gateway.core.memory.entries import dump_entry
+from gateway.core.memory.entries import load_entry
 from gateway.core.stores import RedisConnection, SentinelSettings
 from gateway.core.tree import Fallback
 from gateway.memory.redis import RedisStore, key_prefix
@@ -247,7 +247,7 @@ async def test_a_store_writes_to_the_new_primary_once_the_old_one_is_a_replica(
         async with store.lock(key):  # the scripts' connection still goes to the old primary
             await store.append(key, [entry("user", "after")], system=None)
         with watched.server(watched.primary_port()) as primary:
-            assert primary.lrange(f"{key_prefix(key)}:msgs", 0, -1)[-1:] == [dump_entry(entry("user", "after"))]
+            assert [load_entry(raw) for raw in primary.lrange(f"{key_prefix(key)}:msgs", -1, -1)] == [entry("user", "after")]
     finally:
         await store.close()
 
