@@ -133,6 +133,8 @@ async def test_the_breaker_state_shown_is_the_one_a_live_worker_set_last(
     async with running_gateway(config, "--workers", "2") as gateway:
         await gateway.logs.wait_for("listening on", count=2)
         workers = worker_pids(gateway.process.pid)
+        # Each sets its breaker's state (closed) as it starts: only once both serve is the open one set last.
+        await eventually(scraped_by_each(gateway.port, workers, lambda found: True), seconds=30, what="both workers serving")
         opened, held = await post_held_by(gateway.port, "/v1/chat/completions", CHAT)  # its breaker opens; the other's stays closed
         held.close()
         state = {"route": "chat", "target": "up"}
