@@ -49,9 +49,9 @@ async def load(client: RedisClient, key: Key) -> Conversation | None:
         pipe.hmget(f"{prefix}:meta", "system", "updated_at")
         pipe.lrange(f"{prefix}:msgs", 0, -1)
         (system, updated_at), rows = await pipe.execute()
-    if updated_at is None:
+    if system is None and updated_at is None:
         return None
-    # read here too: a conversation stored unreadable is a store fault (503), not a 500
+    # read here too: a conversation stored unreadable (no time, a system that is no JSON) is a store fault (503), not a 500
     return Conversation(orjson.loads(system or b"[]"), [load_entry(row) for row in rows], float(updated_at))
 
 
