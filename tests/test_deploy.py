@@ -352,7 +352,7 @@ def test_the_stack_config_loads_with_the_environment_compose_passes(compose: dic
 
 def run_healthcheck(command: list[str], port: int) -> int:
     argv = [sys.executable, *command[1:-1], command[-1].replace(":8080/", f":{port}/")]
-    return subprocess.run(argv, capture_output=True, timeout=10).returncode
+    return subprocess.run(argv, capture_output=True, timeout=60).returncode
 
 
 def test_the_image_healthcheck_passes_on_the_default_config_and_fails_once_stopped(
