@@ -177,9 +177,28 @@ ENDPOINTS: Final = (
         "GET", "/v1/models/{model}", "One route as an OpenAI model card (the name may hold slashes).",
         failures=(*_V1, Failure(404, "model_not_found", "no route of that name")),
     ),
-    Endpoint("GET", "/v1/memory/{memory_id}", "A conversation's stored messages (this key's).", failures=(*_V1, *_MEMORY)),
+    Endpoint(
+        "GET", "/v1/memory",
+        "This key's conversations by memoryId, as an OpenAI list (id, turns, updatedAt): prefix, after, limit (1-100, default 20).",
+        failures=(
+            *_V1,
+            Failure(400, "invalid_type", "limit is not an integer"),
+            Failure(400, "invalid_value", "limit is not 1-100, prefix holds a character no memoryId has, or after is no memoryId"),
+            Failure(503, "memory_unavailable", "the memory store failed"),
+        ),
+    ),
+    Endpoint(
+        "GET", "/v1/memory/{memory_id}", "A conversation's stored messages (this key's), each with its createdAt.",
+        failures=(*_V1, *_MEMORY),
+    ),
     Endpoint("DELETE", "/v1/memory/{memory_id}", "Forgets a conversation.", failures=(*_V1, *_MEMORY)),
-    Endpoint("POST", "/v1/memory/{memory_id}/undo", "Removes a conversation's last turn.", failures=(*_V1, *_MEMORY)),
+    Endpoint(
+        "POST", "/v1/memory/{memory_id}/undo", "Removes a conversation's last turn (a redo puts it back).", failures=(*_V1, *_MEMORY)
+    ),
+    Endpoint(
+        "POST", "/v1/memory/{memory_id}/redo", "Puts back the turn the last undo removed, unless a turn came since.",
+        failures=(*_V1, *_MEMORY, Failure(404, "nothing_to_redo", "no undone turn to put back: none was undone, or a turn came after")),
+    ),
     Endpoint(
         "GET", "/v1/gateway/health",
         "Each target's circuit breaker; status degraded while any is not closed (200 either way).",

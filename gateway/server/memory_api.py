@@ -38,7 +38,10 @@ def _json(body: dict[str, Any]) -> web.Response:
 
 
 def _render(key: Key, conversation: Conversation) -> web.Response:
-    shown = conversation.messages
+    shown = [
+        {**entry.message, "createdAt": None if entry.created_at is None else int(entry.created_at)}
+        for entry in conversation.entries
+    ]
     body: dict[str, Any] = {
         "memoryId": key[1],
         "system": conversation.system,

@@ -178,3 +178,24 @@ async def test_a_streamed_image_generation_is_refused_as_listed(gateway: Gateway
     got = await answer(str(client.base_url).rstrip("/").removesuffix("/v1"), images, headers=AUTH, json=body)
     assert answered(images, 400, "unsupported_value", got) and entry(images.failures, 400, "unsupported_value"), got
     assert upstream.calls == 0
+
+
+LISTING = next(e for e in ENDPOINTS if (e.method, e.path) == ("GET", "/v1/memory"))
+
+
+@pytest.mark.parametrize(("query", "code"), [("limit=many", "invalid_type"), ("limit=0", "invalid_value"), ("prefix=a%7B", "invalid_value")])
+async def test_a_listing_asked_wrongly_is_refused_as_listed(base: str, query: str, code: str) -> None:
+    async with aiohttp.ClientSession() as session, session.get(f"{base}/v1/memory?{query}", headers=AUTH) as response:
+        got = response.status, await response.json()
+    assert answered(LISTING, 400, code, got) and entry(LISTING.failures, 400, code), got
+
+
+async def test_a_redo_with_nothing_undone_is_refused_as_listed(base: str) -> None:
+    redo = next(e for e in ENDPOINTS if (e.method, e.path) == ("POST", "/v1/memory/{memory_id}/redo"))
+    turn = {"model": "m", "messages": [{"role": "user", "content": "x"}]}
+    async with aiohttp.ClientSession(headers=AUTH) as session:
+        async with session.post(f"{base}/v1/chat/completions", json=turn, headers={"memoryId": "conv-1"}) as response:
+            assert response.status == 200
+        async with session.post(base + concrete(redo.path)) as response:
+            got = response.status, await response.json()
+    assert answered(redo, 404, "nothing_to_redo", got) and entry(redo.failures, 404, "nothing_to_redo"), got

@@ -1,4 +1,6 @@
-"""gateway.server.memory_api: GET, DELETE and undo of a conversation at /v1/memory/{memoryId}, on a real gateway.
+"""gateway.server.memory_api: GET, DELETE, undo and redo of a conversation at /v1/memory/{memoryId}, on a real gateway.
+
+Redo's own ways, message times and listing: test_memory_api_redo_listing.py.
 
 That another key's conversation is a 404 to each of them is in test_memory_e2e.py (two keys, one memoryId).
 """
@@ -17,6 +19,11 @@ from tests.support.gateway import GATEWAY_KEY, Gateway
 from tests.support.memory_turns import SYSTEM, a, config, stored, u
 from tests.support.plain_http import AUTH, call
 from tests.support.servers import free_port
+
+
+def sent(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The messages as GET shows them without their createdAt: as they were sent."""
+    return [{k: v for k, v in m.items() if k != "createdAt"} for m in messages]
 
 
 async def turns(client: openai.AsyncOpenAI, upstream: FakeUpstream, memory_id: str, *questions: list[dict[str, Any]]) -> None:
@@ -38,7 +45,7 @@ async def test_management_api(gateway: Gateway, upstream: FakeUpstream, tmp_path
     async with aiohttp.ClientSession(headers=auth) as session:
         async with session.post(f"{base}/memory/mgmt/undo") as response:
             assert response.status == 200
-            assert (await response.json())["messages"] == [u("q1"), a("r1")]
+            assert sent((await response.json())["messages"]) == [u("q1"), a("r1")]
         async with session.post(f"{base}/memory/mgmt/undo") as response:
             assert (await response.json())["messages"] == []
         async with session.post(f"{base}/memory/mgmt/undo") as response:
@@ -60,11 +67,15 @@ async def test_undo_takes_the_last_user_message_and_all_after_it_and_keeps_the_c
     await turns(client, upstream, "undo", [u("q1")], [u("q2")], [u("q3")])
     status, _, body = await call(client, "POST", "/v1/memory/undo/undo", headers=AUTH)
     assert status == 200
+    body["messages"] = sent(body["messages"])
     assert body["messages"] == [u("q1"), a("r1"), u("q2"), a("r2")] and body["turns"] == 2
     assert (await stored(client, "undo"))[1] == body
 
 
-@pytest.mark.parametrize(("method", "path"), [("GET", "/v1/memory/c"), ("DELETE", "/v1/memory/c"), ("POST", "/v1/memory/c/undo")])
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [("GET", "/v1/memory/c"), ("DELETE", "/v1/memory/c"), ("POST", "/v1/memory/c/undo"), ("POST", "/v1/memory/c/redo")],
+)
 async def test_unknown_or_malformed_ids_are_openai_shaped_errors(gateway: Gateway, method: str, path: str) -> None:
     client = await gateway("memory: {store: memory}\nroutes: {m: {provider: mock}}")
     status, _, body = await call(client, method, path, headers=AUTH)
@@ -76,6 +87,7 @@ async def test_unknown_or_malformed_ids_are_openai_shaped_errors(gateway: Gatewa
 
 async def test_a_store_that_cannot_be_reached_is_a_503_not_a_500(gateway: Gateway) -> None:
     client = await gateway(f'memory: {{store: redis, url: "redis://127.0.0.1:{free_port()}/0"}}\nroutes: {{m: {{provider: mock}}}}')
-    for method, path in [("GET", "/v1/memory/c"), ("DELETE", "/v1/memory/c"), ("POST", "/v1/memory/c/undo")]:
+    paths = [("GET", "/v1/memory/c"), ("DELETE", "/v1/memory/c"), ("POST", "/v1/memory/c/undo"), ("POST", "/v1/memory/c/redo")]
+    for method, path in [*paths, ("GET", "/v1/memory")]:
         status, _, body = await call(client, method, path, headers=AUTH)
         assert status == 503 and body["error"]["code"] == "memory_unavailable", (method, body)
