@@ -1,9 +1,9 @@
 """Prometheus metrics: the only package that imports prometheus-client.
 
 `Metrics` (observer) turns a request's events into updates of the series defined in `series`,
-through the interface in `families`, kept by one of two back-ends: plain numbers in one process
-(`local`), or prometheus-client's files that the workers of `gateway serve --workers N` share
-(`shared`). `prices` reads litellm's price table for the cost series.
+through the interface in `families`, kept in plain numbers (`local`); the workers of `gateway
+serve --workers N` also publish theirs to files that any worker's scrape merges (`shared`,
+`published`, `merge`). `prices` reads litellm's price table for the cost series.
 """
 
 import prometheus_client
