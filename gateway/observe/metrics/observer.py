@@ -17,7 +17,7 @@ from importlib import metadata
 from typing import TypeVar
 
 from gateway.config.loader import OTHER_ROUTE
-from gateway.core.breaker import CLOSED, SKIPPED
+from gateway.core.breaker import SKIPPED
 from gateway.core.errors import SHORTAGES
 from gateway.core.memory.settings import MEMORY_TYPES
 from gateway.core.settings import Config
@@ -217,10 +217,9 @@ class Metrics(Observer):
             duration=self.upstream_duration.labels(*labels),
             first_token=self.ttft.labels(route.name, target.name),
             tokens=tokens,
+            # Closed (0) until a change says otherwise: set now, a worker that starts would hide another's open circuit
             breaker=self.breaker_state.labels(route.name, target.name) if target.breaker.enabled else None,
         )
-        if children.breaker is not None:
-            children.breaker.set(CLOSED)
         retry_reasons = {str(code) for code in target.retry.on_status_codes} | set(TRANSPORT_OUTCOMES)
         for outcome in {"200", *retry_reasons, *triggers}:
             count = self.upstream_requests.labels(*labels, outcome)

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from gateway.config.loader import parse_config
+from gateway.observe.metrics import Metrics
 from gateway.observe.metrics.families import Count, Family, Level, Observed
 from gateway.observe.metrics.published import live_file, publish, read_published
 from gateway.observe.metrics.series import CounterSeries, GaugeSeries, HistogramSeries, WorkersView
@@ -177,3 +179,19 @@ def test_a_failure_to_publish_is_logged_once_until_publishing_works(
     tmp_path.mkdir()
     one.backend.publish()
     assert live_file(tmp_path, 1).exists()
+
+
+def test_a_worker_that_starts_does_not_hide_another_workers_open_breaker(tmp_path: Path) -> None:
+    config = parse_config("routes:\n  chat:\n    provider: mock\n")
+    target = config.routes["chat"].first_target
+    clocks = {1: iter(range(1000, 2000)), 2: iter(range(5000, 6000))}  # worker 2 starts later
+    backends = {pid: SharedBackend(tmp_path, period=HOUR, pid=pid, clock=lambda pid=pid: float(next(clocks[pid]))) for pid in (1, 2)}
+    try:
+        first = Metrics(config, prices={}, backend=backends[1])
+        first.breaker_changed(target, 2)  # open, before the other worker (a replacement) starts
+        backends[1].publish()
+        Metrics(config, prices={}, backend=backends[2])  # its breakers are closed as far as it knows: nothing changed
+        assert total(samples(backends[2].exposition().decode()), "gateway_breaker_state", target=target.name) == 2
+    finally:
+        for backend in backends.values():
+            backend.close()
