@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -11,9 +10,7 @@ import pytest
 from gateway.core.breaker import Admission
 from gateway.core.memory.settings import MemorySettings
 from gateway.core.routing import Outcome
-from gateway.core.stores import RedisConnection
 from gateway.core.tree import BreakerPolicy, Route, Target
-from gateway.upstream.breakers import redis as breakers_on_redis
 from gateway.upstream.breakers.board import Breakers
 from gateway.upstream.breakers.redis import RedisBreakers
 
@@ -61,17 +58,12 @@ class Heard:
 
 
 def patient_gateway_breakers(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Gateways the test starts wait up to PATIENT on their breakers' Redis (the config has no setting for it).
+    """Boards the gateway opens from a config wait up to PATIENT on their Redis (the config has no setting for it).
 
-    With the gateway's 0.5 s, a loaded machine's slow reply is taken for an unreachable Redis: each
-    gateway then decides on its own view, and a test of the shared state fails.
+    With the gateway's 0.5 s, a loaded machine's slow reply is taken for an unreachable Redis: the
+    board then decides on its own view, and a test of the shared state fails.
     """
-
-    class PatientBreakers(RedisBreakers):
-        def __init__(self, routes: Mapping[str, Route], connection: RedisConnection | str, **options: Any) -> None:
-            super().__init__(routes, connection, **{"timeout": PATIENT, **options})
-
-    monkeypatch.setattr(breakers_on_redis, "RedisBreakers", PatientBreakers)
+    monkeypatch.setitem(RedisBreakers.__init__.__kwdefaults__, "timeout", PATIENT)
 
 
 async def cooled(policy: BreakerPolicy = FAST) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import redis.asyncio as aioredis
 
 from gateway.config.loader import parse_config
@@ -12,7 +13,7 @@ from gateway.core.tree import Target
 from gateway.upstream.breakers import open_breakers
 from gateway.upstream.breakers.board import LocalBreakers
 from gateway.upstream.breakers.redis import RedisBreakers
-from tests.support.breakers import note
+from tests.support.breakers import note, patient_gateway_breakers
 from tests.support.servers import flush_redis, redis_server
 
 ROUTES = "routes: {m: {provider: mock, breaker: {failures: 1}}}\n"
@@ -43,13 +44,17 @@ async def test_without_redis_anywhere_each_process_keeps_its_own() -> None:
     assert await fail_once("") is LocalBreakers
 
 
-async def test_a_redis_memory_shares_the_breakers_at_its_url(redis_url: str) -> None:
+async def test_a_redis_memory_shares_the_breakers_at_its_url(redis_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    patient_gateway_breakers(monkeypatch)  # the failure must reach Redis, however loaded the machine
     await flush_redis(redis_url)
     assert await fail_once(f"memory: {{store: redis, url: '{redis_url}'}}\n") is RedisBreakers
     assert await keys(redis_url) > 0
 
 
-async def test_the_breakers_own_url_wins_over_memorys(redis_url: str, tmp_path: Path) -> None:
+async def test_the_breakers_own_url_wins_over_memorys(
+    redis_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    patient_gateway_breakers(monkeypatch)
     await flush_redis(redis_url)
     with redis_server(tmp_path) as elsewhere:
         await fail_once(f"memory: {{store: redis, url: '{redis_url}'}}\nbreakers: {{url: '{elsewhere.url}'}}\n")
