@@ -117,7 +117,7 @@ async def stored(client: openai.AsyncOpenAI, memory_id: str) -> list[Any] | None
         if response.status == 404:
             return None
         assert response.status == 200
-        return list((await response.json())["messages"])
+        return [{k: v for k, v in m.items() if k != "createdAt"} for m in (await response.json())["messages"]]
 
 
 @dataclass

@@ -44,9 +44,18 @@ def received(upstream: FakeUpstream) -> list[list[dict[str, Any]]]:
 
 
 async def stored(client: openai.AsyncOpenAI, memory_id: str, key: str = GATEWAY_KEY) -> tuple[int, Any]:
-    """GET /v1/memory/{memory_id} with `key`: the status and the JSON body."""
+    """GET /v1/memory/{memory_id} with `key`: the status and the JSON body, its messages as they were sent.
+
+    Each message's createdAt (when it was stored: an integer, or null) is checked and left out, so
+    the messages compare with those a turn sent; the times are tests/server/test_memory_api*.py's subject.
+    """
     base = str(client.base_url).rstrip("/")
     async with aiohttp.ClientSession() as session, session.get(
         f"{base}/memory/{memory_id}", headers={"Authorization": f"Bearer {key}"}
     ) as response:
-        return response.status, await response.json(content_type=None)
+        status, body = response.status, await response.json(content_type=None)
+    if status == 200:
+        for message in body["messages"]:
+            created = message.pop("createdAt")
+            assert created is None or type(created) is int, created
+    return status, body
