@@ -144,6 +144,7 @@ def _config(checked: ConfigFile, *, route_names: list[str], problems: Problems) 
             url=checked.breakers.url,
             cluster=checked.breakers.cluster,
             sentinel=breakers_sentinel,
+            timeout_seconds=checked.breakers.timeout_seconds,
         ),
         request_config=RequestConfigSettings(
             enabled=checked.request_config.enabled,

@@ -7,11 +7,13 @@ from typing import Annotated, Literal
 from pydantic import ConfigDict, Field, model_validator
 from pydantic_core import InitErrorDetails, ValidationError
 
-from gateway.config.fields import AsEntry, Chosen, Count, Flag, ListOf, Setting, Text, holds
+from gateway.config.fields import AsEntry, Chosen, Count, Flag, ListOf, PositiveSeconds, Setting, Text, holds
 from gateway.config.redis_urls import node_problem
 from gateway.config.section import Section, refusal
+from gateway.core.settings import BreakersConfig
 
 BreakerStore = Literal["local", "redis"]
+_BREAKERS = BreakersConfig()
 
 
 SentinelNode = Annotated[str, AsEntry(), holds(node_problem)]
@@ -59,3 +61,7 @@ class Breakers(Section):
     )
     cluster: Flag = Field(default=False, description="url is any node of a Redis Cluster.")
     sentinel: Sentinel | None = Field(default=None, description="The primary Redis Sentinel names, instead of url.")
+    timeout_seconds: PositiveSeconds = Field(
+        default=_BREAKERS.timeout_seconds,
+        description="How long a call waits on the breakers' Redis before deciding on this process's view alone.",
+    )

@@ -74,6 +74,7 @@ class BreakersConfig:
     url: str | None = field(default=None, repr=False)  # its password must never reach a log
     cluster: bool = False
     sentinel: SentinelSettings | None = None
+    timeout_seconds: float = 0.5  # a Redis that hangs costs a call at most this, then is left alone a while
 
 
 @dataclass(frozen=True, slots=True)

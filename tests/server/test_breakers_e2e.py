@@ -14,7 +14,7 @@ import aiohttp
 import openai
 import pytest
 
-from tests.support.breakers import patient_gateway_breakers
+from tests.support.breakers import PATIENT
 from tests.support.fakes import FakeUpstream, Step, error_body, stream_of
 from tests.support.gateway import GATEWAY_KEY, Gateway
 from tests.support.metrics import root_url, scrape, value
@@ -225,12 +225,11 @@ async def test_the_health_page_needs_the_gateway_key_and_lists_every_route(gatew
 
 
 async def test_redis_shares_the_breakers_between_gateways(
-    gateway: Gateway, make_upstream: Any, redis_url: str, monkeypatch: pytest.MonkeyPatch
+    gateway: Gateway, make_upstream: Any, redis_url: str
 ) -> None:
-    patient_gateway_breakers(monkeypatch)
     await flush_redis(redis_url)
     primary, secondary = await make_upstream(), await make_upstream()
-    config = fallback(primary, secondary, breaker="{failures: 2, cooldownSeconds: 30}", extra=f"breakers: {{store: redis, url: '{redis_url}'}}")
+    config = fallback(primary, secondary, breaker="{failures: 2, cooldownSeconds: 30}", extra=f"breakers: {{store: redis, url: '{redis_url}', timeoutSeconds: {PATIENT}}}")
     one, two = await gateway(config), await gateway(config)
     primary.then(Step(503, error_body(503)), Step(503, error_body(503)))
     await ask(one)

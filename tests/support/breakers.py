@@ -5,14 +5,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-import pytest
-
 from gateway.core.breaker import Admission
 from gateway.core.memory.settings import MemorySettings
 from gateway.core.routing import Outcome
 from gateway.core.tree import BreakerPolicy, Route, Target
 from gateway.upstream.breakers.board import Breakers
-from gateway.upstream.breakers.redis import RedisBreakers
 
 ORDER = list(Admission)  # to sort admissions by
 POLICY = BreakerPolicy(failures=3, failure_rate=0.5, min_requests=10, window_seconds=10, cooldown_seconds=5, max_cooldown_seconds=20)
@@ -55,15 +52,6 @@ class Heard:
     def breaker_changed(self, target: Target, state: int) -> None:
         self.states.append((target.name, state))
         self.changed.set()
-
-
-def patient_gateway_breakers(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Boards the gateway opens from a config wait up to PATIENT on their Redis (the config has no setting for it).
-
-    With the gateway's 0.5 s, a loaded machine's slow reply is taken for an unreachable Redis: the
-    board then decides on its own view, and a test of the shared state fails.
-    """
-    monkeypatch.setitem(RedisBreakers.__init__.__kwdefaults__, "timeout", PATIENT)
 
 
 async def cooled(policy: BreakerPolicy = FAST) -> None:

@@ -34,7 +34,9 @@ def open_breakers(config: Config, *, listener: BreakerListener | None = None) ->
         # imported here for start-up cost: redis-py loads only for breakers on Redis
         from gateway.upstream.breakers.redis import RedisBreakers
 
-        return RedisBreakers(config.routes, breakers_redis(config), listener=listener)
+        return RedisBreakers(
+            config.routes, breakers_redis(config), listener=listener, timeout=config.breakers.timeout_seconds
+        )
     return LocalBreakers(config.routes, listener=listener)
 
 

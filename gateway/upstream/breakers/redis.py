@@ -179,6 +179,7 @@ class RedisBreakers(LocalBreakers):
         super().__init__(routes, listener=listener, clock=clock)
         self._connection = RedisConnection(url=connection) if isinstance(connection, str) else connection
         self._ttl = ttl
+        self.timeout = timeout  # the longest a call waits on Redis (breakers.timeoutSeconds)
         self._retry_seconds = retry_seconds
         self._down_until = 0.0
         self._down = False
