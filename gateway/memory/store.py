@@ -10,6 +10,13 @@ An undo keeps the turn it removed on the conversation's redo stack, which a redo
 and any new turn empties; each stored message keeps when it was stored (`Entry.created_at`,
 given by `load`). `list_conversations` pages through a tenant's conversations by id.
 
+What the Conversations API needs besides is an `ItemStore`, which every store also is. Each
+stored message has an item id (`Entry.item_id`: the caller's, else one the store gives it as it
+writes it, `new_item_id`), kept through trims, undos and redos; `delete_item` forgets one
+message by it. A conversation has an `About`: when it was created and its metadata, which
+`start` sets for a conversation made empty and `set_metadata` replaces (not a write of the
+conversation: its updated_at and TTL stay).
+
 Beside conversations a store keeps small values by key for the same TTL (which target answered
 a Responses API response id): `put_value`, `get_value`, `delete_value`.
 """
@@ -17,12 +24,14 @@ a Responses API response id): `put_value`, `get_value`, `delete_value`.
 from __future__ import annotations
 
 import asyncio
+import os
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
+from gateway.core.memory.about import About
 from gateway.core.memory.conversation import Conversation
 from gateway.core.memory.entries import Entry, Message, last_turn_start
 from gateway.core.memory.listing import Listed, Listing, Page, count_turns
@@ -31,6 +40,11 @@ from gateway.core.memory.reach import Reach
 from gateway.core.memory.settings import StoreKind
 
 Key = tuple[str, str]  # (tenant, memoryId)
+
+
+def new_item_id() -> str:
+    """A new message's item id: random, so processes sharing a store never give one twice."""
+    return "msg_" + os.urandom(12).hex()
 
 
 class LockTimeout(Exception):
@@ -103,6 +117,27 @@ class MemoryStore(Protocol):
         ...
 
     async def close(self) -> None: ...
+
+
+@runtime_checkable
+class ItemStore(Protocol):
+    """What the Conversations API needs of a store besides MemoryStore (each of the three stores has it)."""
+
+    async def start(self, key: Key, metadata: Mapping[str, str]) -> None:
+        """Store an empty conversation created now with `metadata`, replacing any conversation under `key`."""
+        ...
+
+    async def about(self, key: Key) -> About | None:
+        """When the conversation was created and its metadata; None when there is none."""
+        ...
+
+    async def set_metadata(self, key: Key, metadata: Mapping[str, str]) -> bool:
+        """Replace the conversation's metadata; False when there is none."""
+        ...
+
+    async def delete_item(self, key: Key, item_id: str) -> bool:
+        """Forget the stored message with this item id; False when the conversation has none."""
+        ...
 
 
 @runtime_checkable
@@ -195,6 +230,8 @@ class _Record:
     updated_at: float = 0.0
     plain: PlainHistory | None = field(default_factory=PlainHistory)  # None once a tool message was stored
     redo: list[list[Entry]] = field(default_factory=list)  # turns undone, the last undone last
+    created_at: float | None = None
+    metadata: dict[str, str] = field(default_factory=dict)
 
     def extend(self, entries: Sequence[Entry], cap: int) -> None:
         """Add `entries` after the others, the oldest dropped past `cap`."""
@@ -243,11 +280,12 @@ class InProcessStore:
 
     async def append(self, key: Key, entries: Sequence[Entry], *, system: Sequence[Message] | None) -> None:
         """Written at once: there is no await in here to be cancelled at."""
-        record = self._live(key) or self._records.setdefault(key, _Record(system=[]))
+        now = self._clock()
+        record = self._live(key) or self._records.setdefault(key, _Record(system=[], created_at=now))
         if system is not None:
             record.system = list(system)
-        now = self._clock()
-        record.extend([Entry(entry.message, entry.tokens, now) for entry in entries], self._cap)
+        stored = [Entry(entry.message, entry.tokens, now, item_id=entry.item_id or new_item_id()) for entry in entries]
+        record.extend(stored, self._cap)
         if record.redo and entries:
             record.redo = []
         record.updated_at = now
@@ -281,6 +319,31 @@ class InProcessStore:
             record = self._records[tenant, memory_id]
             found.append(Listed(memory_id, count_turns(entry.message for entry in record.entries), record.updated_at))
         return Page.of(found, listing)
+
+    async def start(self, key: Key, metadata: Mapping[str, str]) -> None:
+        now = self._clock()
+        self._records[key] = _Record(system=[], updated_at=now, created_at=now, metadata=dict(metadata))
+
+    async def about(self, key: Key) -> About | None:
+        record = self._live(key)
+        if record is None:
+            return None
+        return About(record.created_at or record.updated_at, dict(record.metadata))
+
+    async def set_metadata(self, key: Key, metadata: Mapping[str, str]) -> bool:
+        record = self._live(key)
+        if record is not None:
+            record.metadata = dict(metadata)
+        return record is not None
+
+    async def delete_item(self, key: Key, item_id: str) -> bool:
+        record = self._live(key)
+        found = [index for index, entry in enumerate(record.entries) if entry.item_id == item_id] if record else []
+        if record is None or not found:
+            return False
+        del record.entries[found[0]]
+        record.plain = PlainHistory.of(record.entries)
+        return True
 
     def lock(self, key: Key) -> AbstractAsyncContextManager[None]:
         return self._locks.hold(key)
