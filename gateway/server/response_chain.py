@@ -17,6 +17,7 @@ it reached its end). A record that cannot be written costs only its continuation
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import logging
 from collections.abc import Awaitable, Sequence
@@ -39,6 +40,7 @@ from gateway.memory.turns import Memory, Turn
 from gateway.observe.trace import Trace
 from gateway.server.handlers import forward
 from gateway.server.keys import MEMORY, TRACE, tenant_of
+from gateway.tokens import encoding_name
 from gateway.upstream.dispatch import Request
 
 log = logging.getLogger("gateway")
@@ -195,22 +197,29 @@ async def answer_in_chain(
             link = await read_link(memory.store, tenant, previous)
         if link is None:
             raise unknown_response(previous)
-    chain = Memory(ResponseChain(memory.store, previous=link, keep=keep), token_cap=memory.token_cap,
-                   max_reply_bytes=memory.max_reply_bytes)
-    chain.counts_by_encoding = memory.counts_by_encoding  # tiktoken's tables, loaded once for the app
     model = route.memory_model or payload["model"]
+    await memory.counts(encoding_name(model))  # loaded by the app's memory, on its threads, before the copy shares them
+    chain = _over(memory, ResponseChain(memory.store, previous=link, keep=keep))
     key = (tenant, reshape.response_id)
-    try:
-        async with _ChainTurn(chain, key, settings=route.memory, messages=payload["messages"], model=model, trace=trace) as turn:
-            if link is None:  # a chain's first response: the request goes as it came, nothing to tell
-                turn.headers = {}
-            else:  # what the chain forwarded, told as memory turns tell it (the turn's key is no memoryId)
-                payload["messages"] = turn.plan.forwarded
-                turn.headers = {name: turn.headers[name] for name in _CHAIN_HEADERS}
-            call = Request("chat/completions", payload, None, stream=trace.stream, trace=trace)
-            return await forward(request, route, call, turn=turn, reshape=reshape, app=app)
-    finally:
-        await chain.close()
+    async with _ChainTurn(chain, key, settings=route.memory, messages=payload["messages"], model=model, trace=trace) as turn:
+        if link is None:  # a chain's first response: the request goes as it came, nothing to tell
+            turn.headers = {}
+        else:  # what the chain forwarded, told as memory turns tell it (the turn's key is no memoryId)
+            payload["messages"] = turn.plan.forwarded
+            turn.headers = {name: turn.headers[name] for name in _CHAIN_HEADERS}
+        call = Request("chat/completions", payload, None, stream=trace.stream, trace=trace)
+        return await forward(request, route, call, turn=turn, reshape=reshape, app=app)
+
+
+def _over(memory: Memory, chain: ResponseChain) -> Memory:
+    """The app's memory over one request's chain instead of its store: its counting, its threads, its store's name.
+
+    A shallow copy that owns nothing: it is never closed (closing is the app's memory's, once).
+    Made once the app's memory has counted in the turn's encoding, which started its threads.
+    """
+    over = copy.copy(memory)
+    over.store = chain
+    return over
 
 
 _CHAIN_HEADERS = ("x-memory-history", "x-memory-evicted")
