@@ -145,12 +145,12 @@ ENDPOINTS: Final = (
     ),
     Endpoint(
         "POST", "/v1/responses",
-        "OpenAI Responses, routed by model: native to openai targets (responsesApi), translated for others.",
+        "OpenAI Responses, routed by model: native to openai targets (responsesApi), translated for others; conversation and previous_response_id from the gateway's memory.",
         failures=(
             *_MODEL_CALL, *_CHAT, *_STREAMED, *_TRANSLATED,
             Failure(400, "unsupported_parameter", "translated: a parameter only the Responses API has (background, prompt, ...)"),
             Failure(400, "unsupported_value", "translated: a value chat completions cannot say (a file by id or URL, a built-in tool)"),
-            Failure(404, "not_found", "previous_response_id is another key's, with several tenants"),
+            Failure(404, "not_found", "previous_response_id is unknown, expired, store: false or another key's (no native target); another key's, with several tenants (native)"),
         ),
     ),
     Endpoint("GET", "/v1/responses/{response_id}", "A stored response, asked of the target that produced it.", failures=(*_V1, *_STORED)),
