@@ -26,11 +26,12 @@ import functools
 import logging
 import sqlite3
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from gateway.core.memory.about import About
 from gateway.core.memory.conversation import Conversation
 from gateway.core.memory.entries import Entry, Message
 from gateway.core.memory.listing import Listing, Page
@@ -295,13 +296,26 @@ class SQLiteStore:
     async def list_conversations(self, tenant: str, listing: Listing) -> Page:
         return await self._run(functools.partial(self._conversations.page, tenant=tenant, listing=listing))
 
-    def _change(self, key: Key, work: Callable[[sqlite3.Connection], bool]) -> asyncio.Future[bool]:
+    async def start(self, key: Key, metadata: Mapping[str, str]) -> None:
+        await self._change(key, functools.partial(self._conversations.start, key=key, metadata=metadata))
+
+    async def about(self, key: Key) -> About | None:
+        return await self._run(functools.partial(self._conversations.about, key=key))
+
+    async def set_metadata(self, key: Key, metadata: Mapping[str, str]) -> bool:
+        """Not a change of the conversation as a turn reads it: no cache to forget, no version to stamp."""
+        return await self._run(functools.partial(self._conversations.set_metadata, key=key, metadata=metadata))
+
+    async def delete_item(self, key: Key, item_id: str) -> bool:
+        return await self._change(key, functools.partial(self._conversations.delete_item, key=key, item_id=item_id))
+
+    def _change(self, key: Key, work: Callable[[sqlite3.Connection], T]) -> asyncio.Future[T]:
         """Run `work`, which changes the conversation otherwise than by a turn; shared, after a fresh version in its slot."""
         self._cache.forget(key)
         forget = functools.partial(self._cache.forget, key)
         if not self._shared:
             return self._submit(work, forget)
-        done: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        done: asyncio.Future[T] = asyncio.get_running_loop().create_future()
         stamped = functools.partial(self._stamped, self._shared_locks.writing(key, done), work)
         self._worker.submit(_Call(functools.partial(self._with_db, stamped), done, forget))
         return done

@@ -4,7 +4,7 @@ A turn reads only the newest part of a conversation: its rows newest first, unti
 covered (`reach`), so a read costs the same for 20 stored messages or 1,000.
 
 An undo keeps the turn it removed in the conversation row's `redo` column: a JSON list of
-{"at": when it was undone, "rows": [[message, counts, written_at], ...]}, the last undone last. A
+{"at": when it was undone, "rows": [[message, counts, written_at, item id], ...]}, the last undone last. A
 new turn does not touch that column (most turns write their message row alone: see
 sqlite_writes); it empties the stack by being written after it: a turn undone at `at` may be
 redone only while no message row of the conversation was written after `at` (a redo writes its
@@ -17,17 +17,19 @@ from __future__ import annotations
 import itertools
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 import orjson
 
+from gateway.core.memory.about import About
 from gateway.core.memory.conversation import Conversation
 from gateway.core.memory.entries import Entry
 from gateway.core.memory.listing import Listed, Listing, Page, count_turns
 from gateway.core.memory.plain import PlainHistory
 from gateway.core.memory.reach import Reach, Tally, stored_count
 from gateway.memory.sqlite_file import (
+    DAY,
     STATE,
     State,
     live_state,
@@ -57,7 +59,14 @@ _IDS: Final = """
 SELECT memory_id FROM conversations WHERE tenant = ?1 AND memory_id > ?2 AND memory_id >= ?3 AND (?4 = '' OR memory_id < ?4)
 ORDER BY memory_id LIMIT ?5
 """
-RedoTurn = dict[str, Any]  # {"at": when undone, "rows": [[message, counts, written_at], ...]}
+_START: Final = """
+INSERT INTO conversations (tenant, memory_id, system, updated_at, first_seq, last_seq, touched_day, created_at, metadata)
+VALUES (?1, ?2, '[]', ?3, 1, 0, ?4, ?3, ?5)
+"""
+_ABOUT: Final = "SELECT created_at, metadata FROM conversations WHERE tenant = ? AND memory_id = ?"
+_SET_METADATA: Final = "UPDATE conversations SET metadata = ? WHERE tenant = ? AND memory_id = ?"
+_OLDEST_WRITE: Final = "SELECT written_at FROM messages WHERE tenant = ? AND memory_id = ? AND seq >= ? ORDER BY seq LIMIT 1"
+RedoTurn = dict[str, Any]  # {"at": when undone, "rows": [[message, counts, written_at, item id], ...]}
 
 
 class Conversations:
@@ -123,7 +132,7 @@ class Conversations:
             cursor.close()
             now = self._clock()
             stack = self._redo_stack(db, key)
-            stack.append({"at": now, "rows": [[e.message, e.tokens, e.created_at] for e in reversed(undone)]})
+            stack.append({"at": now, "rows": [[e.message, e.tokens, e.created_at, e.item_id] for e in reversed(undone)]})
             self._turns.forget(key)  # its row changes: the next write reads it
             _cut(db, key, start)
             db.execute(  # the range as read, the newest messages gone: first_seq as it follows from them
@@ -142,13 +151,9 @@ class Conversations:
             if not stack:
                 return False
             _, _, first, last = found
-            start = last + 1
-            for written_at, group in itertools.groupby(stack.pop()["rows"], key=lambda row: row[2]):
-                entries = [Entry(message, counts) for message, counts, _ in group]
-                rows, params = message_rows(entries)
-                db.execute(insert_rows(rows), (*key, start, written_at, *params))
-                start += len(entries)
-            last = start - 1
+            # rows undone before item ids have none: they get new ones
+            undone = [Entry(row[0], row[1], row[2], item_id=row[3] if len(row) > 3 else None) for row in stack.pop()["rows"]]
+            last = _write_back(db, key, undone, start=last + 1) - 1
             self._turns.forget(key)
             db.execute(
                 "UPDATE conversations SET updated_at = ?, first_seq = ?, last_seq = ?, redo = ? WHERE tenant = ? AND memory_id = ?",
@@ -182,6 +187,56 @@ class Conversations:
             after = ids[-1]
         return Page.of(found, listing)
 
+    def start(self, db: sqlite3.Connection, *, key: Key, metadata: Mapping[str, str]) -> None:
+        """Store an empty conversation created now, with `metadata`, in place of any under `key`."""
+        with transaction(db):
+            self._delete(db, key)
+            now = self._clock()
+            db.execute(_START, (*key, now, int(now // DAY), orjson.dumps(metadata).decode()))
+
+    def about(self, db: sqlite3.Connection, *, key: Key) -> About | None:
+        """When the conversation was created (its oldest message's time when it was not by `start`) and its metadata."""
+        found = self._live(db, key)
+        if found is None:
+            return None
+        created_at, metadata = db.execute(_ABOUT, key).fetchone()
+        if created_at is None:
+            oldest = db.execute(_OLDEST_WRITE, (*key, row_floor(found[2]))).fetchone()
+            created_at = oldest[0] if oldest is not None and oldest[0] is not None else found[1]
+        return About(created_at, orjson.loads(metadata) if metadata else {})
+
+    def set_metadata(self, db: sqlite3.Connection, *, key: Key, metadata: Mapping[str, str]) -> bool:
+        with transaction(db):
+            if self._live(db, key) is None:
+                return False
+            db.execute(_SET_METADATA, (orjson.dumps(metadata).decode(), *key))
+            return True
+
+    def delete_item(self, db: sqlite3.Connection, *, key: Key, item_id: str) -> bool:
+        """Forget the message with this item id: the messages after it are written back one number lower, as they were."""
+        with transaction(db):
+            found = self._live(db, key)
+            if found is None:
+                return False
+            _, _, first, last = found
+            after: list[Entry] = []
+            target = None
+            cursor = db.execute(_NEWEST_FIRST, (*key, row_floor(first)))
+            for number, entry in newest_first(cursor, first):
+                if entry.item_id == item_id:
+                    target = number
+                    break
+                after.append(entry)
+            cursor.close()
+            if target is None:
+                return False
+            self._turns.forget(key)
+            _cut(db, key, target)
+            after.reverse()
+            _write_back(db, key, after, start=target)
+            db.execute("UPDATE conversations SET first_seq = ?, last_seq = ? WHERE tenant = ? AND memory_id = ?", (first, last - 1, *key))
+            return True
+
     def _live(self, db: sqlite3.Connection, key: Key) -> State | None:
         """The conversation's state (system, updated_at, first_seq, last_seq); an expired one is deleted."""
         row = db.execute(STATE, key).fetchone()
@@ -212,9 +267,19 @@ def _cut(db: sqlite3.Connection, key: Key, start: int) -> None:
     if held is None:
         return
     seq, body, encoding, tokens, written_at = held
-    row = read_row(body, encoding, tokens)
+    row = read_row(body, encoding, tokens, seq=seq)
     if seq + len(row) <= start:  # it ends before `start`
         return
     rows, params = message_rows(row[: start - seq])
     db.execute("DELETE FROM messages WHERE tenant = ? AND memory_id = ? AND seq = ?", (*key, seq))
     db.execute(insert_rows(rows), (*key, seq, written_at, *params))
+
+
+def _write_back(db: sqlite3.Connection, key: Key, entries: list[Entry], *, start: int) -> int:
+    """Insert `entries` numbered from `start` on, each with the time it was first written at; the number after them."""
+    for written_at, group in itertools.groupby(entries, key=lambda entry: entry.created_at):
+        grouped = list(group)
+        rows, params = message_rows(grouped)
+        db.execute(insert_rows(rows), (*key, start, written_at, *params))
+        start += len(grouped)
+    return start

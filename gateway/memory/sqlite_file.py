@@ -10,9 +10,12 @@ parameters fewer). Its `seq` is its first message's number, so a row may hold me
 `first_seq` beside those above it. Each message keeps its token counts, so a read can size a
 token window from them as it goes:
 
-- one message: `body` the message's JSON, `encoding` and `tokens` its count ('' and NULL: uncounted);
-- a turn: `body` a JSON array of [message, counts] pairs (counts by encoding, as `Entry.tokens`),
-  `encoding` '', `tokens` how many messages it holds.
+- a turn: `body` a JSON array of [message, counts, item id] (counts by encoding, as
+  `Entry.tokens`), `encoding` '', `tokens` how many messages it holds. A turn of more than
+  MOST_IN_A_ROW messages is a row a message, each of this shape. Rows written before item ids
+  hold [message, counts] pairs, and their messages' ids follow from their numbers (`read_row`);
+- one message (rows written before item ids): `body` the message's JSON, `encoding` and
+  `tokens` its count ('' and NULL: uncounted).
 
 Most turns write their message row alone (one statement, no transaction), leaving the
 conversation row as it was: the conversation's state is its row brought up to date by its newest
@@ -49,6 +52,7 @@ from typing import Any, Final, NamedTuple
 import orjson
 
 from gateway.core.memory.entries import Entry, load_entry
+from gateway.memory.store import new_item_id
 
 log = logging.getLogger("gateway.memory")
 
@@ -65,6 +69,8 @@ CREATE TABLE IF NOT EXISTS conversations (
     touched_day INTEGER NOT NULL DEFAULT 0,
     cap INTEGER,
     redo TEXT,
+    created_at REAL,
+    metadata TEXT,
     PRIMARY KEY (tenant, memory_id)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS locks (
@@ -104,6 +110,8 @@ ADDED_COLUMNS: Final = {
         "touched_day": "INTEGER NOT NULL DEFAULT 0",
         "cap": "INTEGER",
         "redo": "TEXT",
+        "created_at": "REAL",
+        "metadata": "TEXT",
     },
 }
 # The purge finds expired conversations by `touched_day` (at most the day of `updated_at`), which a
@@ -282,53 +290,65 @@ _UNCOUNTED: Final[tuple[str, int | None]] = ("", None)
 def message_rows(entries: Sequence[Entry]) -> tuple[int, list[Any]]:
     """A turn's message rows: how many, and each one's (role, body, encoding, tokens), one after another.
 
+    Each message is stored with its item id (a new one when the entry has none: `new_item_id`).
     Bodies are JSON text: the sqlite3 module binds a str directly, bytes (and None) only after an
     adapter lookup.
     """
-    if 1 < len(entries) <= MOST_IN_A_ROW:  # the common case: the turn is one row
-        # default=dict: counts are a Mapping, which orjson takes only as a dict
-        body = orjson.dumps([(entry.message, entry.tokens) for entry in entries], default=dict).decode()
-        return 1, [entries[0].message.get("role") or "", body, "", len(entries)]
+    if 0 < len(entries) <= MOST_IN_A_ROW:  # the common case: the turn is one row
+        return 1, [entries[0].message.get("role") or "", _turn_body(entries), "", len(entries)]
     params: list[Any] = []
     for entry in entries:
-        message = entry.message
-        # One count is kept: the one its turn was counted in.
-        encoding, tokens = next(iter(entry.tokens.items()), _UNCOUNTED)
-        if not encoding:  # a count in no encoding is no count: ('', count) is a turn's row (see live_state)
-            tokens = None
-        params += (message.get("role") or "", orjson.dumps(message).decode(), encoding, tokens)
+        params += (entry.message.get("role") or "", _turn_body((entry,)), "", 1)
     return len(entries), params
+
+
+def _turn_body(entries: Sequence[Entry]) -> str:
+    # default=dict: counts are a Mapping, which orjson takes only as a dict
+    return orjson.dumps([(entry.message, entry.tokens, entry.item_id or new_item_id()) for entry in entries], default=dict).decode()
 
 
 class MalformedRow(sqlite3.DatabaseError):
     """A row no version of the store writes (the file was changed by hand or damaged): the store is unavailable."""
 
 
-def read_row(body: bytes | str, encoding: str | None, tokens: int | None, *, written_at: float | None = None) -> list[Entry]:
-    """The entries of a message row, oldest first: of this version's shapes or the older one; MalformedRow otherwise.
+def read_row(
+    body: bytes | str, encoding: str | None, tokens: int | None, *, written_at: float | None = None, seq: int = 0
+) -> list[Entry]:
+    """The entries of a message row, oldest first: of this version's shapes or the older ones; MalformedRow otherwise.
 
     Only the shapes are checked, which a read costs a little: planning takes any message object,
     but not a message that is no object or counts that are not numbers. Each entry was created
-    when its row was written (`written_at`: None for rows older gateways wrote).
+    when its row was written (`written_at`: None for rows older gateways wrote); a message
+    stored without an item id has one from its number (the row's `seq` on), as fixed as it is.
     """
     try:
         if encoding is None:  # written before the token columns (and before written_at)
-            entries = [load_entry(body)]
+            old = load_entry(body)
+            entries = [Entry(old.message, old.tokens, item_id=_numbered(seq))]
         else:
             data: Any = orjson.loads(body)
-            if type(data) is list:  # a turn's [message, counts] pairs
-                entries = [Entry(message, counts, written_at) for message, counts in data]
+            if type(data) is list:  # a turn's [message, counts, item id]
+                entries = [
+                    Entry(stored[0], stored[1], written_at, item_id=stored[2] if len(stored) > 2 else _numbered(seq + index))
+                    for index, stored in enumerate(data)
+                ]
             else:
-                entries = [Entry(data, {encoding: tokens} if encoding and tokens is not None else {}, written_at)]
+                counts = {encoding: tokens} if encoding and tokens is not None else {}
+                entries = [Entry(data, counts, written_at, item_id=_numbered(seq))]
         for entry in entries:
-            if type(entry.message) is not dict or type(entry.tokens) is not dict:
-                raise TypeError("not a message and its counts")
+            if type(entry.message) is not dict or type(entry.tokens) is not dict or type(entry.item_id) is not str:
+                raise TypeError("not a message, its counts and its id")
             for count in entry.tokens.values():
                 if type(count) is not int:
                     raise TypeError("a count that is not an integer")
-    except (ValueError, TypeError, KeyError) as exc:  # orjson.JSONDecodeError is a ValueError
+    except (ValueError, TypeError, KeyError, IndexError) as exc:  # orjson.JSONDecodeError is a ValueError
         raise MalformedRow(f"a message row that cannot be read ({exc})") from None
     return entries
+
+
+def _numbered(number: int) -> str:
+    """The item id of message `number` of a conversation, stored before item ids."""
+    return f"msg_n{number}"
 
 
 def read_system(text: str) -> list[Any]:
@@ -353,7 +373,7 @@ MessageRow = tuple[int, bytes | str, str | None, int | None, float | None]  # (s
 def newest_first(rows: Iterable[MessageRow], first: int) -> Iterator[tuple[int, Entry]]:
     """(number, entry) of each message from number `first` on, newest first; `rows` are MessageRows, newest first."""
     for seq, body, encoding, tokens, written_at in rows:
-        row = read_row(body, encoding, tokens, written_at=written_at)
+        row = read_row(body, encoding, tokens, written_at=written_at, seq=seq)
         for index in range(len(row) - 1, max(first - seq, 0) - 1, -1):
             yield seq + index, row[index]
         if seq <= first:  # rows do not overlap: every row after this one ends below `first`
