@@ -14,7 +14,7 @@ from typing import Any, Final
 from gateway.core.memory.entries import Entry, Message
 from gateway.core.memory.messages import SYSTEM_ROLES
 from gateway.core.memory.policies import CommonTurn, TokenCounter
-from gateway.core.memory.settings import TOKEN_WINDOW, MemorySettings
+from gateway.core.memory.settings import TOKEN_WINDOWS, MemorySettings
 from gateway.tokens import Encoding, count_message, text_size
 
 OFF_LOOP_CHARS: Final = 16_384  # texts to tokenize beyond this many characters are counted on a thread
@@ -73,11 +73,11 @@ class Counts:
         self.count_on_loop = self._counter(codec, cap, OFF_LOOP_CHARS)
 
     def common_turn(self, messages: Sequence[Mapping[str, Any]], settings: MemorySettings) -> CommonTurn | None:
-        """The request as a CommonTurn under a token window, its messages counted; None for any other request.
+        """The request as a CommonTurn under a token (or summary) window, its messages counted; None for any other request.
 
         Counted on the loop: a text too large for it makes the request another one.
         """
-        if len(messages) != 2 or settings.memory_type != TOKEN_WINDOW:
+        if len(messages) != 2 or settings.memory_type not in TOKEN_WINDOWS:
             return None
         system, question = messages
         if not (

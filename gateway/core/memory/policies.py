@@ -23,7 +23,7 @@ from gateway.core.memory.entries import Entry, Message
 from gateway.core.memory.messages import SYSTEM_ROLES, normalize
 from gateway.core.memory.plain import PlainHistory
 from gateway.core.memory.resent import ROLE, resent_length
-from gateway.core.memory.settings import ROUND_WINDOW, TOKEN_WINDOW, MemorySettings
+from gateway.core.memory.settings import ROUND_WINDOW, TOKEN_WINDOWS, MemorySettings
 from gateway.core.memory.windows import newest_that_fit, round_window, without_unanswered_calls
 
 TokenCounter = Callable[[Message], int]
@@ -90,7 +90,8 @@ def plan_turn(
         turn = turn[resent_length(recent, turn) :]
     turn_tokens = None
 
-    if settings.memory_type == TOKEN_WINDOW:
+    memory_type = settings.memory_type
+    if memory_type in TOKEN_WINDOWS:  # a summary window keeps as a token window
         # A plain loop, not map(count, turn): `count` is Python, and map would call it from C, at a higher cost a call.
         turn_tokens = []
         for message in turn:
@@ -107,7 +108,7 @@ def plan_turn(
                 return entry.tokens.get(encoding) or count(entry.message)
 
             kept, exhausted = newest_that_fit(history, budget, tokens)
-    elif settings.memory_type == ROUND_WINDOW:
+    elif memory_type == ROUND_WINDOW:
         kept, exhausted = round_window(history, turn, max_rounds=settings.max_rounds, max_chars=settings.max_chars)
     elif plain is not None:
         kept, exhausted = plain.newest(settings.max_messages - len(turn))

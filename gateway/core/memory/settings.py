@@ -10,11 +10,15 @@ from gateway.core.stores import RedisConnection, SentinelSettings
 
 
 class MemoryType(StrEnum):
-    """How a request's window of its conversation is cut: by messages, by tokens or by rounds."""
+    """How a request's window of its conversation is cut: by messages, by tokens or by rounds.
+
+    A summary window is a token window that keeps a summary of what it evicts (see core.memory.summary).
+    """
 
     MESSAGE_WINDOW = "message_window"
     TOKEN_WINDOW = "token_window"
     ROUND_WINDOW = "round_window"
+    SUMMARY_WINDOW = "summary_window"
 
 
 class StoreKind(StrEnum):
@@ -31,6 +35,8 @@ MEMORY_TYPES: Final = tuple(MemoryType)
 # up in a fraction of the time an Enum class's attribute takes (on 3.11).
 TOKEN_WINDOW: Final = MemoryType.TOKEN_WINDOW
 ROUND_WINDOW: Final = MemoryType.ROUND_WINDOW
+SUMMARY_WINDOW: Final = MemoryType.SUMMARY_WINDOW
+TOKEN_WINDOWS: Final = (TOKEN_WINDOW, SUMMARY_WINDOW)  # the windows that keep the newest messages by their tokens
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +48,9 @@ class MemorySettings:
     max_tokens: int = 4000
     max_rounds: int = 3
     max_chars: int = 10000
+    # A summary window's: the route that writes the summary (None: none is made), and its longest answer
+    summary_route: str | None = None
+    summary_max_tokens: int = 512
 
 
 @dataclass(frozen=True, slots=True)
