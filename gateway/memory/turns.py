@@ -34,6 +34,7 @@ from gateway.memory.errors import UnstorableReplyError, unavailable
 from gateway.memory.hold import Hold
 from gateway.memory.replies import ReplyAssembler, ReplyTooLarge, malformed_reply, reply_message
 from gateway.memory.store import Key, MemoryStore, StoreUnavailable
+from gateway.memory.summaries import Summaries
 from gateway.observe.trace import Observer, Trace
 from gateway.tokens import encoding_name, get_encoding, text_size
 
@@ -196,7 +197,7 @@ class Turn(Hold):
 
 
 class Memory:
-    """Per-request memory over one store.
+    """Per-request memory over one store, and its summary windows' background jobs (`summaries`).
 
     `token_cap` bounds every count: a message over the operator's largest token window fits no
     window, so its count stops there. `max_reply_bytes` bounds a streamed reply assembled to store.
@@ -216,6 +217,7 @@ class Memory:
         self.token_cap = token_cap
         self.max_reply_bytes = max_reply_bytes
         self._pool: ThreadPoolExecutor | None = None
+        self.summaries = Summaries(store)  # summary windows' background jobs
         # Counting in each encoding whose tiktoken encoding is loaded (after a first turn: the one in use)
         self.counts_by_encoding: dict[str, Counts] = {}
 
@@ -306,6 +308,7 @@ class Memory:
         """Close the store, giving up (logged) after `close_seconds`: by then every turn was answered."""
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
+        await self.summaries.close()  # before the store: a job reads and writes it
         try:
             await asyncio.wait_for(self.store.close(), self._close_seconds)
         except TimeoutError:
