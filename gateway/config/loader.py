@@ -25,6 +25,7 @@ from gateway.config.interpolation import env_refs, interpolate, secret_forms
 from gateway.config.problems import ConfigError, Problems, describe
 from gateway.config.schema import ConfigFile, GatewayKey, Memory
 from gateway.config.stores import check_redis
+from gateway.config.summaries import check_summary_windows
 from gateway.config.tree import OTHER_ROUTE, merged_window, read_inline_route, read_route, route_name_problem
 from gateway.config.validation import validated
 from gateway.core.kinds import KINDS
@@ -120,6 +121,7 @@ def _config(checked: ConfigFile, *, route_names: list[str], problems: Problems) 
         name: read_route(name, route, ("routes", name), problems=problems, memory_defaults=memory.defaults)
         for name, route in checked.routes.items()
     }
+    check_summary_windows(checked.memory.defaults, {name: route.memory for name, route in checked.routes.items()}, problems)
     if not route_names:
         problems.add(("routes",), "must be a mapping with at least one route")
     default_route = checked.default_route

@@ -50,7 +50,7 @@ from gateway.core.tree import BreakerPolicy, MockOptions, RetryPolicy
 
 Mode = Literal["single", "fallback", "loadbalance"]
 ResponsesApi = Literal["native", "translate"]
-MemoryType = Literal["message_window", "token_window", "round_window"]
+MemoryType = Literal["message_window", "token_window", "round_window", "summary_window"]
 MemoryStore = Literal["sqlite", "memory", "redis"]
 _SERVER, _CORS, _METRICS, _MEMORY = ServerConfig(), CorsConfig(), MetricsConfig(), MemoryConfig()
 _RETRY, _BREAKER, _MOCK, _WINDOW = RetryPolicy(), BreakerPolicy(), MockOptions(), MemorySettings()
@@ -192,6 +192,12 @@ class Window(Limits):
 
     memory_type: Annotated[MemoryType, Chosen(blank_is_default=True)] | None = Field(
         default=None, description=f"Which limit trims the history (default {_WINDOW.memory_type})."
+    )
+    summary_route: Text | None = Field(
+        default=None, description="summary_window: the route that summarizes what leaves the window (another route)."
+    )
+    summary_max_tokens: PositiveCount | None = Field(
+        default=None, description=f"summary_window: the summary's longest length (default {_WINDOW.summary_max_tokens})."
     )
 
 
