@@ -17,6 +17,7 @@ from aiohttp import web
 
 from gateway.core.errors import GatewayError, NotFoundError
 from gateway.core.kinds import serves_natively
+from gateway.core.memory.settings import SUMMARY_WINDOW
 from gateway.core.translate import MalformedAnswer
 from gateway.core.translate.reshape import Reshape
 from gateway.core.tree import Route, iter_targets
@@ -30,6 +31,7 @@ from gateway.server.keys import CONFIG, DISPATCHER, LIFECYCLE, MEMORY, TRACE
 from gateway.server.parsing import check_count, check_input, check_messages, check_model, check_stream
 from gateway.server.relay import relay_stream
 from gateway.server.resolve import route_for
+from gateway.server.summary_calls import summary_turn
 from gateway.upstream.dispatch import Request, Result
 from gateway.upstream.providers.apis import Api, chat_usage
 from gateway.upstream.redaction import redact
@@ -241,7 +243,12 @@ async def chat_with_memory(
     assert tenant is not None  # set for every /v1/ path before its handler runs
     model = route.memory_model or payload["model"]
     memory: Memory = app_state(app)[MEMORY]
-    async with Turn(memory, (tenant, ask.memory_id), settings=ask.settings, messages=payload["messages"], model=model, trace=trace) as turn:
+    settings, key, messages = ask.settings, (tenant, ask.memory_id), payload["messages"]
+    if settings.memory_type != SUMMARY_WINDOW:
+        turn = Turn(memory, key, settings=settings, messages=messages, model=model, trace=trace)
+    else:
+        turn = summary_turn(app, memory, key, settings=settings, messages=messages, model=model, trace=trace)
+    async with turn:
         payload["messages"] = turn.plan.forwarded  # the request's own dict: the turn keeps the messages it was sent
         call = Request("chat/completions", payload, None, stream=trace.stream, trace=trace)
         return await forward(request, route, call, turn=turn, reshape=reshape, app=app)

@@ -20,6 +20,7 @@ from gateway.config.loader import OTHER_ROUTE
 from gateway.core.breaker import SKIPPED
 from gateway.core.errors import SHORTAGES
 from gateway.core.memory.settings import MEMORY_TYPES
+from gateway.core.memory.summary import OUTCOMES
 from gateway.core.settings import Config
 from gateway.core.tree import Route, Target
 from gateway.observe.metrics import series
@@ -135,6 +136,7 @@ class Metrics(Observer):
         self.inflight = backend.gauge(series.INFLIGHT)
         self.memory_requests = backend.counter(series.MEMORY_REQUESTS)
         self.memory_evicted = backend.counter(series.MEMORY_EVICTED)
+        memory_summaries = backend.counter(series.MEMORY_SUMMARIES)
         self.store_duration = backend.histogram(series.STORE_DURATION)
         self.lock_wait = backend.histogram(series.LOCK_WAIT).labels()
         build_info = backend.gauge(series.BUILD_INFO)
@@ -154,6 +156,7 @@ class Metrics(Observer):
             for target, triggers in leaves_with_triggers(route.root)
         }
         self._memory: dict[str, tuple[Count, Count]] = {kind: self._memory_children(kind) for kind in MEMORY_TYPES}
+        self._summaries: dict[str, Count] = {outcome: memory_summaries.labels(outcome) for outcome in OUTCOMES}
         self._overloaded = {reason: self.overloaded_requests.labels(reason) for reason in SHORTAGES.values()}
         self._store: dict[tuple[str, str], Observed] = {}
         self._stores: dict[str, _StoreChildren] = {}
@@ -293,6 +296,10 @@ class Metrics(Observer):
         requests.inc()
         if evicted:
             evictions.inc(evicted)
+
+    def memory_summarized(self, outcome: str) -> None:
+        """A summary window's background summary came to `outcome` (one of core.memory.summary.OUTCOMES)."""
+        self._summaries[outcome].inc()
 
     def _new_memory(self, memory_type: str) -> tuple[Count, Count]:
         children = self._memory[memory_type] = self._memory_children(memory_type)

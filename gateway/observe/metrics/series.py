@@ -110,6 +110,11 @@ MEMORY_EVICTED = CounterSeries(
     "gateway_memory_evicted_messages", "Stored messages left out of the forwarded window.",
     ("memory_type",),
 )  # fmt: skip
+MEMORY_SUMMARIES = CounterSeries(
+    "gateway_memory_summaries", "Summary windows' summaries made in the background, by outcome (ok, failed, stale); "
+    "the calls' tokens and cost count under the summary route.",
+    ("outcome",),
+)  # fmt: skip
 STORE_DURATION = HistogramSeries(
     "gateway_memory_store_duration_seconds", "Memory store operations (load, append, lock).",
     ("store", "operation"), buckets=STORE_BUCKETS,
@@ -130,7 +135,7 @@ CONFIG_ROUTES = GaugeSeries(
 # Every series above, in the order a scrape shows them: the metrics reference lists these.
 SERIES: Final = (
     REQUESTS, REQUEST_DURATION, TIME_TO_FIRST_TOKEN, UPSTREAM_REQUESTS, UPSTREAM_DURATION, FALLBACKS, RETRIES,
-    TOKENS, COST, OVERLOADED, BREAKER_STATE, INFLIGHT, MEMORY_REQUESTS, MEMORY_EVICTED, STORE_DURATION,
+    TOKENS, COST, OVERLOADED, BREAKER_STATE, INFLIGHT, MEMORY_REQUESTS, MEMORY_EVICTED, MEMORY_SUMMARIES, STORE_DURATION,
     LOCK_WAIT, BUILD_INFO, CONFIG_ROUTES,
 )  # fmt: skip
 
@@ -141,12 +146,13 @@ LABELS: Final[Mapping[str, str]] = {
     "stream": "`true` for a streamed answer, else `false`",
     "target": "the target's name (its `name`, else its place in the tree)",
     "provider": "the target's provider (openai, mock, anthropic, ...)",
-    "outcome": "the attempt's HTTP status, or timeout, connect_error, stream_error, invalid_response",
+    "outcome": "the attempt's HTTP status, or timeout, connect_error, stream_error, invalid_response; for "
+    "gateway_memory_summaries `ok` (stored), `failed` (tried again by a later turn) or `stale` (a newer one was stored first)",
     "from_target": "the target the route moved on from",
     "reason": "what caused it: an HTTP status or an attempt outcome (fallbacks, retries; circuit_open for a "
     "target skipped); for gateway_overloaded the shortage",
     "kind": "`prompt` or `completion`",
-    "memory_type": "the window that trimmed the history: message_window, token_window or round_window",
+    "memory_type": "the window that trimmed the history: message_window, token_window, round_window or summary_window",
     "store": "the memory store: sqlite, redis or memory",
     "operation": "`load`, `append` or `lock`",
     "version": "the installed gateway's version",
