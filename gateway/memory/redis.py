@@ -7,7 +7,8 @@ only when it changed since this process cached it: `redis_cache`), another appen
 lets the lock go; the append first checks the lock is still this holder's (else LockLost). In
 front, an in-process lock queues this process's own waiters; across replicas, a dead holder's
 lock is taken over within seconds and a live one's kept (`redis_locks`). What the memory API
-does besides (whole reads, undo, redo, listing) is in `redis_history`.
+does besides (whole reads, undo, redo, listing) is in `redis_history`, what the Conversations API
+does (a conversation's metadata, deleting one message) in `redis_items`.
 
 The four scripts go through a lean client of their own (`stores.lean_redis`: one shared
 connection, no pool) on one Redis or Sentinel's primary; on a Cluster, with waitReplicas, or a URL
@@ -23,15 +24,16 @@ import functools
 import itertools
 import logging
 import os
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.exceptions import ResponseError
 
+from gateway.core.memory.about import About
 from gateway.core.memory.conversation import Conversation
 from gateway.core.memory.entries import Entry, Message, dump_entry, load_entry
 from gateway.core.memory.listing import Listing, Page
@@ -39,13 +41,13 @@ from gateway.core.memory.plain import PlainHistory
 from gateway.core.memory.reach import Reach
 from gateway.core.memory.settings import StoreKind
 from gateway.core.stores import RedisConnection
-from gateway.memory import redis_history, redis_locks
+from gateway.memory import redis_history, redis_items, redis_locks
 from gateway.memory.redis_cache import TailCache
 from gateway.memory.redis_faults import Unavailable
 from gateway.memory.redis_history import key_prefix
 from gateway.memory.redis_locks import Holding, Liveness, RedisHold
 from gateway.memory.redis_scripts import APPEND, Scripts, Taken
-from gateway.memory.store import Key, KeyLocks, LockLost, StoreUnavailable
+from gateway.memory.store import Key, KeyLocks, LockLost, StoreUnavailable, new_item_id
 from gateway.stores.lean_redis import LeanRedis
 from gateway.stores.redis import (
     Patience,
@@ -61,6 +63,7 @@ LEASE_SECONDS = 30.0  # a lock's own expiry, extended while held (see Liveness):
 CACHE_ENTRIES = 50_000  # entries of conversations cached per process
 _VALUE_PREFIX = "gw:value:"
 log = logging.getLogger("gateway.memory")
+T = TypeVar("T")
 
 
 class RedisStore:
@@ -213,7 +216,7 @@ class RedisStore:
         write_id = self._serial()
         new_system = orjson.dumps(list(system)) if system is not None else b""
         let_go = b"0" if holding is None else b"1"
-        args: list[bytes | int] = [b"", self._cap, self._ttl, new_system, write_id, let_go, *[dump_entry(entry) for entry in entries]]
+        args: list[bytes | int] = [b"", self._cap, self._ttl, new_system, write_id, let_go, *[dump_entry(entry, item_id=entry.item_id or new_item_id()) for entry in entries]]
         try:
             if holding is not None:
                 await self._taken(key)
@@ -244,17 +247,32 @@ class RedisStore:
 
     async def undo(self, key: Key) -> bool:
         """Callers hold the conversation's lock, so the read and the trim cannot interleave."""
-        await self._taken(key)
-        with self._unavailable:
-            self._cache.forget(key)
-            return await redis_history.undo(self._redis, key, version=self._serial())
+        return await self._change(key, functools.partial(redis_history.undo, version=self._serial()))
 
     async def redo(self, key: Key) -> bool:
         """Callers hold the conversation's lock, as for undo."""
+        return await self._change(key, functools.partial(redis_history.redo, version=self._serial(), cap=self._cap, ttl=self._ttl))
+
+    async def start(self, key: Key, metadata: Mapping[str, str]) -> None:
+        await self._change(key, functools.partial(redis_items.start, metadata=metadata, version=self._serial(), ttl=self._ttl))
+
+    async def about(self, key: Key) -> About | None:
+        await self._taken(key)
+        with self._unavailable:
+            return await redis_items.about(self._redis, key)
+
+    async def set_metadata(self, key: Key, metadata: Mapping[str, str]) -> bool:
+        return await self._change(key, functools.partial(redis_items.set_metadata, metadata=metadata))
+
+    async def delete_item(self, key: Key, item_id: str) -> bool:
+        return await self._change(key, functools.partial(redis_items.delete_item, item_id=item_id, version=self._serial()))
+
+    async def _change(self, key: Key, work: Callable[[RedisClient, Key], Awaitable[T]]) -> T:
+        """`work` (a redis_history or redis_items function), which changes the conversation: callers hold its lock."""
         await self._taken(key)
         with self._unavailable:
             self._cache.forget(key)
-            return await redis_history.redo(self._redis, key, version=self._serial(), cap=self._cap, ttl=self._ttl)
+            return await work(self._redis, key)
 
     async def list_conversations(self, tenant: str, listing: Listing) -> Page:
         with self._unavailable:

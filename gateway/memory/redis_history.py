@@ -70,7 +70,7 @@ async def undo(client: RedisClient, key: Key, *, version: bytes) -> bool:
     start = last_turn_start([load_entry(row) for row in rows])
     stack = _stack(stacked)
     stack.append([row.decode() for row in rows[start:]])
-    now = await _now(client)
+    now = await redis_now(client)
     async with client.pipeline(transaction=True) as pipe:
         if start == 0:
             pipe.delete(f"{prefix}:msgs")
@@ -92,7 +92,7 @@ async def redo(client: RedisClient, key: Key, *, version: bytes, cap: int, ttl: 
     if not stack:
         return False
     rows = stack.pop()
-    now = await _now(client)
+    now = await redis_now(client)
     async with client.pipeline(transaction=True) as pipe:
         pipe.rpush(msgs, *rows)
         pipe.ltrim(msgs, -cap, -1)
@@ -131,7 +131,7 @@ def _stack(stacked: bytes | str | None) -> list[list[str]]:
     return [] if stacked is None else list(orjson.loads(stacked))
 
 
-async def _now(client: RedisClient) -> float:
+async def redis_now(client: RedisClient) -> float:
     """Redis's clock, which the append script stamps turns by."""
     seconds, micros = await client.time()
     return float(seconds) + micros / 1e6
