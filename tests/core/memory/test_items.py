@@ -1,0 +1,64 @@
+"""Items given to the Conversations API as the chat messages memory keeps, and stored messages as items with their ids."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from gateway.core.errors import InvalidRequestError
+from gateway.core.memory.entries import Entry
+from gateway.core.memory.items import entry_of_item, items_of_entries, messages_of_items
+
+
+def test_items_are_kept_as_chat_messages_a_function_call_joining_the_assistant_before_it() -> None:
+    messages = messages_of_items(
+        [
+            {"type": "message", "role": "user", "content": "weather?"},
+            {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "checking"}]},
+            {"type": "function_call", "call_id": "c1", "name": "weather", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "c1", "output": "sunny"},
+        ]
+    )
+    assert [m["role"] for m in messages] == ["user", "assistant", "tool"]
+    assert messages[1]["content"] == "checking" and messages[1]["tool_calls"][0]["id"] == "c1"
+    assert messages_of_items([]) == []
+
+
+@pytest.mark.parametrize(
+    ("items", "param"),
+    [
+        ("hello", "items"),
+        ([{"type": "message", "role": "user", "content": "x"}] * 21, "items"),
+        ([{"type": "bogus"}], "items[0].type"),
+        ([{"type": "message", "role": "king", "content": "x"}], "items[0].role"),
+        ([42], "items[0]"),
+    ],
+)
+def test_items_that_are_no_items_are_a_400_naming_them(items: Any, param: str) -> None:
+    with pytest.raises(InvalidRequestError) as caught:
+        messages_of_items(items)
+    assert caught.value.status == 400 and caught.value.param == param, caught.value.message
+
+
+def test_a_stored_message_shows_as_its_items_each_with_an_id() -> None:
+    entries = [
+        Entry({"role": "user", "content": "weather?"}, item_id="msg_a"),
+        Entry(
+            {"role": "assistant", "content": "checking", "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "weather", "arguments": "{}"}}
+            ]},
+            item_id="msg_b",
+        ),
+        Entry({"role": "tool", "tool_call_id": "c1", "content": "sunny"}, item_id="msg_c"),
+    ]
+    items = list(items_of_entries(entries))
+    assert [(i["id"], i["type"]) for i in items] == [
+        ("msg_a", "message"), ("msg_b", "message"), ("msg_b_1", "function_call"), ("msg_c", "function_call_output")
+    ]
+    assert items[0]["content"] == [{"type": "input_text", "text": "weather?"}]
+    assert items[1]["content"][0]["type"] == "output_text" and items[1]["status"] == "completed"
+    assert items[2]["call_id"] == "c1" and items[3]["output"] == "sunny"
+    found = entry_of_item(entries, "msg_b_1")
+    assert found is not None and found[0] is entries[1] and found[1]["type"] == "function_call"
+    assert entry_of_item(entries, "msg_b_9") is None and entry_of_item(entries, "") is None
