@@ -10,9 +10,10 @@ from typing import Any
 import openai
 import pytest
 
-from tests.support.fakes import FakeUpstream, Step, chat_completion, error_body
+from tests.support.fakes import FakeUpstream, Step, chat_completion, error_body, stream_of
 from tests.support.memory_turns import SYSTEM, a, received, u
 from tests.support.metrics import scrape, value
+from tests.support.servers import free_port
 from tests.support.summary_windows import (
     note,
     padded,
@@ -136,3 +137,45 @@ async def test_a_hanging_summary_route_never_delays_a_turn(gateway: Any, make_up
     # the late summary is stored, then the newest job waiting folds in what was evicted since
     assert summarizer.calls == 2
     assert "Current summary:\nlate\n\n" in summary_prompt_of(summarizer, 1)
+
+
+async def test_a_streamed_turn_forwards_the_note_and_hands_its_summary_over(
+    gateway: Any, make_upstream: Any, tmp_path: Path
+) -> None:
+    main, summarizer = await make_upstream(), await make_upstream()
+    client = await gateway(summary_config(main, summarizer, store=f'store: sqlite, path: "{tmp_path / "m.db"}"'))
+    main.then(*(Step(events=stream_of(padded(f"r{i}"))) for i in range(1, 5)))
+    summaries_from(summarizer, "S1")
+    memory_id, headers = "streamed", {"memoryId": "streamed"}
+    for i in (1, 2, 3, 4):
+        raw = await client.chat.completions.with_raw_response.create(
+            model="chat", messages=[SYSTEM, q(i)] if i == 1 else [q(i)], extra_headers=headers, stream=True  # type: ignore[arg-type]
+        )
+        text = "".join([part.choices[0].delta.content or "" async for part in raw.parse() if part.choices])
+        assert text == padded(f"r{i}")
+        await summaries_done(client)
+    assert raw.headers["x-memory-summary"] == "2"
+    assert received(main)[3] == [SYSTEM, note("S1"), q(3), r(3), q(4)]
+    assert summarizer.calls == 2 and memory_id not in str(summarizer.requests[0].body)
+
+
+@pytest.mark.parametrize("summary_target", ["closed port", "not json", "no text"])
+async def test_a_summary_route_that_cannot_answer_leaves_every_turn_answered(
+    gateway: Any, make_upstream: Any, tmp_path: Path, summary_target: str
+) -> None:
+    main = await make_upstream()
+    broken = await make_upstream(
+        Step(body=b"not json") if summary_target == "not json" else Step(body={"choices": [{"message": {"role": "assistant"}}]})
+    )
+    if summary_target == "closed port":
+        broken.url = f"http://127.0.0.1:{free_port()}/v1"
+    client = await gateway(summary_config(main, broken, store=f'store: sqlite, path: "{tmp_path / "m.db"}"'))
+    replies(main, 4)
+    for i in (1, 2, 3, 4):
+        headers = await turn(client, "broken", [SYSTEM, q(i)] if i == 1 else [q(i)])
+        assert headers["x-memory-summary"] == "0"
+        await summaries_done(client)
+    assert received(main)[3] == [SYSTEM, q(3), r(3), q(4)]
+    samples = await scrape(client)
+    assert value(samples, "gateway_memory_summaries_total", outcome="failed") == 2
+    assert value(samples, "gateway_memory_summaries_total", outcome="ok") == 0
