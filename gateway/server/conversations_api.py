@@ -24,7 +24,7 @@ from gateway.core.memory.entries import Entry, Message
 from gateway.core.memory.item_pages import ItemListing, ItemPage, page_of
 from gateway.core.memory.items import entry_of_item, items_of_entries, messages_of_items
 from gateway.memory.errors import store_errors
-from gateway.memory.headers import check_memory_id
+from gateway.memory.headers import MEMORY_ID
 from gateway.memory.store import ItemStore, Key, MemoryStore, new_item_id
 from gateway.server.bodies import read_payload
 from gateway.server.keys import MEMORY, tenant_of
@@ -42,7 +42,15 @@ def _store(request: web.Request) -> ItemStore:
 
 
 def _key(request: web.Request) -> Key:
-    return tenant_of(request), check_memory_id(request.match_info["conversation_id"], "conversation_id")
+    """The caller's conversation the path names; a 400 for an id no conversation can have."""
+    conversation_id = request.match_info["conversation_id"]
+    if not MEMORY_ID.fullmatch(conversation_id):
+        raise InvalidRequestError(
+            "Invalid 'conversation_id': it must be 1-256 characters of letters, digits and ._:@-.",
+            param="conversation_id",
+            code="invalid_value",
+        )
+    return tenant_of(request), conversation_id
 
 
 def _not_found(key: Key) -> NotFoundError:

@@ -38,7 +38,11 @@ def messages_of_items(items: Any, param: str = "items") -> list[Message]:
         return messages_to_chat({"input": items})
     except TranslationError as exc:
         culprit = exc.param or ""
-        raise TranslationError(exc.message.replace("input", param), param + culprit.removeprefix("input"), exc.code or "invalid_value") from None
+        where = param + culprit.removeprefix("input")
+        message = exc.message.replace("input[", f"{param}[").replace("input must", f"{param} must")
+        if exc.code == "unsupported_value":  # the translation's message speaks of routes, which have no part here
+            message = f"{where}: the gateway's memory keeps conversations as chat messages, and cannot keep this (messages, function calls and their outputs only)."
+        raise TranslationError(message, where, exc.code or "invalid_value") from None
 
 
 def items_of_entries(entries: Sequence[Entry]) -> Iterator[Item]:
