@@ -8,6 +8,7 @@ the conversation's tenant. What it comes to is counted in gateway_memory_summari
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -23,7 +24,7 @@ from gateway.memory.summaries import Summarize
 from gateway.memory.summary_turns import SummaryTurn
 from gateway.memory.turns import Memory, Turn
 from gateway.observe import trace as observe
-from gateway.observe.trace import Trace
+from gateway.observe.trace import CLIENT_CLOSED, Trace
 from gateway.server.keys import CONFIG, DISPATCHER, METRICS, OBSERVER
 from gateway.server.middlewares import new_request_id
 from gateway.upstream.dispatch import Request
@@ -80,6 +81,9 @@ def summarizer(app: web.Application, route: Route, *, tenant: str, max_tokens: i
             return text
         except GatewayError as exc:
             status, code = exc.status, exc.code
+            raise
+        except asyncio.CancelledError:  # the gateway stops: counted as a request whose client left
+            status, code = CLIENT_CLOSED, None
             raise
         finally:
             trace.end(status, code)

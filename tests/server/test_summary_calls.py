@@ -10,7 +10,9 @@ from typing import Any
 import openai
 import pytest
 
+from gateway.server.keys import MEMORY
 from tests.support.fakes import FakeUpstream, Step, chat_completion, error_body, stream_of
+from tests.support.gateway import app_of
 from tests.support.memory_turns import SYSTEM, a, received, u
 from tests.support.metrics import scrape, value
 from tests.support.servers import free_port
@@ -179,3 +181,19 @@ async def test_a_summary_route_that_cannot_answer_leaves_every_turn_answered(
     samples = await scrape(client)
     assert value(samples, "gateway_memory_summaries_total", outcome="failed") == 2
     assert value(samples, "gateway_memory_summaries_total", outcome="ok") == 0
+
+
+async def test_a_summary_cut_short_by_the_gateway_stopping_counts_as_a_request_whose_client_left(
+    gateway: Any, make_upstream: Any, tmp_path: Path
+) -> None:
+    main, summarizer = await make_upstream(), await make_upstream()
+    client = await gateway(summary_config(main, summarizer, store=f'store: sqlite, path: "{tmp_path / "m.db"}"'))
+    replies(main, 3)
+    summarizer.then(Step(body=chat_completion("never"), gate=asyncio.Event()))
+    for i in (1, 2, 3):
+        await turn(client, "stopping", [SYSTEM, q(i)] if i == 1 else [q(i)])
+    await asyncio.wait_for(summarizer.arrived.wait(), 10)
+    await app_of(client)[MEMORY].summaries.close()  # what the memory's close does first when the gateway stops
+    samples = await scrape(client)
+    assert value(samples, "gateway_requests_total", route="cheap", status_code="499", stream="false") == 1
+    assert value(samples, "gateway_requests_total", route="cheap", status_code="500", stream="false") == 0
