@@ -1,6 +1,6 @@
 """The embedded default store: SQLite in WAL mode, on one worker thread so the loop never blocks.
 
-Its parts: the file's tables and row shapes (sqlite_file), the thread's connection to it, which
+Its parts: the file's tables (sqlite_file) and its rows' shapes (sqlite_rows), the thread's connection to it, which
 heals after faults and notices a file replaced (sqlite_connection), the writes of turns, most
 of them one statement and appends queued together one insert or one transaction
 (sqlite_writes), reads, deletes, undos, redos and listings (sqlite_conversations), the loop's write-through

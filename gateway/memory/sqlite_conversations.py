@@ -28,18 +28,8 @@ from gateway.core.memory.entries import Entry
 from gateway.core.memory.listing import Listed, Listing, Page, count_turns
 from gateway.core.memory.plain import PlainHistory
 from gateway.core.memory.reach import Reach, Tally, stored_count
-from gateway.memory.sqlite_file import (
-    DAY,
-    STATE,
-    State,
-    live_state,
-    message_rows,
-    newest_first,
-    read_row,
-    read_system,
-    row_floor,
-    transaction,
-)
+from gateway.memory.sqlite_file import DAY, STATE, State, live_state, transaction
+from gateway.memory.sqlite_rows import message_rows, newest_first, read_row, read_system, row_floor
 from gateway.memory.sqlite_writes import TurnWriter, insert_rows
 from gateway.memory.store import Key
 

@@ -4,18 +4,8 @@ A conversation's messages are numbered `first_seq`..`last_seq` (contiguous), so 
 many older messages it left unread. Messages below `first_seq` are never read (a store deletes
 their rows in bunches).
 
-A message row holds one message, or a whole turn of up to MOST_IN_A_ROW messages: one row a
-turn costs a write about a fifth less than a row a message (one B-tree insert and eight
-parameters fewer). Its `seq` is its first message's number, so a row may hold messages below
-`first_seq` beside those above it. Each message keeps its token counts, so a read can size a
-token window from them as it goes:
-
-- a turn: `body` a JSON array of [message, counts, item id] (counts by encoding, as
-  `Entry.tokens`), `encoding` '', `tokens` how many messages it holds. A turn of more than
-  MOST_IN_A_ROW messages is a row a message, each of this shape. Rows written before item ids
-  hold [message, counts] pairs, and their messages' ids follow from their numbers (`read_row`);
-- one message (rows written before item ids): `body` the message's JSON, `encoding` and
-  `tokens` its count ('' and NULL: uncounted).
+A message row holds a turn's messages (its shapes: sqlite_rows). Its `seq` is its first message's
+number, so a row may hold messages below `first_seq` beside those above it.
 
 Most turns write their message row alone (one statement, no transaction), leaving the
 conversation row as it was: the conversation's state is its row brought up to date by its newest
@@ -46,13 +36,7 @@ import logging
 import os
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Final, NamedTuple
-
-import orjson
-
-from gateway.core.memory.entries import Entry, load_entry
-from gateway.memory.store import new_item_id
 
 log = logging.getLogger("gateway.memory")
 
@@ -281,103 +265,6 @@ def settle(db: sqlite3.Connection) -> int:
                 (updated_at, first, last, *key, updated_at, first, last),
             ).rowcount
     return changed
-
-
-MOST_IN_A_ROW: Final = 16  # messages a row holds at most; turns of up to this many are inserted by one statement
-_UNCOUNTED: Final[tuple[str, int | None]] = ("", None)
-
-
-def message_rows(entries: Sequence[Entry]) -> tuple[int, list[Any]]:
-    """A turn's message rows: how many, and each one's (role, body, encoding, tokens), one after another.
-
-    Each message is stored with its item id (a new one when the entry has none: `new_item_id`).
-    Bodies are JSON text: the sqlite3 module binds a str directly, bytes (and None) only after an
-    adapter lookup.
-    """
-    if 0 < len(entries) <= MOST_IN_A_ROW:  # the common case: the turn is one row
-        return 1, [entries[0].message.get("role") or "", _turn_body(entries), "", len(entries)]
-    params: list[Any] = []
-    for entry in entries:
-        params += (entry.message.get("role") or "", _turn_body((entry,)), "", 1)
-    return len(entries), params
-
-
-def _turn_body(entries: Sequence[Entry]) -> str:
-    # default=dict: counts are a Mapping, which orjson takes only as a dict
-    return orjson.dumps([(entry.message, entry.tokens, entry.item_id or new_item_id()) for entry in entries], default=dict).decode()
-
-
-class MalformedRow(sqlite3.DatabaseError):
-    """A row no version of the store writes (the file was changed by hand or damaged): the store is unavailable."""
-
-
-def read_row(
-    body: bytes | str, encoding: str | None, tokens: int | None, *, written_at: float | None = None, seq: int = 0
-) -> list[Entry]:
-    """The entries of a message row, oldest first: of this version's shapes or the older ones; MalformedRow otherwise.
-
-    Only the shapes are checked, which a read costs a little: planning takes any message object,
-    but not a message that is no object or counts that are not numbers. Each entry was created
-    when its row was written (`written_at`: None for rows older gateways wrote); a message
-    stored without an item id has one from its number (the row's `seq` on), as fixed as it is.
-    """
-    try:
-        if encoding is None:  # written before the token columns (and before written_at)
-            old = load_entry(body)
-            entries = [Entry(old.message, old.tokens, item_id=_numbered(seq))]
-        else:
-            data: Any = orjson.loads(body)
-            if type(data) is list:  # a turn's [message, counts, item id]
-                entries = [
-                    Entry(stored[0], stored[1], written_at, item_id=stored[2] if len(stored) > 2 else _numbered(seq + index))
-                    for index, stored in enumerate(data)
-                ]
-            else:
-                counts = {encoding: tokens} if encoding and tokens is not None else {}
-                entries = [Entry(data, counts, written_at, item_id=_numbered(seq))]
-        for entry in entries:
-            if type(entry.message) is not dict or type(entry.tokens) is not dict or type(entry.item_id) is not str:
-                raise TypeError("not a message, its counts and its id")
-            for count in entry.tokens.values():
-                if type(count) is not int:
-                    raise TypeError("a count that is not an integer")
-    except (ValueError, TypeError, KeyError, IndexError) as exc:  # orjson.JSONDecodeError is a ValueError
-        raise MalformedRow(f"a message row that cannot be read ({exc})") from None
-    return entries
-
-
-def _numbered(number: int) -> str:
-    """The item id of message `number` of a conversation, stored before item ids."""
-    return f"msg_n{number}"
-
-
-def read_system(text: str) -> list[Any]:
-    """A conversation row's system messages; MalformedRow when they are not a list of objects."""
-    try:
-        system: Any = orjson.loads(text)
-    except ValueError:
-        system = None
-    if type(system) is not list or any(type(message) is not dict for message in system):
-        raise MalformedRow("a conversation row whose system messages cannot be read")
-    return system
-
-
-def row_floor(first: int) -> int:
-    """The lowest `seq` a row holding message number `first` can have."""
-    return first - MOST_IN_A_ROW + 1
-
-
-MessageRow = tuple[int, bytes | str, str | None, int | None, float | None]  # (seq, body, encoding, tokens, written_at)
-
-
-def newest_first(rows: Iterable[MessageRow], first: int) -> Iterator[tuple[int, Entry]]:
-    """(number, entry) of each message from number `first` on, newest first; `rows` are MessageRows, newest first."""
-    for seq, body, encoding, tokens, written_at in rows:
-        row = read_row(body, encoding, tokens, written_at=written_at, seq=seq)
-        for index in range(len(row) - 1, max(first - seq, 0) - 1, -1):
-            yield seq + index, row[index]
-        if seq <= first:  # rows do not overlap: every row after this one ends below `first`
-            return
 
 
 class transaction:

@@ -27,15 +27,8 @@ import orjson
 
 from gateway.core.memory.conversation import Conversation
 from gateway.core.memory.entries import Entry, Message
-from gateway.memory.sqlite_file import (
-    DAY,
-    MOST_IN_A_ROW,
-    STATE,
-    live_state,
-    message_rows,
-    row_floor,
-    transaction,
-)
+from gateway.memory.sqlite_file import DAY, STATE, live_state, transaction
+from gateway.memory.sqlite_rows import MOST_IN_A_ROW, message_rows, row_floor
 from gateway.memory.store import Key
 
 log = logging.getLogger("gateway.memory")

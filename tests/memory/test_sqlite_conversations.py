@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from gateway.core.memory.entries import Entry
 from gateway.core.memory.reach import Reach, Tally, stored_count
 from gateway.memory.sqlite import SQLiteStore
-from gateway.memory.sqlite_file import MOST_IN_A_ROW
+from gateway.memory.sqlite_rows import MOST_IN_A_ROW
 from gateway.memory.store import Key, StoreUnavailable
 
 KEY: Key = ("team-a", "conv-1")

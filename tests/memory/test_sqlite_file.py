@@ -11,7 +11,8 @@ import pytest
 
 from gateway.core.memory.entries import Entry
 from gateway.memory.sqlite import SQLiteStore
-from gateway.memory.sqlite_file import DAY, MOST_IN_A_ROW, open_file, read_row
+from gateway.memory.sqlite_file import DAY, open_file
+from gateway.memory.sqlite_rows import MOST_IN_A_ROW, read_row
 from gateway.memory.sqlite_writes import TRIM_EVERY
 from gateway.memory.store import Key, StoreUnavailable
 from tests.support.memory_stores import OLD_SCHEMA, Clock
