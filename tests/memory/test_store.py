@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import os
 
 import pytest
 
 from gateway.core.memory.entries import Entry
-from gateway.memory.store import KeyLocks, LockTimeout, MemoryStore
+from gateway.memory.store import KeyLocks, LockTimeout, MemoryStore, new_item_id
 from tests.support.memory_stores import Clock
 from tests.support.store_contract import StoreFactory, make_store
 from tests.support.waiting import eventually
@@ -229,3 +230,19 @@ async def test_concurrent_locked_appends_lose_nothing(make_store: StoreFactory) 
     await asyncio.gather(*(turn(i) for i in range(30)))
     conversation = await store.load(KEY)
     assert conversation is not None and sorted(int(m["content"]) for m in conversation.messages) == list(range(30))
+
+
+def test_item_ids_differ_in_a_forked_process() -> None:
+    """Workers forked from one gateway share a SQLite file: each draws its own prefix, so none gives an id another gave."""
+    mine = {new_item_id(), new_item_id()}
+    assert len(mine) == 2
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover (the child's)
+        os.write(write, new_item_id().encode())
+        os._exit(0)
+    os.waitpid(child, 0)
+    theirs = os.read(read, 100).decode()
+    os.close(read)
+    os.close(write)
+    assert theirs.startswith("msg_") and theirs not in mine and theirs[:20] != next(iter(mine))[:20]
