@@ -78,8 +78,8 @@ async def test_an_empty_conversation_exists_before_any_turn(aiohttp_server: obje
     conversation = await client.conversations.create()
     assert conversation.metadata == {}
     assert (await client.conversations.retrieve(conversation.id)).id == conversation.id
-    page = await client.conversations.items.list(conversation.id)
-    assert page.data == [] and page.has_more is False
+    page = await client.conversations.items.list(conversation.id, include=["message.output_text.logprobs"])
+    assert page.data == [] and page.has_more is False  # include is taken, and adds nothing
     status, _, listed = await call(client, "GET", "/v1/memory", headers=AUTH)
     assert status == 200 and [m["id"] for m in listed["data"]] == [conversation.id]
     await client.close()
