@@ -45,7 +45,8 @@ def test_keys_null_in_the_schema_show_the_default_the_code_holds() -> None:
     assert found["memory.defaults"] == {
         "maxMessages": str(memory.defaults.max_messages), "maxTokens": str(memory.defaults.max_tokens),
         "maxRounds": str(memory.defaults.max_rounds), "maxChars": str(memory.defaults.max_chars),
-        "memoryType": '"message_window"',
+        "memoryType": '"message_window"', "summaryRoute": "",
+        "summaryMaxTokens": str(memory.defaults.summary_max_tokens),
     }  # fmt: skip
     assert found["memory.limits"]["maxTokens"] == str(memory.limits.max_tokens)
     assert (found["routes.<name>.mock"]["latency"], found["routes.<name>.mock"]["chunkDelay"]) == ("0.0", "0.0")
