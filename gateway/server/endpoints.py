@@ -116,6 +116,23 @@ _MEMORY: Final = (
     Failure(409, "memory_busy", "another request holds the conversation past memory.lockTimeoutSeconds"),
     Failure(503, "memory_unavailable", "the memory store failed"),
 )
+_CONVERSATION: Final = (
+    Failure(400, "invalid_value", "the conversation id in the path is not 1-256 of letters, digits and ._:@-"),
+    Failure(404, "conversation_not_found", "no conversation with this id for this key"),
+    Failure(503, "memory_unavailable", "the memory store failed"),
+)
+_HELD: Final = (Failure(409, "memory_busy", "another request holds the conversation past memory.lockTimeoutSeconds"),)
+_METADATA: Final = (
+    Failure(400, "invalid_type", "metadata is not an object of strings"),
+    Failure(400, "invalid_value", "metadata has more than 16 pairs, a key over 64 or a value over 512 characters"),
+)
+_ITEMS: Final = (
+    Failure(400, "invalid_type", "items is not an array, or an item or a field of one has the wrong type"),
+    Failure(400, "invalid_value", "an item holds a value the gateway does not know (a type, a role, ...)"),
+    Failure(400, "unsupported_value", "an item chat messages cannot hold (a built-in tool call, a file by id)"),
+    Failure(400, "array_above_max_length", "more than 20 items"),
+)
+_ITEM: Final = (Failure(404, "item_not_found", "no item with this id in the conversation"),)
 _STORED: Final = (
     Failure(404, "not_found", "no stored response with this id is known for this key"),
     Failure(400, "unsupported_value", "stream=true: a stored response is not streamed"),
@@ -198,6 +215,43 @@ ENDPOINTS: Final = (
     Endpoint(
         "POST", "/v1/memory/{memory_id}/redo", "Puts back the turn the last undo removed, unless a turn came since.",
         failures=(*_V1, *_MEMORY, Failure(404, "nothing_to_redo", "no undone turn to put back: none was undone, or a turn came after")),
+    ),
+    Endpoint(
+        "POST", "/v1/conversations",
+        "OpenAI Conversations: a new conversation of this key's (items, metadata), a memory conversation whose id is a memoryId.",
+        failures=(*_V1, *_JSON, *_METADATA, *_ITEMS, *_HELD, Failure(503, "memory_unavailable", "the memory store failed")),
+    ),
+    Endpoint("GET", "/v1/conversations/{conversation_id}", "A conversation: its id, created_at and metadata.", failures=(*_V1, *_CONVERSATION)),
+    Endpoint(
+        "POST", "/v1/conversations/{conversation_id}", "Replaces a conversation's metadata.",
+        failures=(
+            *_V1, *_JSON, *_CONVERSATION, *_HELD, *_METADATA,
+            Failure(400, "missing_required_parameter", "the body has no metadata"),
+        ),
+    ),
+    Endpoint("DELETE", "/v1/conversations/{conversation_id}", "Deletes a conversation (its memory).", failures=(*_V1, *_CONVERSATION, *_HELD)),
+    Endpoint(
+        "GET", "/v1/conversations/{conversation_id}/items",
+        "A conversation's items (its stored messages as Responses items), a page at a time: after, limit (1-100), order, include.",
+        failures=(
+            *_V1, *_CONVERSATION,
+            Failure(400, "invalid_type", "limit is not an integer"),
+            Failure(400, "invalid_value", "limit is not 1-100, or order is not asc or desc"),
+            Failure(404, "item_not_found", "after names no item of the conversation"),
+        ),
+    ),
+    Endpoint(
+        "POST", "/v1/conversations/{conversation_id}/items", "Adds up to 20 items to a conversation, answered as the list of them stored.",
+        failures=(*_V1, *_JSON, *_CONVERSATION, *_HELD, *_ITEMS, Failure(400, "missing_required_parameter", "the body has no items")),
+    ),
+    Endpoint(
+        "GET", "/v1/conversations/{conversation_id}/items/{item_id}", "One item of a conversation.",
+        failures=(*_V1, *_CONVERSATION, *_ITEM),
+    ),
+    Endpoint(
+        "DELETE", "/v1/conversations/{conversation_id}/items/{item_id}",
+        "Deletes an item (the stored message it is of, with any other item of that message), answered with the conversation.",
+        failures=(*_V1, *_CONVERSATION, *_HELD, *_ITEM),
     ),
     Endpoint(
         "GET", "/v1/gateway/health",

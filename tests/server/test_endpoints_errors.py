@@ -30,7 +30,8 @@ def listed(endpoint: Endpoint, code: str) -> bool:
 
 
 def concrete(path: str) -> str:
-    return path.replace("{response_id}", "resp_1").replace("{model}", "m").replace("{memory_id}", "conv-1")
+    named = path.replace("{response_id}", "resp_1").replace("{model}", "m").replace("{memory_id}", "conv-1")
+    return named.replace("{conversation_id}", "conv-1").replace("{item_id}", "msg_1")
 
 
 def unrouted_form() -> aiohttp.FormData:
