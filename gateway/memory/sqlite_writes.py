@@ -89,7 +89,7 @@ class Write:
         """
         self.key = key
         self.entries = entries
-        self.rows, params = message_rows(entries)  # how many message rows: one for most turns (see sqlite_file)
+        self.rows, params = message_rows(entries)  # how many message rows: one for most turns (see sqlite_rows)
         # insert_rows' parameters: the key, the first seq and time (set by the thread), then the rows'
         self.insert: list[Any] = [*key, 0, 0.0, *params]
         self.new_system = system
