@@ -21,7 +21,7 @@ from gateway.core.tree import RESPONSES_API_MODES, ResponsesMode
 
 WORDS: list[tuple[type[StrEnum], list[str]]] = [
     (Failure, ["timeout", "connect_error", "stream_error", "invalid_response", "circuit_open"]),
-    (MemoryType, ["message_window", "token_window", "round_window"]),
+    (MemoryType, ["message_window", "token_window", "round_window", "summary_window"]),
     (StoreKind, ["sqlite", "memory", "redis"]),
     (BreakerStoreKind, ["local", "redis"]),
     (ResponsesMode, ["native", "translate"]),
@@ -41,9 +41,9 @@ def test_each_member_reads_as_its_word_wherever_it_is_written(kind: type[StrEnum
 
 
 def test_the_tuples_of_words_hold_every_member_in_order() -> None:
-    assert MEMORY_TYPES == tuple(MemoryType) == ("message_window", "token_window", "round_window")
+    assert MEMORY_TYPES == tuple(MemoryType) == ("message_window", "token_window", "round_window", "summary_window")
     assert RESPONSES_API_MODES == ("native", "translate")
-    assert ", ".join(MEMORY_TYPES) == "message_window, token_window, round_window"  # a 400's message lists them
+    assert ", ".join(MEMORY_TYPES) == "message_window, token_window, round_window, summary_window"  # a 400's message lists them
 
 
 def test_a_skipped_target_is_a_failure_of_its_own() -> None:
