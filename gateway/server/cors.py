@@ -31,6 +31,7 @@ EXPOSED_HEADERS = (
     "x-memory-id",
     "x-memory-history",
     "x-memory-evicted",
+    "x-memory-summary",
     "x-ratelimit-limit-requests",
     "x-ratelimit-limit-tokens",
     "x-ratelimit-remaining-requests",

@@ -52,7 +52,7 @@ SDK_PREFLIGHT = {
 }
 EXPOSED = {
     "x-request-id", "x-gateway-route", "x-gateway-target", "x-gateway-attempts", "x-memory-id",
-    "x-memory-history", "x-memory-evicted", "x-ratelimit-remaining-requests", "x-ratelimit-remaining-tokens",
+    "x-memory-history", "x-memory-evicted", "x-memory-summary", "x-ratelimit-remaining-requests", "x-ratelimit-remaining-tokens",
     "x-ratelimit-limit-requests", "x-ratelimit-reset-tokens", "retry-after",
 }
 MESSAGES = [{"role": "user", "content": "hi"}]

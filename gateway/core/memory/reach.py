@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from gateway.core.memory.entries import Entry
-from gateway.core.memory.settings import ROUND_WINDOW, TOKEN_WINDOW, MemorySettings, MemoryType
+from gateway.core.memory.settings import ROUND_WINDOW, TOKEN_WINDOWS, MemorySettings, MemoryType
 
 WIDER_AT_LEAST: Final = 64  # a second read fetches at least this many messages, and 4x the first
 FIRST_CHUNK: Final = 32  # a first chunk for a token or round window, where a store reads in chunks
@@ -93,7 +93,7 @@ def first_reach(settings: MemorySettings, messages: Sequence[Mapping[str, Any]])
     reach = _FIRST_REACHES.get(key)
     if reach is not None:  # the common case: a window asked for before, of as many messages
         return reach
-    if settings.memory_type == TOKEN_WINDOW:
+    if settings.memory_type in TOKEN_WINDOWS:
         reach = Reach(messages=len(messages), tokens=settings.max_tokens)
     elif settings.memory_type == ROUND_WINDOW:
         reach = Reach(messages=len(messages), users=settings.max_rounds)

@@ -20,6 +20,7 @@ TWO = [{"role": "system", "content": "s"}, {"role": "user", "content": "q"}]
 def test_each_window_reads_what_it_keeps_and_one_more() -> None:
     assert first_reach(MemorySettings("message_window", max_messages=20), TWO) == Reach(messages=21)
     assert first_reach(MemorySettings("token_window", max_tokens=500), TWO) == Reach(messages=2, tokens=500)
+    assert first_reach(MemorySettings("summary_window", max_tokens=500), TWO) == Reach(messages=2, tokens=500)
     assert first_reach(MemorySettings("round_window", max_rounds=4), TWO) == Reach(messages=2, users=4)
     # a request longer than the window: as many stored messages as it could resend
     assert first_reach(MemorySettings("message_window", max_messages=1), TWO * 3) == Reach(messages=6)
