@@ -7,7 +7,7 @@ conversations `bench-0` .. `bench-{N-1}` of the tenant (bench/send.py's conversa
 `bench-0` .. `bench-{C-1}`), each of M messages alternating user and assistant, with token
 counts in o200k_base and written now, so none expires (each conversation row holds its whole
 range: `cap` NULL). Rows are written as the gateway writes a turn: a question and its answer in
-one row (`sqlite_file.message_rows`). 100,000 conversations of 10 take ~5 s.
+one row (`sqlite_rows.message_rows`). 100,000 conversations of 10 take ~5 s.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import time
 from collections.abc import Iterator
 
 from gateway.core.memory.entries import Entry
-from gateway.memory import sqlite_file
+from gateway.memory import sqlite_file, sqlite_rows
 from gateway.memory.sqlite_file import open_file
 from gateway.tokens import count_message, get_encoding
 
@@ -38,7 +38,7 @@ def message_rows(tenant: str, conversations: int, messages: int) -> Iterator[tup
     rows = []  # (seq, role, body, encoding, tokens) of one conversation: the same for each
     for seq in range(1, messages + 1, 2):
         turn = next(turns)[: messages - seq + 1]  # an odd count ends with a row of one message
-        _, params = sqlite_file.message_rows(turn)
+        _, params = sqlite_rows.message_rows(turn)
         rows += [(seq + i, *params[4 * i : 4 * i + 4]) for i in range(len(params) // 4)]
     for index in range(conversations):
         memory_id = f"bench-{index}"

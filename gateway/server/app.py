@@ -25,7 +25,15 @@ from gateway.memory.turns import Memory
 from gateway.observe.logs import RequestLog
 from gateway.observe.metrics import CONTENT_TYPE, Metrics
 from gateway.observe.trace import combine
-from gateway.server import handlers, health, memory_api, messages_api, responses_api, surface
+from gateway.server import (
+    conversations_api,
+    handlers,
+    health,
+    memory_api,
+    messages_api,
+    responses_api,
+    surface,
+)
 from gateway.server.aiohttp_internals import announce_mode
 from gateway.server.connections import REASON as CONNECTIONS_REFUSED
 from gateway.server.connections import limit_connections
@@ -207,6 +215,7 @@ def config_app(config: Config, lifecycle: Lifecycle, *, metrics: Metrics | None 
     app.router.add_delete("/v1/memory/{memory_id}", memory_api.delete_memory)
     app.router.add_post("/v1/memory/{memory_id}/undo", memory_api.undo_memory)
     app.router.add_post("/v1/memory/{memory_id}/redo", memory_api.redo_memory)
+    conversations_api.add_routes(app.router)
     app.router.add_get("/v1/gateway/health", health.gateway_health)
     app.router.add_get("/healthz", health.healthz)
     app.router.add_get("/readyz", health.readyz)
