@@ -100,6 +100,14 @@ class Summaries:
         while self._running:
             await asyncio.gather(*self._running.values(), return_exceptions=True)
 
+    async def forget(self, key: Key) -> None:
+        """Cancel the conversation's jobs (it is being deleted): none may store a summary after it is gone."""
+        self._waiting.pop(key, None)
+        task = self._running.get(key)
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
     async def close(self) -> None:
         """Cancel every job: a summary not stored by now is made again by a later turn."""
         self._closed = True

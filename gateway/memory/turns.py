@@ -22,6 +22,7 @@ from gateway.core.memory.entries import Entry, Message
 from gateway.core.memory.policies import Plan, TokenCounter, plan_common_turn, plan_turn
 from gateway.core.memory.reach import Reach, first_reach, wider_reach
 from gateway.core.memory.settings import MemorySettings
+from gateway.core.memory.summary import summary_key
 from gateway.memory.counting import (
     OFF_LOOP_CHARS,
     CountOffLoop,
@@ -303,6 +304,13 @@ class Memory:
         failure to release is logged, never raised: the lock's lease (Redis) or the process's end (SQLite's kernel locks) ends it anyway.
         """
         return Hold(self.store, key, observer, store_kind=self.store_kind)
+
+    async def delete(self, key: Key) -> bool:
+        """Delete the conversation and its summary (summary_window); False when there was no conversation."""
+        await self.summaries.forget(key)
+        deleted = await self.store.delete(key)
+        await self.store.delete_value(summary_key(*key))
+        return deleted
 
     async def close(self) -> None:
         """Close the store, giving up (logged) after `close_seconds`: by then every turn was answered."""

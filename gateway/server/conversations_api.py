@@ -121,8 +121,9 @@ async def delete_conversation(request: web.Request) -> web.Response:
     memory = request.app[MEMORY]
     async with memory.hold(key):
         with store_errors():
-            if not await memory.store.delete(key):
-                raise _not_found(key)
+            deleted = await memory.delete(key)
+        if not deleted:
+            raise _not_found(key)
     return _json({"id": key[1], "object": "conversation.deleted", "deleted": True})
 
 

@@ -65,7 +65,9 @@ async def delete_memory(request: web.Request) -> web.Response:
     key = _key(request)
     memory = request.app[MEMORY]
     async with memory.hold(key):
-        if not await memory.store.delete(key):
+        with store_errors():
+            deleted = await memory.delete(key)
+        if not deleted:
             raise _not_found(key)
     return web.Response(status=204)
 

@@ -7,6 +7,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import openai
 import pytest
 
@@ -198,3 +199,28 @@ async def test_a_summary_cut_short_by_the_gateway_stopping_counts_as_a_request_w
     samples = await scrape(client)
     assert value(samples, "gateway_requests_total", route="cheap", status_code="499", stream="false") == 1
     assert value(samples, "gateway_requests_total", route="cheap", status_code="500", stream="false") == 0
+
+
+@pytest.mark.parametrize("path", ["/memory/{}", "/conversations/{}"])
+async def test_deleting_a_conversation_deletes_its_summary(gateway: Any, make_upstream: Any, tmp_path: Path, path: str) -> None:
+    main, summarizer = await make_upstream(), await make_upstream()
+    client = await gateway(summary_config(main, summarizer, store=f'store: sqlite, path: "{tmp_path / "m.db"}"'))
+    replies(main, 5)
+    late = asyncio.Event()
+    summarizer.then(Step(body=chat_completion("S")), Step(body=chat_completion("late"), gate=late))
+    memory_id = f"sum-{uuid.uuid4().hex}"
+    for i in (1, 2, 3):
+        await turn(client, memory_id, [SYSTEM, q(i)] if i == 1 else [q(i)])
+    await summaries_done(client)
+    summarizer.arrived.clear()
+    assert (await turn(client, memory_id, [q(4)]))["x-memory-summary"] == "2"  # made, and forwarded
+    await asyncio.wait_for(summarizer.arrived.wait(), 10)  # the fourth turn's summary is being made
+    base = str(client.base_url).rstrip("/")
+    async with aiohttp.ClientSession() as session, session.delete(
+        base + path.format(memory_id), headers={"Authorization": f"Bearer {client.api_key}"}
+    ) as response:
+        assert response.status in (200, 204), await response.text()
+    late.set()  # the summary being made when the conversation went is never stored
+    await summaries_done(client)
+    assert (await turn(client, memory_id, [SYSTEM, q(1)]))["x-memory-summary"] == "0"  # a new conversation: no summary
+
