@@ -72,7 +72,7 @@ async def test_a_retried_append_that_landed_is_a_no_op_even_after_the_lock_went(
 
 
 async def test_a_dead_holders_lock_is_taken_over_and_its_write_refused(redis_url: str) -> None:
-    """A holder whose liveness record is gone died: a waiter takes its lock at once; were it alive, its write fails."""
+    """A holder whose liveness record is gone died: a waiter takes its lock once its own record has held for a record's life (~3 s); were it alive, its write fails."""
     await flush_redis(redis_url)
     dead, other = redis_store(redis_url), redis_store(redis_url, lock_timeout=30)
     client = aioredis.Redis.from_url(redis_url)
