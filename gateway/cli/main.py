@@ -1,4 +1,4 @@
-"""Command line: `gateway serve`, `check-config`, `schema`, `init` and `settle-memory` (the parser: gateway.cli.parser)."""
+"""Command line: `gateway serve`, `check-config`, `schema`, `init`, `settle-memory` and `memory` (the parser: gateway.cli.parser)."""
 
 from __future__ import annotations
 
@@ -276,6 +276,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _to_a_reader(print_schema)
     if args.command == "settle-memory":
         return settle_memory(args.path)
+    if args.command == "memory":
+        # imported here for start-up cost: only these commands need the stores' modules (redis-py)
+        from gateway.cli.memory_transfer import memory_command
+
+        return memory_command(args)
     if args.command == "init":
         return init(args.path, provider=args.provider, memory=args.memory)
     if args.workers < 1:

@@ -64,6 +64,7 @@ def command_line() -> CommandLine:
         _schema(add_parser),
         _init(add_parser),
         _settle_memory(add_parser),
+        *_memory(add_parser),
     )
     return CommandLine(parser, options, commands)
 
@@ -142,3 +143,73 @@ def _settle_memory(add_parser: AddParser) -> Command:
     settle = add_parser("settle-memory", help=summary, description=f"{summary[0].upper()}{summary[1:]}.")
     arguments = (settle.add_argument("path", help="the file (memory.path in the config)"),)
     return Command("settle-memory", summary, parser=settle, arguments=arguments)
+
+
+def _memory(add_parser: AddParser) -> tuple[Command, ...]:
+    summary = "move conversations between memory stores: export, import, migrate"
+    memory = add_parser("memory", help=summary, description=f"{summary[0].upper()}{summary[1:]}.")
+    add_action: AddParser = memory.add_subparsers(dest="action", required=True, metavar="ACTION").add_parser
+    return _memory_export(add_action), _memory_import(add_action), _memory_migrate(add_action)
+
+
+_STORE_URL: Final = "sqlite:PATH, redis://[:PASSWORD@]HOST:PORT/DB or rediss://..."
+_CONFIG_HELP: Final = "a gateway config whose memory section names the store (its ${ENV} values from the environment)"
+_CLUSTER_HELP: Final = "the Redis URL is any node of a Redis Cluster"
+_REPLACE_HELP: Final = "overwrite a conversation already in the target under the same key (default: keep it, and count it skipped)"
+
+
+def _resumable(parser: argparse.ArgumentParser) -> tuple[argparse.Action, ...]:
+    return (
+        parser.add_argument(
+            "--after", metavar="TENANT:MEMORYID",
+            help="start after this conversation (SQLite sources read in key order; Redis sources start over)",
+        ),
+        parser.add_argument(
+            "--progress", metavar="FILE",
+            help="keep the last conversation passed in FILE, and start after the one it names when run again",
+        ),
+        parser.add_argument("--limit", type=int, help="stop after this many conversations (default: all)"),
+    )  # fmt: skip
+
+
+def _memory_export(add_action: AddParser) -> Command:
+    summary = "write every conversation of a store as JSON lines, one conversation a line"
+    export = add_action("export", help=summary, description=f"{summary[0].upper()}{summary[1:]}; counts on stderr.")
+    arguments = (
+        export.add_argument("--store", metavar="URL", help=f"the store to read: {_STORE_URL}"),
+        export.add_argument("--config", help=_CONFIG_HELP + ", instead of --store"),
+        export.add_argument("--cluster", action="store_true", help=_CLUSTER_HELP),
+        export.add_argument(
+            "--output", default="-", metavar="FILE", help="where the lines go, appended to (default: -, stdout)"
+        ),
+        *_resumable(export),
+    )
+    return Command("memory export", summary, parser=export, arguments=arguments)
+
+
+def _memory_import(add_action: AddParser) -> Command:
+    summary = "write the conversations of an export into a store, times, item ids and summaries kept"
+    imported = add_action("import", help=summary, description=f"{summary[0].upper()}{summary[1:]}; exit 2 at a bad line.")
+    arguments = (
+        imported.add_argument("--input", default="-", metavar="FILE", help="the export's lines (default: -, stdin)"),
+        imported.add_argument("--to", metavar="URL", help=f"the store to write: {_STORE_URL}"),
+        imported.add_argument("--config", help=_CONFIG_HELP + ", instead of --to"),
+        imported.add_argument("--cluster", action="store_true", help=_CLUSTER_HELP),
+        imported.add_argument("--replace", action="store_true", help=_REPLACE_HELP),
+    )
+    return Command("memory import", summary, parser=imported, arguments=arguments)
+
+
+def _memory_migrate(add_action: AddParser) -> Command:
+    summary = "copy every conversation of one store into another (export piped into import, no file)"
+    migrate = add_action("migrate", help=summary, description=f"{summary[0].upper()}{summary[1:]}.")
+    arguments = (
+        migrate.add_argument("--from", dest="source", metavar="URL", help=f"the store to read: {_STORE_URL}"),
+        migrate.add_argument("--config", help=_CONFIG_HELP + ", instead of --from"),
+        migrate.add_argument("--cluster", action="store_true", help="the --from Redis URL is any node of a Redis Cluster"),
+        migrate.add_argument("--to", required=True, metavar="URL", help=f"the store to write: {_STORE_URL}"),
+        migrate.add_argument("--to-cluster", action="store_true", help="the --to Redis URL is any node of a Redis Cluster"),
+        migrate.add_argument("--replace", action="store_true", help=_REPLACE_HELP),
+        *_resumable(migrate),
+    )
+    return Command("memory migrate", summary, parser=migrate, arguments=arguments)

@@ -6,15 +6,24 @@ import pytest
 
 from gateway.cli.parser import build_parser, command_line
 
-REQUIRED = {"serve": [], "check-config": [], "schema": [], "init": ["--provider", "mock"], "settle-memory": ["m.db"]}
+REQUIRED = {
+    "serve": [],
+    "check-config": [],
+    "schema": [],
+    "init": ["--provider", "mock"],
+    "settle-memory": ["m.db"],
+    "memory export": [],
+    "memory import": [],
+    "memory migrate": ["--to", "sqlite:m.db"],
+}
 
 
 def test_every_command_the_parser_takes_is_listed_with_its_own_parser() -> None:
     line = command_line()
     assert [command.name for command in line.commands] == list(REQUIRED)
     for command in line.commands:
-        args = line.parser.parse_args([command.name, *REQUIRED[command.name]])
-        assert args.command == command.name
+        args = line.parser.parse_args([*command.name.split(), *REQUIRED[command.name]])
+        assert " ".join([args.command, *([args.action] if args.command == "memory" else [])]) == command.name
         assert command.parser.prog == f"gateway {command.name}"
 
 
@@ -38,3 +47,13 @@ def test_the_programs_own_options_are_kept(capsys: pytest.CaptureFixture[str]) -
     with pytest.raises(SystemExit):
         line.parser.parse_args(["--version"])
     assert capsys.readouterr().out.startswith("gateway ")
+
+
+def test_memory_migrate_names_both_stores_and_how_far_to_go() -> None:
+    args = build_parser().parse_args(
+        ["memory", "migrate", "--from", "sqlite:a.db", "--to", "redis://h:6379/0", "--to-cluster", "--limit", "5", "--after", "t:c"]
+    )
+    assert (args.source, args.to, args.to_cluster, args.cluster, args.limit, args.after) == (
+        "sqlite:a.db", "redis://h:6379/0", True, False, 5, "t:c"
+    )
+    assert (args.replace, args.progress) == (False, None)
