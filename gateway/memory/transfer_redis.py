@@ -62,6 +62,8 @@ _ROWS_A_CALL: Final = 4_000  # rows given to one script call: Lua's unpack has a
 class RedisTransfer:
     """The conversations of the Redis at `connection`; a restored one lives `ttl_seconds`."""
 
+    ordered = False  # SCAN's order: a pass starts over
+
     def __init__(self, connection: RedisConnection, *, ttl_seconds: float) -> None:
         patience = Patience(
             socket_seconds=30, connect_seconds=10, retry=Retry(ExponentialWithJitterBackoff(base=0.05, cap=0.5), retries=3)

@@ -41,6 +41,8 @@ _NEVER: Final = float("inf")  # the TTL reads here go by: an export reads what i
 class SQLiteTransfer:
     """The conversations of the SQLite file at `path` (made when there is none: an import's target)."""
 
+    ordered = True
+
     def __init__(self, path: str) -> None:
         self._db = open_file(path, busy_timeout_ms=10_000)
         self._conversations = Conversations(TurnWriter(cap=2**62), ttl=_NEVER, cap=2**62, plain=False)

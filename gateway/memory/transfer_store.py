@@ -19,7 +19,12 @@ class Restored(StrEnum):
 
 
 class TransferStore(Protocol):
-    """A store's conversations, moved whole (SQLiteTransfer, RedisTransfer)."""
+    """A store's conversations, moved whole (SQLiteTransfer, RedisTransfer).
+
+    `ordered`: its scan goes in key order, so a pass can start after a key.
+    """
+
+    ordered: bool
 
     def scan(self, after: Key | None, page: int) -> AsyncIterator[list[Key]]:
         """Every conversation's key, `page` at a time: in key order after `after` where the store has an order."""

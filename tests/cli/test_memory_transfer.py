@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import re
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -23,6 +25,7 @@ from tests.support.memory_transfer import (
     run_memory,
     sqlite_store,
 )
+from tests.support.redis_cluster import poll
 from tests.support.servers import flush_redis, redis_server
 
 KEYS = [("acme", "c-0"), ("acme", "c-1"), ("acme", "c-2"), ("acme", "meta")]
@@ -143,6 +146,35 @@ def test_an_interrupted_migrate_run_again_continues_without_duplicates(tmp_path:
     assert read_all(redis_store(redis_url), keys) == read_all(sqlite_store(source), keys)
 
 
+def test_a_migrate_killed_midway_and_run_again_writes_each_conversation_once(tmp_path: Path, redis_url: str) -> None:
+    subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "fill_memory.py"), str(tmp_path / "a.db"), "--conversations", "5000", "--messages", "6"],
+        check=True, timeout=600,
+    )  # fmt: skip
+    progress = tmp_path / "progress"
+    command = [sys.executable, "-m", "gateway", "memory", "migrate", "--from", f"sqlite:{tmp_path / 'a.db'}", "--to", redis_url]
+    command += ["--progress", str(progress)]
+    first = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        poll(lambda: progress.exists() or first.poll() is not None, what="the migrate's first progress")
+    finally:
+        first.kill()
+    assert first.wait(timeout=60) == -signal.SIGKILL, "the migrate ended before it could be killed"
+    passed = progress.read_text()
+
+    second = subprocess.run(command, cwd=ROOT, capture_output=True, timeout=600)
+    assert second.returncode == 0, second.stderr
+    tally = re.search(rb"read (\d+) conversations .*; written (\d+), replaced 0, skipped (\d+)", second.stderr)
+    assert tally is not None, second.stderr
+    read, written, skipped = map(int, tally.groups())
+    assert skipped <= 1 and read == written + skipped and read < 5000  # it went on after `passed`, not from the start
+    assert progress.read_text() != passed
+
+    exported = run_memory("export", "--store", redis_url)
+    assert b"read 5000 conversations (30000 messages)" in exported.stderr
+    assert len(set(exported.stdout.splitlines())) == 5000
+
+
 def test_a_bad_line_is_named_and_stops_the_import_with_nothing_of_it_written(tmp_path: Path) -> None:
     source = filled_sqlite(tmp_path / "a.db")
     lines = run_memory("export", "--store", f"sqlite:{source}").stdout.splitlines(keepends=True)
@@ -168,6 +200,11 @@ def test_store_passwords_from_the_environment_never_reach_the_output(tmp_path: P
     assert result.returncode == 1
     assert b"hunter2" not in result.stderr + result.stdout
     assert b"store failed" in result.stderr
+
+
+def test_an_export_from_redis_refuses_to_start_after_a_key(redis_url: str) -> None:
+    refused = run_memory("export", "--store", redis_url, "--after", "acme:c-1")
+    assert refused.returncode == 2 and b"cannot start after a key" in refused.stderr
 
 
 def test_arguments_that_name_no_store_exit_2() -> None:
