@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import sqlite3
 import sys
 from collections.abc import Iterator
@@ -38,13 +39,18 @@ def _say(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
-def _store(url: str | None, *, config: str | None, cluster: bool) -> tuple[TransferStore, str]:
-    """The store `url` or `config` names, and how the output names it (no password)."""
+def _store(url: str | None, *, config: str | None, cluster: bool, source: bool = False) -> tuple[TransferStore, str]:
+    """The store `url` or `config` names, and how the output names it (no password).
+
+    A `source` SQLite file must be there: opening one makes it, and an export of a mistyped path would be empty.
+    """
     if url is None and config is None:
         raise Refused("name a store: a URL (sqlite:PATH, redis://...) or --config FILE")
     memory = _memory_of(config) if url is None else MemoryConfig(store=_kind(url), path=url[len("sqlite:") :], url=url, cluster=cluster)
     if memory.store is StoreKind.SQLITE:
         shown = memory.shown_path or memory.path
+        if source and not os.path.isfile(memory.path):
+            raise Refused(f"{shown}: no such file")
         return SQLiteTransfer(memory.path), f"sqlite:{shown}"
     if memory.store is not StoreKind.REDIS:
         raise Refused(f"memory.store {memory.store.value!r} keeps nothing to move (sqlite or redis only)")
@@ -101,7 +107,7 @@ def _verdict(counts: Counts) -> int:
 
 
 async def _export(args: argparse.Namespace) -> int:
-    source, _ = _store(args.store, config=args.config, cluster=args.cluster)
+    source, _ = _store(args.store, config=args.config, cluster=args.cluster, source=True)
     try:
         progress = Progress(args.progress, parse_key(args.after or ""))
         if progress.after is not None and not source.ordered:
@@ -126,7 +132,7 @@ async def _import(args: argparse.Namespace) -> int:
 
 
 async def _migrate(args: argparse.Namespace) -> int:
-    source, shown_source = _store(args.source, config=args.config, cluster=args.cluster)
+    source, shown_source = _store(args.source, config=args.config, cluster=args.cluster, source=True)
     try:
         target, shown_target = _store(args.to, config=None, cluster=args.to_cluster)
     except BaseException:

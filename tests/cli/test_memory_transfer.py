@@ -213,6 +213,22 @@ def test_arguments_that_name_no_store_exit_2() -> None:
     assert refused.returncode == 2 and b"not a store URL" in refused.stderr
 
 
+def test_a_sqlite_source_that_is_not_there_is_refused_not_made(tmp_path: Path) -> None:
+    missing = tmp_path / "typo.db"
+    refused = run_memory("migrate", "--from", f"sqlite:{missing}", "--to", f"sqlite:{tmp_path / 'b.db'}")
+    assert refused.returncode == 2 and b"typo.db: no such file" in refused.stderr
+    assert not missing.exists() and not (tmp_path / "b.db").exists()
+
+
+def test_a_config_names_the_store_with_its_path_from_the_environment(tmp_path: Path) -> None:
+    source = filled_sqlite(tmp_path / "a.db")
+    config = tmp_path / "gateway.yaml"
+    config.write_text("routes:\n  m: {provider: mock}\nmemory:\n  store: sqlite\n  path: ${TRANSFER_DIR}/a.db\n")
+    exported = run_memory("export", "--config", str(config), env={"TRANSFER_DIR": str(source.parent)})
+    assert exported.returncode == 0, exported.stderr
+    assert len(exported.stdout.splitlines()) == 4
+
+
 def test_an_export_of_20000_conversations_holds_about_as_much_memory_as_one_of_500(tmp_path: Path) -> None:
     fill_memory = [sys.executable, str(ROOT / "bench" / "fill_memory.py")]
     for name, count in (("small.db", 500), ("large.db", 20_000)):
