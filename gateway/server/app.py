@@ -53,6 +53,7 @@ from gateway.server.keys import (
     InFlight,
     Lifecycle,
 )
+from gateway.server.malformed_http import quiet_malformed_requests
 from gateway.server.middlewares import Authenticator, gateway_middleware
 from gateway.tokens import use_offline_encodings
 from gateway.upstream.breakers import open_breakers
@@ -127,6 +128,7 @@ def create_app(config: Config, *, rng: Random | None = None, processes: int = 1)
     rng = rng or random.Random()
     app = config_app(config, Lifecycle(started_at=int(time.time()), processes=processes))
     announce_mode()
+    quiet_malformed_requests()
     warn_open(config)
     if processes > 1 and config.memory.store == StoreKind.MEMORY:  # a setting only a restart changes: said once
         log.warning(
