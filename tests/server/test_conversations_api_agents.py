@@ -1,20 +1,15 @@
-"""The Agents SDK's OpenAIConversationsSession on the gateway's Conversations API: a session's history is a memory conversation.
-
-Skipped unless `openai-agents` is installed (it is not among the test dependencies yet).
-"""
+"""The Agents SDK's OpenAIConversationsSession on the gateway's Conversations API: a session's history is a memory conversation."""
 
 from __future__ import annotations
 
 from typing import Any
 
-import pytest
+import agents
 
 from tests.support.conversations import start_conversations_gateway, two_keys
 from tests.support.fakes import FakeUpstream, Step, chat_completion
 from tests.support.memory_turns import received, u
 from tests.support.plain_http import AUTH, call
-
-agents = pytest.importorskip("agents")
 
 
 def text_of(content: Any) -> str:
