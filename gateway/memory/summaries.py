@@ -33,6 +33,7 @@ from gateway.core.memory.summary import (
     summary_prompt,
 )
 from gateway.memory.store import Key, MemoryStore, StoreUnavailable
+from gateway.tokens import Encoding, count_text
 
 log = logging.getLogger("gateway.memory")
 
@@ -63,6 +64,33 @@ async def read_summary(store: MemoryStore, key: Key) -> Summary | None:
     except StoreUnavailable as exc:
         log.warning("memory: the summary of a conversation could not be read; the turn goes on without it (%s)", exc)
         return None
+
+
+def cut_to_tokens(text: str, max_tokens: int, encoding: Encoding) -> str:
+    """`text`, or its longest prefix (by characters) of at most `max_tokens` tokens when it has more.
+
+    The summary route is asked for `max_tokens` at most, but need not keep to it: what it gives
+    is cut here so that the forwarded note never grows past it. The prefixes tried grow from
+    `max_tokens` characters by doubling, then are halved down: a text far longer than the cut
+    costs no more than the cut does.
+    """
+    if count_text(encoding, text, max_tokens) <= max_tokens:  # the cap stops a long text's count early
+        return text
+
+    def fits(size: int) -> bool:
+        return len(encoding.encode(text[:size], disallowed_special=())) <= max_tokens
+
+    good, bad, size = 0, len(text), max_tokens  # text[:good] fits, text[:bad] does not
+    while size < bad and fits(size):
+        good, size = size, size * 2
+    bad = min(bad, size)
+    while bad - good > 1:
+        middle = (good + bad) // 2
+        if fits(middle):
+            good = middle
+        else:
+            bad = middle
+    return text[:good]
 
 
 class Summaries:

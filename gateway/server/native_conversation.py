@@ -1,8 +1,9 @@
 """A `conversation` turn passed through to a target that serves the Responses API, its history expanded into input items.
 
 The conversation is a memory conversation of the gateway: the upstream never sees its id. The
-turn is a memory turn (gateway.memory.turns.Turn): the conversation is held, its history
-trimmed by the window, and sent as input items before the request's own input; the request's
+turn is a memory turn (gateway.memory.turns.Turn, a summary window's SummaryTurn as on the chat
+path): the conversation is held, its history trimmed by the window, and sent as input items
+before the request's own input (after a summary window's note); the request's
 input (as chat messages) and the answer's output (as the chat message a chat answer would be)
 are stored once the answer is complete. A JSON answer is stored before the client gets it; a
 stream holds back its `response.completed` until the turn is stored, and ends with an in-band
@@ -35,6 +36,7 @@ from gateway.server import pins
 from gateway.server.handlers import gateway_headers
 from gateway.server.keys import DISPATCHER, MEMORY, TRACE, tenant_of
 from gateway.server.relay import relay_stream
+from gateway.server.summary_calls import memory_turn
 from gateway.upstream.dispatch import Request, Result
 from gateway.upstream.providers.apis import RESPONSES, RESPONSES_API, chat_usage, data_of, event_type
 from gateway.upstream.providers.base import EventStream
@@ -54,7 +56,8 @@ async def native_conversation_turn(
     own = stateless(body)
     messages = messages_to_chat(own)  # the turn as memory keeps it; a 400 names an input item it cannot keep
     model = route.memory_model or str(body["model"])
-    async with Turn(app[MEMORY], (tenant, ask.memory_id), settings=ask.settings, messages=messages, model=model, trace=trace) as turn:
+    turn = memory_turn(app, app[MEMORY], (tenant, ask.memory_id), settings=ask.settings, messages=messages, model=model, trace=trace)
+    async with turn:
         given = own["input"]
         own["input"] = [*items_of(_history(turn.plan, messages), tool_names(own)),
                         *([{"role": "user", "content": given}] if isinstance(given, str) else given)]  # fmt: skip
@@ -79,14 +82,18 @@ async def native_conversation_turn(
 def _history(plan: Plan, messages: Sequence[Mapping[str, Any]]) -> list[Message]:
     """What goes before the request's own input: the kept history, after the stored instructions when it gives none.
 
-    The request's input goes as it came, so the stored messages it resends (memory tells its new
-    turn from a copy of the history's end) are left out of the history instead.
+    A summary window's note (between the system messages and the kept history in the plan) goes
+    before the kept history either way. The request's input goes as it came, so the stored
+    messages it resends (memory tells its new turn from a copy of the history's end) are left
+    out of the history instead.
     """
-    system, kept = plan.forwarded[: len(plan.system)], plan.forwarded[len(plan.system) : len(plan.system) + plan.history_kept]
+    forwarded = plan.forwarded
+    start = len(forwarded) - len(plan.new_turn) - plan.history_kept  # the plan ends with the kept history and the new turn
+    before, kept = forwarded[:start], forwarded[start : start + plan.history_kept]
     own_system = sum(message.get("role") in SYSTEM_ROLES for message in messages)
     resent = len(messages) - own_system - len(plan.new_turn)
     kept = kept[: max(len(kept) - resent, 0)]
-    return kept if own_system else [*system, *kept]
+    return [*before[len(plan.system) :], *kept] if own_system else [*before, *kept]
 
 
 def _commit(turn: Turn, response: Any) -> Awaitable[None]:

@@ -5,10 +5,13 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+
 from gateway.core.memory.entries import Entry, Message
 from gateway.core.memory.summary import Mark, Outcome, Summary, dump_summary, load_summary, mark, summary_key
 from gateway.memory.store import InProcessStore, Key, StoreUnavailable
-from gateway.memory.summaries import Job, Summaries, read_summary
+from gateway.memory.summaries import Job, Summaries, cut_to_tokens, read_summary
+from gateway.tokens import count_text, get_encoding
 
 KEY: Key = ("team", "conv")
 
@@ -148,3 +151,16 @@ async def test_a_store_that_fails_is_counted_and_reads_as_no_summary() -> None:
     summaries.hand_over(job(Summarizer("S"), outcomes, after=1, first=m("user", "q2")))
     await summaries.idle()
     assert outcomes == [Outcome.FAILED]
+
+
+@pytest.mark.parametrize("text", ["word " * 5000, "\U0001f600" * 3000, "x" * 200_000, "a-b " * 50_000])
+def test_a_summary_over_its_tokens_is_cut_to_its_longest_prefix_that_fits(text: str) -> None:
+    encoding = get_encoding("o200k_base")
+    cut = cut_to_tokens(text, 100, encoding)
+    assert text.startswith(cut) and count_text(encoding, cut) <= 100
+    assert count_text(encoding, text[: len(cut) + 1]) > 100  # one character more would not fit
+
+
+def test_a_summary_within_its_tokens_is_kept_whole() -> None:
+    encoding = get_encoding("o200k_base")
+    assert cut_to_tokens("The user is Ada; she asked about Paris.", 10, encoding) == "The user is Ada; she asked about Paris."

@@ -24,7 +24,15 @@ from tests.support.fakes_responses import (
     start_responses,
 )
 from tests.support.gateway import GATEWAY_KEY, Gateway
-from tests.support.memory_turns import a, stored, u
+from tests.support.memory_turns import SYSTEM, a, stored, u
+from tests.support.summary_windows import (
+    note,
+    padded,
+    summaries_done,
+    summaries_from,
+    summary_prompt_of,
+    window_of,
+)
 
 TWO_KEYS = f"auth: {{keys: [{{name: team-a, key: {GATEWAY_KEY}}}, {{name: team-b, key: other-key}}]}}"
 
@@ -164,3 +172,29 @@ async def test_an_incomplete_answer_is_kept_and_a_failed_one_is_not(gateway: Gat
     await client.responses.create(model="chat", input="Q2", conversation="c")
     _, kept = await stored(client, "c")
     assert kept["messages"] == [u("Q1"), a("A")]
+
+
+async def test_a_summary_window_forwards_its_note_before_the_kept_history_and_summarizes_what_it_evicts(
+    gateway: Gateway, native: FakeResponses, upstream: FakeUpstream, tmp_path: Path
+) -> None:
+    """As on the chat path: the note after the (stored) instructions, x-memory-summary, a summary made after eviction."""
+    native.then(*(Answer(body=response(padded(f"r{i}"), f"resp_{i}")) for i in range(1, 6)))
+    summaries_from(upstream, "S1", "S2")
+    window = f"memoryType: summary_window, maxTokens: {window_of(2)}, summaryRoute: cheap, summaryMaxTokens: 100"
+    cheap = f'cheap: {{provider: openai, baseUrl: "{upstream.url}", apiKey: k}}'
+    client = await gateway(config(native, tmp_path, window=window).replace("routes: {", f"routes: {{{cheap}, "))
+    headers = []
+    for i in (1, 2, 3, 4):
+        instructions = {"instructions": SYSTEM["content"]} if i == 1 else {}
+        raw = await client.responses.with_raw_response.create(model="chat", input=padded(f"q{i}"), conversation="c", **instructions)
+        headers.append((raw.headers["x-memory-evicted"], raw.headers["x-memory-summary"]))
+        await summaries_done(client)
+    assert headers == [("0", "0"), ("0", "0"), ("2", "0"), ("4", "2")]
+    assert upstream.calls == 2  # after the third turn and the fourth: each evicted two messages
+    assert f"New lines of conversation:\nuser: {padded('q1')}\nassistant: {padded('r1')}\n\n" in summary_prompt_of(upstream, 0)
+    q3, r3, q4 = u(padded("q3")), a(padded("r3")), u(padded("q4"))
+    assert native.requests[3].body["input"] == [SYSTEM, note("S1"), q3, r3, q4]
+    # Instructions of its own go as they came: the note still leads the history
+    await client.responses.create(model="chat", input=padded("q5"), conversation="c", instructions="Be brief.")
+    assert native.requests[4].body["input"] == [note("S2"), q4, a(padded("r4")), u(padded("q5"))]
+    assert native.requests[4].body["instructions"] == "Be brief."

@@ -11,13 +11,16 @@ import aiohttp
 import openai
 import pytest
 
+from gateway.core.memory.summary import NOTE_PREFIX
 from gateway.server.keys import MEMORY
+from gateway.tokens import count_text, get_encoding
 from tests.support.fakes import FakeUpstream, Step, chat_completion, error_body, stream_of
 from tests.support.gateway import app_of
 from tests.support.memory_turns import SYSTEM, a, received, u
 from tests.support.metrics import scrape, value
 from tests.support.servers import free_port
 from tests.support.summary_windows import (
+    ENCODING,
     note,
     padded,
     summaries_done,
@@ -224,3 +227,25 @@ async def test_deleting_a_conversation_deletes_its_summary(gateway: Any, make_up
     await summaries_done(client)
     assert (await turn(client, memory_id, [SYSTEM, q(1)]))["x-memory-summary"] == "0"  # a new conversation: no summary
 
+
+
+async def test_a_summary_route_that_ignores_max_tokens_gets_its_summary_cut_to_summary_max_tokens(
+    gateway: Any, make_upstream: Any, tmp_path: Path
+) -> None:
+    main, summarizer = await make_upstream(), await make_upstream()
+    client = await gateway(summary_config(main, summarizer, store=f'store: sqlite, path: "{tmp_path / "m.db"}"'))
+    replies(main, 5)
+    rambling = " ".join(f"fact{i} holds." for i in range(3000))
+    summaries_from(summarizer, rambling, rambling + " " + rambling)
+    for i in (1, 2, 3, 4, 5):
+        await turn(client, "rambling", [SYSTEM, q(i)] if i == 1 else [q(i)])
+        await summaries_done(client)
+    assert summarizer.requests[0].body["max_tokens"] == 100  # asked for, and not kept to
+    encoding = get_encoding(ENCODING)
+    for forwarded in received(main)[3:]:
+        summary = forwarded[1]["content"].removeprefix(NOTE_PREFIX)
+        assert forwarded[1]["role"] == "system" and rambling.startswith(summary)
+        assert 90 <= count_text(encoding, summary) <= 100  # the note adds at most summaryMaxTokens to the window's
+    # the cut summary is what the next one is made from
+    assert "Current summary:\nfact0 holds." in summary_prompt_of(summarizer, 1)
+    assert len(summary_prompt_of(summarizer, 1)) < 2000
