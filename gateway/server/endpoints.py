@@ -136,7 +136,7 @@ _ITEM: Final = (Failure(404, "item_not_found", "no item with this id in the conv
 _STORED: Final = (
     Failure(404, "not_found", "no stored response with this id is known for this key"),
     Failure(400, "unsupported_value", "stream=true: a stored response is not streamed"),
-    Failure(503, "memory_unavailable", "the store that records which target answered failed"),
+    Failure(503, "memory_unavailable", "the memory store (its record of the response, or of which target answered) failed"),
 )
 _V1: Final = GUARDED
 _MODEL_CALL: Final = (*_V1, *_JSON, *_FIELDS, *_ROUTED)
@@ -170,8 +170,16 @@ ENDPOINTS: Final = (
             Failure(404, "not_found", "previous_response_id is unknown, expired, store: false or another key's (no native target); another key's, with several tenants (native)"),
         ),
     ),
-    Endpoint("GET", "/v1/responses/{response_id}", "A stored response, asked of the target that produced it.", failures=(*_V1, *_STORED)),
-    Endpoint("DELETE", "/v1/responses/{response_id}", "Deletes a stored response at the target that produced it.", failures=(*_V1, *_STORED)),
+    Endpoint(
+        "GET", "/v1/responses/{response_id}",
+        "A stored response: asked of the target that produced it, or the gateway's record of a translated one as a Response.",
+        failures=(*_V1, *_STORED),
+    ),
+    Endpoint(
+        "DELETE", "/v1/responses/{response_id}",
+        "Deletes a stored response at the target that produced it, or the gateway's record of a translated one.",
+        failures=(*_V1, *_STORED),
+    ),
     Endpoint(
         "POST", "/v1/images/generations", "OpenAI image generation, passed through to openai targets.",
         failures=(*_MODEL_CALL, *_SURFACE, Failure(400, "unsupported_value", "stream: true (images are not streamed)")),

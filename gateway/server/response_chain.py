@@ -3,8 +3,9 @@
 A route with no target that serves the Responses API has no upstream to keep its responses: the
 gateway keeps them. Each response it answers there (unless `store: false`) is recorded in the
 memory store's key-value part for the store's TTL, under its id: the tenant it was answered to,
-the response it continued, and its turn (the input's messages and the reply, as chat messages
-with their token counts). A request continuing a response reads the chain back from that record,
+the response it continued, its time and model, and its turn (the input's messages and the reply,
+as chat messages with their token counts). `GET /v1/responses/{id}` reads a record back as a
+Response (`stored_response`), `DELETE` erases it, and the chain then ends before it. A request continuing a response reads the chain back from that record,
 newest first and a record per turn, only as far as the route's memory window reaches: what a
 long chain costs is its window, never its length. Records are written once and never changed,
 so two requests may continue the same response (a fork), each its own way.
@@ -58,6 +59,8 @@ class Link:
     entries: list[Entry] = dataclasses.field(kw_only=False)
     previous: str | None
     length: int  # messages in the chain up to and including this response's
+    created_at: int = 0  # records written before the time was kept: 0
+    model: str = ""  # the route the client named; "" in records written before it was kept
 
 
 async def read_link(store: MemoryStore, tenant: str, response_id: str) -> Link | None:
@@ -73,7 +76,11 @@ async def read_link(store: MemoryStore, tenant: str, response_id: str) -> Link |
         if record["tenant"] != tenant:
             return None
         entries = [Entry(entry["m"], entry.get("t") or {}) for entry in record["entries"]]
-        return Link(response_id, entries, previous=record["previous"], length=int(record["length"]))
+        created_at, model = record.get("created_at", 0), record.get("model", "")
+        if not isinstance(created_at, int) or not isinstance(model, str):
+            raise TypeError("created_at or model")
+        return Link(response_id, entries, previous=record["previous"], length=int(record["length"]),
+                    created_at=created_at, model=model)
     except (orjson.JSONDecodeError, AttributeError, TypeError, ValueError, KeyError):
         log.warning("response %s: its record is not one this gateway writes; taken as unknown", response_id)
         return None
@@ -84,13 +91,18 @@ class ResponseChain:
 
     Only what a memory turn uses does anything (`load_tail`, `append`, `lock`); the turn's key
     is (tenant, the new response's id). `keep`: False for `store: false`, which records nothing.
+    `created_at`, `model`: the answered response's time and the model its request named, recorded with it.
     """
 
-    def __init__(self, store: MemoryStore, *, previous: Link | None, keep: bool) -> None:
+    def __init__(
+        self, store: MemoryStore, *, previous: Link | None, keep: bool, created_at: int = 0, model: str = ""
+    ) -> None:
         self.kind = str(getattr(store, "kind", "custom"))  # the `store` label of the turn's metrics
         self._store = store
         self._previous = previous
         self._keep = keep
+        self._created_at = created_at
+        self._model = model
         self._read: list[Link] = [] if previous is None else [previous]  # newest first, each read once
 
     async def load_tail(self, key: Key, reach: Reach) -> Conversation | None:
@@ -123,6 +135,8 @@ class ResponseChain:
             "tenant": key[0],
             "previous": None if previous is None else previous.response_id,
             "length": (0 if previous is None else previous.length) + len(entries),
+            "created_at": self._created_at,
+            "model": self._model,
             "entries": [orjson.Fragment(dump_entry(entry)) for entry in entries],
         }
         try:
@@ -164,6 +178,59 @@ def _joined(links: Sequence[Link]) -> list[Entry]:
     return [entry for link in reversed(links) for entry in link.entries]
 
 
+def stored_response(link: Link) -> dict[str, Any]:
+    """The recorded response as OpenAI's Response object, as far as its record tells.
+
+    The record keeps the turn as chat messages: `output` is its reply (the assistant messages
+    after the input) as output items, `usage` is null (the record counts tokens in the memory's
+    encoding, not the upstream's), and the request's settings (instructions, tools, temperature)
+    are not kept: they read as their defaults.
+    """
+    reply: list[Message] = []
+    for entry in reversed(link.entries):
+        if entry.message.get("role") != "assistant":
+            break
+        reply.insert(0, entry.message)
+    return {
+        "id": link.response_id, "object": "response", "created_at": link.created_at, "status": "completed",
+        "model": link.model, "output": _output_items(link.response_id, reply), "previous_response_id": link.previous,
+        "error": None, "incomplete_details": None, "instructions": None, "metadata": {}, "parallel_tool_calls": True,
+        "tool_choice": "auto", "tools": [], "usage": None, "store": True,
+    }
+
+
+def _output_items(response_id: str, reply: Sequence[Message]) -> list[dict[str, Any]]:
+    """Recorded assistant messages as output items: a message (text, refusal), then its function calls."""
+    suffix = response_id.removeprefix("resp_")
+    items: list[dict[str, Any]] = []
+    for message in reply:
+        content = message.get("content")
+        text = content if isinstance(content, str) else "".join(
+            part["text"] for part in content or () if isinstance(part, dict) and isinstance(part.get("text"), str)
+        )
+        parts: list[dict[str, Any]] = [{"type": "output_text", "text": text, "annotations": [], "logprobs": []}] if text else []
+        if isinstance(refusal := message.get("refusal"), str) and refusal:
+            parts.append({"type": "refusal", "refusal": refusal})
+        if parts or not message.get("tool_calls"):
+            items.append({"id": f"msg_{suffix}_{len(items)}", "type": "message", "role": "assistant",
+                          "status": "completed", "content": parts})
+        for call in message.get("tool_calls") or ():
+            function = call.get("function") or {}
+            items.append({"id": f"fc_{suffix}_{len(items)}", "type": "function_call", "status": "completed",
+                          "call_id": call.get("id"), "name": function.get("name"), "arguments": function.get("arguments")})
+    return items
+
+
+async def forget_link(store: MemoryStore, tenant: str, response_id: str) -> bool:
+    """Erase the record of `response_id` answered to `tenant`; False when there is none of this tenant's.
+
+    Raises StoreUnavailable when the store cannot say. A chain through it ends before it from then on.
+    """
+    if await read_link(store, tenant, response_id) is None:
+        return False
+    return await store.delete_value(_key(response_id))
+
+
 def unknown_response(response_id: str) -> NotFoundError:
     """The 404 for a response this tenant cannot continue: unknown, expired, or another key's."""
     return NotFoundError(
@@ -199,7 +266,9 @@ async def answer_in_chain(
             raise unknown_response(previous)
     model = route.memory_model or payload["model"]
     await memory.counts(encoding_name(model))  # loaded by the app's memory, on its threads, before the copy shares them
-    chain = _over(memory, ResponseChain(memory.store, previous=link, keep=keep))
+    chain = _over(memory, ResponseChain(
+        memory.store, previous=link, keep=keep, created_at=reshape.created_at, model=payload["model"]
+    ))
     key = (tenant, reshape.response_id)
     async with _ChainTurn(chain, key, settings=route.memory, messages=payload["messages"], model=model, trace=trace) as turn:
         if link is None:  # a chain's first response: the request goes as it came, nothing to tell

@@ -14,7 +14,7 @@ from gateway.core.tree import Route
 from gateway.memory.errors import store_errors
 from gateway.memory.headers import MemoryAsk
 from gateway.memory.store import StoreUnavailable
-from gateway.server import pins
+from gateway.server import pins, response_chain
 from gateway.server.bodies import read_payload
 from gateway.server.handlers import (
     Answered,
@@ -78,12 +78,12 @@ async def responses(request: web.Request) -> web.StreamResponse:
 
 
 async def get_response(request: web.Request) -> web.StreamResponse:
-    """`GET /v1/responses/{response_id}`: asked of the target that produced the response."""
+    """`GET /v1/responses/{response_id}`: asked of the target that produced the response, or read from the gateway's record."""
     return await _stored_response(request, RETRIEVE)
 
 
 async def delete_response(request: web.Request) -> web.StreamResponse:
-    """`DELETE /v1/responses/{response_id}`: asked of the target that produced the response."""
+    """`DELETE /v1/responses/{response_id}`: asked of the target that produced the response, or the gateway's record erased."""
     return await _stored_response(request, DELETE)
 
 
@@ -91,10 +91,14 @@ _RESPONSE_ID = re.compile(r"[A-Za-z0-9_-]{1,256}")
 
 
 async def _stored_response(request: web.Request, endpoint: str) -> web.StreamResponse:
+    """A response read or deleted where it is kept: at the target that produced it, else in the gateway's records.
+
+    Another tenant's response is unknown to this one, exactly as an id nobody answered.
+    """
     response_id = request.match_info["response_id"]
     unknown = NotFoundError(
-        f"No stored response with id '{response_id[:300]}' is known to this gateway for this key "
-        "(records expire; responses translated to chat completions are not stored).",
+        f"No response with id '{response_id[:300]}' is kept for this key by this gateway or its upstreams "
+        "(records expire with the memory store's TTL; responses created with store: false are not kept).",
         param="response_id",
     )
     if not _RESPONSE_ID.fullmatch(response_id):
@@ -107,9 +111,9 @@ async def _stored_response(request: web.Request, endpoint: str) -> web.StreamRes
         try:
             found = await pins.find(store, request.app[CONFIG], tenant=tenant, response_id=response_id)
         except pins.NotYours:
-            found = None
-    if found is None:
-        raise unknown
+            raise unknown from None
+        if found is None:
+            return await _recorded_response(request, endpoint, tenant=tenant, unknown=unknown)
     route = pins.pinned(*found)
     payload = {"response_id": response_id, "query": request.query_string}
     trace = request[TRACE]
@@ -120,6 +124,24 @@ async def _stored_response(request: web.Request, endpoint: str) -> web.StreamRes
         await pins.forget(store, response_id)
     headers = {**gateway_headers(trace, route, result), "Content-Type": reply.content_type}
     return web.Response(body=reply.body, status=reply.status, headers=headers)
+
+
+async def _recorded_response(
+    request: web.Request, endpoint: str, *, tenant: str, unknown: NotFoundError
+) -> web.StreamResponse:
+    """A response the gateway answered by translation (response_chain), read as a Response or erased.
+
+    Raises StoreUnavailable when the store cannot say (the caller answers 503).
+    """
+    store, response_id = request.app[MEMORY].store, request.match_info["response_id"]
+    if endpoint == DELETE:
+        if not await response_chain.forget_link(store, tenant, response_id):
+            raise unknown
+        return web.json_response({"id": response_id, "object": "response.deleted", "deleted": True})
+    link = await response_chain.read_link(store, tenant, response_id)
+    if link is None:
+        raise unknown
+    return web.json_response(response_chain.stored_response(link))
 
 
 async def _pinned_route(request: web.Request, route: Route, response_id: str) -> Route:

@@ -7,7 +7,7 @@ import pytest
 from gateway.core.memory.entries import Entry
 from gateway.core.memory.reach import Reach
 from gateway.memory.store import InProcessStore
-from gateway.server.response_chain import Link, ResponseChain, read_link
+from gateway.server.response_chain import Link, ResponseChain, read_link, stored_response
 from tests.support.memory_stores import Clock
 
 
@@ -88,3 +88,33 @@ async def test_another_tenants_record_and_a_garbled_one_are_unknown(store: Count
 async def test_store_false_records_nothing(store: CountedStore) -> None:
     await ResponseChain(store, previous=None, keep=False).append(("t", "resp_x"), turn(0), system=None)
     assert await store.get_value("chain:resp_x") is None
+
+
+async def test_a_record_reads_back_as_a_response_with_its_reply_as_output_items(store: CountedStore) -> None:
+    call = {"id": "call_1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    entries = [Entry({"role": "user", "content": "Q"}),
+               Entry({"role": "assistant", "content": [{"type": "text", "text": "Let me look."}], "tool_calls": [call]}),
+               Entry({"role": "assistant", "content": None, "refusal": "No."})]  # fmt: skip
+    chain = ResponseChain(store, previous=None, keep=True, created_at=1700000000, model="chat")
+    await chain.append(("t", "resp_a"), entries, system=None)
+    link = await read_link(store, "t", "resp_a")
+    assert link is not None
+    response = stored_response(link)
+    assert {key: response[key] for key in ("id", "object", "created_at", "status", "model", "previous_response_id")} == {
+        "id": "resp_a", "object": "response", "created_at": 1700000000, "status": "completed", "model": "chat",
+        "previous_response_id": None,
+    }
+    assert response["output"] == [
+        {"id": "msg_a_0", "type": "message", "role": "assistant", "status": "completed",
+         "content": [{"type": "output_text", "text": "Let me look.", "annotations": [], "logprobs": []}]},
+        {"id": "fc_a_1", "type": "function_call", "status": "completed", "call_id": "call_1", "name": "f", "arguments": "{}"},
+        {"id": "msg_a_2", "type": "message", "role": "assistant", "status": "completed",
+         "content": [{"type": "refusal", "refusal": "No."}]},
+    ]  # fmt: skip
+
+
+async def test_a_record_written_before_time_and_model_were_kept_reads_with_zero_and_empty(store: CountedStore) -> None:
+    await store.put_value("chain:resp_old", '{"tenant": "t", "previous": null, "length": 0, "entries": []}')
+    link = await read_link(store, "t", "resp_old")
+    assert link is not None and (link.created_at, link.model) == (0, "")
+    assert stored_response(link)["output"] == []
