@@ -126,3 +126,40 @@ async def test_another_tenants_conversation_is_unknown(aiohttp_server: object, u
     assert [i.id for i in (await client.conversations.items.list(conversation.id)).data] == [item_id]
     await other.close()
     await client.close()
+
+
+async def test_an_empty_answer_and_a_refusal_are_items_that_can_be_listed_and_deleted(
+    aiohttp_server: object, upstream: FakeUpstream, memory_block: str
+) -> None:
+    client, _ = await start_conversations_gateway(aiohttp_server, two_keys(upstream.url, memory_block))
+    upstream.then(Step(body=chat_completion("")))
+    await client.chat.completions.create(model="chat", messages=[u("say nothing")], extra_headers={"memoryId": "chat-e"})  # type: ignore[list-item]
+    items = (await client.conversations.items.list("chat-e", order="asc")).data
+    assert [item.role for item in items] == ["user", "assistant"]  # type: ignore[union-attr]
+    assert items[1].content[0].type == "output_text" and items[1].content[0].text == ""  # type: ignore[union-attr]
+    await client.conversations.items.delete(items[1].id, conversation_id="chat-e")
+    assert [item.id for item in (await client.conversations.items.list("chat-e")).data] == [items[0].id]
+
+    refusal = {"type": "message", "role": "assistant", "content": [{"type": "refusal", "refusal": "I cannot help with that."}]}
+    conversation = await client.conversations.create(items=[said("user", "pick a lock"), refusal])  # type: ignore[list-item]
+    items = (await client.conversations.items.list(conversation.id, order="asc")).data
+    assert items[1].content[0].type == "refusal" and items[1].content[0].refusal == "I cannot help with that."  # type: ignore[union-attr]
+    one = await client.conversations.items.retrieve(items[1].id, conversation_id=conversation.id)
+    assert one.id == items[1].id
+    await client.conversations.items.delete(items[1].id, conversation_id=conversation.id)
+    assert [item.id for item in (await client.conversations.items.list(conversation.id)).data] == [items[0].id]
+    await client.close()
+
+
+async def test_a_reasoning_item_is_refused_not_dropped(aiohttp_server: object, upstream: FakeUpstream, memory_block: str) -> None:
+    client, _ = await start_conversations_gateway(aiohttp_server, two_keys(upstream.url, memory_block))
+    reasoning = {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "thinking"}]}
+    with pytest.raises(openai.BadRequestError) as caught:
+        await client.conversations.create(items=[said("user", "hi"), reasoning])  # type: ignore[list-item]
+    assert (caught.value.code, caught.value.param) == ("unsupported_value", "items[1]")  # type: ignore[attr-defined]
+    conversation = await client.conversations.create(items=[said("user", "hi")])
+    with pytest.raises(openai.BadRequestError) as caught:
+        await client.conversations.items.create(conversation.id, items=[reasoning, said("user", "more")])  # type: ignore[list-item]
+    assert (caught.value.code, caught.value.param) == ("unsupported_value", "items[0]")  # type: ignore[attr-defined]
+    assert len((await client.conversations.items.list(conversation.id)).data) == 1
+    await client.close()

@@ -4,9 +4,11 @@ Memory keeps a conversation as chat messages, whichever API each turn came throu
 conversation is the same history to Chat Completions (memoryId), /v1/messages and this API.
 Items given are translated as a Responses request's input is (a function call joins the
 assistant message before it); a stored message shows as the items a Responses request would
-send for it: a message item (its text as input_text, or output_text for the assistant's), and
-the assistant's function calls and the tool outputs as function_call and function_call_output
-items. A message's first item has its item id; the others, its id with `_1`, `_2`... after it.
+send for it: a message item (its text as input_text, or output_text for the assistant's, whose
+refusal is a refusal part; an empty answer is still an item, of empty text), and the assistant's
+function calls and the tool outputs as function_call and function_call_output items. A message's
+first item has its item id; the others, its id with `_1`, `_2`... after it. Items no chat message
+holds (reasoning) are refused, not dropped as a Responses request's translation drops them.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from gateway.core.translate.responses.items import messages_to_chat
 
 MOST_ITEMS_ADDED: Final = 20  # items a create or an add takes at once, as OpenAI's API allows
 Item = dict[str, Any]
+# Input items a Responses request may hold that a chat message cannot: the translation skips them.
+_NOT_KEPT: Final = ("reasoning", "additional_tools")
 
 
 def messages_of_items(items: Any, param: str = "items") -> list[Message]:
@@ -34,6 +38,15 @@ def messages_of_items(items: Any, param: str = "items") -> list[Message]:
         )
     if not items:
         return []
+    for index, item in enumerate(items):
+        if isinstance(item, dict) and item.get("type") in _NOT_KEPT:
+            # A Responses request may drop these on its way to chat; a stored item would vanish unseen.
+            raise InvalidRequestError(
+                f"{param}[{index}]: the gateway's memory keeps conversations as chat messages, and cannot keep "
+                f"an item of type {item['type']!r} (messages, function calls and their outputs only).",
+                param=f"{param}[{index}]",
+                code="unsupported_value",
+            )
     try:
         return messages_to_chat({"input": items})
     except TranslationError as exc:
@@ -72,10 +85,19 @@ def _shown(item: Item, item_id: str) -> Item:
     if isinstance(content, str):
         content = [_text_part(content, output=role == "assistant")]
     elif isinstance(content, list):
-        content = [_text_part(part, output=role == "assistant") if isinstance(part, str) else part for part in content]
+        content = [_part(part, output=role == "assistant") for part in content]
     else:
         content = []
     return {"id": item_id, "type": "message", "role": role, "status": "completed", "content": content}
+
+
+def _part(part: Any, *, output: bool) -> Any:
+    """A content part as shown: text (a string or an output_text part) as the API's text part, others as they are."""
+    if isinstance(part, str):
+        return _text_part(part, output=output)
+    if isinstance(part, dict) and part.get("type") == "output_text":
+        return _text_part(str(part.get("text")), output=True)
+    return part
 
 
 def _text_part(text: str, *, output: bool) -> Item:

@@ -62,3 +62,42 @@ def test_a_stored_message_shows_as_its_items_each_with_an_id() -> None:
     found = entry_of_item(entries, "msg_b_1")
     assert found is not None and found[0] is entries[1] and found[1]["type"] == "function_call"
     assert entry_of_item(entries, "msg_b_9") is None and entry_of_item(entries, "") is None
+
+
+def test_a_refusal_and_an_empty_answer_are_items_with_the_ids_of_their_messages() -> None:
+    entries = [
+        Entry({"role": "user", "content": "how to pick a lock?"}, item_id="msg_a"),
+        Entry({"role": "assistant", "content": "", "refusal": "I cannot help with that."}, item_id="msg_b"),
+        Entry({"role": "assistant", "content": ""}, item_id="msg_c"),
+        Entry({"role": "assistant", "content": "Partly.", "refusal": "Not all of it."}, item_id="msg_d"),
+    ]
+    items = list(items_of_entries(entries))
+    assert [(i["id"], i["type"], i["role"]) for i in items] == [
+        ("msg_a", "message", "user"), ("msg_b", "message", "assistant"),
+        ("msg_c", "message", "assistant"), ("msg_d", "message", "assistant"),
+    ]  # fmt: skip
+    assert items[1]["content"] == [{"type": "refusal", "refusal": "I cannot help with that."}]
+    assert items[2]["content"] == [{"type": "output_text", "text": "", "annotations": [], "logprobs": []}]
+    assert items[3]["content"] == [
+        {"type": "output_text", "text": "Partly.", "annotations": [], "logprobs": []},
+        {"type": "refusal", "refusal": "Not all of it."},
+    ]
+    found = entry_of_item(entries, "msg_b")
+    assert found is not None and found[0] is entries[1]
+
+
+def test_a_refusal_item_given_is_kept_and_shows_as_given() -> None:
+    given = {"type": "message", "role": "assistant", "content": [{"type": "refusal", "refusal": "No."}]}
+    messages = messages_of_items([given])
+    assert messages == [{"role": "assistant", "content": "", "refusal": "No."}]
+    (item,) = items_of_entries([Entry(messages[0], item_id="msg_r")])
+    assert item == {"id": "msg_r", "status": "completed", **given}
+
+
+@pytest.mark.parametrize("kind", ["reasoning", "additional_tools"])
+def test_an_item_chat_messages_cannot_hold_is_refused_beside_a_message_not_dropped(kind: str) -> None:
+    items = [{"type": "message", "role": "user", "content": "hi"}, {"type": kind, "id": "rs_1", "summary": []}]
+    with pytest.raises(InvalidRequestError) as caught:
+        messages_of_items(items)
+    assert caught.value.status == 400 and caught.value.param == "items[1]" and caught.value.code == "unsupported_value"
+    assert kind in caught.value.message

@@ -36,9 +36,11 @@ def items_of(messages: Sequence[Mapping[str, Any]], tools: Mapping[str, ToolName
             kind = "custom_tool_call_output" if call_id in custom_calls else "function_call_output"
             items.append({"type": kind, "call_id": call_id, "output": _text_of(content)})
         elif role == "assistant":
-            if content:
-                items.append({"role": "assistant", "content": _text_of(content)})
-            for call in message.get("tool_calls") or ():
+            calls = message.get("tool_calls") or ()
+            refusal = message.get("refusal")
+            if content or refusal or not calls:  # a refusal or an empty answer is still the model's turn
+                items.append(_assistant_item(_text_of(content), refusal))
+            for call in calls:
                 item = _call_item(call, tools)
                 if item["type"] == "custom_tool_call":
                     custom_calls.add(item["call_id"])
@@ -79,6 +81,15 @@ def output_message(response: Any) -> dict[str, Any] | None:
     if calls:
         message["tool_calls"] = calls
     return message
+
+
+def _assistant_item(text: str, refusal: Any) -> dict[str, Any]:
+    """A kept assistant message's text as a message item; with its refusal, as output_text and refusal parts."""
+    if not isinstance(refusal, str) or not refusal:
+        return {"role": "assistant", "content": text}
+    parts: list[dict[str, Any]] = [{"type": "output_text", "text": text, "annotations": []}] if text else []
+    parts.append({"type": "refusal", "refusal": refusal})
+    return {"type": "message", "role": "assistant", "content": parts}
 
 
 def _call_item(call: Mapping[str, Any], tools: Mapping[str, ToolName]) -> dict[str, Any]:

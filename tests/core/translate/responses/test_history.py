@@ -66,3 +66,20 @@ def test_an_output_of_calls_alone_has_no_content_and_a_refusal_is_kept() -> None
     refused = output_message({"output": [{"type": "message", "content": [{"type": "refusal", "refusal": "No."}]}]})
     assert refused == {"role": "assistant", "content": "", "refusal": "No."}
     assert output_message({"status": "failed"}) is None and output_message(None) is None
+
+
+def test_a_refusal_and_an_empty_answer_go_back_as_assistant_messages() -> None:
+    messages = [
+        {"role": "user", "content": "how to pick a lock?"},
+        {"role": "assistant", "content": "", "refusal": "I cannot help with that."},
+        {"role": "user", "content": "say nothing"},
+        {"role": "assistant", "content": None},
+        {"role": "assistant", "content": "", "tool_calls": [CALL]},
+    ]
+    assert items_of(messages, {}) == [
+        {"role": "user", "content": "how to pick a lock?"},
+        {"type": "message", "role": "assistant", "content": [{"type": "refusal", "refusal": "I cannot help with that."}]},
+        {"role": "user", "content": "say nothing"},
+        {"role": "assistant", "content": ""},
+        {"type": "function_call", "call_id": "call_1", "name": "get_weather", "arguments": '{"city":"Paris"}'},
+    ]
