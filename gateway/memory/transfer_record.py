@@ -2,9 +2,9 @@
 
 A line holds the conversation's key (tenant, memoryId), its system messages, every stored
 message with its token counts, when it was stored (`createdAt`) and its item id, when the
-conversation was created and its metadata, its last write (`updatedAt`) and its summary (a
-summary window's, as the store keeps it: `summary`, null when none). The redo stack is not
-carried: each store keeps it in its own shape, and an import is a new start for it.
+conversation was created and its metadata, its last write (`updatedAt`), its summary (a
+summary window's, as the store keeps it: `summary`, null when none) and its redo stack (`redo`:
+the turns undone, the last undone last, each a list of messages as `messages` holds them).
 """
 
 from __future__ import annotations
@@ -35,10 +35,16 @@ class Record:
     updated_at: float
     about: About
     summary: str | None = field(default=None)
+    redo: list[list[Entry]] = field(default_factory=list)
 
     @classmethod
-    def of(cls, key: Key, conversation: Conversation, *, about: About, summary: str | None) -> Record:
-        return cls(key, list(conversation.system), list(conversation.entries), updated_at=conversation.updated_at, about=about, summary=summary)
+    def of(
+        cls, key: Key, conversation: Conversation, *, about: About, summary: str | None, redo: list[list[Entry]]
+    ) -> Record:
+        return cls(
+            key, list(conversation.system), list(conversation.entries),
+            updated_at=conversation.updated_at, about=about, summary=summary, redo=redo,
+        )  # fmt: skip
 
 
 def dump_line(record: Record) -> bytes:
@@ -48,13 +54,12 @@ def dump_line(record: Record) -> bytes:
         "tenant": tenant,
         "memoryId": memory_id,
         "system": record.system,
-        "messages": [
-            {"message": e.message, "tokens": e.tokens, "createdAt": e.created_at, "itemId": e.item_id} for e in record.entries
-        ],
+        "messages": _dump_entries(record.entries),
         "createdAt": record.about.created_at,
         "metadata": record.about.metadata,
         "updatedAt": record.updated_at,
         "summary": record.summary,
+        "redo": [_dump_entries(turn) for turn in record.redo],
     }
     return orjson.dumps(data, default=dict) + b"\n"  # counts may be a mapping proxy
 
@@ -76,11 +81,21 @@ def load_line(line: bytes | str, number: int) -> Record:
         summary = data.get("summary")
         if summary is not None and type(summary) is not str:
             raise TypeError("'summary' is not a string")
+        redo = data.get("redo") or []
+        if type(redo) is not list or any(type(turn) is not list for turn in redo):
+            raise TypeError("'redo' is not a list of turns")
         about = About(_time(data, "createdAt"), metadata)
-        return Record(key, system, entries, updated_at=_time(data, "updatedAt"), about=about, summary=summary)
+        return Record(
+            key, system, entries, updated_at=_time(data, "updatedAt"), about=about, summary=summary,
+            redo=[[_entry(stored) for stored in turn] for turn in redo],
+        )  # fmt: skip
     except (ValueError, TypeError, KeyError) as exc:  # orjson.JSONDecodeError is a ValueError
         what = f"missing {exc}" if isinstance(exc, KeyError) else str(exc)
         raise BadLine(f"line {number}: not an exported conversation ({what})") from None
+
+
+def _dump_entries(entries: list[Entry]) -> list[dict[str, Any]]:
+    return [{"message": e.message, "tokens": e.tokens, "createdAt": e.created_at, "itemId": e.item_id} for e in entries]
 
 
 def _entry(stored: Any) -> Entry:

@@ -8,7 +8,7 @@ A restore is one script on the conversation's two keys (one hash slot): it check
 conversation is there, and writes its meta hash and its rows (each with the time it was stored
 and its item id, as the append script writes them) whole, or nothing. The summary, a value
 under a key of its own (another slot), is written after it. A restored conversation lives the
-store's TTL from the restore, as after a write.
+store's TTL from the restore, as after a write, and keeps its redo stack (the meta field `redo`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import orjson
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
 
-from gateway.core.memory.entries import Entry
+from gateway.core.memory.entries import Entry, load_entry
 from gateway.core.memory.summary import summary_key
 from gateway.core.stores import RedisConnection
 from gateway.memory import redis_history, redis_items
@@ -35,7 +35,7 @@ from gateway.stores.redis import Patience, RedisClient, close_client, open_clien
 _HEAD: Final = "gw:mem:{"
 _TAIL: Final = "}:meta"
 _VALUE_PREFIX: Final = "gw:value:"  # as the store keeps values (memory.redis)
-# KEYS: meta, msgs. ARGV: replace (0/1), ttl, system, updated_at, created_at, metadata, write, then the rows.
+# KEYS: meta, msgs. ARGV: replace (0/1), ttl, system, updated_at, created_at, metadata, write, redo ('' for none), then the rows.
 # Returns {0 (there: kept), 1 (written) or 2 (there: replaced); the messages it holds then}.
 _RESTORE: Final = """
 local there = redis.call('EXISTS', KEYS[1]) == 1
@@ -44,9 +44,12 @@ if there and ARGV[1] == '0' then
 end
 redis.call('DEL', KEYS[1], KEYS[2])
 redis.call('HSET', KEYS[1], 'system', ARGV[3], 'updated_at', ARGV[4], 'created_at', ARGV[5], 'metadata', ARGV[6], 'write', ARGV[7])
+if ARGV[8] ~= '' then
+  redis.call('HSET', KEYS[1], 'redo', ARGV[8])
+end
 redis.call('EXPIRE', KEYS[1], ARGV[2])
-if #ARGV > 7 then
-  redis.call('RPUSH', KEYS[2], unpack(ARGV, 8))
+if #ARGV > 8 then
+  redis.call('RPUSH', KEYS[2], unpack(ARGV, 9))
   redis.call('EXPIRE', KEYS[2], ARGV[2])
 end
 local outcome = 1
@@ -90,9 +93,11 @@ class RedisTransfer:
             conversation = await redis_history.load(self._client, key)
             about = await redis_items.about(self._client, key)
             summary = await self._client.get(f"{_VALUE_PREFIX}{summary_key(*key)}")
+            redo = await self._client.hget(f"{key_prefix(key)}:meta", "redo")
         if conversation is None or about is None:
             return None
-        return Record.of(key, conversation, about=about, summary=None if summary is None else _text(summary))
+        turns = [[load_entry(row) for row in turn] for turn in orjson.loads(redo)] if redo else []
+        return Record.of(key, conversation, about=about, summary=None if summary is None else _text(summary), redo=turns)
 
     async def restore(self, record: Record, *, replace: bool) -> tuple[Restored, int]:
         if len(record.entries) > _ROWS_A_CALL:
@@ -106,6 +111,7 @@ class RedisTransfer:
             repr(record.about.created_at),
             orjson.dumps(record.about.metadata),
             b"import-" + os.urandom(8).hex().encode(),  # a new version: caches of the conversation read it again
+            orjson.dumps([[_row(entry).decode() for entry in turn] for turn in record.redo]) if record.redo else b"",
             *(_row(entry) for entry in record.entries),
         ]
         with self._unavailable:

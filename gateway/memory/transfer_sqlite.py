@@ -8,30 +8,38 @@ page at a time from the last key seen, so a scan can resume after any key.
 
 A restore writes the conversation whole in one transaction: its row (its range held exactly:
 `cap` NULL) and its messages, grouped in rows by when they were stored, with their item ids.
+Its redo stack is written undone at the conversation's last write, so that it holds until a
+message is written after it (see sqlite_conversations).
 """
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import AsyncIterator
-from typing import Final
+from typing import Any, Final
 
 import orjson
 
+from gateway.core.memory.entries import Entry
 from gateway.core.memory.summary import summary_key
 from gateway.memory.sqlite_conversations import Conversations
 from gateway.memory.sqlite_file import DAY, open_file, transaction
 from gateway.memory.sqlite_rows import message_rows
 from gateway.memory.sqlite_writes import TurnWriter, insert_rows
-from gateway.memory.store import Key
+from gateway.memory.store import Key, new_item_id
 from gateway.memory.transfer_record import Record
 from gateway.memory.transfer_store import Restored
 
 _PAGE: Final = "SELECT tenant, memory_id FROM conversations WHERE (tenant, memory_id) > (?, ?) ORDER BY tenant, memory_id LIMIT ?"
 _EXISTS: Final = "SELECT 1 FROM conversations WHERE tenant = ? AND memory_id = ?"
 _INSERT: Final = """
-INSERT INTO conversations (tenant, memory_id, system, updated_at, first_seq, last_seq, touched_day, created_at, metadata)
-VALUES (?, ?, ?, ?, 1, ?, ?, ?, ?)
+INSERT INTO conversations (tenant, memory_id, system, updated_at, first_seq, last_seq, touched_day, created_at, metadata, redo)
+VALUES (?, ?, ?, ?, 1, ?, ?, ?, ?, ?)
+"""
+# The redo stack and the newest message row's write (turns undone before it are cleared), as a redo reads them.
+_REDO: Final = """
+SELECT c.redo, (SELECT written_at FROM messages m WHERE m.tenant = ?1 AND m.memory_id = ?2 ORDER BY seq DESC LIMIT 1)
+FROM conversations c WHERE c.tenant = ?1 AND c.memory_id = ?2
 """
 _VALUE: Final = 'SELECT value FROM "values" WHERE key = ?'
 _PUT_VALUE: Final = 'INSERT OR REPLACE INTO "values" (key, value, written_at) VALUES (?, ?, ?)'
@@ -63,9 +71,12 @@ class SQLiteTransfer:
             conversation = self._conversations.read(self._db, key=key, reach=None)
             about = self._conversations.about(self._db, key=key)
             summary = self._db.execute(_VALUE, (summary_key(*key),)).fetchone()
+            redo = self._db.execute(_REDO, key).fetchone()
         if conversation is None or about is None:
             return None
-        return Record.of(key, conversation, about=about, summary=None if summary is None else str(summary[0]))
+        return Record.of(
+            key, conversation, about=about, summary=None if summary is None else str(summary[0]), redo=_redo_turns(*redo)
+        )
 
     async def restore(self, record: Record, *, replace: bool) -> tuple[Restored, int]:
         """Write the conversation whole in one transaction; one already there is kept unless `replace`."""
@@ -80,7 +91,8 @@ class SQLiteTransfer:
             metadata = orjson.dumps(record.about.metadata).decode()
             day = int(record.updated_at // DAY)
             count = len(record.entries)
-            self._db.execute(_INSERT, (*key, system, record.updated_at, count, day, record.about.created_at, metadata))
+            redo = _redo_column(record)
+            self._db.execute(_INSERT, (*key, system, record.updated_at, count, day, record.about.created_at, metadata, redo))
             seq = 1
             for written_at, group in itertools.groupby(record.entries, key=lambda entry: entry.created_at):
                 grouped = list(group)
@@ -93,3 +105,25 @@ class SQLiteTransfer:
 
     async def close(self) -> None:
         self._db.close()
+
+
+def _redo_turns(text: str | None, newest_write: float | None) -> list[list[Entry]]:
+    """The redo stack a conversation row keeps, without the turns a later message cleared (as a redo reads it).
+
+    Rows undone before item ids get new ones, as a redo would give them.
+    """
+    stack: list[dict[str, Any]] = orjson.loads(text) if text else []
+    return [
+        [Entry(row[0], row[1], row[2], item_id=row[3] if len(row) > 3 else new_item_id()) for row in turn["rows"]]
+        for turn in stack
+        if turn["at"] >= (newest_write or 0.0)
+    ]
+
+
+def _redo_column(record: Record) -> str | None:
+    """The record's redo stack as a conversation row keeps it, undone at its last write: after its messages were."""
+    if not record.redo:
+        return None
+    at = max([record.updated_at, *(entry.created_at or 0.0 for entry in record.entries)])
+    stack = [{"at": at, "rows": [[e.message, e.tokens, e.created_at, e.item_id] for e in turn]} for turn in record.redo]
+    return orjson.dumps(stack, default=dict).decode()

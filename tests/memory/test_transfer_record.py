@@ -19,6 +19,7 @@ RECORD = Record(
     updated_at=200.25,
     about=About(99.0, {"topic": "x"}),
     summary='{"covers": 1}',
+    redo=[[Entry({"role": "user", "content": "undone"}, {}, 150.0, item_id="msg_c")]],
 )
 
 
@@ -28,6 +29,7 @@ def test_a_record_comes_back_from_its_line_with_every_time_id_and_count() -> Non
     back = load_line(line, 1)
     assert back == RECORD
     assert [(e.created_at, e.item_id) for e in back.entries] == [(100.5, "msg_a"), (None, "msg_b")]  # not compared by ==
+    assert [(e.created_at, e.item_id) for e in back.redo[0]] == [(150.0, "msg_c")]
 
 
 @pytest.mark.parametrize(
@@ -40,6 +42,7 @@ def test_a_record_comes_back_from_its_line_with_every_time_id_and_count() -> Non
         (lambda d: d.update(metadata={"a": 1}), "'metadata' is not an object of strings"),
         (lambda d: d.update(updatedAt="yesterday"), "'updatedAt' is not a number"),
         (lambda d: d.update(system={}), "'system' is not a list"),
+        (lambda d: d.update(redo=[{}]), "'redo' is not a list of turns"),
     ],
 )
 def test_a_line_that_is_no_record_says_which_line_and_what(change: object, said: str) -> None:

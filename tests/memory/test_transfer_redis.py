@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -56,5 +57,36 @@ def test_a_conversation_too_long_for_one_script_is_refused_before_anything_is_wr
             await target.restore(Record(("acme", "long"), [], entries, updated_at=2.0, about=About(1.0)), replace=True)
         assert await target.export(("acme", "long")) is None
         await target.close()
+
+    asyncio.run(go())
+
+
+def test_a_redo_stack_moves_from_sqlite_to_redis_and_back_and_redoes_there(tmp_path: Path, redis_url: str) -> None:
+    key = ("acme", "c-1")
+
+    async def go() -> None:
+        await flush_redis(redis_url)
+        store = sqlite_store(tmp_path / "a.db")
+        await fill(store, tenant="acme", conversations=2)
+        before = await held(store, key)
+        assert before is not None and await store.undo(key)
+        sqlite, redis = SQLiteTransfer(str(tmp_path / "a.db")), RedisTransfer(RedisConnection(url=redis_url), ttl_seconds=3600)
+        record = await sqlite.export(key)
+        assert record is not None and [len(turn) for turn in record.redo] == [2] and len(record.entries) == 2
+        await redis.restore(record, replace=False)
+        there = await redis.export(key)
+        assert there is not None and there.redo == record.redo
+        assert [[e.item_id for e in turn] for turn in there.redo] == [[e.item_id for e in turn] for turn in record.redo]
+        back = SQLiteTransfer(str(tmp_path / "b.db"))
+        await back.restore(there, replace=False)
+        for closing in (sqlite, redis, back, store):
+            await closing.close()
+
+        for target in (redis_store(redis_url), sqlite_store(tmp_path / "b.db")):
+            assert await target.redo(key)  # the undone turn comes back as it was stored
+            after = await held(target, key)
+            assert after is not None and dataclasses.replace(after, updated_at=0) == dataclasses.replace(before, updated_at=0)
+            assert not await target.redo(key)
+            await target.close()
 
     asyncio.run(go())
