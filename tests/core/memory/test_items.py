@@ -101,3 +101,21 @@ def test_an_item_chat_messages_cannot_hold_is_refused_beside_a_message_not_dropp
         messages_of_items(items)
     assert caught.value.status == 400 and caught.value.param == "items[1]" and caught.value.code == "unsupported_value"
     assert kind in caught.value.message
+
+
+def test_item_kinds_chat_messages_have_no_word_for_come_back_as_their_chat_equivalent() -> None:
+    """The mapping docs/memory.md states: developer as system, custom and namespaced calls as function calls."""
+    given = [
+        {"type": "message", "role": "developer", "content": "be brief"},
+        {"type": "custom_tool_call", "call_id": "c1", "name": "patch", "input": "*** diff"},
+        {"type": "custom_tool_call_output", "call_id": "c1", "output": "ok"},
+        {"type": "function_call", "call_id": "c2", "namespace": "shell", "name": "run", "arguments": "{}"},
+    ]
+    entries = [Entry(message, item_id=f"msg_{n}") for n, message in enumerate(messages_of_items(given))]
+    shown = [{k: v for k, v in item.items() if k not in ("id", "status")} for item in items_of_entries(entries)]
+    assert shown == [
+        {"type": "message", "role": "system", "content": [{"type": "input_text", "text": "be brief"}]},
+        {"type": "function_call", "call_id": "c1", "name": "patch", "arguments": '{"input":"*** diff"}'},
+        {"type": "function_call_output", "call_id": "c1", "output": "ok"},
+        {"type": "function_call", "call_id": "c2", "name": "shell__run", "arguments": "{}"},
+    ]
