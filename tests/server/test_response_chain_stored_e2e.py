@@ -98,3 +98,15 @@ async def test_deleting_a_kept_response_erases_it_and_ends_the_chain(
         await client.responses.create(model="chat", input="Q2", previous_response_id=first.id)
     assert error_object(continued.value)["param"] == "previous_response_id"
     assert upstream.calls == 1
+
+
+async def test_a_deleted_response_is_no_longer_forwarded_by_the_responses_continuing_it(
+    gateway: Gateway, upstream: FakeUpstream
+) -> None:
+    upstream.then(*(Step(body=chat_completion(text)) for text in ("A1", "A2", "A3")))
+    client = await gateway(config(upstream, "memory: {store: memory}"))
+    first = await client.responses.create(model="chat", input="Q1")
+    second = await client.responses.create(model="chat", input="Q2", previous_response_id=first.id)
+    await client.responses.delete(first.id)
+    await client.responses.create(model="chat", input="Q3", previous_response_id=second.id)
+    assert [message["content"] for message in upstream.requests[-1].body["messages"]] == ["Q2", "A2", "Q3"]
