@@ -17,7 +17,6 @@ from aiohttp import web
 
 from gateway.core.errors import GatewayError, NotFoundError
 from gateway.core.kinds import serves_natively
-from gateway.core.memory.settings import SUMMARY_WINDOW
 from gateway.core.translate import MalformedAnswer
 from gateway.core.translate.reshape import Reshape
 from gateway.core.tree import Route, iter_targets
@@ -31,7 +30,7 @@ from gateway.server.keys import CONFIG, DISPATCHER, LIFECYCLE, MEMORY, TRACE
 from gateway.server.parsing import check_count, check_input, check_messages, check_model, check_stream
 from gateway.server.relay import relay_stream
 from gateway.server.resolve import route_for
-from gateway.server.summary_calls import summary_turn
+from gateway.server.summary_calls import memory_turn
 from gateway.upstream.dispatch import Request, Result
 from gateway.upstream.providers.apis import Api, chat_usage
 from gateway.upstream.redaction import redact
@@ -244,10 +243,7 @@ async def chat_with_memory(
     model = route.memory_model or payload["model"]
     memory: Memory = app_state(app)[MEMORY]
     settings, key, messages = ask.settings, (tenant, ask.memory_id), payload["messages"]
-    if settings.memory_type != SUMMARY_WINDOW:
-        turn = Turn(memory, key, settings=settings, messages=messages, model=model, trace=trace)
-    else:
-        turn = summary_turn(app, memory, key, settings=settings, messages=messages, model=model, trace=trace)
+    turn = memory_turn(app, memory, key, settings=settings, messages=messages, model=model, trace=trace)
     async with turn:
         payload["messages"] = turn.plan.forwarded  # the request's own dict: the turn keeps the messages it was sent
         call = Request("chat/completions", payload, None, stream=trace.stream, trace=trace)
