@@ -15,14 +15,13 @@ from aiohttp import web
 
 from gateway.core.errors import InvalidRequestError, NotFoundError
 from gateway.core.memory.conversation import Conversation
-from gateway.core.memory.listing import LISTED_BY_DEFAULT, MOST_LISTED, Listing, Page, count_turns
+from gateway.core.memory.listing import Listing, Page, count_turns, page_limit
 from gateway.memory.errors import store_errors
 from gateway.memory.headers import MEMORY_ID, check_memory_id
 from gateway.memory.store import Key
 from gateway.server.keys import MEMORY, tenant_of
 
 _PREFIX: Final = re.compile(r"[A-Za-z0-9._:@-]{0,256}")  # what a memoryId may start with
-_DIGITS: Final = re.compile(r"[0-9]{1,6}")
 
 
 def _key(request: web.Request) -> Key:
@@ -111,12 +110,7 @@ async def list_memory(request: web.Request) -> web.Response:
 
 def _listing(query: Any) -> Listing:
     """The page a query asks for; a 400 names a parameter that is not what it must be."""
-    limit_text = query.get("limit", str(LISTED_BY_DEFAULT))
-    if not _DIGITS.fullmatch(limit_text):
-        raise InvalidRequestError("'limit' must be an integer.", param="limit", code="invalid_type")
-    limit = int(limit_text)
-    if not 1 <= limit <= MOST_LISTED:
-        raise InvalidRequestError(f"'limit' must be 1 to {MOST_LISTED}, got {limit}.", param="limit", code="invalid_value")
+    limit = page_limit(query)
     prefix = query.get("prefix", "")
     if not _PREFIX.fullmatch(prefix):
         raise InvalidRequestError(

@@ -7,20 +7,19 @@ pagination (AsyncCursorPage: `after` = the last item's id while `has_more`), the
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import Any
 
 import openai
 import pytest
 from openai.pagination import AsyncCursorPage
 
+from tests.support.conversations import OTHER_KEY, memory_block, two_keys
 from tests.support.fakes import FakeUpstream, Step, chat_completion
 from tests.support.gateway import GATEWAY_KEY, Gateway
 from tests.support.memory_turns import a, received, u
 from tests.support.plain_http import AUTH, call
-from tests.support.servers import flush_redis
 
-OTHER_KEY = "gw-other-key"
+__all__ = ["memory_block"]  # the fixture: each test runs on SQLite, the in-process store and Redis
 
 
 class Memory(openai.BaseModel):
@@ -30,25 +29,6 @@ class Memory(openai.BaseModel):
     object: str
     turns: int
     updatedAt: int
-
-
-@pytest.fixture(params=["sqlite", "memory", "redis"])
-async def memory_block(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "redis":
-        url = request.getfixturevalue("redis_url")
-        await flush_redis(url)
-        return f'{{store: redis, url: "{url}"}}'
-    if request.param == "sqlite":
-        return f'{{store: sqlite, path: "{tmp_path / "memory.db"}"}}'
-    return "{store: memory}"
-
-
-def two_keys(upstream: FakeUpstream, memory: str) -> str:
-    return f"""
-auth: {{keys: [{{name: team-a, key: {GATEWAY_KEY}}}, {{name: team-b, key: {OTHER_KEY}}}]}}
-memory: {memory}
-routes: {{chat: {{provider: openai, baseUrl: "{upstream.url}", apiKey: k}}}}
-"""
 
 
 async def turn(client: openai.AsyncOpenAI, upstream: FakeUpstream, memory_id: str, text: str) -> None:
@@ -62,7 +42,7 @@ def plain(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 async def test_redo_puts_back_what_undo_took_until_a_new_turn(gateway: Gateway, upstream: FakeUpstream, memory_block: str) -> None:
-    client = await gateway(two_keys(upstream, memory_block))
+    client = await gateway(two_keys(upstream.url, memory_block))
     await turn(client, upstream, "r", "q1")
     await turn(client, upstream, "r", "q2")
     _, _, before = await call(client, "GET", "/v1/memory/r", headers=AUTH)
@@ -90,7 +70,7 @@ async def test_redo_puts_back_what_undo_took_until_a_new_turn(gateway: Gateway, 
 async def test_each_message_shows_when_it_was_stored_and_is_forwarded_without_it(
     gateway: Gateway, upstream: FakeUpstream, memory_block: str
 ) -> None:
-    client = await gateway(two_keys(upstream, memory_block))
+    client = await gateway(two_keys(upstream.url, memory_block))
     started = int(time.time())
     await turn(client, upstream, "t", "q1")
     await turn(client, upstream, "t", "q2")
@@ -106,7 +86,7 @@ async def test_each_message_shows_when_it_was_stored_and_is_forwarded_without_it
 async def test_listing_pages_through_the_callers_conversations_only(
     gateway: Gateway, upstream: FakeUpstream, memory_block: str
 ) -> None:
-    client = await gateway(two_keys(upstream, memory_block))
+    client = await gateway(two_keys(upstream.url, memory_block))
     names = ["chat-3", "chat-1", "notes", "chat-2", "chat-0"]
     for name in names:
         await turn(client, upstream, name, "q")

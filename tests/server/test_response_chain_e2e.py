@@ -7,37 +7,18 @@ forwarded after the chain's history, within the route's memory window. On every 
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import openai
 import pytest
 
 from tests.support.fakes import FakeUpstream, Step, broken_stream, chat_completion, stream_of
-from tests.support.gateway import GATEWAY_KEY, Gateway
+from tests.support.gateway import Gateway
 from tests.support.memory_turns import a, u
 from tests.support.openai_errors import error_object
+from tests.support.response_chains import store, translated_config
 
-TWO_KEYS = f"auth: {{keys: [{{name: team-a, key: {GATEWAY_KEY}}}, {{name: team-b, key: other-key}}]}}"
-
-
-@pytest.fixture(params=["memory", "sqlite", "redis"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """The memory block of a config, on each store."""
-    match request.param:
-        case "memory":
-            return "memory: {store: memory}"
-        case "sqlite":
-            return f'memory: {{store: sqlite, path: "{tmp_path / "m.db"}"}}'
-        case _:
-            return f'memory: {{store: redis, url: "{request.getfixturevalue("redis_url")}"}}'
-
-
-def config(upstream: FakeUpstream, store: str, *, window: str = "") -> str:
-    """Route `chat` to `upstream`, translated (no target serves the Responses API), with `window` as its memory."""
-    route_memory = f", memory: {{{window}}}" if window else ""
-    target = f'provider: openai, baseUrl: "{upstream.url}", apiKey: k, responsesApi: translate{route_memory}'
-    return f"{TWO_KEYS}\n{store}\nroutes: {{chat: {{{target}}}}}"
+__all__ = ["store"]  # the fixture: each test runs on the in-process store, SQLite and Redis
 
 
 def sent(upstream: FakeUpstream, index: int = -1) -> list[dict[str, Any]]:
@@ -49,7 +30,7 @@ async def test_a_chain_of_three_turns_and_a_fork_each_see_their_own_history(
     gateway: Gateway, upstream: FakeUpstream, store: str
 ) -> None:
     upstream.then(*(Step(body=chat_completion(text)) for text in ("A1", "A2", "A3", "B2")))
-    client = await gateway(config(upstream, store))
+    client = await gateway(translated_config(upstream, store))
     first = await client.responses.create(model="chat", input="Q1", instructions="Be terse.")
     second = await client.responses.create(model="chat", input="Q2", previous_response_id=first.id)
     raw = await client.responses.with_raw_response.create(model="chat", input="Q3", previous_response_id=second.id)
@@ -67,7 +48,7 @@ async def test_a_chain_of_three_turns_and_a_fork_each_see_their_own_history(
 
 
 async def test_the_routes_window_bounds_what_a_long_chain_sends(gateway: Gateway, upstream: FakeUpstream) -> None:
-    client = await gateway(config(upstream, "memory: {store: memory}", window="maxMessages: 3"))
+    client = await gateway(translated_config(upstream, "memory: {store: memory}", window="maxMessages: 3"))
     previous = None
     for number in range(6):
         answer = await client.responses.with_raw_response.create(
@@ -80,7 +61,7 @@ async def test_the_routes_window_bounds_what_a_long_chain_sends(gateway: Gateway
 
 async def test_a_stream_is_recorded_once_complete_and_a_cut_off_one_is_not(gateway: Gateway, upstream: FakeUpstream, store: str) -> None:
     upstream.then(Step(events=stream_of("Hel", "lo")), broken_stream())
-    client = await gateway(config(upstream, store))
+    client = await gateway(translated_config(upstream, store))
     async with client.responses.stream(model="chat", input="Q1") as events:
         first = await events.get_final_response()
     assert first.output_text == "Hello"
@@ -96,7 +77,7 @@ async def test_a_stream_is_recorded_once_complete_and_a_cut_off_one_is_not(gatew
 
 
 async def test_store_false_records_nothing_but_may_continue(gateway: Gateway, upstream: FakeUpstream) -> None:
-    client = await gateway(config(upstream, "memory: {store: memory}"))
+    client = await gateway(translated_config(upstream, "memory: {store: memory}"))
     kept = await client.responses.create(model="chat", input="Q1")
     unkept = await client.responses.create(model="chat", input="Q2", previous_response_id=kept.id, store=False)
     assert sent(upstream) == [u("Q1"), a("Hello from upstream"), u("Q2")]
@@ -110,7 +91,7 @@ async def test_store_false_records_nothing_but_may_continue(gateway: Gateway, up
 async def test_an_unknown_or_another_keys_response_is_an_openai_shaped_404(
     gateway: Gateway, upstream: FakeUpstream, store: str
 ) -> None:
-    client = await gateway(config(upstream, store))
+    client = await gateway(translated_config(upstream, store))
     mine = await client.responses.create(model="chat", input="Q1")
     other = client.with_options(api_key="other-key")
     for who, response_id in ((client, "resp_nobody_answered"), (other, mine.id)):
@@ -127,7 +108,7 @@ async def test_a_chain_calling_tools_continues_with_their_outputs(gateway: Gatew
     calling = {**chat_completion(""), "choices": [{"index": 0, "finish_reason": "tool_calls",
                                                    "message": {"role": "assistant", "content": None, "tool_calls": [call]}}]}
     upstream.then(Step(body=calling), Step(body=chat_completion("Sunny.")))
-    client = await gateway(config(upstream, "memory: {store: memory}"))
+    client = await gateway(translated_config(upstream, "memory: {store: memory}"))
     tool = {"type": "function", "name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}
     first = await client.responses.create(model="chat", input="Weather in Paris?", tools=[tool])  # type: ignore[list-item]
     output = {"type": "function_call_output", "call_id": "call_1", "output": "sunny"}
@@ -145,7 +126,7 @@ async def test_a_reply_memory_cannot_keep_is_answered_all_the_same_and_not_recor
     calling = {**chat_completion(""), "choices": [{"index": 0, "finish_reason": "tool_calls",
                                                    "message": {"role": "assistant", "content": None, "tool_calls": [call]}}]}
     upstream.then(Step(body=calling))
-    client = await gateway(config(upstream, "memory: {store: memory}"))
+    client = await gateway(translated_config(upstream, "memory: {store: memory}"))
     answered = await client.responses.create(model="chat", input="Weather?")
     assert [item.type for item in answered.output] == ["function_call"]
     with pytest.raises(openai.NotFoundError):

@@ -7,34 +7,15 @@ was answered to, and deleting it erases the record, which ends the chain through
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import openai
 import pytest
 
 from tests.support.fakes import FakeUpstream, Step, chat_completion
-from tests.support.gateway import GATEWAY_KEY, Gateway
+from tests.support.gateway import Gateway
 from tests.support.openai_errors import error_object
+from tests.support.response_chains import store, translated_config
 
-TWO_KEYS = f"auth: {{keys: [{{name: team-a, key: {GATEWAY_KEY}}}, {{name: team-b, key: other-key}}]}}"
-
-
-@pytest.fixture(params=["memory", "sqlite", "redis"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """The memory block of a config, on each store."""
-    match request.param:
-        case "memory":
-            return "memory: {store: memory}"
-        case "sqlite":
-            return f'memory: {{store: sqlite, path: "{tmp_path / "m.db"}"}}'
-        case _:
-            return f'memory: {{store: redis, url: "{request.getfixturevalue("redis_url")}"}}'
-
-
-def config(upstream: FakeUpstream, store: str) -> str:
-    """Route `chat` to `upstream`, translated: no target serves the Responses API, the gateway keeps its responses."""
-    target = f'provider: openai, baseUrl: "{upstream.url}", apiKey: k, responsesApi: translate'
-    return f"{TWO_KEYS}\n{store}\nroutes: {{chat: {{{target}}}}}"
+__all__ = ["store"]  # the fixture: each test runs on the in-process store, SQLite and Redis
 
 
 def assert_unknown(caught: pytest.ExceptionInfo[openai.NotFoundError], response_id: str) -> None:
@@ -45,7 +26,7 @@ def assert_unknown(caught: pytest.ExceptionInfo[openai.NotFoundError], response_
 
 async def test_a_kept_response_reads_back_as_a_response(gateway: Gateway, upstream: FakeUpstream, store: str) -> None:
     upstream.then(Step(body=chat_completion("A1")), Step(body=chat_completion("A2")))
-    client = await gateway(config(upstream, store))
+    client = await gateway(translated_config(upstream, store))
     first = await client.responses.create(model="chat", input="Q1")
     second = await client.responses.create(model="chat", input="Q2", previous_response_id=first.id)
     got = await client.responses.retrieve(second.id)
@@ -60,7 +41,7 @@ async def test_a_kept_tool_call_reads_back_as_a_function_call_item(gateway: Gate
     calling = {**chat_completion(""), "choices": [{"index": 0, "finish_reason": "tool_calls",
                                                    "message": {"role": "assistant", "content": None, "tool_calls": [call]}}]}
     upstream.then(Step(body=calling))
-    client = await gateway(config(upstream, "memory: {store: memory}"))
+    client = await gateway(translated_config(upstream, "memory: {store: memory}"))
     answered = await client.responses.create(model="chat", input="Weather in Paris?")
     [item] = (await client.responses.retrieve(answered.id)).output
     assert item.type == "function_call"
@@ -70,7 +51,7 @@ async def test_a_kept_tool_call_reads_back_as_a_function_call_item(gateway: Gate
 async def test_another_keys_response_is_unknown_to_read_and_to_delete(
     gateway: Gateway, upstream: FakeUpstream, store: str
 ) -> None:
-    client = await gateway(config(upstream, store))
+    client = await gateway(translated_config(upstream, store))
     mine = await client.responses.create(model="chat", input="Q1")
     other = client.with_options(api_key="other-key")
     attempts = ((other.responses.retrieve, mine.id), (other.responses.delete, mine.id),
@@ -86,7 +67,7 @@ async def test_another_keys_response_is_unknown_to_read_and_to_delete(
 async def test_deleting_a_kept_response_erases_it_and_ends_the_chain(
     gateway: Gateway, upstream: FakeUpstream, store: str
 ) -> None:
-    client = await gateway(config(upstream, store))
+    client = await gateway(translated_config(upstream, store))
     first = await client.responses.create(model="chat", input="Q1")
     raw = await client.responses.with_raw_response.delete(first.id)
     assert (raw.status_code, raw.http_response.json()) == (200, {"id": first.id, "object": "response.deleted", "deleted": True})
@@ -104,7 +85,7 @@ async def test_a_deleted_response_is_no_longer_forwarded_by_the_responses_contin
     gateway: Gateway, upstream: FakeUpstream
 ) -> None:
     upstream.then(*(Step(body=chat_completion(text)) for text in ("A1", "A2", "A3")))
-    client = await gateway(config(upstream, "memory: {store: memory}"))
+    client = await gateway(translated_config(upstream, "memory: {store: memory}"))
     first = await client.responses.create(model="chat", input="Q1")
     second = await client.responses.create(model="chat", input="Q2", previous_response_id=first.id)
     await client.responses.delete(first.id)

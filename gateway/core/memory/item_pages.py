@@ -3,16 +3,12 @@
 from __future__ import annotations
 
 import enum
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any
 
 from gateway.core.errors import InvalidRequestError, NotFoundError
-
-MOST_LISTED: Final = 100
-LISTED_BY_DEFAULT: Final = 20
-_DIGITS: Final = re.compile(r"[0-9]{1,6}")
+from gateway.core.memory.listing import LISTED_BY_DEFAULT, page_limit
 
 
 class Order(enum.StrEnum):
@@ -37,12 +33,7 @@ class ItemListing:
         `include` asks for outputs the gateway does not keep (sources, logprobs, encrypted
         reasoning...): any value is taken, and nothing is added.
         """
-        limit_text = query.get("limit", str(LISTED_BY_DEFAULT))
-        if not _DIGITS.fullmatch(limit_text):
-            raise InvalidRequestError("'limit' must be an integer.", param="limit", code="invalid_type")
-        limit = int(limit_text)
-        if not 1 <= limit <= MOST_LISTED:
-            raise InvalidRequestError(f"'limit' must be 1 to {MOST_LISTED}, got {limit}.", param="limit", code="invalid_value")
+        limit = page_limit(query)
         order = query.get("order", Order.DESC.value)
         if order not in Order.__members__.values():
             raise InvalidRequestError("'order' must be 'asc' or 'desc'.", param="order", code="invalid_value")

@@ -8,12 +8,27 @@ next page's `after` whatever was written or deleted meanwhile.
 from __future__ import annotations
 
 import heapq
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from gateway.core.errors import InvalidRequestError
+
 MOST_LISTED: Final = 100  # a page's most conversations, as OpenAI's lists allow
 LISTED_BY_DEFAULT: Final = 20
+_DIGITS: Final = re.compile(r"[0-9]{1,6}")
+
+
+def page_limit(query: Mapping[str, str]) -> int:
+    """A list's `limit` query parameter (LISTED_BY_DEFAULT when absent); a 400 when it is not 1 to MOST_LISTED."""
+    limit_text = query.get("limit", str(LISTED_BY_DEFAULT))
+    if not _DIGITS.fullmatch(limit_text):
+        raise InvalidRequestError("'limit' must be an integer.", param="limit", code="invalid_type")
+    limit = int(limit_text)
+    if not 1 <= limit <= MOST_LISTED:
+        raise InvalidRequestError(f"'limit' must be 1 to {MOST_LISTED}, got {limit}.", param="limit", code="invalid_value")
+    return limit
 
 
 @dataclass(frozen=True, slots=True)
