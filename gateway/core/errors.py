@@ -6,9 +6,11 @@
     │   ├── PayloadTooLargeError      413
     │   └── UnsupportedEncodingError  415 (a Content-Encoding the gateway cannot decode)
     ├── AuthenticationError           401 invalid_api_key
+    ├── PermissionDeniedError         403 (route_not_allowed, admin_key_required)
     ├── NotFoundError                 404 (model_not_found, memory_not_found, not_found)
     ├── MethodNotAllowedError         405
     ├── ConflictError                 409 (memory busy)
+    ├── RateLimitedError              429 rate_limit_exceeded / insufficient_quota (a key's or a route's limit)
     ├── OverloadedError               503 gateway_overloaded (the gateway's own shortage; Retry-After)
     └── UpstreamError                 the last attempt's status; keeps every attempt
 """
@@ -88,6 +90,12 @@ class AuthenticationError(GatewayError):
     code = "invalid_api_key"
 
 
+class PermissionDeniedError(GatewayError):
+    status = 403
+    type = "invalid_request_error"
+    code = "permission_denied"
+
+
 class NotFoundError(GatewayError):
     status = 404
     type = "invalid_request_error"
@@ -104,6 +112,18 @@ class ConflictError(GatewayError):
     status = 409
     type = "invalid_request_error"
     code = "conflict"
+
+
+class RateLimitedError(GatewayError):
+    """A key or a route is at one of its limits: 429 as OpenAI answers, with when to come back.
+
+    `code` is rate_limit_exceeded (requests, tokens, concurrency) or insufficient_quota (a
+    budget); the type is OpenAI's for each ("requests"/"tokens" and "insufficient_quota").
+    """
+
+    status = 429
+    type = "requests"
+    code = "rate_limit_exceeded"
 
 
 # The OS errors that are the gateway's own shortage, not an upstream's failure, by the reason metrics name.

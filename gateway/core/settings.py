@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from gateway.core.governance import LimitsConfig, RateLimits
 from gateway.core.memory.settings import MemoryConfig
 from gateway.core.stores import RedisConnection, SentinelSettings
 from gateway.core.tree import Route
@@ -90,10 +91,15 @@ class RequestConfigSettings:
 
 @dataclass(frozen=True, slots=True)
 class ApiKey:
-    """A gateway key, kept only as its SHA-256 digest; `name` is the caller's tenant."""
+    """A gateway key, kept only as its SHA-256 digest; `name` is the caller's tenant.
+
+    `routes`: the routes it may use (None: every one); `limits`: its own (None: limits.defaults).
+    """
 
     name: str
     sha256: bytes = field(repr=False)
+    routes: frozenset[str] | None = None
+    limits: RateLimits | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +113,16 @@ class Config:
     metrics: MetricsConfig = MetricsConfig()
     breakers: BreakersConfig = BreakersConfig()
     request_config: RequestConfigSettings = RequestConfigSettings()
+    admin_keys: tuple[ApiKey, ...] = ()  # keys that manage keys (/v1/gateway/keys) and see every key's usage
+    limits: LimitsConfig = LimitsConfig()
+
+
+def limits_redis(config: Config) -> RedisConnection:
+    """The Redis limits are counted in: their own url or sentinel, else memory's connection."""
+    own = config.limits
+    if own.url is None and own.sentinel is None:
+        return config.memory.redis
+    return RedisConnection(url=own.url or "", cluster=own.cluster, sentinel=own.sentinel)
 
 
 def breakers_redis(config: Config) -> RedisConnection:

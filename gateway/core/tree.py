@@ -12,6 +12,7 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Any, Final, TypeAlias
 
+from gateway.core.governance import UNLIMITED, RateLimits
 from gateway.core.masks import mask_userinfo, show_references
 from gateway.core.memory.settings import MemorySettings
 
@@ -148,6 +149,7 @@ class Route:
     name: str
     root: Node
     memory: MemorySettings
+    limits: RateLimits = UNLIMITED  # the route as a whole, every key's requests together
     # The model a memory turn counts tokens for, when the route names one: its first target's
     # (depth first) overrideParams model. Found once, here, not by a walk per turn.
     memory_model: str | None = field(init=False, compare=False, repr=False)

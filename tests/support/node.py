@@ -6,6 +6,7 @@ A package missing here skips its test, or fails it under CI (CI=true), where it 
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import os
 import shutil
 import subprocess
@@ -45,12 +46,18 @@ def installed(path: str) -> Path:
     if shutil.which("node") is None or shutil.which("npm") is None:
         unavailable("node and npm are not installed (Debian: apt-get install nodejs npm)")
     found = NODE_DIR / "node_modules" / path
-    if not found.exists() or _stale():
-        done = subprocess.run(
-            ["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=NODE_DIR, capture_output=True, timeout=600
-        )
-        if done.returncode != 0:
-            unavailable(f"npm ci failed in {NODE_DIR}: {done.stderr.decode(errors='replace')[-500:]}")
+    # pytest-xdist's workers may ask at once: one runs npm ci while the others wait, then find it done
+    with open(NODE_DIR / ".install.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not found.exists() or _stale():
+            done = subprocess.run(
+                ["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"],
+                cwd=NODE_DIR,
+                capture_output=True,
+                timeout=600,
+            )
+            if done.returncode != 0:
+                unavailable(f"npm ci failed in {NODE_DIR}: {done.stderr.decode(errors='replace')[-500:]}")
     return found
 
 
