@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from types import MappingProxyType
 
 from gateway.core.governance import RateLimits
 
@@ -25,13 +24,10 @@ class StoredKey:
     created_at: int = 0
 
 
-_EMPTY: Mapping[bytes, StoredKey] = MappingProxyType({})
-
-
 @dataclass(slots=True)
 class StoredKeys:
     """The stored keys this process knows now, by digest and by name; replaced whole on each refresh."""
 
-    by_digest: Mapping[bytes, StoredKey] = _EMPTY
+    by_digest: Mapping[bytes, StoredKey] = field(default_factory=dict)
     by_name: Mapping[str, StoredKey] = field(default_factory=dict)
     generation: int = 0
