@@ -27,6 +27,7 @@ from gateway.observe.metrics import CONTENT_TYPE, Metrics
 from gateway.observe.trace import combine
 from gateway.server import (
     conversations_api,
+    governance_api,
     handlers,
     health,
     memory_api,
@@ -218,6 +219,7 @@ def config_app(config: Config, lifecycle: Lifecycle, *, metrics: Metrics | None 
     app.router.add_post("/v1/memory/{memory_id}/undo", memory_api.undo_memory)
     app.router.add_post("/v1/memory/{memory_id}/redo", memory_api.redo_memory)
     conversations_api.add_routes(app.router)
+    governance_api.add_routes(app.router)
     app.router.add_get("/v1/gateway/health", health.gateway_health)
     app.router.add_get("/healthz", health.healthz)
     app.router.add_get("/readyz", health.readyz)

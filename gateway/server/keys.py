@@ -17,6 +17,8 @@ import aiohttp
 from aiohttp import web
 
 from gateway.core.settings import Config
+from gateway.governance.admission import Admission, Governor
+from gateway.governance.stored_keys import StoredKeys
 from gateway.memory.turns import Memory
 from gateway.observe.metrics import Metrics
 from gateway.observe.trace import Observer, Trace
@@ -61,6 +63,8 @@ MEMORY = web.AppKey("memory", Memory)
 OBSERVER = web.AppKey("observer", Observer)
 METRICS = web.AppKey("metrics", Metrics)  # absent while metrics are off
 INFLIGHT = web.AppKey("inflight", InFlight)
+GOVERNOR: web.AppKey[Governor] = web.AppKey("governor")  # this configuration's limits (Unlimited when none)
+STORED_KEYS = web.AppKey("stored_keys", StoredKeys)  # keys issued through /v1/gateway/keys, as this process knows them
 SESSION = web.AppKey("session", aiohttp.ClientSession)  # the upstream session, shared by every configuration
 # What the configuration alone owns (breakers, the session for clients' own targets): closed
 # once the configuration is replaced and its requests have ended, or when the server stops.
@@ -69,6 +73,7 @@ UPSTREAMS = web.AppKey("upstreams", AsyncExitStack)
 # Request keys are RequestKeys, not strings: aiohttp's store checks a string key against the
 # keys it warned about, per store. The request id and the tenant live on the Trace alone.
 TRACE = web.RequestKey("trace", Trace)  # the request's observe.Trace
+ADMISSION = web.RequestKey("admission", Admission)  # what the governor let through, settled when the request ends
 STREAM_STARTED = web.RequestKey("stream_started", web.StreamResponse)  # the prepared response, once its headers went out
 
 
