@@ -62,6 +62,15 @@ UNLIMITED = RateLimits()
 
 
 @dataclass(frozen=True, slots=True)
+class Quota:
+    """One limit as OpenAI's x-ratelimit-* headers tell it: the limit, what is left, and when it is whole again."""
+
+    limit: int
+    remaining: int
+    reset_seconds: float
+
+
+@dataclass(frozen=True, slots=True)
 class KeyPolicy:
     """What one gateway key (a tenant) may do.
 

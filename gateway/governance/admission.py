@@ -13,17 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from gateway.core.governance import KeyPolicy, LimitKind
+from gateway.core.governance import KeyPolicy, LimitKind, Quota
 from gateway.core.tree import Route
 
-
-@dataclass(frozen=True, slots=True)
-class Quota:
-    """One limit as OpenAI's x-ratelimit-* headers tell it: the limit, what is left, and when it is whole again."""
-
-    limit: int
-    remaining: int
-    reset_seconds: float
+__all__ = ["Admission", "GovernanceListener", "Governor", "Quota", "Unlimited"]
 
 
 @dataclass(slots=True, eq=False)
