@@ -1,0 +1,53 @@
+"""How many tokens a request asks for before it is sent: its prompt, estimated, plus the most it lets the answer take.
+
+The estimate is OpenAI's rule of thumb: a token is about four characters. It reads the text of
+every API shape the gateway serves (Chat's and the Messages API's messages and system, the
+Responses API's and embeddings' input, completions' prompt) and never fails on an odd shape: what
+it cannot read counts as nothing. Token arrays (embeddings, completions) count a token each.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any, Final
+
+TEXT_FIELDS: Final = ("messages", "input", "prompt", "system")
+ANSWER_LIMITS: Final = ("max_tokens", "max_completion_tokens", "max_output_tokens")
+# Where text sits inside a message, a content part or an item of every API shape.
+NESTED_TEXT: Final = ("content", "text", "input", "output", "arguments", "refusal")
+CHARACTERS_PER_TOKEN: Final = 4
+DEEPEST: Final = 32  # nothing real nests deeper; a hostile body must not cost more than its size
+
+
+def requested_tokens(payload: Mapping[str, Any]) -> int:
+    """The prompt's estimated tokens (its text's characters / 4, rounded up) plus the answer's limit asked for."""
+    characters = 0
+    for name in TEXT_FIELDS:
+        characters += text_characters(payload.get(name))
+    return math.ceil(characters / CHARACTERS_PER_TOKEN) + answer_limit(payload)
+
+
+def answer_limit(payload: Mapping[str, Any]) -> int:
+    """The largest of max_tokens, max_completion_tokens and max_output_tokens given as an int; 0 when none is."""
+    limits = [payload.get(name) for name in ANSWER_LIMITS]
+    return max((value for value in limits if type(value) is int and value > 0), default=0)
+
+
+def text_characters(value: Any) -> int:
+    """Characters of the text in `value`: strings, lists of them, message and part dicts; a token id counts 4."""
+    characters = 0
+    pending: list[tuple[Any, int]] = [(value, 0)]
+    while pending:
+        item, depth = pending.pop()
+        if isinstance(item, str):
+            characters += len(item)
+        elif type(item) is int:
+            characters += CHARACTERS_PER_TOKEN
+        elif depth >= DEEPEST:
+            continue
+        elif isinstance(item, list):
+            pending.extend((element, depth + 1) for element in item)
+        elif isinstance(item, Mapping):
+            pending.extend((item.get(name), depth + 1) for name in NESTED_TEXT if name in item)
+    return characters

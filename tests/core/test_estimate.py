@@ -1,0 +1,84 @@
+"""The tokens a request asks for: its text's characters / 4, rounded up, plus the answer's limit."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from gateway.core.estimate import requested_tokens
+
+
+def test_chat_messages_of_text_and_parts() -> None:
+    payload = {"model": "m", "messages": [
+        {"role": "system", "content": "abcd"},  # 4
+        {"role": "user", "content": [{"type": "text", "text": "abcdefgh"},  # 8
+                                     {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]},
+        {"role": "assistant", "content": None, "tool_calls": [{"function": {"name": "f", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c", "content": "x"},  # 1
+    ]}
+    assert requested_tokens(payload) == 4  # ceil(13 / 4)
+
+
+def test_the_answer_limit_is_added() -> None:
+    assert requested_tokens({"messages": [{"role": "user", "content": "abcde"}], "max_tokens": 100}) == 102
+    assert requested_tokens({"messages": [], "max_completion_tokens": 7}) == 7
+    assert requested_tokens({"input": "hi", "max_output_tokens": 50}) == 51
+
+
+def test_the_largest_answer_limit_counts_once() -> None:
+    assert requested_tokens({"max_tokens": 10, "max_completion_tokens": 30}) == 30
+
+
+@pytest.mark.parametrize("limit", ["100", 1.5, True, None, -4, [3], {"n": 3}])
+def test_an_answer_limit_that_is_not_a_positive_int_counts_nothing(limit: Any) -> None:
+    assert requested_tokens({"prompt": "abcd", "max_tokens": limit}) == 1
+
+
+def test_responses_input_items() -> None:
+    payload = {"instructions": "not counted", "input": [
+        {"role": "user", "content": [{"type": "input_text", "text": "a" * 10}]},
+        {"type": "function_call_output", "call_id": "c", "output": "b" * 6},
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "c" * 4}]},
+    ]}
+    assert requested_tokens(payload) == 5
+
+
+def test_messages_api_system_and_blocks() -> None:
+    payload = {"system": [{"type": "text", "text": "s" * 8}], "max_tokens": 16, "messages": [
+        {"role": "user", "content": [{"type": "text", "text": "u" * 4},
+                                     {"type": "tool_result", "tool_use_id": "t", "content": "r" * 4}]},
+    ]}
+    assert requested_tokens(payload) == 4 + 16
+
+
+@pytest.mark.parametrize(("field", "value", "tokens"), [
+    ("input", "abcdefghi", 3),
+    ("input", ["abcd", "efgh"], 2),
+    ("input", [1, 2, 3], 3),  # token ids count one each
+    ("input", [[1, 2], [3]], 3),
+    ("prompt", "ab", 1),
+    ("prompt", ["abcd", "abcd", "a"], 3),
+    ("prompt", [5, 6], 2),
+])
+def test_embeddings_and_completions_inputs(field: str, value: Any, tokens: int) -> None:
+    assert requested_tokens({field: value}) == tokens
+
+
+@pytest.mark.parametrize("payload", [
+    {}, {"messages": None}, {"messages": "text?"}, {"messages": [None, 3.5, True, {"content": {"x": 1}}]},
+    {"input": {"weird": ["shape"]}}, {"system": 12.0}, {"messages": [[[[[]]]]]},
+])
+def test_odd_shapes_never_fail(payload: dict[str, Any]) -> None:
+    assert requested_tokens(payload) >= 0
+
+
+def test_a_deeply_nested_body_is_read_without_recursion() -> None:
+    deep: Any = "abcd"
+    for _ in range(100_000):
+        deep = [deep]
+    assert requested_tokens({"input": deep}) == 0  # past any real shape's depth: not read
+
+
+def test_empty_text_is_no_tokens() -> None:
+    assert requested_tokens({"messages": [{"role": "user", "content": ""}]}) == 0
