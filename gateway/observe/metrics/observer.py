@@ -19,6 +19,7 @@ from typing import TypeVar
 from gateway.config.loader import OTHER_ROUTE
 from gateway.core.breaker import SKIPPED
 from gateway.core.errors import SHORTAGES
+from gateway.core.governance import LimitKind
 from gateway.core.memory.settings import MEMORY_TYPES
 from gateway.core.memory.summary import OUTCOMES
 from gateway.core.settings import Config
@@ -141,6 +142,9 @@ class Metrics(Observer):
         self.lock_wait = backend.histogram(series.LOCK_WAIT).labels()
         build_info = backend.gauge(series.BUILD_INFO)
         self._config_routes = backend.gauge(series.CONFIG_ROUTES).labels()
+        self.rate_limited_requests = backend.counter(series.RATE_LIMITED)
+        self.budget_spent_usd = backend.gauge(series.BUDGET_SPENT)
+        self.budget_remaining_usd = backend.gauge(series.BUDGET_REMAINING)
         build_info.labels(version()).set(1)
         self._config_routes.set(len(config.routes))
 
@@ -326,6 +330,17 @@ class Metrics(Observer):
         self.memory_planned(trace, trace.memory_type or "", trace.evicted or 0)
         if appended is not None:
             children.append.observe(appended)
+
+    # What governance tells (gateway.governance.admission.GovernanceListener, met by shape: that layer is above this one)
+
+    def rate_limited(self, tenant: str, route: str, limit: LimitKind) -> None:
+        """A request of key `tenant` on `route` was refused at `limit` (its own or the route's)."""
+        self.rate_limited_requests.labels(tenant, route, limit).inc()
+
+    def budget_spent(self, tenant: str, *, spent_usd: float, budget_usd: float) -> None:
+        """Key `tenant` has spent `spent_usd` of its `budget_usd` in the budget's current period."""
+        self.budget_spent_usd.labels(tenant).set(spent_usd)
+        self.budget_remaining_usd.labels(tenant).set(max(budget_usd - spent_usd, 0.0))
 
     def request_ended(self, trace: Trace) -> None:
         if trace.endpoint is None:  # not a model request (/v1/models, /v1/memory, ...)

@@ -131,12 +131,27 @@ CONFIG_ROUTES = GaugeSeries(
     "gateway_config_routes", "Routes in the loaded config.",
     (), workers=WorkersView.MAX,
 )  # fmt: skip
+RATE_LIMITED = CounterSeries(
+    "gateway_rate_limited", "Requests refused (429) at a limit, by key, route and the limit reached "
+    "(requests, tokens, concurrency, budget); the key's limit or the route's.",
+    ("key", "route", "limit"),
+)  # fmt: skip
+BUDGET_SPENT = GaugeSeries(
+    "gateway_budget_spent_usd", "USD a key with a budget has spent in its budget's current period, "
+    "as its last request's settlement saw it (with workers: the value a live worker set last).",
+    ("key",), workers=WorkersView.LATEST,
+)  # fmt: skip
+BUDGET_REMAINING = GaugeSeries(
+    "gateway_budget_remaining_usd", "USD left of a key's budget in its current period (0 once spent; "
+    "requests in flight may overshoot it by their cost).",
+    ("key",), workers=WorkersView.LATEST,
+)  # fmt: skip
 
 # Every series above, in the order a scrape shows them: the metrics reference lists these.
 SERIES: Final = (
     REQUESTS, REQUEST_DURATION, TIME_TO_FIRST_TOKEN, UPSTREAM_REQUESTS, UPSTREAM_DURATION, FALLBACKS, RETRIES,
     TOKENS, COST, OVERLOADED, BREAKER_STATE, INFLIGHT, MEMORY_REQUESTS, MEMORY_EVICTED, MEMORY_SUMMARIES, STORE_DURATION,
-    LOCK_WAIT, BUILD_INFO, CONFIG_ROUTES,
+    LOCK_WAIT, BUILD_INFO, CONFIG_ROUTES, RATE_LIMITED, BUDGET_SPENT, BUDGET_REMAINING,
 )  # fmt: skip
 
 # What each label's values are: bounded by the config and fixed words, never by a client.
@@ -156,4 +171,7 @@ LABELS: Final[Mapping[str, str]] = {
     "store": "the memory store: sqlite, redis or memory",
     "operation": "`load`, `append` or `lock`",
     "version": "the installed gateway's version",
+    "key": "the gateway key's name (the tenant): a name in auth.keys or auth.adminKeys, or one issued through "
+    "/v1/gateway/keys",
+    "limit": "the limit reached: `requests`, `tokens` (per minute), `concurrency` or `budget`",
 }
