@@ -9,6 +9,7 @@ import random
 import time
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
 
 import aiohttp
 from aiohttp import web
@@ -19,6 +20,8 @@ from gateway.core.memory.settings import MemoryConfig, StoreKind
 from gateway.core.routing import Random
 from gateway.core.settings import Config
 from gateway.core.tree import iter_targets
+from gateway.governance.admission import Governor, Unlimited
+from gateway.governance.stored_keys import StoredKeys
 from gateway.memory.sqlite import SQLiteStore
 from gateway.memory.store import InProcessStore, MemoryStore
 from gateway.memory.turns import Memory
@@ -35,6 +38,7 @@ from gateway.server import (
     responses_api,
     surface,
 )
+from gateway.server.admissions import add_quota_headers, governed, is_governed
 from gateway.server.aiohttp_internals import announce_mode
 from gateway.server.connections import REASON as CONNECTIONS_REFUSED
 from gateway.server.connections import limit_connections
@@ -44,12 +48,14 @@ from gateway.server.inline import INLINE_CONFIGS, InlineConfigs
 from gateway.server.keys import (
     CONFIG,
     DISPATCHER,
+    GOVERNOR,
     INFLIGHT,
     LIFECYCLE,
     MEMORY,
     METRICS,
     OBSERVER,
     SESSION,
+    STORED_KEYS,
     UPSTREAMS,
     InFlight,
     Lifecycle,
@@ -121,6 +127,25 @@ def build_providers(config: Config, resources: Resources) -> dict[str, Provider]
     return providers
 
 
+@dataclass(slots=True)
+class Handover:
+    """The governor of the configuration served last, shared by every configuration of the process.
+
+    A reload's governor takes over its counts (the local limiter's buckets), so a reload never
+    hands a key a fresh minute.
+    """
+
+    governor: Governor | None = None
+
+
+HANDOVER = web.AppKey("handover", Handover)
+
+
+def open_governor(config: Config, *, stored: StoredKeys, listener: Metrics | None, previous: Governor | None) -> Governor:
+    """Stand-in for gateway.governance.build.open_governor until it lands: nothing is limited."""
+    return Unlimited()
+
+
 def create_app(config: Config, *, rng: Random | None = None, processes: int = 1) -> web.Application:
     """Build the gateway for `config`; `rng` drives load balancing and jitter (seed it in tests).
 
@@ -128,6 +153,7 @@ def create_app(config: Config, *, rng: Random | None = None, processes: int = 1)
     """
     rng = rng or random.Random()
     app = config_app(config, Lifecycle(started_at=int(time.time()), processes=processes))
+    app[HANDOVER].governor = app[GOVERNOR]
     announce_mode()
     quiet_malformed_requests()
     warn_open(config)
@@ -146,6 +172,7 @@ def create_app(config: Config, *, rng: Random | None = None, processes: int = 1)
         async with aiohttp.ClientSession(connector=connector, timeout=timeout, auto_decompress=True, cookie_jar=jar) as session:
             app[SESSION] = session
             async with AsyncExitStack() as upstreams:
+                upstreams.push_async_callback(app[GOVERNOR].close)
                 await upstreams.enter_async_context(open_upstreams(app, config, session, rng=rng))
                 app[UPSTREAMS] = upstreams
                 yield
@@ -175,12 +202,16 @@ def create_app(config: Config, *, rng: Random | None = None, processes: int = 1)
     return app
 
 
-def config_app(config: Config, lifecycle: Lifecycle, *, metrics: Metrics | None = None) -> web.Application:
+def config_app(
+    config: Config, lifecycle: Lifecycle, *, metrics: Metrics | None = None, handover: Handover | None = None
+) -> web.Application:
     """The application for `config`: routes, middlewares and what handlers reach, but no resources.
 
     The upstream session, the memory and the dispatcher are added by whoever runs it:
     `create_app`'s cleanup contexts for the server's first configuration, `reloaded_app` for
-    those that replace it. `metrics`: the process's, which a reload keeps (else made here, when enabled).
+    those that replace it, which also close its governor. `metrics`: the process's, which a
+    reload keeps (else made here, when enabled). `handover`: the process's, whose governor this
+    configuration's takes over from.
     """
     auth = Authenticator(config.api_keys)
     if metrics is None and config.metrics.enabled:
@@ -193,24 +224,31 @@ def config_app(config: Config, lifecycle: Lifecycle, *, metrics: Metrics | None 
         client_max_size=config.server.max_body_bytes,
     )
     app[CONFIG] = config
+    app[HANDOVER] = handover = handover or Handover()
+    app[STORED_KEYS] = stored = StoredKeys()
+    app[GOVERNOR] = open_governor(config, stored=stored, listener=metrics, previous=handover.governor)
     app[INLINE_CONFIGS] = InlineConfigs(config.request_config)
     app[OBSERVER] = observer
     app[LIFECYCLE] = lifecycle
     app[INFLIGHT] = inflight
     if metrics is not None:
         app[METRICS] = metrics
+    model = _as_is
+    if is_governed(app):  # admissions are settled and their headers added; nothing of it otherwise
+        model = governed
+        app.on_response_prepare.append(add_quota_headers)  # before CORS's, which exposes the names it leaves
     if config.cors.enabled:
         app.on_response_prepare.append(cors_response_hook(config.cors))
-    app.router.add_post("/v1/chat/completions", handlers.chat_completions)
-    app.router.add_post("/v1/completions", handlers.completions)
-    app.router.add_post("/v1/embeddings", handlers.embeddings)
-    app.router.add_post("/v1/messages", messages_api.messages)
-    app.router.add_post("/v1/messages/count_tokens", messages_api.count_tokens)
-    app.router.add_post("/v1/responses", responses_api.responses)
+    app.router.add_post("/v1/chat/completions", model(handlers.chat_completions))
+    app.router.add_post("/v1/completions", model(handlers.completions))
+    app.router.add_post("/v1/embeddings", model(handlers.embeddings))
+    app.router.add_post("/v1/messages", model(messages_api.messages))
+    app.router.add_post("/v1/messages/count_tokens", model(messages_api.count_tokens))
+    app.router.add_post("/v1/responses", model(responses_api.responses))
     app.router.add_get("/v1/responses/{response_id}", responses_api.get_response)
     app.router.add_delete("/v1/responses/{response_id}", responses_api.delete_response)
     for path, handler in surface.HANDLERS.items():
-        app.router.add_post(path, handler)
+        app.router.add_post(path, model(handler))
     app.router.add_get("/v1/models", handlers.list_models)
     app.router.add_get("/v1/models/{model:.+}", handlers.get_model)
     app.router.add_get("/v1/memory", memory_api.list_memory)
@@ -226,6 +264,10 @@ def config_app(config: Config, lifecycle: Lifecycle, *, metrics: Metrics | None 
     if metrics is not None:
         app.router.add_get(config.metrics.path, metrics_handler(metrics, auth if config.metrics.require_auth else None))
     return app
+
+
+def _as_is(handler: Handler) -> Handler:
+    return handler
 
 
 def warn_open(config: Config) -> None:
@@ -257,10 +299,11 @@ async def reloaded_app(served: web.Application, config: Config, *, rng: Random) 
     Nothing that outlives it changes until the caller, serving it, calls `commit_reload`.
     """
     metrics = served.get(METRICS)
-    app = config_app(config, served[LIFECYCLE], metrics=metrics)
+    app = config_app(config, served[LIFECYCLE], metrics=metrics, handover=served[HANDOVER])
     app[SESSION] = session = served[SESSION]
     app[MEMORY] = served[MEMORY]
     upstreams = app[UPSTREAMS] = AsyncExitStack()
+    upstreams.push_async_callback(app[GOVERNOR].close)
     try:
         await upstreams.enter_async_context(open_upstreams(app, config, session, rng=rng))
     except BaseException:
@@ -274,9 +317,11 @@ def commit_reload(app: web.Application, replaced: web.Application) -> None:
     """Make what `app` (from reloaded_app) changes beyond itself take effect, now that it serves instead of `replaced`.
 
     The process's metrics count its routes and targets too (a reload that fails adds no series),
-    and a gateway the reload left open is logged, once: when `replaced` had keys.
+    the next reload's governor takes over from `app`'s, and a gateway the reload left open is
+    logged, once: when `replaced` had keys.
     """
     config = app[CONFIG]
+    app[HANDOVER].governor = app[GOVERNOR]
     metrics = app.get(METRICS)
     if metrics is not None:  # one set of series for the process's life: a reload adds to it
         metrics.adopt(config)

@@ -23,10 +23,11 @@ from gateway.core.tree import Route, iter_targets
 from gateway.memory.headers import MemoryAsk, asks_for_memory, read_memory_headers
 from gateway.memory.turns import Memory, Turn
 from gateway.observe.trace import Trace
+from gateway.server.admissions import admit
 from gateway.server.aiohttp_internals import app_state
 from gateway.server.bodies import is_large, off_loop, read_payload
 from gateway.server.body_relay import relay_body
-from gateway.server.keys import CONFIG, DISPATCHER, LIFECYCLE, MEMORY, TRACE
+from gateway.server.keys import ADMISSION, CONFIG, DISPATCHER, LIFECYCLE, MEMORY, TRACE
 from gateway.server.parsing import check_count, check_input, check_messages, check_model, check_stream
 from gateway.server.relay import relay_stream
 from gateway.server.resolve import route_for
@@ -101,7 +102,8 @@ async def forward(
         app = request.app
     if call.stream:
         metrics = app[CONFIG].metrics
-        if metrics.enabled and metrics.stream_usage:  # usage is asked for the metrics' sake
+        # usage is asked for the metrics' sake, and for a limited key's tokens and spend
+        if (metrics.enabled and metrics.stream_usage) or ADMISSION in request:
             call = with_stream_usage(call)
     result = await app[DISPATCHER].dispatch(route, call)
     reply, stream = result.reply, result.stream
@@ -169,6 +171,7 @@ MODEL_PATHS = {
 async def chat_completions(request: web.Request) -> web.StreamResponse:
     raw, payload = await read_payload(request)
     route = resolve(request, payload)
+    await admit(request, route, payload, raw=raw)
     check_count(payload, "messages", request.app[CONFIG].server.max_messages)
     if is_large(raw):
         await off_loop(functools.partial(check_messages, payload))
@@ -256,6 +259,7 @@ async def completions(request: web.Request) -> web.StreamResponse:
     route = route_for(request, check_model(payload))
     stream = check_stream(payload)
     trace.resolved(route, stream=stream)
+    await admit(request, route, payload, raw=raw)
     check_input(payload, "prompt", required=False)
     return await forward(request, route, Request("completions", payload, raw, stream=stream, trace=trace))
 
@@ -265,6 +269,7 @@ async def embeddings(request: web.Request) -> web.StreamResponse:
     raw, payload = await read_payload(request)
     route = route_for(request, check_model(payload))
     trace.resolved(route, stream=False)
+    await admit(request, route, payload, raw=raw)
     check_input(payload, "input", required=True)
     return await forward(request, route, Request("embeddings", payload, raw, trace=trace))
 

@@ -6,6 +6,7 @@ from aiohttp import web
 
 from gateway.core.translate import messages as anthropic_api
 from gateway.observe.trace import Trace
+from gateway.server.admissions import admit
 from gateway.server.bodies import read_payload
 from gateway.server.handlers import chat, forward_as_is, memory_ask, resolve, served_as_is, to_chat
 from gateway.server.keys import CONFIG, TRACE
@@ -24,6 +25,7 @@ async def messages(request: web.Request) -> web.StreamResponse:
     """
     raw, body = await read_payload(request)
     route = resolve(request, body)  # first, so a request the translation refuses counts under its route
+    await admit(request, route, body, raw=raw)
     check_count(body, "messages", request.app[CONFIG].server.max_messages)
     trace: Trace = request[TRACE]
     ask = memory_ask(request, route)
@@ -38,6 +40,7 @@ async def count_tokens(request: web.Request) -> web.StreamResponse:
     """Anthropic's `POST /v1/messages/count_tokens`: asked of an anthropic target, else estimated here."""
     raw, body = await read_payload(request)
     route = resolve(request, body)
+    await admit(request, route, body, counted=False)  # a count makes the upstream generate nothing
     check_count(body, "messages", request.app[CONFIG].server.max_messages)
     trace: Trace = request[TRACE]
     if served_as_is(route, MESSAGES):

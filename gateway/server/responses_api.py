@@ -15,6 +15,7 @@ from gateway.memory.errors import store_errors
 from gateway.memory.headers import MemoryAsk
 from gateway.memory.store import StoreUnavailable
 from gateway.server import pins, response_chain
+from gateway.server.admissions import admit
 from gateway.server.bodies import read_payload
 from gateway.server.handlers import (
     Answered,
@@ -49,6 +50,7 @@ async def responses(request: web.Request) -> web.StreamResponse:
     """
     raw, body = await read_payload(request)
     route = resolve(request, body)
+    await admit(request, route, body, raw=raw)
     check_count(body, "input", request.app[CONFIG].server.max_messages)
     ask = memory_ask(request, route)
     conversation, previous = state.conversation_id(body), state.previous_response_id(body)

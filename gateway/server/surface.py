@@ -20,6 +20,7 @@ from aiohttp.typedefs import Handler
 from gateway.core.errors import InvalidRequestError
 from gateway.core.tree import Route, iter_targets
 from gateway.observe.trace import Trace
+from gateway.server.admissions import admit
 from gateway.server.bodies import read_body, read_payload
 from gateway.server.handlers import forward
 from gateway.server.keys import TRACE
@@ -88,6 +89,7 @@ def json_handler(path: str, check: Callable[[dict[str, Any]], None]) -> Handler:
         raw, payload = await read_payload(request)
         route = route_for(request, check_model(payload))
         trace.resolved(route, stream=False)
+        await admit(request, route, payload, raw=raw)
         check_providers(route, path)
         check(payload)
         return await forward(request, route, Request(endpoint, payload, raw, trace=trace))
@@ -251,6 +253,7 @@ def form_handler(path: str) -> Handler:
             raise InvalidRequestError("The form field 'model' is required.", param="model", code="missing_required_parameter")
         route = route_for(request, model)
         trace.resolved(route, stream=False)
+        await admit(request, route, {}, counted=False)  # audio has no text to estimate: its usage, if any, is counted at the end
         check_providers(route, path)
         if not form.has_file("file"):
             raise InvalidRequestError("The form needs a 'file' part (the audio).", param="file", code="missing_required_parameter")
