@@ -19,9 +19,10 @@ from gateway.core.settings import CorsConfig
 from gateway.server.middlewares import error_response, new_request_id
 
 ALLOWED_METHODS = "GET, POST, DELETE, OPTIONS"
-RATE_LIMIT_PREFIX = "x-ratelimit-"
+RATE_LIMIT_PREFIXES = ("x-ratelimit-", "x-upstream-ratelimit-")
 # What a script may read from an answer. Expose-Headers takes no prefixes and its `*` is void on
-# credentialed requests, so the relayed x-ratelimit-* names are listed (others are added per response).
+# credentialed requests, so the x-ratelimit-* names are listed, and the upstream's as relayed beside
+# a limited key's own (x-upstream-ratelimit-*); others of either prefix are added per response.
 EXPOSED_HEADERS = (
     "x-request-id",
     "x-gateway-route",
@@ -38,6 +39,12 @@ EXPOSED_HEADERS = (
     "x-ratelimit-remaining-tokens",
     "x-ratelimit-reset-requests",
     "x-ratelimit-reset-tokens",
+    "x-upstream-ratelimit-limit-requests",
+    "x-upstream-ratelimit-limit-tokens",
+    "x-upstream-ratelimit-remaining-requests",
+    "x-upstream-ratelimit-remaining-tokens",
+    "x-upstream-ratelimit-reset-requests",
+    "x-upstream-ratelimit-reset-tokens",
     "retry-after",
     "retry-after-ms",
 )
@@ -80,7 +87,7 @@ class CorsPolicy:
 
     def response_headers(self, origin: str, present: Iterable[str]) -> dict[str, str]:
         """The headers for an allowed origin's actual answer, whose header names are `present`."""
-        extra = [name for name in map(str.lower, present) if name.startswith(RATE_LIMIT_PREFIX)]
+        extra = [name for name in map(str.lower, present) if name.startswith(RATE_LIMIT_PREFIXES)]
         exposed = [*EXPOSED_HEADERS, *(name for name in extra if name not in EXPOSED_HEADERS)]
         return {"Access-Control-Allow-Origin": origin, "Access-Control-Expose-Headers": ", ".join(exposed)}
 
