@@ -24,9 +24,9 @@ from gateway.server import admissions
 from gateway.server.bodies import OFF_LOOP_BYTES
 from tests.support.fakes import FakeUpstream, Step, chat_completion, stream_of, usage_chunk
 from tests.support.gateway import GATEWAY_KEY, KEYS, Gateway, app_of, requests_ended
-from tests.support.governors import REQUESTS, TOKENS, Ledger, ledger
+from tests.support.governors import REQUESTS, TOKENS, Recorder, recorder
 
-__all__ = ["ledger"]  # the fixture
+__all__ = ["recorder"]  # the fixture
 
 UPSTREAM_LIMITS = {"x-ratelimit-limit-requests": "10000", "x-ratelimit-remaining-requests": "9999"}
 HELLO = [{"role": "user", "content": "hello there"}]  # 11 characters: 3 tokens estimated
@@ -44,7 +44,7 @@ routes:
 
 
 async def test_an_answer_carries_the_key_s_quotas_and_the_upstream_s_renamed(
-    gateway: Gateway, upstream: FakeUpstream, ledger: Ledger, tmp_path: Path
+    gateway: Gateway, upstream: FakeUpstream, recorder: Recorder, tmp_path: Path
 ) -> None:
     upstream.default = Step(body=chat_completion(), headers=UPSTREAM_LIMITS)
     client = await gateway(config(upstream, tmp_path))
@@ -54,24 +54,24 @@ async def test_an_answer_carries_the_key_s_quotas_and_the_upstream_s_renamed(
         assert raw.headers[name] == value
     assert raw.headers["x-upstream-ratelimit-limit-requests"] == "10000"
     assert raw.headers["x-upstream-ratelimit-remaining-requests"] == "9999"
-    assert ledger.asked == [("team-a", "chat", 3 + 50)]
-    [settled] = ledger.settled
-    assert settled.admission is ledger.admitted[0]
+    assert recorder.asked == [("team-a", "chat", 3 + 50)]
+    [settled] = recorder.settled
+    assert settled.admission is recorder.admitted[0]
     assert (settled.tokens, settled.cost_usd) == (5 + 3, 0.0)  # up-model has no price
 
 
 async def test_spend_is_priced_as_the_cost_metric_prices_it(
-    gateway: Gateway, upstream: FakeUpstream, ledger: Ledger, tmp_path: Path
+    gateway: Gateway, upstream: FakeUpstream, recorder: Recorder, tmp_path: Path
 ) -> None:
     client = await gateway(config(upstream, tmp_path, model="gpt-4o-mini"))
     await client.chat.completions.create(model="chat", messages=HELLO)
-    [settled] = ledger.settled
+    [settled] = recorder.settled
     assert settled.tokens == 8
     assert settled.cost_usd == pytest.approx(5 * 1.5e-07 + 3 * 6e-07)
 
 
 async def test_a_stream_is_asked_for_its_usage_and_settled_after_its_last_chunk(
-    gateway: Gateway, upstream: FakeUpstream, ledger: Ledger, tmp_path: Path
+    gateway: Gateway, upstream: FakeUpstream, recorder: Recorder, tmp_path: Path
 ) -> None:
     """Metrics off: the usage is asked for the governor's sake, and kept from the client who did not ask."""
     upstream.default = Step(events=[*stream_of("Hi", done=False), usage_chunk(40, 2), b"data: [DONE]\n\n"])
@@ -79,12 +79,12 @@ async def test_a_stream_is_asked_for_its_usage_and_settled_after_its_last_chunk(
     chunks = [chunk async for chunk in await client.chat.completions.create(model="chat", messages=HELLO, stream=True)]
     assert all(chunk.usage is None for chunk in chunks)
     assert upstream.requests[0].body["stream_options"] == {"include_usage": True}
-    [settled] = ledger.settled
+    [settled] = recorder.settled
     assert settled.tokens == 42
 
 
 async def test_an_upstream_failure_is_settled_once_with_its_usage_unknown(
-    gateway: Gateway, upstream: FakeUpstream, ledger: Ledger, tmp_path: Path
+    gateway: Gateway, upstream: FakeUpstream, recorder: Recorder, tmp_path: Path
 ) -> None:
     upstream.default = Step(status=400, body={"error": {"message": "no", "type": "invalid_request_error"}}, headers=UPSTREAM_LIMITS)
     client = await gateway(config(upstream, tmp_path))
@@ -92,21 +92,21 @@ async def test_an_upstream_failure_is_settled_once_with_its_usage_unknown(
         await client.chat.completions.create(model="chat", messages=HELLO)
     assert caught.value.response.headers["x-ratelimit-limit-requests"] == "60"
     assert caught.value.response.headers["x-upstream-ratelimit-limit-requests"] == "10000"
-    assert [(s.tokens, s.cost_usd) for s in ledger.settled] == [(None, 0.0)]
+    assert [(s.tokens, s.cost_usd) for s in recorder.settled] == [(None, 0.0)]
 
 
 async def test_a_request_its_checks_refuse_after_admission_used_nothing(
-    gateway: Gateway, upstream: FakeUpstream, ledger: Ledger, tmp_path: Path
+    gateway: Gateway, upstream: FakeUpstream, recorder: Recorder, tmp_path: Path
 ) -> None:
     client = await gateway(config(upstream, tmp_path))
     with pytest.raises(openai.BadRequestError):
         await client.chat.completions.create(model="chat", messages=[{"role": "user", "content": 7}])  # type: ignore[misc, list-item]
     assert upstream.calls == 0
-    assert [s.tokens for s in ledger.settled] == [0]
+    assert [s.tokens for s in recorder.settled] == [0]
 
 
 async def test_a_client_gone_mid_stream_is_settled_once_with_the_reservation_standing(
-    gateway: Gateway, upstream: FakeUpstream, ledger: Ledger, tmp_path: Path
+    gateway: Gateway, upstream: FakeUpstream, recorder: Recorder, tmp_path: Path
 ) -> None:
     hold = asyncio.Event()
     upstream.default = Step(events=[*stream_of("Hi", done=False)[:2], hold])
@@ -117,7 +117,7 @@ async def test_a_client_gone_mid_stream_is_settled_once_with_the_reservation_sta
     await stream.close()
     await requests_ended(client)
     hold.set()
-    assert [s.tokens for s in ledger.settled] == [None]
+    assert [s.tokens for s in recorder.settled] == [None]
 
 
 @pytest.mark.parametrize("refusal", [
@@ -125,9 +125,9 @@ async def test_a_client_gone_mid_stream_is_settled_once_with_the_reservation_sta
     PermissionDeniedError("This key may not use route 'chat'.", code="route_not_allowed"),
 ])  # fmt: skip
 async def test_a_refused_request_never_reaches_memory_or_the_upstream(
-    gateway: Gateway, upstream: FakeUpstream, ledger: Ledger, tmp_path: Path, refusal: Exception
+    gateway: Gateway, upstream: FakeUpstream, recorder: Recorder, tmp_path: Path, refusal: Exception
 ) -> None:
-    ledger.refusal = refusal  # type: ignore[assignment]
+    recorder.refusal = refusal  # type: ignore[assignment]
     client = await gateway(config(upstream, tmp_path))
     with pytest.raises(openai.APIStatusError) as caught:
         await client.chat.completions.create(model="chat", messages=HELLO, extra_headers={"x-memory-id": "conv-1"})
@@ -141,16 +141,16 @@ async def test_a_refused_request_never_reaches_memory_or_the_upstream(
     else:
         assert error.code == "route_not_allowed"
     assert upstream.calls == 0
-    assert ledger.settled == []
+    assert recorder.settled == []
     headers = {"Authorization": f"Bearer {GATEWAY_KEY}"}
     async with aiohttp.ClientSession(headers=headers) as session, session.get(f"{client.base_url}memory/conv-1") as answer:
         assert answer.status == 404  # the turn never started: nothing stored
 
 
 async def test_a_refusal_on_the_messages_api_takes_anthropic_s_shape(
-    gateway: Gateway, upstream: FakeUpstream, ledger: Ledger, tmp_path: Path
+    gateway: Gateway, upstream: FakeUpstream, recorder: Recorder, tmp_path: Path
 ) -> None:
-    ledger.refusal = RateLimitedError("Rate limit reached for tokens.", headers=retry_headers(1.2))
+    recorder.refusal = RateLimitedError("Rate limit reached for tokens.", headers=retry_headers(1.2))
     client = await gateway(config(upstream, tmp_path))
     root = str(client.base_url).rstrip("/").removesuffix("/v1")
     async with anthropic.AsyncAnthropic(base_url=root, api_key=GATEWAY_KEY, max_retries=0) as claude:
@@ -161,7 +161,7 @@ async def test_a_refusal_on_the_messages_api_takes_anthropic_s_shape(
     assert upstream.calls == 0
 
 
-async def test_every_model_endpoint_is_admitted(gateway: Gateway, upstream: FakeUpstream, ledger: Ledger, tmp_path: Path) -> None:
+async def test_every_model_endpoint_is_admitted(gateway: Gateway, upstream: FakeUpstream, recorder: Recorder, tmp_path: Path) -> None:
     """Completions, embeddings, responses, messages, count_tokens and a surface endpoint (moderations)."""
     client = await gateway(config(upstream, tmp_path))
     vector = {"object": "embedding", "index": 0, "embedding": [0.5]}
@@ -176,15 +176,15 @@ async def test_every_model_endpoint_is_admitted(gateway: Gateway, upstream: Fake
     async with anthropic.AsyncAnthropic(base_url=root, api_key=GATEWAY_KEY, max_retries=0) as claude:
         await claude.messages.create(model="chat", max_tokens=9, messages=[{"role": "user", "content": "abcd"}])
         await claude.messages.count_tokens(model="chat", messages=[{"role": "user", "content": "abcd"}])
-    assert ledger.asked == [
+    assert recorder.asked == [
         ("team-a", "chat", 2), ("team-a", "chat", 1), ("team-a", "chat", 1 + 7),
         ("team-a", "chat", 1 + 20), ("team-a", "chat", 1 + 9), ("team-a", "chat", 0),
     ]  # fmt: skip
-    assert len(ledger.settled) == 6
+    assert len(recorder.settled) == 6
 
 
 async def test_a_large_body_is_estimated_on_a_body_thread(
-    gateway: Gateway, upstream: FakeUpstream, ledger: Ledger, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    gateway: Gateway, upstream: FakeUpstream, recorder: Recorder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     threads: list[str] = []
     estimate = admissions.requested_tokens
@@ -198,19 +198,19 @@ async def test_a_large_body_is_estimated_on_a_body_thread(
     await client.chat.completions.create(model="chat", messages=[{"role": "user", "content": "x" * OFF_LOOP_BYTES}])
     await client.chat.completions.create(model="chat", messages=HELLO)
     assert threads[0].startswith("gateway-bodies") and threads[1] == threading.current_thread().name
-    assert ledger.asked[0][2] == OFF_LOOP_BYTES // 4
+    assert recorder.asked[0][2] == OFF_LOOP_BYTES // 4
 
 
 async def test_a_key_the_governor_does_not_limit_keeps_the_upstream_s_headers(
-    gateway: Gateway, upstream: FakeUpstream, ledger: Ledger, tmp_path: Path
+    gateway: Gateway, upstream: FakeUpstream, recorder: Recorder, tmp_path: Path
 ) -> None:
-    ledger.requests = ledger.tokens = None
+    recorder.requests = recorder.tokens = None
     upstream.default = Step(body=chat_completion(), headers=UPSTREAM_LIMITS)
     client = await gateway(config(upstream, tmp_path))
     raw = await client.chat.completions.with_raw_response.create(model="chat", messages=HELLO)
     assert raw.headers["x-ratelimit-limit-requests"] == "10000"
     assert "x-upstream-ratelimit-limit-requests" not in raw.headers
-    assert len(ledger.settled) == 1
+    assert len(recorder.settled) == 1
 
 
 async def test_without_limits_nothing_is_wired_in_and_headers_pass_as_they_came(

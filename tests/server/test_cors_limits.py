@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from tests.support.fakes import FakeUpstream, Step, chat_completion
 from tests.support.gateway import KEYS, Gateway
-from tests.support.governors import Ledger, ledger
+from tests.support.governors import Recorder, recorder
 
-__all__ = ["ledger"]  # the fixture
+__all__ = ["recorder"]  # the fixture
 
 ORIGIN = "https://app.example.com"
 UPSTREAM_LIMITS = {"x-ratelimit-limit-requests": "10000", "x-ratelimit-remaining": "9"}
 
 
 async def test_a_limited_key_s_headers_and_the_upstream_s_are_exposed(
-    gateway: Gateway, upstream: FakeUpstream, ledger: Ledger
+    gateway: Gateway, upstream: FakeUpstream, recorder: Recorder
 ) -> None:
     upstream.then(Step(body=chat_completion(), headers=UPSTREAM_LIMITS))
     config = f"{KEYS}\ncors: {{allowOrigins: ['{ORIGIN}']}}\nroutes: {{m: {{baseUrl: '{upstream.url}', apiKey: k}}}}"

@@ -1,7 +1,7 @@
 """A governor that records what the server asks of it: the request path's side of governance, tested apart from the limits.
 
-`Ledger` admits every request with fixed quotas (or refuses with the error it is given) and
-keeps each admission and settlement; `ledger_governor` puts one in the gateway apps a test starts
+`Recorder` admits every request with fixed quotas (or refuses with the error it is given) and
+keeps each admission and settlement; the `recorder` fixture puts one in the gateway apps a test starts
 (gateway.server.app builds its governor through `open_governor`).
 """
 
@@ -33,7 +33,7 @@ class Settled:
 
 
 @dataclass
-class Ledger:
+class Recorder:
     """A Governor admitting with `requests`/`tokens` quotas, or raising `refusal`; records every call."""
 
     requests: Quota | None = REQUESTS
@@ -66,12 +66,12 @@ class Ledger:
 
 
 @pytest.fixture
-def ledger(monkeypatch: pytest.MonkeyPatch) -> Iterator[Ledger]:
-    """A Ledger that every gateway app the test builds takes as its governor."""
-    ledger = Ledger()
+def recorder(monkeypatch: pytest.MonkeyPatch) -> Iterator[Recorder]:
+    """A Recorder that every gateway app the test builds takes as its governor."""
+    recorder = Recorder()
 
     def open_governor(*args: Any, **kwargs: Any) -> Governor:
-        return ledger
+        return recorder
 
     monkeypatch.setattr(app_module, "open_governor", open_governor)
-    yield ledger
+    yield recorder
