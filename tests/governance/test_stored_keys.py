@@ -1,8 +1,22 @@
-"""The snapshot of stored keys a process starts with: none."""
+"""Stored keys: the snapshot a process starts with (none), new keys, and how a store keeps a key."""
 
 from __future__ import annotations
 
-from gateway.governance.stored_keys import StoredKey, StoredKeys
+import base64
+import hashlib
+
+from gateway.core.governance import Budget, BudgetPeriod, RateLimits
+from gateway.governance.stored_keys import (
+    StoredKey,
+    StoredKeys,
+    decode_key,
+    digest_of,
+    encode_key,
+    limits_json,
+    limits_of,
+    new_key,
+    snapshot_of,
+)
 
 
 def test_a_process_starts_knowing_no_stored_key() -> None:
@@ -12,3 +26,30 @@ def test_a_process_starts_knowing_no_stored_key() -> None:
 
 def test_a_stored_key_never_shows_its_digest() -> None:
     assert "sha256" not in repr(StoredKey(name="team-b", sha256=b"\x01" * 32))
+
+
+def test_a_new_key_is_gk_and_32_random_bytes_and_is_kept_as_its_sha256() -> None:
+    key, other = new_key(), new_key()
+    assert key.startswith("gk-") and len(base64.urlsafe_b64decode(key[3:] + "=")) == 32 and key != other
+    assert digest_of(key) == hashlib.sha256(key.encode()).digest()
+
+
+def test_a_key_reads_back_as_it_was_written() -> None:
+    limits = RateLimits(requests_per_minute=60, concurrent_requests=2, budget=Budget(usd=5, period=BudgetPeriod.WEEK))
+    key = StoredKey(name="team-b", sha256=b"\x02" * 32, routes=frozenset({"b", "a"}), limits=limits, created_at=17)
+    assert decode_key("team-b", encode_key(key)) == key
+    bare = StoredKey(name="team-c", sha256=b"\x03" * 32)
+    assert decode_key("team-c", encode_key(bare)) == bare
+
+
+def test_limits_are_written_as_the_config_writes_them() -> None:
+    limits = RateLimits(tokens_per_minute=1000, budget=Budget(usd=1.5))
+    assert limits_json(limits) == {"tokensPerMinute": 1000, "budget": {"usd": 1.5, "period": "month"}}
+    assert limits_of(limits_json(limits)) == limits
+
+
+def test_a_snapshot_has_maps_of_its_own() -> None:
+    key = StoredKey(name="team-b", sha256=b"\x02" * 32)
+    snapshot = snapshot_of([key], 4)
+    assert (snapshot.by_digest, snapshot.by_name, snapshot.generation) == ({key.sha256: key}, {"team-b": key}, 4)
+    assert snapshot_of([], 5).by_digest is not snapshot_of([], 5).by_digest

@@ -1,0 +1,76 @@
+"""Each process's snapshot of the stored keys, kept within a second of the store: KeyRefresher.
+
+The refresher reads the store's generation every 0.5 s and, when it is not the one the snapshot
+was read at, reads every key and replaces the snapshot's maps whole (readers on the loop see the
+old maps or the new ones, never a mix). A key revoked anywhere so stops working in every process
+within a second. A store that fails is logged once, when it starts failing, and once when it
+answers again; meanwhile the snapshot stays as it was and the refresher goes on asking.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Final
+
+from gateway.governance.key_store import KeyStore
+from gateway.governance.stored_keys import KeyStoreUnavailable, StoredKeys, snapshot_of
+
+log = logging.getLogger("gateway.governance")
+
+REFRESH_SECONDS: Final = 0.5
+
+
+class KeyRefresher:
+    """Keeps `known` (the process's snapshot) as `store` has the keys, from `start` to `close`."""
+
+    def __init__(self, store: KeyStore, known: StoredKeys, *, every: float = REFRESH_SECONDS) -> None:
+        self._store = store
+        self._known = known
+        self._every = every
+        self._task: asyncio.Task[None] | None = None
+        self._failing = False
+        self._read_once = False  # the snapshot was read from the store at least once
+
+    async def start(self) -> None:
+        """Read the keys once (a failing store is logged, not raised), then go on refreshing in the background."""
+        await self.refresh()
+        self._task = asyncio.create_task(self._run(), name="gateway-key-refresh")
+
+    async def close(self) -> None:
+        """Stop refreshing (the store is its owner's to close)."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def refresh(self) -> bool:
+        """Bring the snapshot up to the store's generation; False when the store failed (logged once per outage)."""
+        try:
+            generation = await self._store.generation()
+            if generation != self._known.generation or not self._read_once:
+                # Read after the generation: a change made meanwhile moves it again, read at the next turn.
+                keys = await self._store.list()
+                fresh = snapshot_of(keys, generation)
+                self._known.by_digest, self._known.by_name = fresh.by_digest, fresh.by_name
+                self._known.generation = generation
+                self._read_once = True
+        except Exception as exc:  # the store failed (KeyStoreUnavailable), or a record it holds cannot be read
+            if not self._failing:
+                log.warning(
+                    "stored gateway keys: %s; keeping the keys known, asking again every %gs", exc, self._every,
+                    exc_info=not isinstance(exc, KeyStoreUnavailable),
+                )  # fmt: skip
+            self._failing = True
+            return False
+        if self._failing:
+            log.warning("stored gateway keys: the store answers again")
+            self._failing = False
+        return True
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(self._every)
+            await self.refresh()

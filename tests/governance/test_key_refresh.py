@@ -1,0 +1,85 @@
+"""The process's snapshot of stored keys follows the store: read at start, replaced whole on each change, kept through outages."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+import pytest
+
+from gateway.governance.key_refresh import KeyRefresher
+from gateway.governance.key_store_sqlite import SQLiteKeyStore
+from gateway.governance.stored_keys import StoredKey, StoredKeys
+from tests.support.key_stores import stored_key
+from tests.support.waiting import eventually
+
+
+class CountedLists(SQLiteKeyStore):
+    """A SQLite store that counts how often every key is read."""
+
+    lists = 0
+
+    async def list(self) -> list[StoredKey]:
+        self.lists += 1
+        return await super().list()
+
+
+async def test_the_keys_are_known_once_started(tmp_path: Path) -> None:
+    store = SQLiteKeyStore(str(tmp_path / "keys.db"))
+    await store.create(stored_key("team-b"))
+    known = StoredKeys()
+    refresher = KeyRefresher(store, known)
+    await refresher.start()
+    assert set(known.by_name) == {"team-b"} and set(known.by_digest) == {stored_key("team-b").sha256}
+    await refresher.close()
+    await store.close()
+
+
+async def test_a_change_made_elsewhere_replaces_the_maps_whole(tmp_path: Path) -> None:
+    elsewhere = SQLiteKeyStore(str(tmp_path / "keys.db"))
+    await elsewhere.create(stored_key("team-b"))
+    store, known = SQLiteKeyStore(str(tmp_path / "keys.db")), StoredKeys()
+    refresher = KeyRefresher(store, known, every=0.05)
+    await refresher.start()
+    before = known.by_digest
+    await elsewhere.delete("team-b")
+    await elsewhere.create(stored_key("team-c"))
+    await eventually(lambda: set(known.by_name) == {"team-c"}, what="the refresher read the change")
+    assert set(before.values()) == {stored_key("team-b")}  # a reader holding the old map saw no mix
+    assert known.generation == await elsewhere.generation()
+    await refresher.close()
+    await store.close()
+    await elsewhere.close()
+
+
+async def test_the_keys_are_read_again_only_when_the_generation_moved(tmp_path: Path) -> None:
+    store, known = CountedLists(str(tmp_path / "keys.db")), StoredKeys()
+    refresher = KeyRefresher(store, known)
+    await refresher.refresh()
+    await refresher.refresh()
+    assert store.lists == 1
+    await store.create(stored_key("team-b"))
+    await refresher.refresh()
+    await refresher.refresh()
+    assert store.lists == 2 and set(known.by_name) == {"team-b"}
+    await store.close()
+
+
+async def test_a_failing_store_is_logged_once_keeps_the_keys_known_and_is_read_again_once_it_answers(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, "gateway.governance")
+    path = tmp_path / "gone" / "keys.db"
+    store = SQLiteKeyStore(str(path))
+    known = StoredKeys(by_name={"team-b": stored_key("team-b")}, by_digest={stored_key("team-b").sha256: stored_key("team-b")})
+    refresher = KeyRefresher(store, known)
+    await refresher.start()  # does not raise
+    assert not await refresher.refresh() and not await refresher.refresh()
+    assert set(known.by_name) == {"team-b"}
+    assert len([r for r in caplog.records if "keeping the keys known" in r.getMessage()]) == 1
+    os.mkdir(path.parent)
+    assert await refresher.refresh()
+    assert known.by_name == {} and "answers again" in caplog.records[-1].getMessage()
+    await refresher.close()
+    await store.close()
