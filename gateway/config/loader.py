@@ -10,7 +10,6 @@ merges settings. Every problem of a file is reported at once, each with its dott
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -19,11 +18,12 @@ from typing import Any, Final
 
 import yaml
 
+from gateway.config.access import read_keys, read_limits
 from gateway.config.checks import listed
 from gateway.config.fields import MAX_COUNT, MAX_SECONDS
 from gateway.config.interpolation import env_refs, interpolate, secret_forms
 from gateway.config.problems import ConfigError, Problems, describe
-from gateway.config.schema import ConfigFile, GatewayKey, Memory
+from gateway.config.schema import ConfigFile, Memory
 from gateway.config.stores import check_redis
 from gateway.config.summaries import check_summary_windows
 from gateway.config.tree import OTHER_ROUTE, merged_window, read_inline_route, read_route, route_name_problem
@@ -32,7 +32,6 @@ from gateway.core.kinds import KINDS
 from gateway.core.masks import show_references
 from gateway.core.memory.settings import MemoryConfig, StoreKind
 from gateway.core.settings import (
-    ApiKey,
     BreakersConfig,
     BreakerStoreKind,
     Config,
@@ -124,6 +123,7 @@ def _config(checked: ConfigFile, *, route_names: list[str], problems: Problems) 
     check_summary_windows(checked.memory.defaults, {name: route.memory for name, route in checked.routes.items()}, problems)
     if not route_names:
         problems.add(("routes",), "must be a mapping with at least one route")
+    api_keys, admin_keys = read_keys(checked.auth, route_names=route_names, problems=problems)
     default_route = checked.default_route
     if default_route is not None and route_names and default_route not in route_names:
         problems.add(
@@ -132,7 +132,9 @@ def _config(checked: ConfigFile, *, route_names: list[str], problems: Problems) 
     return Config(
         routes=MappingProxyType(routes),
         server=ServerConfig(**dict(checked.server)),
-        api_keys=tuple(map(_api_key, checked.auth.keys)),
+        api_keys=api_keys,
+        admin_keys=admin_keys,
+        limits=read_limits(checked.limits, memory_store=memory.store, problems=problems),
         default_route=default_route,
         memory=memory,
         cors=CorsConfig(
@@ -153,15 +155,6 @@ def _config(checked: ConfigFile, *, route_names: list[str], problems: Problems) 
             allowed_hosts=tuple(listed(host).lower() for host in checked.request_config.allowed_hosts),
         ),
     )
-
-
-def _api_key(key: GatewayKey) -> ApiKey:
-    digest = (
-        hashlib.sha256(key.key.encode()).digest()
-        if key.key is not None
-        else bytes.fromhex(key.key_sha256 or "")
-    )
-    return ApiKey(key.name or "", digest)
 
 
 def _breaker_store(store: str | None) -> BreakerStoreKind | None:

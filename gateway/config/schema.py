@@ -2,24 +2,21 @@
 
 Loading validates a file against `ConfigFile` (a client's `x-gateway-config` tree against
 `Node`), and `gateway schema` prints it as JSON Schema. A strategy tree's settings are None
-unless a node gives them: a node inherits what it does not set (gateway.config.tree).
+unless a node gives them: a node inherits what it does not set (gateway.config.tree). The
+sections about keys and limits are gateway.config.governance's.
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Literal, cast
 
-from pydantic import ConfigDict, Field, model_validator
-from pydantic_core import InitErrorDetails, ValidationError
+from pydantic import ConfigDict, Field
 
 from gateway.config.checks import (
     allowed_host_problem,
     cors_header_problem,
     cors_origin_problem,
-    digest_problem,
-    gateway_key_problem,
     metrics_path_problem,
-    tenant_problem,
 )
 from gateway.config.fields import (
     AsEntry,
@@ -42,7 +39,8 @@ from gateway.config.fields import (
     Weight,
     holds,
 )
-from gateway.config.section import Section, refusal
+from gateway.config.governance import Auth, RateLimiting, RouteLimits
+from gateway.config.section import Section
 from gateway.config.shared_state import Breakers, Sentinel
 from gateway.core.memory.settings import MemoryConfig, MemorySettings
 from gateway.core.settings import CorsConfig, MetricsConfig, RequestConfigSettings, ServerConfig
@@ -135,44 +133,6 @@ class RequestConfig(Section):
     allowed_hosts: Annotated[tuple[AllowedHost, ...], ListOf("strings")] = Field(
         default=(),
         description="Hosts, addresses, networks (10.0.0.0/8) or '*' an inline tree's targets may reach.",
-    )
-
-
-class GatewayKey(Section):
-    """A key clients send as their Bearer token; exactly one of key or keySha256."""
-
-    # name is required, and told so with the key's other problems (_whole)
-    model_config = ConfigDict(json_schema_extra={"required": ["name"]})
-
-    name: Annotated[str, AsText(), holds(tenant_problem)] | None = Field(
-        default=None, description="The caller's tenant: 1-64 letters, digits or ._@-."
-    )
-    key: Annotated[str, AsText(), holds(gateway_key_problem)] | None = Field(
-        default=None, description="The key itself."
-    )
-    key_sha256: Annotated[str, AsText(), holds(digest_problem)] | None = Field(
-        default=None, description="The key's SHA-256 digest, in hex."
-    )
-
-    @model_validator(mode="after")
-    def _whole(self) -> GatewayKey:
-        problems: list[InitErrorDetails] = []
-        if self.name is None:
-            problems.append({"type": refusal("is required"), "loc": ("name",), "input": None})
-        if (self.key is None) == (self.key_sha256 is None):
-            problems.append(
-                {"type": refusal("needs exactly one of key or keySha256"), "loc": (), "input": None}
-            )
-        if problems:
-            raise ValidationError.from_exception_data(type(self).__name__, problems)
-        return self
-
-
-class Auth(Section):
-    """Gateway keys; without any, the gateway answers every client."""
-
-    keys: Annotated[tuple[GatewayKey, ...], ListOf(non_empty=True)] = Field(
-        default=(), description="The keys clients may send."
     )
 
 
@@ -363,6 +323,7 @@ class Route(Node):
     memory: Window | None = Field(
         default=None, description="This route's memory window (default: memory.defaults)."
     )
+    limits: RouteLimits | None = Field(default=None, description=RouteLimits.__doc__)
 
 
 class ConfigFile(Section):
@@ -379,6 +340,7 @@ class ConfigFile(Section):
         default_factory=RequestConfig.model_construct, description=RequestConfig.__doc__
     )
     memory: Memory = Field(default_factory=Memory.model_construct, description=Memory.__doc__)
+    limits: RateLimiting = Field(default_factory=RateLimiting.model_construct, description=RateLimiting.__doc__)
     default_route: Text | None = Field(
         default=None, description="The route of requests whose model names no route."
     )

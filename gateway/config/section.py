@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, ModelWrapValidatorHandler, ValidationError, model_validator
@@ -38,6 +39,8 @@ class Section(BaseModel):
     model_config = ConfigDict(extra="forbid", alias_generator=camel, frozen=True, defer_build=True)
     # what a value that is not a mapping is told
     expected: ClassVar[str] = "must be a mapping"
+    # keys of other sections that are easily put here: what each is told instead of "unknown key"
+    misplaced: ClassVar[Mapping[str, str]] = {}
 
     @model_validator(mode="wrap")
     @classmethod
@@ -54,7 +57,7 @@ class Section(BaseModel):
             if key in seen:
                 message = "given twice (snake_case and camelCase spellings of one key)"
             elif key not in keys:
-                message = f"unknown key (expected one of: {', '.join(sorted(keys))})"
+                message = cls.misplaced.get(key) or f"unknown key (expected one of: {', '.join(sorted(keys))})"
             else:
                 message = ""
             if key in keys:

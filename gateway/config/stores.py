@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+from typing import Final
 from urllib.parse import urlsplit
 
+from gateway.config.governance import RateLimiting
 from gateway.config.problems import Problems
 from gateway.config.redis_urls import node_address, redis_url_problems
 from gateway.config.schema import Memory
 from gateway.config.shared_state import Breakers, Sentinel
 from gateway.core.stores import SentinelSettings
 
+# what a section that may share memory's Redis does without a url of its own
+_SHARING: Final = {"breakers": "breakers connect as memory does", "limits": "limits are counted in memory's Redis"}
 
-def check_redis(section: Memory | Breakers, *, at: str, problems: Problems) -> SentinelSettings | None:
+
+def check_redis(section: Memory | Breakers | RateLimiting, *, at: str, problems: Problems) -> SentinelSettings | None:
     """Add what is wrong with `section`'s Redis connection to `problems`; its Sentinel settings, if any.
 
     A url is checked against the client; a Cluster has only database 0; Sentinel names the primary
@@ -27,10 +32,8 @@ def check_redis(section: Memory | Breakers, *, at: str, problems: Problems) -> S
         problems.add(
             (at, "waitReplicas"), "must be 0 with cluster: true (a Cluster's WAIT would need each conversation's node)"
         )
-    if isinstance(section, Breakers) and section.cluster and not section.url:
-        problems.add(
-            (at, "cluster"), "needs breakers.url (without one, breakers connect as memory does)"
-        )
+    if not isinstance(section, Memory) and section.cluster and not section.url:
+        problems.add((at, "cluster"), f"needs {at}.url (without one, {_SHARING[at]})")
     if section.sentinel is None:
         return None
     if section.url:

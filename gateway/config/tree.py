@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Final
 
+from gateway.config.access import rate_limits
 from gateway.config.checks import (
     NAME_EXPECTED,
     base_url_problem,
@@ -28,6 +29,7 @@ from gateway.config.providers import kind_of
 from gateway.config.schema import Breaker, Limits, Mock, Node, Retry, Route
 from gateway.config.section import Section
 from gateway.config.validation import validated
+from gateway.core.governance import UNLIMITED
 from gateway.core.memory.settings import MemorySettings, MemoryType
 from gateway.core.tree import (
     BreakerPolicy,
@@ -89,7 +91,8 @@ def read_route(
     for node_name, at in names.items():  # an inline tree's names are held to stricter rules (server.inline)
         if not node_name.isprintable():
             problems.add((*at, "name"), f"{NAME_EXPECTED}, got {node_name!r}")
-    return TreeRoute(name=name, root=root, memory=memory)
+    limits = UNLIMITED if route.limits is None else rate_limits(route.limits)
+    return TreeRoute(name=name, root=root, memory=memory, limits=limits)
 
 
 def merged_window(window: Limits, base: MemorySettings) -> MemorySettings:

@@ -12,6 +12,7 @@ was left out of it.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -22,6 +23,7 @@ from gateway.config.problems import Loc, Problems
 from gateway.config.section import camel
 
 M = TypeVar("M", bound=BaseModel)
+T = TypeVar("T")
 
 
 def validated(model: type[M], document: Any, problems: Problems) -> M | None:
@@ -43,9 +45,23 @@ def validated(model: type[M], document: Any, problems: Problems) -> M | None:
         if () in left_out:
             return None
         problems.refused.extend(left_out)
-        changed = [_leave_out(document, loc) for loc in left_out]
+        changed = [_leave_out(document, loc) or _leave_out_mapping(document, loc, problems) for loc in left_out]
         if not any(changed):
             return None
+
+
+def placed(items: Sequence[T], at: Loc, problems: Problems) -> Iterator[tuple[int, T]]:
+    """Each item of a validated list at `at` with its index in the file, where the items left out still count.
+
+    For lists whose items are mappings an empty one of which is refused (a gateway key): an item
+    refused whole is then left out, never kept emptied.
+    """
+    index = 0
+    for item in items:
+        while problems.is_refused((*at, index)):
+            index += 1
+        yield index, item
+        index += 1
 
 
 def _told(error: ErrorDetails, problems: Problems, settled: tuple[Loc, ...]) -> Loc:
@@ -93,6 +109,20 @@ def _leave_out(document: Any, loc: Loc) -> bool:
             del parent[key]
             return True
     return False
+
+
+def _leave_out_mapping(document: Any, loc: Loc, problems: Problems) -> bool:
+    """Leave out the mapping of an absent key its own check asks for (`name: is required`); whether anything changed.
+
+    Else the document would not change, and no problem elsewhere in it would be told.
+    """
+    mapping = document
+    for part in loc[:-1]:
+        mapping = _child(mapping, part)
+    if len(loc) < 2 or not isinstance(mapping, dict) or not isinstance(loc[-1], str) or _key(mapping, loc[-1]) is not None:
+        return False
+    problems.refused.append(loc[:-1])
+    return _leave_out(document, loc[:-1])
 
 
 def _child(container: Any, part: str | int) -> Any:

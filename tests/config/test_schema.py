@@ -8,7 +8,7 @@ import pytest
 from pydantic import BaseModel
 
 from gateway.config.problems import Problems
-from gateway.config.schema import Breaker, ConfigFile, GatewayKey, Memory, Node, Retry, Server, Strategy
+from gateway.config.schema import Breaker, ConfigFile, Memory, Node, Retry, Server, Strategy
 from gateway.config.validation import validated
 from gateway.core.memory.settings import MemoryConfig
 from gateway.core.settings import ServerConfig
@@ -40,22 +40,6 @@ def test_a_file_may_leave_every_section_but_its_routes_out() -> None:
     file, problems = checked(ConfigFile, {"routes": {"m": {"provider": "mock"}}})
     assert problems == [] and file.server == Server() and file.memory.store == "sqlite"
     assert list(file.routes) == ["m"] and file.routes["m"].provider == "mock"
-
-
-@pytest.mark.parametrize(
-    ("key", "problems"),
-    [
-        ({"name": "ops", "key": "k"}, []),
-        ({"name": "ops", "keySha256": "a" * 64}, []),
-        ({"name": "ops"}, ["needs exactly one of key or keySha256"]),
-        ({"name": "ops", "key": "k", "keySha256": "a" * 64}, ["needs exactly one of key or keySha256"]),
-        ({"key": "k"}, ["name: is required"]),
-        ({"name": "ops", "keySha256": "xyz"}, ["keySha256: must be 64 hex characters (a SHA-256 digest)"]),
-    ],
-)
-def test_a_gateway_key_has_a_name_and_exactly_one_of_key_or_digest(key: dict[str, str], problems: list[str]) -> None:
-    told = checked(GatewayKey, key)[1]
-    assert [message.removeprefix("top level: ") for message in told] == problems
 
 
 def test_a_blank_strategy_mode_is_single() -> None:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
 import pytest
 from pydantic import ValidationError
@@ -58,3 +59,20 @@ def test_a_key_given_in_both_spellings_is_refused_and_the_later_read() -> None:
 
 def test_a_value_that_is_not_a_mapping_is_told_what_was_expected() -> None:
     assert problems_of(["a"]) == (None, ["top level: must be a mapping, got a list"])
+
+
+class Guarded(Section):
+    """A mapping that tells a key easily put in it where that key belongs."""
+
+    misplaced: ClassVar[Mapping[str, str]] = {"apiKey": "belongs to a target, not here"}
+
+    max_stored_messages: Count = 10
+
+
+def test_a_misplaced_key_is_told_where_it_belongs_instead_of_unknown() -> None:
+    problems = Problems()
+    assert validated(Guarded, {"api_key": "k", "apiKye": 1}, problems) == Guarded()
+    assert problems.messages == [
+        "apiKey: belongs to a target, not here",
+        "apiKye: unknown key (expected one of: maxStoredMessages)",
+    ]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from gateway.config.loader import parse_config
 from gateway.config.problems import Problems
-from gateway.config.schema import Node
-from gateway.config.validation import validated
+from gateway.config.schema import ConfigFile, Node
+from gateway.config.validation import placed, validated
 from tests.support.config_text import errors_of
 
 
@@ -90,7 +90,7 @@ def test_each_gateway_key_tells_all_its_problems() -> None:
         "auth.keys[0]: must be a mapping, got null",
         "auth.keys[1].name: is required",
         "auth.keys[1]: needs exactly one of key or keySha256",
-        "auth.keys[2].zvn: unknown key (expected one of: key, keySha256, name)",
+        "auth.keys[2].zvn: unknown key (expected one of: key, keySha256, limits, name, routes)",
         "auth.keys[2].name: is required",
         "auth.keys[2]: needs exactly one of key or keySha256",
     ]
@@ -106,3 +106,22 @@ def test_of_two_spellings_the_later_is_read_and_told() -> None:
 def test_the_memory_path_is_shown_as_written_only_when_the_file_has_a_memory_section() -> None:
     assert parse_config("routes: {r: {provider: mock}}").memory.shown_path == ""
     assert parse_config("memory: {}\nroutes: {r: {provider: mock}}").memory.shown_path == "./data/memory.db"
+
+
+def test_a_mappings_missing_key_leaves_the_mapping_out_and_the_rest_of_the_file_is_still_checked() -> None:
+    """A key a mapping's own check asks for is not there to leave out: its mapping is, and the checks after the pass still run."""
+    assert errors_of("memory: {sentinel: {nodes: ['s:1']}}\ndefaultRoute: nope\nroutes: {r: {provider: mock}}") == [
+        "memory.sentinel.masterName: is required",
+        "defaultRoute: no route named 'nope' (routes: r)",
+    ]
+    assert errors_of("auth: {keys: [{key: k}, {name: a, key: j, routes: [nope]}]}\nroutes: {r: {provider: mock}}") == [
+        "auth.keys[0].name: is required",
+        "auth.keys[1].routes[0]: no route named 'nope' (routes: r)",
+    ]
+
+
+def test_placed_gives_a_validated_lists_items_their_places_in_the_file() -> None:
+    problems = Problems()
+    checked = validated(ConfigFile, {"auth": {"keys": [{}, {"name": "a", "key": "k"}, 5, {"name": "b", "key": "j"}]}}, problems)
+    assert checked is not None
+    assert [(index, key.name) for index, key in placed(checked.auth.keys, ("auth", "keys"), problems)] == [(1, "a"), (3, "b")]
