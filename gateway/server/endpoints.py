@@ -138,6 +138,18 @@ _STORED: Final = (
     Failure(400, "unsupported_value", "stream=true: a stored response is not streamed"),
     Failure(503, "memory_unavailable", "the memory store (its record of the response, or of which target answered) failed"),
 )
+_ADMIN: Final = (
+    Failure(403, "admin_key_required", "the key is not one of auth.adminKeys"),
+    Failure(503, "key_store_unavailable", "the key store (limits.path, or the limits' Redis) failed, or a reload added the admin keys"),
+)
+_KEY_FIELDS: Final = (
+    Failure(400, "invalid_type", "name, routes or a limit has the wrong type"),
+    Failure(400, "invalid_value", "name is not 1-64 of letters, digits and ._@-; a route is not one of the gateway's; a limit is not a positive integer, budget.usd not above 0, budget.period not day, week, month or total"),
+    Failure(400, "unknown_parameter", "a field the body cannot have (a typo in a limit's name)"),
+    Failure(400, "missing_required_parameter", "the body has no name (issuing a key), or a budget has no usd"),
+)
+_NAMED_KEY: Final = (Failure(404, "key_not_found", "no configured or issued key of this name"),)
+_CONFIGURED_KEY: Final = (Failure(409, "key_in_config", "the key is in the config: it changes there"),)
 _V1: Final = GUARDED
 _MODEL_CALL: Final = (*_V1, *_JSON, *_FIELDS, *_ROUTED)
 _FORM_CALL: Final = (*_V1, *_FORM, *_ROUTED, *_SURFACE)
@@ -260,6 +272,33 @@ ENDPOINTS: Final = (
         "DELETE", "/v1/conversations/{conversation_id}/items/{item_id}",
         "Deletes an item (the stored message it is of, with any other item of that message), answered with the conversation.",
         failures=(*_V1, *_CONVERSATION, *_HELD, *_ITEM),
+    ),
+    Endpoint(
+        "POST", "/v1/gateway/keys",
+        "Issues a key (name, routes, limits); the key (gk-...) is in this answer only, kept as its SHA-256. Admin keys only.",
+        failures=(
+            *_V1, *_ADMIN, *_JSON, *_KEY_FIELDS,
+            Failure(409, "key_exists", "a configured or issued key has this name"),
+        ),
+    ),
+    Endpoint(
+        "GET", "/v1/gateway/keys", "Every key, configured (source config) and issued (source api), never the key itself. Admin keys only.",
+        failures=(*_V1, *_ADMIN),
+    ),
+    Endpoint("GET", "/v1/gateway/keys/{name}", "One key, configured or issued. Admin keys only.", failures=(*_V1, *_ADMIN, *_NAMED_KEY)),
+    Endpoint(
+        "PATCH", "/v1/gateway/keys/{name}",
+        "Changes an issued key's routes or limits (left out: kept; null: every route, the default limits). Admin keys only.",
+        failures=(*_V1, *_ADMIN, *_JSON, *_KEY_FIELDS, *_NAMED_KEY, *_CONFIGURED_KEY),
+    ),
+    Endpoint(
+        "DELETE", "/v1/gateway/keys/{name}", "Revokes an issued key: refused by every process within a second. Admin keys only.",
+        failures=(*_V1, *_ADMIN, *_NAMED_KEY, *_CONFIGURED_KEY),
+    ),
+    Endpoint(
+        "GET", "/v1/gateway/usage",
+        "The key's limits and what is left of each (requests, tokens, concurrency, budget); an admin key gets every key's.",
+        failures=_V1,
     ),
     Endpoint(
         "GET", "/v1/gateway/health",

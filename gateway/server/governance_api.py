@@ -1,9 +1,280 @@
-"""Keys issued and revoked at run time (/v1/gateway/keys, admin keys only), and a key's usage (/v1/gateway/usage)."""
+"""Keys issued and revoked at run time (/v1/gateway/keys, admin keys only), and a key's usage (/v1/gateway/usage).
+
+An admin key (auth.adminKeys) issues a key with its routes and limits: the key is in the answer
+once and kept only as its SHA-256 digest, in the limits' store (governance.key_store), where every
+process's refresher finds it within a second; revoking it so ends it everywhere. Keys of the
+config are listed beside them but changed only in the config, and no issued key takes a
+configured name. Limits read as the config writes them (`requestsPerMinute`, `budget: {usd,
+period}`, ...); routes name routes of the config.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
+import logging
+import time
+from collections.abc import Awaitable
+from typing import Any, Final, TypeVar
+
+import orjson
 from aiohttp import web
+
+from gateway.config.checks import tenant_problem
+from gateway.core.errors import (
+    ConflictError,
+    GatewayError,
+    InvalidRequestError,
+    NotFoundError,
+    PermissionDeniedError,
+)
+from gateway.core.governance import Budget, BudgetPeriod, RateLimits
+from gateway.core.json_shape import is_int
+from gateway.core.settings import ApiKey, Config
+from gateway.governance.key_store import KeyStore
+from gateway.governance.stored_keys import KeyStoreUnavailable, StoredKey, digest_of, limits_json, new_key
+from gateway.server.bodies import read_payload
+from gateway.server.keys import CONFIG, GOVERNOR, STORED_KEYS, tenant_of
+from gateway.server.parsing import CHECK
+
+T = TypeVar("T")
+log = logging.getLogger("gateway.governance")
+
+KEY_STORE: web.AppKey[KeyStore] = web.AppKey("key_store")  # set while the config has admin keys
+_CREATED: Final = frozenset({"name", "routes", "limits"})
+_CHANGED: Final = frozenset({"routes", "limits"})
+_COUNTS: Final = {  # a limit counted in whole units, by its field
+    "requestsPerMinute": "requests_per_minute",
+    "tokensPerMinute": "tokens_per_minute",
+    "concurrentRequests": "concurrent_requests",
+}
+_PERIODS: Final = tuple(period.value for period in BudgetPeriod)
+
+
+class KeyStoreUnavailableError(GatewayError):
+    status = 503
+    type = "server_error"
+    code = "key_store_unavailable"
 
 
 def add_routes(router: web.UrlDispatcher) -> None:
     """Add the governance endpoints to `router`."""
+    router.add_post("/v1/gateway/keys", create_key)
+    router.add_get("/v1/gateway/keys", list_keys)
+    router.add_get("/v1/gateway/keys/{name}", get_key)
+    router.add_patch("/v1/gateway/keys/{name}", update_key)
+    router.add_delete("/v1/gateway/keys/{name}", delete_key)
+    router.add_get("/v1/gateway/usage", usage)
+
+
+async def create_key(request: web.Request) -> web.Response:
+    """POST /v1/gateway/keys: a new key named `name`, with its routes and limits; the key is shown this once."""
+    store = _admin_store(request)
+    _, body = await read_payload(request)
+    config = request.app[CONFIG]
+    _refuse_unknown(body, _CREATED, "")
+    name = CHECK.string(CHECK.required(body, "name", ""), "name")
+    problem = tenant_problem(name)
+    if problem is not None:
+        raise InvalidRequestError(f"'name' {problem}.", param="name", code="invalid_value")
+    routes, limits = _routes(body.get("routes"), config), _limits(body.get("limits"))
+    if _configured(config, name) is not None:
+        raise _exists(name)
+    key = new_key()
+    stored = StoredKey(name=name, sha256=digest_of(key), routes=routes, limits=limits, created_at=int(time.time()))
+    if not await _ask(store.create(stored)):
+        raise _exists(name)
+    return _json({**_shown(stored), "key": key}, status=201)
+
+
+async def list_keys(request: web.Request) -> web.Response:
+    """GET /v1/gateway/keys: the config's keys and the issued ones, never a key itself."""
+    store = _admin_store(request)
+    config = request.app[CONFIG]
+    configured = [_shown(key) for key in config.api_keys] + [_shown(key, admin=True) for key in config.admin_keys]
+    issued = [_shown(key) for key in await _ask(store.list())]
+    return _json({"object": "list", "data": [*configured, *issued]})
+
+
+async def get_key(request: web.Request) -> web.Response:
+    """GET /v1/gateway/keys/{name}: one key, configured or issued."""
+    store = _admin_store(request)
+    name = request.match_info["name"]
+    config = request.app[CONFIG]
+    if (configured := _configured(config, name)) is not None:
+        key, admin = configured
+        return _json(_shown(key, admin=admin))
+    return _json(_shown(await _issued(store, name)))
+
+
+async def update_key(request: web.Request) -> web.Response:
+    """PATCH /v1/gateway/keys/{name}: an issued key's routes or limits (a field left out stays; null clears it)."""
+    store = _admin_store(request)
+    name = request.match_info["name"]
+    _, body = await read_payload(request)
+    config = request.app[CONFIG]
+    _refuse_unknown(body, _CHANGED, "")
+    changes: dict[str, Any] = {}
+    if "routes" in body:
+        changes["routes"] = _routes(body["routes"], config)
+    if "limits" in body:
+        changes["limits"] = _limits(body["limits"])
+    _refuse_configured(config, name)
+    changed = dataclasses.replace(await _issued(store, name), **changes)
+    if not await _ask(store.update(changed)):  # revoked meanwhile
+        raise _not_found(name)
+    return _json(_shown(changed))
+
+
+async def delete_key(request: web.Request) -> web.Response:
+    """DELETE /v1/gateway/keys/{name}: revokes an issued key, in every process within a second."""
+    store = _admin_store(request)
+    name = request.match_info["name"]
+    _refuse_configured(request.app[CONFIG], name)
+    if not await _ask(store.delete(name)):
+        raise _not_found(name)
+    return _json({"object": "gateway.key.deleted", "name": name, "deleted": True})
+
+
+async def usage(request: web.Request) -> web.Response:
+    """GET /v1/gateway/usage: the caller's limits and what is left of them; for an admin key, every key's."""
+    tenant = tenant_of(request)
+    config, governor = request.app[CONFIG], request.app[GOVERNOR]
+    if not _is_admin(config, tenant):
+        return _json(await governor.usage(tenant))
+    stored = request.app.get(STORED_KEYS)
+    names = [key.name for key in (*config.api_keys, *config.admin_keys)] + sorted(stored.by_name if stored else ())
+    data = await asyncio.gather(*(governor.usage(name) for name in dict.fromkeys(names)))
+    return _json({"object": "list", "data": data})
+
+
+def _is_admin(config: Config, tenant: str) -> bool:
+    return any(key.name == tenant for key in config.admin_keys)
+
+
+def _admin_store(request: web.Request) -> KeyStore:
+    """The key store, for a caller with an admin key; a 403 for any other."""
+    if not _is_admin(request.app[CONFIG], tenant_of(request)):
+        raise PermissionDeniedError(
+            "Managing gateway keys needs an admin key (auth.adminKeys).", code="admin_key_required"
+        )
+    store = request.app.get(KEY_STORE)
+    if store is None:  # admin keys added by a reload: the store opens with the process
+        raise KeyStoreUnavailableError("The gateway has no key store: restart it to manage keys.")
+    return store
+
+
+async def _ask(call: Awaitable[T]) -> T:
+    """What the store answers to `call`; a 503 when it fails (logged: why is no business of the client's)."""
+    try:
+        return await call
+    except KeyStoreUnavailable as exc:
+        log.error("keys API: %s", exc)
+        raise KeyStoreUnavailableError("The key store is unavailable; try again shortly.") from exc
+
+
+async def _issued(store: KeyStore, name: str) -> StoredKey:
+    key = await _ask(store.get(name))
+    if key is None:
+        raise _not_found(name)
+    return key
+
+
+def _configured(config: Config, name: str) -> tuple[ApiKey, bool] | None:
+    """The configured key named `name` and whether it is an admin key; None when the config has none."""
+    for key in config.api_keys:
+        if key.name == name:
+            return key, False
+    for key in config.admin_keys:
+        if key.name == name:
+            return key, True
+    return None
+
+
+def _refuse_configured(config: Config, name: str) -> None:
+    if _configured(config, name) is not None:
+        raise ConflictError(
+            f"Key '{name}' is in the config: change it there (and reload).", param="name", code="key_in_config"
+        )
+
+
+def _exists(name: str) -> ConflictError:
+    return ConflictError(f"A key named '{name}' exists already.", param="name", code="key_exists")
+
+
+def _not_found(name: str) -> NotFoundError:
+    return NotFoundError(f"No key named '{name}'.", param="name", code="key_not_found")
+
+
+def _refuse_unknown(body: dict[str, Any], known: frozenset[str], path: str) -> None:
+    for field in body:
+        if field not in known:
+            where = f"{path}.{field}" if path else field
+            raise InvalidRequestError(f"Unknown parameter: '{where}'.", param=where, code="unknown_parameter")
+
+
+def _routes(value: Any, config: Config) -> frozenset[str] | None:
+    """The routes a key may use (null: every one); each must be a route of the config."""
+    if value is None:
+        return None
+    names = CHECK.strings(CHECK.array(value, "routes"), "routes")
+    for index, name in enumerate(names):
+        if name not in config.routes:
+            raise InvalidRequestError(
+                f"routes[{index}] must name a route of the gateway, got {name[:64]!r}.",
+                param=f"routes[{index}]",
+                code="invalid_value",
+            )
+    return frozenset(names)
+
+
+def _limits(value: Any) -> RateLimits | None:
+    """A key's limits as the config writes them (null: the configured defaults)."""
+    if value is None:
+        return None
+    limits = CHECK.object(value, "limits")
+    _refuse_unknown(limits, frozenset({*_COUNTS, "budget"}), "limits")
+    counts = {attribute: _count(limits.get(field), f"limits.{field}") for field, attribute in _COUNTS.items()}
+    budget = limits.get("budget")
+    return RateLimits(**counts, budget=None if budget is None else _budget(budget))
+
+
+def _count(value: Any, path: str) -> int | None:
+    if value is None:
+        return None
+    if not is_int(value):
+        raise CHECK.fail(path, "an integer", value)
+    if value <= 0:
+        raise InvalidRequestError(f"{path} must be a positive integer, got {value}.", param=path, code="invalid_value")
+    return value
+
+
+def _budget(value: Any) -> Budget:
+    budget = CHECK.object(value, "limits.budget")
+    _refuse_unknown(budget, frozenset({"usd", "period"}), "limits.budget")
+    usd = CHECK.number(CHECK.required(budget, "usd", "limits.budget"), "limits.budget.usd", finite=True)
+    if usd <= 0:
+        raise InvalidRequestError(
+            f"limits.budget.usd must be more than 0, got {usd}.", param="limits.budget.usd", code="invalid_value"
+        )
+    period = budget.get("period")
+    chosen = BudgetPeriod.MONTH if period is None else BudgetPeriod(CHECK.one_of(period, "limits.budget.period", _PERIODS))
+    return Budget(usd=float(usd), period=chosen)
+
+
+def _shown(key: StoredKey | ApiKey, *, admin: bool = False) -> dict[str, Any]:
+    """A key as the API shows it: never the key, nor its digest."""
+    issued = isinstance(key, StoredKey)
+    return {
+        "object": "gateway.key",
+        "name": key.name,
+        "source": "api" if issued else "config",
+        "admin": admin,
+        "routes": None if key.routes is None else sorted(key.routes),
+        "limits": None if key.limits is None else limits_json(key.limits),
+        "created_at": key.created_at if isinstance(key, StoredKey) else None,
+    }
+
+
+def _json(body: Any, *, status: int = 200) -> web.Response:
+    return web.Response(body=orjson.dumps(body), status=status, content_type="application/json")

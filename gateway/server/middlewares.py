@@ -24,6 +24,7 @@ from gateway.core.errors import (
 )
 from gateway.core.settings import ApiKey
 from gateway.core.translate.messages import error_body as anthropic_error_body
+from gateway.governance.stored_keys import StoredKey, StoredKeys
 from gateway.observe import trace as observe
 from gateway.observe.trace import Observer, Trace
 from gateway.server.aiohttp_internals import request_state, status_and_unsent
@@ -92,37 +93,63 @@ def _from_http_exception(exc: web.HTTPException, request: web.Request) -> Gatewa
 class Authenticator:
     """Maps `Authorization: Bearer <gateway key>` to the key's name (the tenant).
 
-    With no keys configured every caller shares one tenant. Keys are kept as SHA-256 digests and
-    a token is looked up by its digest: what the lookup's timing could tell is about digests,
-    which a caller cannot steer toward a key's without knowing the key. An `Authorization` value
-    once found to hold a valid key is remembered as it came (so valid keys stay in the process's
-    memory as text, as a config's `key:` does) and looked up first, by a string hash the caller
-    cannot steer either; a wrong key is never remembered.
+    The keys are the configured ones (`keys`), the admin keys (tenants too, which alone manage
+    keys) and the keys issued through the API (`stored`, the process's snapshot, which the key
+    refresher replaces whole on each change). With none of them every caller shares one tenant.
+    Keys are kept as SHA-256 digests and a token is looked up by its digest: what the lookup's
+    timing could tell is about digests, which a caller cannot steer toward a key's without knowing
+    the key. An `Authorization` value once found to hold a valid key is remembered as it came (so
+    valid keys stay in the process's memory as text, as a config's `key:` does) and looked up
+    first, by a string hash the caller cannot steer either; a wrong key is never remembered, and
+    a stored key only until the snapshot changes, so a revoked key stops working at the refresh.
     """
 
-    def __init__(self, keys: Sequence[ApiKey]) -> None:
-        self._tenants = {key.sha256: key.name for key in keys}  # a repeated key: the last name, as before
-        # `Authorization` values already found to hold a key, with their tenant: a client sends
-        # the same header on every request, and a dict lookup spares it the pattern match and
-        # the SHA-256. Only headers carrying a valid key get in, so a
-        # caller cannot grow it without a key; it is a dict of strings, looked up by a hash the
-        # caller cannot steer, like the digests.
+    def __init__(self, keys: Sequence[ApiKey], *, admin_keys: Sequence[ApiKey] = (), stored: StoredKeys | None = None) -> None:
+        # a repeated key: the last name, as before; an admin key's name wins over a key's
+        self._tenants = {key.sha256: key.name for key in (*keys, *admin_keys)}
+        self._admins = frozenset(key.name for key in admin_keys)
+        self._stored = stored
+        # `Authorization` values already found to hold a configured key, with their tenant: a
+        # client sends the same header on every request, and a dict lookup spares it the pattern
+        # match and the SHA-256. Only headers carrying a valid key get in, so a caller cannot grow
+        # it without a key; it is a dict of strings, looked up by a hash the caller cannot steer,
+        # like the digests.
         self._known: dict[str, str] = {}
+        # The same for stored keys, valid while the snapshot's digests are the map they were found in.
+        self._known_stored: dict[str, str] = {}
+        self._stored_seen: Mapping[bytes, StoredKey] | None = None
+
+    def is_admin(self, tenant: str) -> bool:
+        """Whether `tenant` is an admin key's: it may manage keys and see every key's usage."""
+        return tenant in self._admins
 
     def tenant(self, request: web.Request) -> str:
-        if not self._tenants:
+        if not self._tenants and (self._stored is None or not self._stored.by_digest):
             return SHARED_TENANT
         authorization = request.headers.get("Authorization", "")
         tenant = self._known.get(authorization)
         if tenant is not None:
             return tenant
+        stored = self._stored
+        if stored is not None:
+            if stored.by_digest is not self._stored_seen:  # refreshed: what was found in the old maps may be revoked
+                self._known_stored.clear()
+                self._stored_seen = stored.by_digest
+            tenant = self._known_stored.get(authorization)
+            if tenant is not None:
+                return tenant
         plain = _PLAIN_BEARER.fullmatch(authorization)
         token = plain[1] if plain is not None else _any_token(request.headers, authorization)
-        tenant = self._tenants.get(sha256(token.encode()).digest())
+        digest = sha256(token.encode()).digest()
+        tenant = self._tenants.get(digest)
+        known = self._known
+        if tenant is None and stored is not None:
+            issued = stored.by_digest.get(digest)
+            tenant, known = (issued.name if issued is not None else None), self._known_stored
         if tenant is None:
             raise AuthenticationError("Incorrect gateway API key provided.")
-        if plain is not None and len(self._known) < _KNOWN_HEADERS:
-            self._known[authorization] = tenant
+        if plain is not None and len(known) < _KNOWN_HEADERS:
+            known[authorization] = tenant
         return tenant
 
 
