@@ -8,20 +8,21 @@ import pytest
 
 from gateway.core.errors import PermissionDeniedError, RateLimitedError
 from gateway.core.governance import Budget, BudgetPeriod, LimitKind, Quota, RateLimits
+from gateway.core.settings import Config
+from gateway.core.tree import Route
 from gateway.governance.admission import Admission
 from gateway.governance.local import LocalGovernor
 from gateway.governance.policies import Policies
 from tests.support.governance import Clock, Heard, api_key, limits_config
 
 
-def governor_of(config: object, **options: object) -> tuple[LocalGovernor, Clock, Heard]:
+def governor_of(config: Config) -> tuple[LocalGovernor, Clock, Heard]:
     clock, heard = Clock(), Heard()
-    governor = LocalGovernor(Policies(config), listener=heard, clock=clock, **options)  # type: ignore[arg-type]
-    return governor, clock, heard
+    return LocalGovernor(Policies(config), listener=heard, clock=clock), clock, heard
 
 
-async def admitted(governor: LocalGovernor, tenant: str, route: object, tokens: int = 0) -> Admission:
-    admission = await governor.admit(tenant, route, tokens=tokens)  # type: ignore[arg-type]
+async def admitted(governor: LocalGovernor, tenant: str, route: Route, tokens: int = 0) -> Admission:
+    admission = await governor.admit(tenant, route, tokens=tokens)
     assert admission is not None
     return admission
 

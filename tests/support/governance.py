@@ -6,11 +6,15 @@ import dataclasses
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from gateway.config.loader import parse_config
 from gateway.core.governance import UNLIMITED, LimitKind, LimitsConfig, LimitStoreKind, RateLimits
 from gateway.core.settings import ApiKey, Config
+from gateway.core.stores import RedisConnection
 from gateway.core.tree import Route
+from gateway.governance.policies import Policies
+from gateway.governance.redis import RedisGovernor
 
 ROUTES = "routes: {fast: {provider: mock}, smart: {provider: mock}}"
 
@@ -69,3 +73,10 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
+
+
+def redis_governor(url: str, config: Config, **options: object) -> RedisGovernor:
+    """A RedisGovernor of `config`'s keys on the Redis at `url`, patient as a loaded machine needs."""
+    settings: dict[str, Any] = {"timeout": 10.0, **options}
+    return RedisGovernor(Policies(config), RedisConnection(url=url, cluster=bool(settings.pop("cluster", False))),
+                         **settings)

@@ -1,0 +1,49 @@
+"""The governor a configuration needs: none at all, limits in this process, or limits shared through Redis."""
+
+from __future__ import annotations
+
+from gateway.core.governance import LimitStoreKind
+from gateway.core.memory.settings import StoreKind
+from gateway.core.settings import Config, limits_redis
+from gateway.governance.admission import GovernanceListener, Governor, Unlimited
+from gateway.governance.local import LocalGovernor
+from gateway.governance.policies import Policies, limits_anything
+from gateway.governance.redis import RedisGovernor
+from gateway.governance.stored_keys import StoredKeys
+
+
+def limit_store(config: Config) -> LimitStoreKind:
+    """Where `config`'s limits are counted: limits.store, else Redis when memory is on Redis, else locally."""
+    if config.limits.store is not None:
+        return config.limits.store
+    return LimitStoreKind.REDIS if config.memory.store is StoreKind.REDIS else LimitStoreKind.LOCAL
+
+
+def open_governor(
+    config: Config,
+    *,
+    stored: StoredKeys | None = None,
+    listener: GovernanceListener | None = None,
+    previous: Governor | None = None,
+) -> Governor:
+    """The governor of `config`; `previous` is the one a reload replaces (a local one's counts carry over).
+
+    Unlimited when nothing in the config limits or restricts a key or a route and no admin key
+    can issue keys that would: it makes no store call and keeps nothing.
+    """
+    if not limits_anything(config) and not config.admin_keys:
+        return Unlimited()
+    policies = Policies(config, stored=stored)
+    if limit_store(config) is LimitStoreKind.LOCAL:
+        ledger = previous.ledger if isinstance(previous, LocalGovernor) else None
+        return LocalGovernor(policies, listener=listener, ledger=ledger)
+    if not isinstance(previous, RedisGovernor):
+        return RedisGovernor(policies, limits_redis(config), listener=listener)
+    previous.hand_over()  # the same process: its slots stay alive, under its id, renewed by the successor
+    governor = RedisGovernor(
+        policies, limits_redis(config), listener=listener, process_id=previous.process_id,
+        ledger=previous.fallback.ledger,
+    )  # fmt: skip
+    if previous.holds_slots:
+        governor.keep_alive()
+    return governor

@@ -1,0 +1,360 @@
+"""Limits shared by every process and replica through Redis: one script call checks and takes, for many requests at once.
+
+Admissions that arrive in one pass of the event loop go to Redis in one call (redis_script's
+SCRIPT), through the lean client where stores.redis.open_lean gives one (redis-py on a Cluster);
+settlements wait for the next call, or go on their own within `settle_seconds`. Each admission
+costs its request at most one round trip, shared with its neighbours.
+
+When Redis cannot be reached no request fails: this process counts alone (a LocalGovernor with
+the same limits), one warning is logged, and Redis is tried again after `retry_seconds`.
+Settlements of requests admitted through Redis wait meanwhile and are sent when it is back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import math
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Final
+
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+
+from gateway.core.errors import RateLimitedError
+from gateway.core.governance import UNLIMITED, KeyPolicy, LimitKind, Quota
+from gateway.core.periods import budget_span
+from gateway.core.stores import RedisConnection
+from gateway.core.tree import Route
+from gateway.governance.admission import Admission, GovernanceListener
+from gateway.governance.local import Ledger, LocalGovernor, Taken
+from gateway.governance.policies import Policies, check_route
+from gateway.governance.redis_demands import (
+    Check,
+    Held,
+    admission_checks,
+    held_by,
+    key_quotas,
+    quotas_of,
+    released,
+    settlement,
+)
+from gateway.governance.redis_script import SCRIPT, Call, Item, ItemKind, Op, Outcome
+from gateway.governance.refusals import budget_spent, rate_limited
+from gateway.governance.usage import usage_report
+from gateway.stores.lean_redis import LeanRedis
+from gateway.stores.redis import Patience, RedisClient, close_client, masked, open_client, open_lean
+
+log = logging.getLogger("gateway.governance")
+
+MOST_UNSENT: Final = 100_000  # settlement items kept while Redis is away; the oldest go first past it
+
+
+@dataclass(slots=True)
+class Waiting:
+    """An admission waiting for the next call: its checks, and where its outcome goes (None: count locally)."""
+
+    checks: tuple[Check, ...]
+    held: Held
+    outcome: asyncio.Future[Outcome | None]
+
+
+@dataclass(frozen=True, slots=True)
+class Unsent:
+    """A settlement item not yet sent, and for a spend whose budget it charges (tenant, USD) to tell the listener."""
+
+    item: Item
+    owner: str  # the process whose slot a slots item frees
+    charge: tuple[str, float] | None = None
+
+
+class RedisGovernor:
+    """Admits requests against limits counted in the Redis of `connection`, shared by every process that uses it."""
+
+    def __init__(
+        self,
+        policies: Policies,
+        connection: RedisConnection,
+        *,
+        listener: GovernanceListener | None = None,
+        process_id: str | None = None,
+        ledger: Ledger | None = None,
+        timeout: float = 2.0,
+        retry_seconds: float = 3.0,
+        live_seconds: float = 3.0,
+        settle_seconds: float = 0.05,
+        clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
+    ) -> None:
+        self.policies = policies
+        self.process_id = process_id or os.urandom(8).hex()  # this process's slots and liveness record
+        self.fallback = LocalGovernor(policies, listener=listener, ledger=ledger, clock=clock, wall=wall)
+        self._connection = connection
+        self._listener = listener
+        self._retry_seconds = retry_seconds
+        self._live_ms = max(1, round(live_seconds * 1000))
+        self._renew_seconds = live_seconds / 3
+        self._settle_seconds = settle_seconds
+        self._clock = clock
+        self._wall = wall
+        self._calls = itertools.count()
+        self._instance = os.urandom(4).hex()  # call ids stay unique when a successor takes the process id
+        self._waiting: list[Waiting] = []
+        self._unsent: list[Unsent] = []
+        self._sending: asyncio.Handle | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._renewing: asyncio.Task[None] | None = None
+        self.holds_slots = False  # once a slot was taken: the liveness record is renewed from then on
+        self.retire_on_close = True  # False once a successor took the process id over
+        self._down = False
+        self._down_until = 0.0
+        self._client: RedisClient | None = None
+        self._lean: LeanRedis | None = None
+        patience = Patience(socket_seconds=timeout, connect_seconds=timeout, retry=Retry(NoBackoff(), 0))
+        try:
+            self._client = open_client(connection, patience)
+            self._lean = open_lean(connection, self._client, patience)
+            self._script = (self._lean or self._client).register_script(SCRIPT)
+        except Exception as exc:  # settings the client refuses: limits per process, for good
+            self._down, self._down_until = True, math.inf
+            log.error("limits: the redis URL is refused (%s); each process counts alone", masked(str(exc), connection))
+
+    def policy(self, tenant: str) -> KeyPolicy:
+        return self.policies.policy(tenant)
+
+    async def admit(self, tenant: str, route: Route, *, tokens: int) -> Admission | None:
+        policy = self.policies.policy(tenant)
+        check_route(policy, route)
+        limits = self.policies.limits(policy)
+        if not limits.any and not route.limits.any:
+            return None
+        if self._clock() < self._down_until:
+            return self.fallback.take(tenant, route, tokens=tokens)
+        budget, wall = limits.budget, self._wall()
+        span = budget_span(budget.period, wall) if budget is not None else None
+        checks = admission_checks(tenant, limits, route=(route.name, route.limits), tokens=tokens, span=span)
+        held = held_by(tenant, checks, budget=budget, process=self.process_id)
+        waiting = Waiting(checks=checks, held=held, outcome=asyncio.get_running_loop().create_future())
+        self._waiting.append(waiting)
+        self._send_soon(0.0)
+        outcome = await waiting.outcome
+        if outcome is None:
+            return self.fallback.take(tenant, route, tokens=tokens)
+        if outcome.refused is not None:
+            check = checks[outcome.refused]
+            if self._listener is not None:
+                self._listener.rate_limited(tenant, route.name, check.kind)
+            quotas = key_quotas(checks, outcome)
+            if budget is not None and span is not None and check.kind is LimitKind.BUDGET:
+                raise budget_spent(tenant, budget, span=span, now=wall, quotas=quotas)
+            raise self._refusal(check, outcome, quotas=quotas)
+        if waiting.held.slots:
+            self.keep_alive()
+        requests, taken = quotas_of(checks, outcome)
+        return Admission(
+            tenant=tenant, route=route.name, reserved_tokens=tokens, requests=requests, tokens=taken, handle=waiting.held
+        )
+
+    def settle(self, admission: Admission, *, tokens: int | None, cost_usd: float) -> None:
+        held = admission.handle
+        if admission.settled:
+            return
+        if isinstance(held, Taken):  # admitted while Redis was away: counted here
+            self.fallback.settle(admission, tokens=tokens, cost_usd=cost_usd)
+            return
+        if not isinstance(held, Held):
+            return
+        admission.settled = True
+        items = settlement(held, used=tokens, cost_usd=cost_usd, now=self._wall())
+        charge = (held.tenant, held.budget.usd) if held.budget is not None else None
+        self._queue([
+            Unsent(item=item, owner=held.process, charge=charge if item.kind is ItemKind.SPEND else None)
+            for item in items
+        ])  # fmt: skip
+
+    async def usage(self, tenant: str) -> dict[str, Any]:
+        limits = self.policies.limits(self.policies.policy(tenant))
+        if self._clock() < self._down_until:
+            return await self.fallback.usage(tenant)
+        budget = limits.budget
+        span = budget_span(budget.period, self._wall()) if budget is not None else None
+        checks = admission_checks(tenant, limits, route=("", UNLIMITED), tokens=0, span=span)
+        call = self._call()
+        call.add(Op.PEEK, [check.item for check in checks])
+        try:
+            reply = await self._script(keys=call.keys, args=call.args)
+        except Exception as exc:  # whatever the client raised: Redis is unavailable
+            self._lost(exc)
+            return await self.fallback.usage(tenant)
+        self._reached()
+        outcome = Outcome.read(reply[0])
+        found = {check.kind: value for check, (value, _) in zip(checks, outcome.values, strict=True)}
+        return usage_report(
+            tenant, limits, quotas=key_quotas(checks, outcome), in_use=int(found.get(LimitKind.CONCURRENCY, 0)),
+            spent_usd=float(found.get(LimitKind.BUDGET, 0)), span=span,
+        )  # fmt: skip
+
+    def hand_over(self) -> None:
+        """A successor (a reload's) takes this process id: its liveness record stays, the successor renews it."""
+        self.retire_on_close = False
+
+    async def close(self) -> None:
+        if self._renewing is not None:
+            self._renewing.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._renewing
+        for task in list(self._tasks):  # calls under way end first: their settlements are then unsent or sent
+            with contextlib.suppress(Exception):
+                await task
+        for waiting in self._waiting:
+            if not waiting.outcome.done():
+                waiting.outcome.set_result(None)
+        self._waiting.clear()
+        if self._sending is not None:
+            self._sending.cancel()
+        if self._client is not None and self._clock() >= self._down_until:
+            with contextlib.suppress(Exception):  # a last call, if it is quick: the rest expires on its own
+                async with asyncio.timeout(1.0):
+                    await self._send_unsent(retire=self.retire_on_close and self.holds_slots)
+        if self._lean is not None:
+            await self._lean.close()
+        if self._client is not None:
+            await close_client(self._client)
+
+    def _refusal(self, check: Check, outcome: Outcome, *, quotas: tuple[Quota | None, Quota | None]) -> RateLimitedError:
+        return rate_limited(
+            check.kind, subject=f"{check.subject} '{check.name}'", limit=int(check.item.limit),
+            wait_seconds=outcome.wait_seconds, quotas=quotas,
+        )  # fmt: skip
+
+    def _call(self) -> Call:
+        return Call(process=self.process_id, live_ms=self._live_ms, call_id=f"{self._instance}:{next(self._calls)}")
+
+    def _queue(self, unsent: list[Unsent]) -> None:
+        self._unsent += unsent
+        if len(self._unsent) > MOST_UNSENT:
+            del self._unsent[: len(self._unsent) - MOST_UNSENT]
+        self._send_soon(self._settle_seconds)
+
+    def _send_soon(self, delay: float) -> None:
+        """Send what waits at the end of this pass of the loop (admissions), or within `delay` (settlements alone)."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # settled outside the loop: sent with the next call
+            return
+        if self._sending is None:
+            self._sending = loop.call_soon(self._send) if not delay else loop.call_later(delay, self._send)
+        elif not delay and isinstance(self._sending, asyncio.TimerHandle):  # an admission: no waiting for the timer
+            self._sending.cancel()
+            self._sending = loop.call_soon(self._send)
+
+    def _send(self) -> None:
+        self._sending = None
+        waiting, self._waiting = self._waiting, []
+        if self._clock() < self._down_until:
+            for each in waiting:
+                if not each.outcome.done():
+                    each.outcome.set_result(None)
+            if self._unsent and math.isfinite(self._down_until):
+                self._send_soon(max(self._down_until - self._clock(), self._settle_seconds))
+            return
+        if waiting or self._unsent:
+            task = asyncio.get_running_loop().create_task(self._exchange(waiting))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _exchange(self, waiting: list[Waiting]) -> None:
+        """One call: the unsent settlements, then each waiting admission; their outcomes handed to the admissions."""
+        unsent, self._unsent = self._unsent, []
+        call = self._call()
+        settled = self._settle_in(call, unsent)
+        for each in waiting:
+            call.add(Op.ADMIT, [check.item for check in each.checks])
+        try:
+            reply = await self._script(keys=call.keys, args=call.args)
+        except Exception as exc:  # whatever the client raised: Redis is unavailable
+            self._lost(exc)
+            self._unsent[:0] = unsent  # sent when Redis is back, first
+            self._queue([])
+            for each in waiting:
+                if not each.outcome.done():
+                    each.outcome.set_result(None)
+            return
+        self._reached()
+        self._told(settled, [Outcome.read(answer) for answer in reply[: len(settled)]])
+        for each, answer in zip(waiting, reply[len(settled) :], strict=True):
+            outcome = Outcome.read(answer)
+            if not each.outcome.done():
+                each.outcome.set_result(outcome)
+            elif outcome.refused is None:  # its caller left while it was taken: give it all back
+                self._queue([Unsent(item=item, owner=each.held.process) for item in released(each.held)])
+
+    async def _send_unsent(self, *, retire: bool) -> None:
+        unsent, self._unsent = self._unsent, []
+        call = self._call()
+        settled = self._settle_in(call, unsent)
+        if retire:
+            call.add(Op.RETIRE, [])
+        if call.operations:
+            reply = await self._script(keys=call.keys, args=call.args)
+            self._told(settled, [Outcome.read(answer) for answer in reply[: len(settled)]])
+
+    @staticmethod
+    def _settle_in(call: Call, unsent: list[Unsent]) -> list[list[Unsent]]:
+        """Add `unsent` to `call`: one settlement per process whose slots it frees; the operations' items, in order."""
+        by_owner: dict[str, list[Unsent]] = {}
+        for each in unsent:
+            by_owner.setdefault(each.owner, []).append(each)
+        for owner, items in by_owner.items():
+            call.add(Op.SETTLE, [each.item for each in items], owner=owner)
+        return list(by_owner.values())
+
+    def _told(self, settled: list[list[Unsent]], outcomes: list[Outcome]) -> None:
+        """Tell the listener each key's spend, as the settlements' replies have it."""
+        if self._listener is None:
+            return
+        for unsent, outcome in zip(settled, outcomes, strict=True):
+            for each, (spent, _) in zip(unsent, outcome.values, strict=True):
+                if each.charge is not None:
+                    tenant, usd = each.charge
+                    self._listener.budget_spent(tenant, spent_usd=float(spent), budget_usd=usd)
+
+    def keep_alive(self) -> None:
+        """Renew this process's liveness record every second from now on (its slots count while it exists).
+
+        Outside a running loop, renewing starts at the next admission that takes a slot.
+        """
+        self.holds_slots = True
+        if self._renewing is None:
+            with contextlib.suppress(RuntimeError):  # no running loop
+                self._renewing = asyncio.get_running_loop().create_task(self._renew())
+
+    async def _renew(self) -> None:
+        while True:
+            await asyncio.sleep(self._renew_seconds)
+            if self._clock() < self._down_until:
+                continue
+            call = self._call()
+            try:
+                await self._script(keys=call.keys, args=call.args)
+            except Exception as exc:  # whatever the client raised: Redis is unavailable
+                self._lost(exc)
+            else:
+                self._reached()
+
+    def _lost(self, exc: BaseException) -> None:
+        self._down_until = self._clock() + self._retry_seconds
+        if not self._down:
+            self._down = True
+            problem = masked(str(exc), self._connection)
+            log.warning("limits: redis unreachable (%s); each process counts alone until it is back", problem)
+
+    def _reached(self) -> None:
+        if self._down:
+            self._down = False
+            log.warning("limits: redis reachable again; limits are shared again")

@@ -1,0 +1,117 @@
+"""What one request asks of the Redis script (its items, in admission order) and what it gives back when it ends.
+
+The order is the admission order of every governor: the key's budget, the key's concurrency,
+requests and tokens, then the route's. An admission is read back from the script's outcome: the
+refusing item's limit, or the quotas after the take and what was held (`Held`), which its
+settlement undoes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gateway.core.governance import Budget, LimitKind, Quota, RateLimits
+from gateway.core.periods import Span, budget_span
+from gateway.governance.redis_script import Item, ItemKind, Outcome, bucket_key, slots_key, spent_key
+
+KEY, ROUTE = "key", "route"
+SPEND_KEPT_SECONDS = 86_400  # a period's spend is kept a day past its end
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """One item of an admission, with the limit it stands for and whose it is (KEY or ROUTE, and the name)."""
+
+    item: Item
+    kind: LimitKind
+    subject: str
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class Held:
+    """What an admission through Redis holds: tokens of buckets (key, capacity, taken), slots, and the budget to charge."""
+
+    tenant: str
+    process: str  # whose slots they are: the process id of the governor that admitted it
+    buckets: tuple[tuple[str, int, int], ...]
+    slots: tuple[str, ...]
+    budget: Budget | None
+
+
+def subject_checks(subject: str, name: str, limits: RateLimits, *, tokens: int) -> list[Check]:
+    """The concurrency, requests and tokens checks of `subject` `name` under `limits`."""
+    checks = []
+    if limits.concurrent_requests is not None:
+        item = Item.slots(slots_key(subject, name), limits.concurrent_requests, 1)
+        checks.append(Check(item=item, kind=LimitKind.CONCURRENCY, subject=subject, name=name))
+    if limits.requests_per_minute is not None:
+        item = Item.bucket(bucket_key(subject, name, "requests"), limits.requests_per_minute, 1)
+        checks.append(Check(item=item, kind=LimitKind.REQUESTS, subject=subject, name=name))
+    if limits.tokens_per_minute is not None:
+        wanted = min(tokens, limits.tokens_per_minute)
+        item = Item.bucket(bucket_key(subject, name, "tokens"), limits.tokens_per_minute, wanted)
+        checks.append(Check(item=item, kind=LimitKind.TOKENS, subject=subject, name=name))
+    return checks
+
+
+def admission_checks(
+    tenant: str, limits: RateLimits, *, route: tuple[str, RateLimits], tokens: int, span: Span | None
+) -> tuple[Check, ...]:
+    """Every check of one request of `tenant` on `route` (its name and limits), in admission order."""
+    checks = []
+    if limits.budget is not None and span is not None:
+        item = Item.spend(spent_key(tenant, span.id), limits.budget.usd)
+        checks.append(Check(item=item, kind=LimitKind.BUDGET, subject=KEY, name=tenant))
+    checks += subject_checks(KEY, tenant, limits, tokens=tokens)
+    checks += subject_checks(ROUTE, route[0], route[1], tokens=tokens)
+    return tuple(checks)
+
+
+def quotas_of(checks: tuple[Check, ...], outcome: Outcome) -> tuple[Quota | None, Quota | None]:
+    """The key's requests and tokens quotas as the outcome shows them; the route's for one the key has not."""
+    found: dict[tuple[str, LimitKind], Quota] = {}
+    for check, (remaining, reset_ms) in zip(checks, outcome.values, strict=True):
+        if check.item.kind is ItemKind.BUCKET:
+            quota = Quota(limit=int(check.item.limit), remaining=int(remaining), reset_seconds=reset_ms / 1000)
+            found[(check.subject, check.kind)] = quota
+    requests = found.get((KEY, LimitKind.REQUESTS)) or found.get((ROUTE, LimitKind.REQUESTS))
+    tokens = found.get((KEY, LimitKind.TOKENS)) or found.get((ROUTE, LimitKind.TOKENS))
+    return requests, tokens
+
+
+def key_quotas(checks: tuple[Check, ...], outcome: Outcome) -> tuple[Quota | None, Quota | None]:
+    """The key's own requests and tokens quotas (for a refusal's headers)."""
+    own = tuple(check for check in checks if check.subject == KEY)
+    values = tuple(value for check, value in zip(checks, outcome.values, strict=True) if check.subject == KEY)
+    return quotas_of(own, Outcome(refused=None, wait_seconds=0.0, values=values))
+
+
+def held_by(tenant: str, checks: tuple[Check, ...], *, budget: Budget | None, process: str) -> Held:
+    """What an admission made of `checks` by the process `process` holds until it is settled."""
+    buckets = tuple(
+        (check.item.key, int(check.item.limit), int(check.item.amount))
+        for check in checks
+        if check.kind is LimitKind.TOKENS and check.item.amount > 0
+    )
+    slots = tuple(check.item.key for check in checks if check.kind is LimitKind.CONCURRENCY)
+    return Held(tenant=tenant, process=process, buckets=buckets, slots=slots, budget=budget)
+
+
+def settlement(held: Held, *, used: int | None, cost_usd: float, now: float) -> list[Item]:
+    """The items that undo what `held` holds, give back unused tokens and charge `cost_usd` (`now`: epoch seconds)."""
+    items = [Item.slots(key, 0, -1) for key in held.slots]
+    if used is not None:
+        items += [Item.bucket(key, capacity, taken - used) for key, capacity, taken in held.buckets]
+    if held.budget is not None and cost_usd > 0:
+        span = budget_span(held.budget.period, now)
+        expiry = 0 if span.ends_at is None else int(span.ends_at) + SPEND_KEPT_SECONDS
+        items.append(Item.spend(spent_key(held.tenant, span.id), expiry, cost_usd))
+    return items
+
+
+def released(held: Held) -> list[Item]:
+    """The items that undo an admission whose request never ran (its caller left): every slot and token back."""
+    return [Item.slots(key, 0, -1) for key in held.slots] + [
+        Item.bucket(key, capacity, taken) for key, capacity, taken in held.buckets
+    ]

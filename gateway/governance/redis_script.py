@@ -1,0 +1,228 @@
+"""The Redis governor's one Lua script, the keys it names and how a batch of admissions and settlements is written to it.
+
+Every key carries the hash tag {gateway-limits}: one slot, so one script call reads and writes a
+key's and a route's state at once, on a Redis Cluster too. One call carries a batch of
+operations, run in order: settlements (give back tokens, free slots, add spend), admissions
+(check every limit, then take from all or none) and peeks (GET /v1/gateway/usage). Buckets run
+on Redis' clock (TIME), so replicas with skewed clocks agree; the arithmetic is core.buckets'.
+
+Concurrency slots are counted per process: a field per process id in a key's slots hash, read
+only while that process's liveness record (`live:<id>`, renewed by each of its calls and every
+second while it holds slots) exists; a dead process's fields are dropped by the next reader.
+
+A call is safe to run twice (a client may send it again after losing the reply): its reply is
+kept under the process's `reply` key with the call's sequence id, and a second run returns it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Final
+
+PREFIX: Final = "gw:lim:{gateway-limits}:"
+
+# KEYS: 1 the process's liveness record, 2 its last reply, then every key the items name.
+# ARGV: process id, liveness ms, call id, liveness key prefix, then operations: a code (A admit,
+# S settle, P peek, X retire), an item count, the process whose slots a settlement frees, and per
+# item its kind (q bucket, s slots, b spend),
+# KEYS index, limit (capacity; slots; USD; for a settled spend the expiry, 0: none) and amount.
+# Per operation it returns: the first refusing item (0: none), ms until it would not refuse,
+# then per item two values: a bucket's whole level and ms until full; slots in use; spend as text.
+SCRIPT: Final = """
+local pid, live_ms, call, live = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
+local last = redis.call('HMGET', KEYS[2], 'call', 'reply')
+if last[1] == call then return cjson.decode(last[2]) end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local function level(key, cap)
+  local v = redis.call('HMGET', key, 'l', 'at')
+  if not v[1] then return cap end
+  return math.min(cap, tonumber(v[1]) + math.max(0, now - tonumber(v[2])) * cap / 60000)
+end
+local function keep(key, cap, l)
+  redis.call('HSET', key, 'l', string.format('%.17g', l), 'at', string.format('%d', now))
+  redis.call('PEXPIRE', key, string.format('%d', math.ceil((cap - l) * 60000 / cap) + 1000))
+end
+local function in_use(key)
+  local h, n = redis.call('HGETALL', key), 0
+  for i = 1, #h, 2 do
+    if h[i] == pid or redis.call('EXISTS', live .. h[i]) == 1 then n = n + tonumber(h[i + 1])
+    else redis.call('HDEL', key, h[i]) end
+  end
+  return n
+end
+local function spent(key) return tonumber(redis.call('GET', key) or '0') end
+local out, i, retired = {}, 5, false
+while i <= #ARGV do
+  local op, m, owner = ARGV[i], tonumber(ARGV[i + 1]), ARGV[i + 2]
+  local items, seen, failed, wait = {}, {}, 0, 0
+  for j = 1, m do
+    local b = i + 3 + (j - 1) * 4
+    items[j] = {ARGV[b], KEYS[tonumber(ARGV[b + 1])], tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3])}
+  end
+  i = i + 3 + m * 4
+  if op == 'X' then retired = true end
+  if op == 'S' then
+    for j, it in ipairs(items) do
+      local kind, key, lim, amount = it[1], it[2], it[3], it[4]
+      if kind == 'q' then
+        local l = math.min(lim, level(key, lim) + amount)
+        keep(key, lim, l)
+        seen[j] = {math.floor(l), 0}
+      elseif kind == 's' then
+        if redis.call('HINCRBY', key, owner, amount) <= 0 then redis.call('HDEL', key, owner) end
+        seen[j] = {0, 0}
+      else
+        local total = redis.call('INCRBYFLOAT', key, string.format('%.17g', amount))
+        if lim > 0 then redis.call('EXPIREAT', key, string.format('%d', lim)) end
+        seen[j] = {total, 0}
+      end
+    end
+  else
+    local values = {}
+    for j, it in ipairs(items) do
+      local kind, key, lim, amount = it[1], it[2], it[3], it[4]
+      local v
+      if kind == 'q' then
+        v = level(key, lim)
+        if failed == 0 and v < amount then failed, wait = j, math.ceil((amount - v) * 60000 / lim) end
+      elseif kind == 's' then
+        v = in_use(key)
+        if failed == 0 and v >= lim then failed = j end
+      else
+        v = spent(key)
+        if failed == 0 and v >= lim then failed = j end
+      end
+      values[j] = v
+    end
+    for j, it in ipairs(items) do
+      local kind, key, lim, amount, v = it[1], it[2], it[3], it[4], values[j]
+      if op == 'A' and failed == 0 then
+        if kind == 'q' then v = v - amount; keep(key, lim, v)
+        elseif kind == 's' then redis.call('HINCRBY', key, pid, 1); v = v + 1 end
+      end
+      if kind == 'q' then seen[j] = {math.floor(v), math.ceil((lim - v) * 60000 / lim)}
+      elseif kind == 's' then seen[j] = {v, 0}
+      else seen[j] = {string.format('%.17g', v), 0} end
+    end
+  end
+  local reply = {failed, wait}
+  for j = 1, m do reply[#reply + 1] = seen[j][1]; reply[#reply + 1] = seen[j][2] end
+  out[#out + 1] = reply
+end
+if retired then redis.call('DEL', KEYS[1]) else redis.call('SET', KEYS[1], '1', 'PX', live_ms) end
+redis.call('HSET', KEYS[2], 'call', call, 'reply', cjson.encode(out))
+redis.call('PEXPIRE', KEYS[2], 60000)
+return out
+"""
+
+
+class ItemKind(StrEnum):
+    """What an item of an operation counts: a token bucket, concurrency slots, or a budget's spend."""
+
+    BUCKET = "q"
+    SLOTS = "s"
+    SPEND = "b"
+
+
+class Op(StrEnum):
+    """What an operation of a call does with its items."""
+
+    ADMIT = "A"  # check every item, take from all or none
+    SETTLE = "S"  # give back tokens, free slots, add spend
+    PEEK = "P"  # read, take nothing
+    RETIRE = "X"  # this process's liveness record is dropped: its slots free at once
+
+
+@dataclass(frozen=True, slots=True)
+class Item:
+    """One limit an operation reads or changes: its kind, its key, its limit and the amount."""
+
+    kind: ItemKind
+    key: str
+    limit: float
+    amount: float = 0
+
+    @classmethod
+    def bucket(cls, key: str, capacity: float, amount: float) -> Item:
+        """A token bucket of `capacity`: `amount` taken (admission) or given back (settlement)."""
+        return cls(kind=ItemKind.BUCKET, key=key, limit=capacity, amount=amount)
+
+    @classmethod
+    def slots(cls, key: str, limit: float, amount: float) -> Item:
+        """Slots under `limit`: one taken (admission), `amount` freed (settlement: -1)."""
+        return cls(kind=ItemKind.SLOTS, key=key, limit=limit, amount=amount)
+
+    @classmethod
+    def spend(cls, key: str, limit: float, amount: float = 0) -> Item:
+        """Spend: checked against `limit` USD (admission), or `amount` added and kept until `limit` (settlement)."""
+        return cls(kind=ItemKind.SPEND, key=key, limit=limit, amount=amount)
+
+
+def bucket_key(subject: str, name: str, what: str) -> str:
+    """The key of `subject` ("key" or "route") `name`'s `what` ("requests" or "tokens") bucket."""
+    return f"{PREFIX}bucket:{subject}:{name}:{what}"
+
+
+def slots_key(subject: str, name: str) -> str:
+    """The hash of `subject` `name`'s requests in flight, a field per process."""
+    return f"{PREFIX}slots:{subject}:{name}"
+
+
+def spent_key(tenant: str, period: str) -> str:
+    """The USD `tenant` spent in the budget period `period` (an id of core.periods)."""
+    return f"{PREFIX}spent:{tenant}:{period}"
+
+
+def live_key(process: str) -> str:
+    return f"{PREFIX}live:{process}"
+
+
+def reply_key(process: str) -> str:
+    return f"{PREFIX}reply:{process}"
+
+
+@dataclass(slots=True)
+class Call:
+    """One script call being written: the keys it names (each once) and its arguments."""
+
+    process: str
+    live_ms: int
+    call_id: str
+    keys: list[str] = field(default_factory=list)
+    args: list[str | int | float] = field(default_factory=list)
+    operations: int = 0
+    index_of: dict[str, int] = field(default_factory=dict)  # a key: its KEYS index
+
+    def __post_init__(self) -> None:
+        self.keys += [live_key(self.process), reply_key(self.process)]
+        self.args += [self.process, self.live_ms, self.call_id, live_key("")]
+
+    def add(self, op: Op, items: Sequence[Item], *, owner: str = "") -> int:
+        """Append an operation (a settlement frees slots of the process `owner`, this one's by default); its place in the reply."""
+        self.args += [op.value, len(items), owner or self.process]
+        for item in items:
+            index = self.index_of.get(item.key)
+            if index is None:
+                self.keys.append(item.key)
+                index = self.index_of[item.key] = len(self.keys)
+            self.args += [item.kind.value, index, repr(item.limit), repr(item.amount)]
+        self.operations += 1
+        return self.operations - 1
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What the script answered for one operation: the first refusing item (None: none), its wait, each item's values."""
+
+    refused: int | None
+    wait_seconds: float
+    values: tuple[tuple[Any, int], ...]
+
+    @classmethod
+    def read(cls, reply: Sequence[Any]) -> Outcome:
+        failed, wait = int(reply[0]), int(reply[1])
+        pairs = tuple((reply[k], int(reply[k + 1])) for k in range(2, len(reply), 2))
+        return cls(refused=failed - 1 if failed else None, wait_seconds=wait / 1000, values=pairs)

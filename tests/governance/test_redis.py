@@ -1,0 +1,244 @@
+"""RedisGovernor on a real Redis: the same rules as the local one, one script call per batch, shared by replicas."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+
+import pytest
+
+from gateway.core.errors import PermissionDeniedError, RateLimitedError
+from gateway.core.governance import Budget, BudgetPeriod, LimitKind, Quota, RateLimits
+from gateway.core.tree import Route
+from gateway.governance.admission import Admission, Governor
+from gateway.governance.local import Taken
+from gateway.governance.redis import RedisGovernor
+from tests.support.governance import Clock, Heard, api_key, limits_config, redis_governor
+from tests.support.redis_monitor import watched
+from tests.support.servers import flush_redis
+from tests.support.waiting import eventually
+
+ALL = RateLimits(requests_per_minute=5, tokens_per_minute=100, concurrent_requests=3)
+
+
+@pytest.fixture(params=["lean", "redis-py"])
+async def url(redis_url: str, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The session's Redis, emptied; through the lean client and through redis-py (GATEWAY_REDIS_LEAN=off)."""
+    if request.param == "redis-py":
+        monkeypatch.setenv("GATEWAY_REDIS_LEAN", "off")
+    await flush_redis(redis_url)
+    return redis_url
+
+
+async def admitted(governor: Governor, tenant: str, route: Route, tokens: int = 0) -> Admission:
+    admission = await governor.admit(tenant, route, tokens=tokens)
+    assert admission is not None
+    return admission
+
+
+async def test_requests_tokens_and_slots_are_taken_and_refused_as_locally(url: str) -> None:
+    config = limits_config(keys=(api_key("a", limits=ALL),))
+    heard = Heard()
+    governor = redis_governor(url, config, listener=heard)
+    route = config.routes["fast"]
+    try:
+        first = await admitted(governor, "a", route, tokens=30)
+        assert first.requests is not None and first.requests.remaining == 4
+        assert first.tokens is not None and (first.tokens.limit, first.tokens.remaining) == (100, 70)
+        await admitted(governor, "a", route, tokens=30)
+        await admitted(governor, "a", route, tokens=30)
+        with pytest.raises(RateLimitedError) as refused:
+            await governor.admit("a", route, tokens=30)
+        assert "concurrent" in refused.value.message
+        assert refused.value.headers["x-ratelimit-remaining-tokens"] == "10"  # as it stood: nothing taken
+        governor.settle(first, tokens=10, cost_usd=0.0)  # 20 of its 30 come back
+        second = await admitted(governor, "a", route, tokens=25)  # its settlement rode along with this call
+        assert second.tokens is not None and second.tokens.remaining == 5
+        assert heard.refusals == [("a", "fast", LimitKind.CONCURRENCY)]
+        usage = (await governor.usage("a"))["limits"]
+        assert usage["concurrency"] == {"limit": 3, "in_use": 3}
+        assert (usage["requests"]["remaining"], usage["tokens"]["remaining"]) == (1, 5)
+    finally:
+        await governor.close()
+
+
+async def test_a_refusal_names_the_limit_and_when_to_come_back(url: str) -> None:
+    config = limits_config(keys=(api_key("a", limits=RateLimits(requests_per_minute=2)),))
+    governor = redis_governor(url, config)
+    route = config.routes["fast"]
+    try:
+        await admitted(governor, "a", route)
+        await admitted(governor, "a", route)
+        with pytest.raises(RateLimitedError) as refused:
+            await governor.admit("a", route, tokens=0)
+        error = refused.value
+        assert (error.status, error.code, error.type) == (429, "rate_limit_exceeded", "requests")
+        assert 25 <= int(error.headers["retry-after"]) <= 30  # one back every 30 s, less the moments since
+        assert error.headers["x-ratelimit-remaining-requests"] == "0"
+    finally:
+        await governor.close()
+
+
+async def test_the_route_refuses_and_the_key_keeps_what_it_had(url: str) -> None:
+    config = limits_config(keys=(api_key("a", limits=RateLimits(tokens_per_minute=100)), api_key("b")),
+                           routes={"smart": RateLimits(requests_per_minute=1)})
+    governor = redis_governor(url, config)
+    smart = config.routes["smart"]
+    try:
+        only = await admitted(governor, "b", smart)
+        assert only.requests == Quota(limit=1, remaining=0, reset_seconds=pytest.approx(60, abs=1))
+        with pytest.raises(RateLimitedError) as refused:
+            await governor.admit("a", smart, tokens=40)
+        assert "route 'smart'" in refused.value.message
+        assert (await governor.usage("a"))["limits"]["tokens"]["remaining"] == 100
+    finally:
+        await governor.close()
+
+
+async def test_a_restricted_key_is_refused_another_route_without_a_call(url: str) -> None:
+    config = limits_config(keys=(api_key("a", routes={"fast"}, limits=ALL),))
+    governor = redis_governor(url, config)
+    try:
+        async with watched(url) as seen:
+            with pytest.raises(PermissionDeniedError):
+                await governor.admit("a", config.routes["smart"], tokens=0)
+        assert seen.sent_naming("EVALSHA") == []
+    finally:
+        await governor.close()
+
+
+async def test_a_budget_is_spent_at_settlement_and_refuses_when_spent(url: str) -> None:
+    budget = Budget(usd=1.0, period=BudgetPeriod.MONTH)
+    config = limits_config(keys=(api_key("a", limits=RateLimits(budget=budget)),))
+    heard = Heard()
+    wall = Clock(now=datetime(2026, 11, 29, 18, tzinfo=UTC).timestamp())
+    governor = redis_governor(url, config, listener=heard, wall=wall)
+    route = config.routes["fast"]
+    try:
+        governor.settle(await admitted(governor, "a", route), tokens=5, cost_usd=0.75)
+        governor.settle(await admitted(governor, "a", route), tokens=5, cost_usd=0.5)
+        await eventually(lambda: len(heard.spends) == 2, what="both spends told")
+        assert heard.spends[-1] == ("a", pytest.approx(1.25), 1.0)
+        with pytest.raises(RateLimitedError) as refused:
+            await governor.admit("a", route, tokens=0)
+        assert (refused.value.code, refused.value.type) == ("insufficient_quota", "insufficient_quota")
+        assert refused.value.headers["retry-after"] == str(30 * 3600)  # 1 December, 00:00 UTC
+        shown = (await governor.usage("a"))["limits"]["budget"]
+        assert (shown["spent_usd"], shown["remaining_usd"], shown["period"]) == (1.25, 0.0, "month")
+        wall.now = datetime(2026, 12, 1, tzinfo=UTC).timestamp()
+        await admitted(governor, "a", route)  # a new month
+    finally:
+        await governor.close()
+
+
+async def test_admissions_of_one_loop_pass_go_in_one_call_with_the_settlements(url: str) -> None:
+    config = limits_config(keys=(api_key("a", limits=RateLimits(requests_per_minute=1000, tokens_per_minute=10**6)),))
+    governor = redis_governor(url, config)
+    route = config.routes["fast"]
+    try:
+        earlier = await admitted(governor, "a", route, tokens=100)  # the script is loaded
+        async with watched(url) as seen:
+            governor.settle(earlier, tokens=0, cost_usd=0.0)
+            admissions = await asyncio.gather(*(admitted(governor, "a", route, tokens=10) for _ in range(50)))
+        assert len(seen.sent_naming("EVALSHA")) == 1
+        assert sorted(admission.requests.remaining for admission in admissions if admission.requests) == list(
+            range(949, 999))
+        assert max(a.tokens.remaining for a in admissions if a.tokens) == 10**6 - 10  # the 100 came back first
+    finally:
+        await governor.close()
+
+
+async def test_a_settlement_alone_is_sent_within_moments(url: str) -> None:
+    config = limits_config(keys=(api_key("a", limits=RateLimits(tokens_per_minute=1000)),))
+    governor, reader = redis_governor(url, config), redis_governor(url, config)
+    try:
+        admission = await admitted(governor, "a", config.routes["fast"], tokens=600)
+        governor.settle(admission, tokens=100, cost_usd=0.0)
+
+        async def given_back() -> bool:
+            return bool((await reader.usage("a"))["limits"]["tokens"]["remaining"] >= 900)
+
+        await eventually(given_back, what="the settlement sent without an admission to ride with")
+    finally:
+        await governor.close()
+        await reader.close()
+
+
+async def test_an_admission_whose_caller_left_gives_back_what_it_took(url: str) -> None:
+    config = limits_config(keys=(api_key("a", limits=RateLimits(concurrent_requests=1, tokens_per_minute=100)),))
+    governor = redis_governor(url, config)
+    route = config.routes["fast"]
+    try:
+        leaving = asyncio.ensure_future(governor.admit("a", route, tokens=50))
+        await asyncio.sleep(0)  # queued for the call at the end of this pass
+        leaving.cancel()
+
+        admissions: list[Admission] = []
+
+        async def let_in() -> bool:  # refused (taking nothing) until the slot of the one that left is back
+            try:
+                admissions.append(await admitted(governor, "a", route, tokens=50))
+            except RateLimitedError:
+                return False
+            return True
+
+        await eventually(let_in, what="the slot of an admission nobody awaited came back")
+        assert admissions[0].tokens is not None and admissions[0].tokens.remaining == 50  # its tokens too
+    finally:
+        await governor.close()
+
+
+async def attempts(governors: tuple[RedisGovernor, ...], tenant: str, route: Route, *, each: int) -> list[Admission]:
+    """`each` admissions of `tenant` on `route` through every governor at once; those let in."""
+
+    async def attempt(governor: RedisGovernor) -> Admission | None:
+        try:
+            return await governor.admit(tenant, route, tokens=100)
+        except RateLimitedError:
+            return None
+
+    held = await asyncio.gather(*(attempt(governor) for _ in range(each) for governor in governors))
+    let_in = [admission for admission in held if admission is not None]
+    assert not any(isinstance(admission.handle, Taken) for admission in let_in)  # every one through Redis
+    return let_in
+
+
+async def test_two_replicas_together_never_hold_more_slots_than_the_limit(url: str) -> None:
+    config = limits_config(keys=(api_key("a", limits=RateLimits(concurrent_requests=40)),))
+    replicas = redis_governor(url, config), redis_governor(url, config)
+    route = config.routes["fast"]
+    try:
+        let_in = await attempts(replicas, "a", route, each=200)
+        assert len(let_in) == 40
+        for admission in let_in:  # settled through one of them, whichever let it in
+            replicas[0].settle(admission, tokens=None, cost_usd=0.0)
+        assert len(await attempts(replicas, "a", route, each=200)) == 40  # every slot came back
+    finally:
+        for governor in replicas:
+            await governor.close()
+
+
+@pytest.mark.parametrize("limited", ["key", "route"])
+async def test_two_replicas_together_never_let_more_requests_through_than_the_limit(url: str, limited: str) -> None:
+    # 12 a minute: one more every 5 s, longer than 400 admissions take
+    twelve = RateLimits(requests_per_minute=12)
+    if limited == "key":
+        config = limits_config(keys=(api_key("a", limits=twelve),))
+    else:
+        config = limits_config(keys=(api_key("a"),), routes={"fast": twelve})
+    replicas = redis_governor(url, config), redis_governor(url, config)
+    try:
+        assert len(await attempts(replicas, "a", config.routes["fast"], each=200)) == 12
+    finally:
+        for governor in replicas:
+            await governor.close()
+
+
+async def test_two_replicas_together_never_take_more_tokens_than_the_limit(url: str) -> None:
+    config = limits_config(keys=(api_key("a", limits=RateLimits(tokens_per_minute=1200)),))  # 100 per request
+    replicas = redis_governor(url, config), redis_governor(url, config)
+    try:
+        assert len(await attempts(replicas, "a", config.routes["fast"], each=200)) == 12
+    finally:
+        for governor in replicas:
+            await governor.close()

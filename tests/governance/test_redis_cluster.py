@@ -1,0 +1,52 @@
+"""RedisGovernor on a real Redis Cluster: one hash tag, one slot, one script per call; two replicas share the limits."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+
+import pytest
+
+from gateway.core.errors import RateLimitedError
+from gateway.core.governance import RateLimits
+from gateway.governance.admission import Admission
+from gateway.governance.local import Taken
+from gateway.governance.redis import RedisGovernor
+from gateway.governance.redis_script import slots_key
+from tests.support.governance import api_key, limits_config, redis_governor
+from tests.support.redis_cluster import Cluster, redis_cluster
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    with redis_cluster(tmp_path_factory.mktemp("cluster")) as running:
+        yield running
+
+
+async def test_two_replicas_share_the_limits_on_a_cluster(cluster: Cluster) -> None:
+    limits = RateLimits(requests_per_minute=12, concurrent_requests=10)
+    config = limits_config(keys=(api_key("a", limits=limits), api_key("b", limits=limits)), cluster=True)
+    replicas = tuple(redis_governor(cluster.url, config, cluster=True) for _ in range(2))
+    route = config.routes["fast"]
+
+    async def attempt(governor: RedisGovernor, tenant: str) -> Admission | None:
+        try:
+            return await governor.admit(tenant, route, tokens=0)
+        except RateLimitedError:
+            return None
+
+    try:
+        held = await asyncio.gather(*(attempt(governor, "a") for _ in range(50) for governor in replicas))
+        let_in = [admission for admission in held if admission is not None]
+        assert len(let_in) == 10  # the slots, before the 12 requests a minute
+        assert not any(isinstance(admission.handle, Taken) for admission in let_in)  # all through the cluster
+        for admission in let_in:
+            replicas[1].settle(admission, tokens=None, cost_usd=0.0)
+        more = await asyncio.gather(*(attempt(governor, "a") for _ in range(50) for governor in replicas))
+        assert len([admission for admission in more if admission is not None]) == 2  # the requests' 12
+        usage = await replicas[0].usage("a")
+        assert usage["limits"]["concurrency"]["in_use"] == 2
+        assert len({cluster.owner(slots_key("key", "a")), cluster.owner(slots_key("route", "fast"))}) == 1
+    finally:
+        for governor in replicas:
+            await governor.close()

@@ -1,0 +1,64 @@
+"""What one request asks of the Redis script, in admission order, and what its settlement gives back."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from gateway.core.governance import Budget, BudgetPeriod, LimitKind, Quota, RateLimits
+from gateway.core.periods import budget_span
+from gateway.governance.redis_demands import (
+    admission_checks,
+    held_by,
+    key_quotas,
+    quotas_of,
+    released,
+    settlement,
+)
+from gateway.governance.redis_script import Item, ItemKind, Outcome, bucket_key, slots_key, spent_key
+
+NOW = datetime(2026, 11, 29, 12, tzinfo=UTC).timestamp()
+KEY_LIMITS = RateLimits(requests_per_minute=10, tokens_per_minute=100, concurrent_requests=2,
+                        budget=Budget(usd=5.0, period=BudgetPeriod.DAY))
+ROUTE_LIMITS = RateLimits(requests_per_minute=50, tokens_per_minute=60)
+
+
+def test_checks_go_budget_then_the_key_then_the_route_tokens_capped_at_each_capacity() -> None:
+    span = budget_span(BudgetPeriod.DAY, NOW)
+    checks = admission_checks("a", KEY_LIMITS, route=("r", ROUTE_LIMITS), tokens=80, span=span)
+    assert [(check.kind, check.subject) for check in checks] == [
+        (LimitKind.BUDGET, "key"), (LimitKind.CONCURRENCY, "key"), (LimitKind.REQUESTS, "key"),
+        (LimitKind.TOKENS, "key"), (LimitKind.REQUESTS, "route"), (LimitKind.TOKENS, "route"),
+    ]  # fmt: skip
+    assert [check.item for check in checks] == [
+        Item(ItemKind.SPEND, spent_key("a", "day:2026-11-29"), 5.0),
+        Item(ItemKind.SLOTS, slots_key("key", "a"), 2, 1),
+        Item(ItemKind.BUCKET, bucket_key("key", "a", "requests"), 10, 1),
+        Item(ItemKind.BUCKET, bucket_key("key", "a", "tokens"), 100, 80),
+        Item(ItemKind.BUCKET, bucket_key("route", "r", "requests"), 50, 1),
+        Item(ItemKind.BUCKET, bucket_key("route", "r", "tokens"), 60, 60),  # one large request is not refused for ever
+    ]
+
+
+def test_the_headers_show_the_keys_quotas_else_the_routes() -> None:
+    checks = admission_checks("a", RateLimits(tokens_per_minute=100), route=("r", ROUTE_LIMITS), tokens=5, span=None)
+    outcome = Outcome(refused=None, wait_seconds=0.0, values=((95, 3000), (49, 1200), (55, 5000)))
+    assert quotas_of(checks, outcome) == (Quota(50, 49, 1.2), Quota(100, 95, 3.0))
+    assert key_quotas(checks, outcome) == (None, Quota(100, 95, 3.0))
+
+
+def test_a_settlement_frees_slots_gives_back_unused_tokens_and_charges_the_budget() -> None:
+    checks = admission_checks("a", KEY_LIMITS, route=("r", ROUTE_LIMITS), tokens=80, span=budget_span(
+        BudgetPeriod.DAY, NOW))
+    held = held_by("a", checks, budget=KEY_LIMITS.budget, process="p")
+    assert held.slots == (slots_key("key", "a"),)
+    assert held.buckets == ((bucket_key("key", "a", "tokens"), 100, 80), (bucket_key("route", "r", "tokens"), 60, 60))
+    assert settlement(held, used=30, cost_usd=0.2, now=NOW) == [
+        Item(ItemKind.SLOTS, slots_key("key", "a"), 0, -1),
+        Item(ItemKind.BUCKET, bucket_key("key", "a", "tokens"), 100, 50),
+        Item(ItemKind.BUCKET, bucket_key("route", "r", "tokens"), 60, 30),
+        Item(ItemKind.SPEND, spent_key("a", "day:2026-11-29"), datetime(2026, 12, 1, tzinfo=UTC).timestamp(), 0.2),
+    ]
+    unknown = settlement(held, used=None, cost_usd=0.0, now=NOW)  # usage unknown, nothing spent
+    assert unknown == [Item(ItemKind.SLOTS, slots_key("key", "a"), 0, -1)]
+    assert released(held)[1:] == [Item(ItemKind.BUCKET, bucket_key("key", "a", "tokens"), 100, 80),
+                                   Item(ItemKind.BUCKET, bucket_key("route", "r", "tokens"), 60, 60)]

@@ -1,0 +1,90 @@
+"""Redis gone mid-run: requests are still admitted, counted by this process alone, with one warning; shared again once back."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+
+from gateway.core.errors import RateLimitedError
+from gateway.core.governance import RateLimits
+from gateway.core.stores import RedisConnection
+from gateway.governance.local import Taken
+from gateway.governance.policies import Policies
+from gateway.governance.redis import RedisGovernor
+from gateway.governance.redis_demands import Held
+from tests.support.governance import Clock, api_key, limits_config, redis_governor
+from tests.support.servers import RedisProcess
+
+LIMITS = RateLimits(requests_per_minute=5, concurrent_requests=4)
+CONFIG = limits_config(keys=(api_key("a", limits=LIMITS),))
+
+
+async def test_a_stopped_redis_never_fails_a_request_and_is_logged_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    server = RedisProcess(tmp_path)
+    server.start()
+    clock = Clock()
+    governor = redis_governor(server.url, CONFIG, clock=clock, retry_seconds=5)
+    route = CONFIG.routes["fast"]
+    try:
+        shared = [await governor.admit("a", route, tokens=0) for _ in range(2)]
+        assert all(admission is not None and isinstance(admission.handle, Held) for admission in shared)
+        server.stop()
+        with caplog.at_level(logging.WARNING, logger="gateway.governance"):
+            alone = await governor.admit("a", route, tokens=0)  # Redis is found gone here: counted locally
+            assert alone is not None and isinstance(alone.handle, Taken)
+            for admission in shared:
+                governor.settle(admission, tokens=None, cost_usd=0.0)  # kept until Redis is back
+            for _ in range(3):
+                clock.now += 6  # past retry_seconds: Redis is tried again, and still not there
+                local = await governor.admit("a", route, tokens=0)
+                assert local is not None and isinstance(local.handle, Taken)
+                governor.settle(local, tokens=None, cost_usd=0.0)
+            with pytest.raises(RateLimitedError):  # this process's own count: 5 a minute
+                for _ in range(5):
+                    await governor.admit("a", route, tokens=0)
+        lost = [record for record in caplog.records if "unreachable" in record.getMessage()]
+        assert len(lost) == 1 and lost[0].levelno == logging.WARNING
+        governor.settle(alone, tokens=None, cost_usd=0.0)
+        server.start()  # empty: a restarted Redis
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="gateway.governance"):
+            clock.now += 6
+            back = await governor.admit("a", route, tokens=0)
+        assert back is not None and isinstance(back.handle, Held)
+        assert [record for record in caplog.records if "reachable again" in record.getMessage()]
+        # the two settlements kept while it was away went with that call: a restarted Redis has no slot
+        # of theirs to free, and none is left below zero
+        assert (await governor.usage("a"))["limits"]["concurrency"]["in_use"] == 1
+    finally:
+        await governor.close()
+        server.stop()
+
+
+async def test_a_redis_never_reached_counts_locally(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    server = RedisProcess(tmp_path)  # its port, nothing listening
+    governor = redis_governor(server.url, CONFIG)
+    try:
+        with caplog.at_level(logging.WARNING, logger="gateway.governance"):
+            admissions = [await governor.admit("a", CONFIG.routes["fast"], tokens=0) for _ in range(4)]
+        assert all(admission is not None and isinstance(admission.handle, Taken) for admission in admissions)
+        usage = await governor.usage("a")
+        assert usage["limits"]["concurrency"] == {"limit": 4, "in_use": 4}
+        assert len([record for record in caplog.records if "unreachable" in record.getMessage()]) == 1
+    finally:
+        await governor.close()
+
+
+async def test_a_url_the_client_refuses_counts_locally_for_good(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.ERROR, logger="gateway.governance"):
+        governor = RedisGovernor(Policies(CONFIG), RedisConnection(url="bogus://:secret@nowhere"))
+    try:
+        admission = await governor.admit("a", CONFIG.routes["fast"], tokens=0)
+        assert admission is not None and isinstance(admission.handle, Taken)
+        message = " ".join(record.getMessage() for record in caplog.records)
+        assert "refused" in message and "secret" not in message
+    finally:
+        await governor.close()

@@ -1,0 +1,79 @@
+"""The limits script and how a call is written: keys named once, every key in one slot, a call safe to run twice."""
+
+from __future__ import annotations
+
+import redis.asyncio as aioredis
+
+from gateway.governance.redis_script import (
+    SCRIPT,
+    Call,
+    Item,
+    ItemKind,
+    Op,
+    Outcome,
+    bucket_key,
+    live_key,
+    reply_key,
+    slots_key,
+    spent_key,
+)
+from tests.support.servers import flush_redis
+
+
+def test_every_key_carries_the_hash_tag() -> None:
+    for key in (bucket_key("key", "a}{b", "tokens"), slots_key("route", "r"), spent_key("a", "day:2026-11-29"),
+                live_key("p"), reply_key("p")):
+        assert key.startswith("gw:lim:{gateway-limits}:")
+
+
+def test_a_call_names_each_key_once_after_its_own_two() -> None:
+    call = Call("p1", 3000, "c1")
+    bucket = Item(ItemKind.BUCKET, bucket_key("key", "a", "requests"), 60, 1)
+    assert call.add(Op.SETTLE, [bucket], owner="p0") == 0
+    assert call.add(Op.ADMIT, [bucket, Item(ItemKind.SLOTS, slots_key("key", "a"), 2, 1)]) == 1
+    assert call.keys == [live_key("p1"), reply_key("p1"), bucket.key, slots_key("key", "a")]
+    assert call.args == [
+        "p1", 3000, "c1", live_key(""),
+        "S", 1, "p0", "q", 3, "60", "1",
+        "A", 2, "p1", "q", 3, "60", "1", "s", 4, "2", "1",
+    ]  # fmt: skip
+
+
+def test_an_outcome_reads_the_refusing_item_and_the_values() -> None:
+    assert Outcome.read([0, 0, 4, 12000, 1, 0]) == Outcome(refused=None, wait_seconds=0.0,
+                                                          values=((4, 12000), (1, 0)))
+    assert Outcome.read([2, 1500, 4, 0, 0, 60000]).refused == 1
+
+
+async def test_a_call_run_twice_takes_once_and_answers_the_same(redis_url: str) -> None:
+    await flush_redis(redis_url)
+    client = aioredis.Redis.from_url(redis_url)
+    script = client.register_script(SCRIPT)
+    bucket = Item(ItemKind.BUCKET, bucket_key("key", "a", "requests"), 60, 1)
+    try:
+        first = Call("p", 3000, "c1")
+        first.add(Op.ADMIT, [bucket])
+        reply = await script(keys=first.keys, args=first.args)
+        assert Outcome.read(reply[0]).values[0][0] == 59
+        assert await script(keys=first.keys, args=first.args) == reply  # a retry after a lost reply
+        second = Call("p", 3000, "c2")
+        second.add(Op.ADMIT, [bucket])
+        assert Outcome.read((await script(keys=second.keys, args=second.args))[0]).values[0][0] == 58
+    finally:
+        await client.aclose()
+
+
+async def test_a_settled_spend_expires_after_its_period_and_a_total_one_never(redis_url: str) -> None:
+    await flush_redis(redis_url)
+    client = aioredis.Redis.from_url(redis_url)
+    script = client.register_script(SCRIPT)
+    try:
+        call = Call("p", 3000, "c")
+        call.add(Op.SETTLE, [Item(ItemKind.SPEND, spent_key("a", "day:x"), 4_000_000_000, 0.25),
+                             Item(ItemKind.SPEND, spent_key("a", "total"), 0, 0.5)])
+        reply = Outcome.read((await script(keys=call.keys, args=call.args))[0])
+        assert [float(spent) for spent, _ in reply.values] == [0.25, 0.5]
+        assert await client.expiretime(spent_key("a", "day:x")) == 4_000_000_000
+        assert await client.ttl(spent_key("a", "total")) == -1
+    finally:
+        await client.aclose()
