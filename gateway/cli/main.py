@@ -63,7 +63,8 @@ def _exit_refused(path: str, refused: ConfigError) -> NoReturn:
 
 def check_config(path: str) -> int:
     config = _load_or_exit(path)
-    print(f"{path}: ok ({len(config.routes)} routes, auth {'on' if config.api_keys else 'off'})")
+    auth = "on" if config.api_keys or config.admin_keys else "off"
+    print(f"{path}: ok ({len(config.routes)} routes, auth {auth})")
     for route in config.routes.values():
         for line in describe_route(route):
             print(line)

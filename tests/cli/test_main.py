@@ -44,6 +44,13 @@ def test_check_config_uses_env_default(monkeypatch: pytest.MonkeyPatch, capsys: 
     assert "configs/gateway.yaml: ok" in capsys.readouterr().out
 
 
+def test_check_config_counts_admin_keys_as_auth(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "admin.yaml"
+    path.write_text("auth: {adminKeys: [{name: ops, key: admin-key-1}]}\nroutes: {a: {provider: mock}}\n")
+    assert main(["check-config", str(path)]) == 0
+    assert "(1 routes, auth on)" in capsys.readouterr().out
+
+
 async def test_sigterm_drains_in_flight_requests_and_streams(
     tmp_path: Path, upstream: FakeUpstream, processes: list
 ) -> None:

@@ -50,6 +50,7 @@ SECTION_KEYS = {
     "providerParams": ["awsRegionName", "apiVersion", "vertexProject", "aws_region_name", "region"],
     "headers": ["x-a", "authorization", "Host"],
     "overrideParams": ["model", "temperature", "api_base"],
+    "limits": ["requestsPerMinute", "tokensPerMinute", "concurrentRequests", "budget"],
 }
 LEAF_KEYS = ["provider", "apiKey", "api_key", "baseUrl", "base_url", "name", "weight", "timeout", "streamIdleTimeout", "responsesApi"]
 
@@ -71,7 +72,8 @@ TOP_SECTIONS = {
     "metrics": ["enabled", "path", "requireAuth", "streamUsage"],
     "breakers": ["store", "url"],
     "requestConfig": ["enabled", "allowedHosts"],
-    "auth": ["keys"],
+    "auth": ["keys", "adminKeys"],
+    "limits": ["store", "defaults", "path", "url", "cluster", "sentinel"],
     "memory": ["store", "path", "url", "ttlSeconds", "defaults", "limits", "lockTimeoutSeconds"],
 }
 documents = st.fixed_dictionaries(
