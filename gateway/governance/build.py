@@ -42,7 +42,7 @@ def open_governor(
     previous.hand_over()  # the same process: its slots stay alive, under its id, renewed by the successor
     governor = RedisGovernor(
         policies, limits_redis(config), listener=listener, process_id=previous.process_id,
-        ledger=previous.fallback.ledger,
+        ledger=previous.fallback.ledger, holding=previous.holding,
     )  # fmt: skip
     if previous.holds_slots:
         governor.keep_alive()

@@ -37,6 +37,7 @@ from gateway.governance.policies import Policies, check_route
 from gateway.governance.redis_demands import (
     Check,
     Held,
+    Holding,
     admission_checks,
     held_by,
     key_quotas,
@@ -84,6 +85,7 @@ class RedisGovernor:
         listener: GovernanceListener | None = None,
         process_id: str | None = None,
         ledger: Ledger | None = None,
+        holding: Holding | None = None,
         timeout: float = 2.0,
         retry_seconds: float = 3.0,
         live_seconds: float = 3.0,
@@ -109,7 +111,9 @@ class RedisGovernor:
         self._sending: asyncio.Handle | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._renewing: asyncio.Task[None] | None = None
+        self.holding = holding if holding is not None else Holding()  # shared with a successor taking the id
         self.holds_slots = False  # once a slot was taken: the liveness record is renewed from then on
+        self._correcting = False  # a correction of this process's slots is under way: no other call goes
         self.retire_on_close = True  # False once a successor took the process id over
         self._down = False
         self._down_until = 0.0
@@ -170,6 +174,8 @@ class RedisGovernor:
         if not isinstance(held, Held):
             return
         admission.settled = True
+        if held.process == self.process_id:
+            self.holding.freed(held)
         items = settlement(held, used=tokens, cost_usd=cost_usd, now=self._wall())
         charge = (held.tenant, held.budget.usd) if held.budget is not None else None
         self._queue([
@@ -255,6 +261,8 @@ class RedisGovernor:
 
     def _send(self) -> None:
         self._sending = None
+        if self._correcting:  # sent when it ends: a call overtaking it on another connection would be undone
+            return
         waiting, self._waiting = self._waiting, []
         if self._clock() < self._down_until:
             for each in waiting:
@@ -290,6 +298,8 @@ class RedisGovernor:
         for each, answer in zip(waiting, reply[len(settled) :], strict=True):
             outcome = Outcome.read(answer)
             if not each.outcome.done():
+                if outcome.refused is None:
+                    self.holding.took(each.held)
                 each.outcome.set_result(outcome)
             elif outcome.refused is None:  # its caller left while it was taken: give it all back
                 self._queue([Unsent(item=item, owner=each.held.process) for item in released(each.held)])
@@ -335,17 +345,27 @@ class RedisGovernor:
                 self._renewing = asyncio.get_running_loop().create_task(self._renew())
 
     async def _renew(self) -> None:
+        """Renew the liveness record; when no other call is under way, set this process's slots to what it holds."""
         while True:
             await asyncio.sleep(self._renew_seconds)
             if self._clock() < self._down_until:
                 continue
             call = self._call()
+            self._correcting = not (self._tasks or self._waiting or self._unsent)
+            if self._correcting:
+                call.add(Op.CORRECT, self.holding.corrections())
             try:
                 await self._script(keys=call.keys, args=call.args)
             except Exception as exc:  # whatever the client raised: Redis is unavailable
                 self._lost(exc)
             else:
                 self._reached()
+                if self._correcting:
+                    self.holding.forget_free()
+            finally:
+                self._correcting = False
+                if self._waiting or self._unsent:
+                    self._send_soon(0.0)
 
     def _lost(self, exc: BaseException) -> None:
         self._down_until = self._clock() + self._retry_seconds

@@ -115,3 +115,26 @@ def released(held: Held) -> list[Item]:
     return [Item.slots(key, 0, -1) for key in held.slots] + [
         Item.bucket(key, capacity, taken) for key, capacity, taken in held.buckets
     ]
+
+
+class Holding:
+    """The slots this process holds in Redis, per slots key: its requests in flight admitted through Redis."""
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}
+
+    def took(self, held: Held) -> None:
+        for key in held.slots:
+            self.counts[key] = self.counts.get(key, 0) + 1
+
+    def freed(self, held: Held) -> None:
+        for key in held.slots:
+            self.counts[key] = self.counts.get(key, 0) - 1
+
+    def corrections(self) -> list[Item]:
+        """An item setting each slots field of this process to what it holds (none: the field goes)."""
+        return [Item.slots(key, 0, max(0, count)) for key, count in self.counts.items()]
+
+    def forget_free(self) -> None:
+        """Forget the keys it holds no slot of any more (once Redis has been told)."""
+        self.counts = {key: count for key, count in self.counts.items() if count > 0}

@@ -9,6 +9,9 @@ on Redis' clock (TIME), so replicas with skewed clocks agree; the arithmetic is 
 Concurrency slots are counted per process: a field per process id in a key's slots hash, read
 only while that process's liveness record (`live:<id>`, renewed by each of its calls and every
 second while it holds slots) exists; a dead process's fields are dropped by the next reader.
+With each renewal a process also sets its fields to the slots it knows it holds, so a count
+that went wrong (a reply lost after the script ran, a Redis restarted empty) is right again
+within a second.
 
 A call is safe to run twice (a client may send it again after losing the reply): its reply is
 kept under the process's `reply` key with the call's sequence id, and a second run returns it.
@@ -25,7 +28,7 @@ PREFIX: Final = "gw:lim:{gateway-limits}:"
 
 # KEYS: 1 the process's liveness record, 2 its last reply, then every key the items name.
 # ARGV: process id, liveness ms, call id, liveness key prefix, then operations: a code (A admit,
-# S settle, P peek, X retire), an item count, the process whose slots a settlement frees, and per
+# S settle, P peek, C correct a process's slots to the amounts given, X retire), an item count, the process whose slots a settlement frees, and per
 # item its kind (q bucket, s slots, b spend),
 # KEYS index, limit (capacity; slots; USD; for a settled spend the expiry, 0: none) and amount.
 # Per operation it returns: the first refusing item (0: none), ms until it would not refuse,
@@ -64,7 +67,13 @@ while i <= #ARGV do
   end
   i = i + 3 + m * 4
   if op == 'X' then retired = true end
-  if op == 'S' then
+  if op == 'C' then
+    for j, it in ipairs(items) do
+      if it[4] > 0 then redis.call('HSET', it[2], owner, string.format('%d', it[4]))
+      else redis.call('HDEL', it[2], owner) end
+      seen[j] = {it[4], 0}
+    end
+  elseif op == 'S' then
     for j, it in ipairs(items) do
       local kind, key, lim, amount = it[1], it[2], it[3], it[4]
       if kind == 'q' then
@@ -134,6 +143,7 @@ class Op(StrEnum):
     SETTLE = "S"  # give back tokens, free slots, add spend
     PEEK = "P"  # read, take nothing
     RETIRE = "X"  # this process's liveness record is dropped: its slots free at once
+    CORRECT = "C"  # this process's slots set to what it holds (a lost reply or a restarted Redis undone)
 
 
 @dataclass(frozen=True, slots=True)

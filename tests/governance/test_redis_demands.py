@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from gateway.core.governance import Budget, BudgetPeriod, LimitKind, Quota, RateLimits
 from gateway.core.periods import budget_span
 from gateway.governance.redis_demands import (
+    Holding,
     admission_checks,
     held_by,
     key_quotas,
@@ -62,3 +63,18 @@ def test_a_settlement_frees_slots_gives_back_unused_tokens_and_charges_the_budge
     assert unknown == [Item(ItemKind.SLOTS, slots_key("key", "a"), 0, -1)]
     assert released(held)[1:] == [Item(ItemKind.BUCKET, bucket_key("key", "a", "tokens"), 100, 80),
                                    Item(ItemKind.BUCKET, bucket_key("route", "r", "tokens"), 60, 60)]
+
+
+def test_holding_counts_the_slots_in_flight_and_forgets_keys_once_free() -> None:
+    checks = admission_checks("a", RateLimits(concurrent_requests=2), route=("r", RateLimits(concurrent_requests=9)),
+                              tokens=0, span=None)
+    held = held_by("a", checks, budget=None, process="p")
+    holding = Holding()
+    holding.took(held)
+    holding.took(held)
+    holding.freed(held)
+    assert holding.corrections() == [Item.slots(slots_key("key", "a"), 0, 1), Item.slots(slots_key("route", "r"), 0, 1)]
+    holding.freed(held)
+    assert holding.corrections() == [Item.slots(slots_key("key", "a"), 0, 0), Item.slots(slots_key("route", "r"), 0, 0)]
+    holding.forget_free()
+    assert holding.corrections() == []

@@ -10,9 +10,9 @@ import pytest
 import redis.asyncio as aioredis
 
 from gateway.core.governance import RateLimits
-from gateway.governance.redis_script import live_key
+from gateway.governance.redis_script import live_key, slots_key
 from tests.support.governance import api_key, limits_config, redis_governor
-from tests.support.servers import flush_redis
+from tests.support.servers import RedisProcess, flush_redis
 from tests.support.waiting import eventually
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -22,7 +22,7 @@ THREE = limits_config(keys=(api_key("a", limits=RateLimits(concurrent_requests=3
 REPLICA = """
 import asyncio, sys
 from gateway.core.governance import RateLimits
-from gateway.governance.redis_script import live_key
+from gateway.governance.redis_script import live_key, slots_key
 from tests.support.governance import api_key, limits_config, redis_governor
 
 async def main() -> None:
@@ -105,3 +105,42 @@ async def test_a_live_governor_renews_its_liveness_record(redis_url: str) -> Non
     finally:
         await governor.close()
         await client.aclose()
+
+
+async def test_a_count_gone_wrong_is_set_right_by_the_next_renewal(redis_url: str) -> None:
+    await flush_redis(redis_url)
+    governor = redis_governor(redis_url, THREE)
+    client = aioredis.Redis.from_url(redis_url)
+    try:
+        await governor.admit("a", THREE.routes["fast"], tokens=0)
+        # as if a reply were lost after its script took two more slots
+        await client.hincrby(slots_key("key", "a"), governor.process_id, 2)
+        assert await in_use(redis_url) == 3
+
+        async def corrected() -> bool:
+            return await in_use(redis_url) == 1
+
+        await eventually(corrected, what="the process's slots set back to the one it holds")
+    finally:
+        await governor.close()
+        await client.aclose()
+
+
+async def test_slots_held_when_redis_restarted_empty_count_again_within_seconds(tmp_path: Path) -> None:
+    server = RedisProcess(tmp_path)
+    server.start()
+    governor = redis_governor(server.url, THREE)
+    try:
+        for _ in range(2):
+            await governor.admit("a", THREE.routes["fast"], tokens=0)
+        server.stop()
+        server.start()  # no data kept
+        assert await in_use(server.url) == 0
+
+        async def restored() -> bool:
+            return await in_use(server.url) == 2
+
+        await eventually(restored, what="the requests in flight counted again")
+    finally:
+        await governor.close()
+        server.stop()
