@@ -177,6 +177,8 @@ class RedisGovernor:
         if held.process == self.process_id:
             self.holding.freed(held)
         items = settlement(held, used=tokens, cost_usd=cost_usd, now=self._wall())
+        if not items:  # nothing held back (only requests limited) and nothing spent
+            return
         charge = (held.tenant, held.budget.usd) if held.budget is not None else None
         self._queue([
             Unsent(item=item, owner=held.process, charge=charge if item.kind is ItemKind.SPEND else None)
