@@ -20,7 +20,10 @@ from gateway.core.memory.settings import MemoryConfig, StoreKind
 from gateway.core.routing import Random
 from gateway.core.settings import Config
 from gateway.core.tree import iter_targets
-from gateway.governance.admission import Governor, Unlimited
+from gateway.governance.admission import Governor
+from gateway.governance.build import open_governor
+from gateway.governance.key_refresh import KeyRefresher
+from gateway.governance.key_store import open_key_store
 from gateway.governance.stored_keys import StoredKeys
 from gateway.memory.sqlite import SQLiteStore
 from gateway.memory.store import InProcessStore, MemoryStore
@@ -44,6 +47,7 @@ from gateway.server.connections import REASON as CONNECTIONS_REFUSED
 from gateway.server.connections import limit_connections
 from gateway.server.cors import cors_middlewares, cors_response_hook
 from gateway.server.frontdoor import FRONT_DOOR, open_front_door
+from gateway.server.governance_api import KEY_STORE
 from gateway.server.inline import INLINE_CONFIGS, InlineConfigs
 from gateway.server.keys import (
     CONFIG,
@@ -141,11 +145,6 @@ class Handover:
 HANDOVER = web.AppKey("handover", Handover)
 
 
-def open_governor(config: Config, *, stored: StoredKeys, listener: Metrics | None, previous: Governor | None) -> Governor:
-    """Stand-in for gateway.governance.build.open_governor until it lands: nothing is limited."""
-    return Unlimited()
-
-
 def create_app(config: Config, *, rng: Random | None = None, processes: int = 1) -> web.Application:
     """Build the gateway for `config`; `rng` drives load balancing and jitter (seed it in tests).
 
@@ -172,7 +171,7 @@ def create_app(config: Config, *, rng: Random | None = None, processes: int = 1)
         async with aiohttp.ClientSession(connector=connector, timeout=timeout, auto_decompress=True, cookie_jar=jar) as session:
             app[SESSION] = session
             async with AsyncExitStack() as upstreams:
-                upstreams.push_async_callback(app[GOVERNOR].close)
+                await upstreams.enter_async_context(governance(app))
                 await upstreams.enter_async_context(open_upstreams(app, config, session, rng=rng))
                 app[UPSTREAMS] = upstreams
                 yield
@@ -209,11 +208,13 @@ def config_app(
 
     The upstream session, the memory and the dispatcher are added by whoever runs it:
     `create_app`'s cleanup contexts for the server's first configuration, `reloaded_app` for
-    those that replace it, which also close its governor. `metrics`: the process's, which a
-    reload keeps (else made here, when enabled). `handover`: the process's, whose governor this
-    configuration's takes over from.
+    those that replace it, which also start its key refresher and close its governor and key
+    store (`governance`), both made here but opened by their first call. `metrics`: the
+    process's, which a reload keeps (else made here, when enabled). `handover`: the process's,
+    whose governor this configuration's takes over from.
     """
-    auth = Authenticator(config.api_keys)
+    stored = StoredKeys()  # filled and kept current by the key refresher (governance), read by auth and the governor
+    auth = Authenticator(config.api_keys, admin_keys=config.admin_keys, stored=stored)
     if metrics is None and config.metrics.enabled:
         metrics = Metrics(config)
     observer = combine([*([metrics] if metrics is not None else []), RequestLog(quiet_paths=("/healthz", "/readyz", config.metrics.path))])
@@ -225,8 +226,11 @@ def config_app(
     )
     app[CONFIG] = config
     app[HANDOVER] = handover = handover or Handover()
-    app[STORED_KEYS] = stored = StoredKeys()
+    app[STORED_KEYS] = stored
     app[GOVERNOR] = open_governor(config, stored=stored, listener=metrics, previous=handover.governor)
+    key_store = open_key_store(config)  # nothing opened yet: its first call does that
+    if key_store is not None:
+        app[KEY_STORE] = key_store
     app[INLINE_CONFIGS] = InlineConfigs(config.request_config)
     app[OBSERVER] = observer
     app[LIFECYCLE] = lifecycle
@@ -277,6 +281,20 @@ def warn_open(config: Config) -> None:
 
 
 @asynccontextmanager
+async def governance(app: web.Application) -> AsyncIterator[None]:
+    """`app`'s governor, and with admin keys its key store and the refresher of its snapshot, while it lasts."""
+    async with AsyncExitStack() as stack:
+        stack.push_async_callback(app[GOVERNOR].close)
+        store = app.get(KEY_STORE)
+        if store is not None:
+            stack.push_async_callback(store.close)
+            refresher = KeyRefresher(store, app[STORED_KEYS])
+            await refresher.start()  # the keys issued so far are known before the first request
+            stack.push_async_callback(refresher.close)
+        yield
+
+
+@asynccontextmanager
 async def open_upstreams(
     app: web.Application, config: Config, session: aiohttp.ClientSession, *, rng: Random
 ) -> AsyncIterator[None]:
@@ -303,8 +321,8 @@ async def reloaded_app(served: web.Application, config: Config, *, rng: Random) 
     app[SESSION] = session = served[SESSION]
     app[MEMORY] = served[MEMORY]
     upstreams = app[UPSTREAMS] = AsyncExitStack()
-    upstreams.push_async_callback(app[GOVERNOR].close)
     try:
+        await upstreams.enter_async_context(governance(app))
         await upstreams.enter_async_context(open_upstreams(app, config, session, rng=rng))
     except BaseException:
         await upstreams.aclose()
