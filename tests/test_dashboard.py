@@ -2,8 +2,8 @@
 
 The gateway runs as `python -m gateway serve` in front of two fake upstreams; the openai SDK
 sends each kind of traffic the panels show (a success, a retry, a fallback, a stream, memory
-turns with evictions, a failure) twice, with a scrape in between so that every rate() has two
-samples. Then every panel's query, variables substituted as Grafana would, must evaluate
+turns with evictions, a failure, requests of a key past its limit, spend against a key's budget)
+twice, with a scrape in between so that every rate() has two samples. Then every panel's query, variables substituted as Grafana would, must evaluate
 without error to at least one series with a number in it. `promtool check metrics` must accept
 the gateway's /metrics.
 """
@@ -65,6 +65,9 @@ METRIC_LABELS: dict[str, set[str]] = {
     "gateway_build_info": {"version"},
     "gateway_config_routes": set(),
     "gateway_cost_usd_total": {"route", "target"},
+    "gateway_rate_limited_total": {"key", "route", "limit"},
+    "gateway_budget_spent_usd": {"key"},
+    "gateway_budget_remaining_usd": {"key"},
 }
 VARIABLE_MATCHERS = {"route": 'route=~"$route"', "target": 'target=~"$target"', "from_target": 'from_target=~"$target"'}
 
@@ -151,6 +154,19 @@ def test_every_query_names_known_metrics_and_filters_by_the_variables() -> None:
                 assert VARIABLE_MATCHERS[label] in matchers, f"{name}: {metric} not filtered by {VARIABLE_MATCHERS[label]}"
 
 
+def test_a_row_shows_refusals_by_key_and_limit_and_each_keys_budget() -> None:
+    rows: dict[str, list[str]] = {}
+    for panel in load_dashboard()["panels"]:  # a row's panels follow it
+        if panel["type"] == "row":
+            rows[panel["title"]] = []
+        else:
+            rows[list(rows)[-1]] += [target["expr"] for target in panel["targets"]]
+    shown = " ".join(rows["Limits and budgets"])
+    for metric in ("gateway_rate_limited_total", "gateway_budget_spent_usd", "gateway_budget_remaining_usd"):
+        assert metric in shown
+    assert "by (key, limit)" in shown
+
+
 # Against a real Prometheus.
 
 MESSAGES = [{"role": "user", "content": "hello"}]
@@ -164,9 +180,18 @@ def usage_chunk(prompt: int, completion: int) -> bytes:
     return b"data: " + orjson.dumps(body) + b"\n\n"
 
 
+KEY = "sk-dashboard"  # a key with a budget: its spend is priced as the cost panels' is
+TIGHT_KEY = "sk-tight"  # a request a minute: the second of a phase is refused
+
+
 def gateway_config(primary: FakeUpstream, backup: FakeUpstream, workdir: Path) -> str:
     # primary's model is in litellm's price table (cost counted); backup's is not.
     return f"""
+auth:
+  keys:
+    - {{name: dashboard, key: {KEY}, limits: {{budget: {{usd: 1000, period: month}}}}}}
+    - {{name: tight, key: {TIGHT_KEY}, limits: {{requestsPerMinute: 1}}}}
+limits: {{store: local}}
 memory: {{store: sqlite, path: "{workdir / 'memory.db'}"}}
 routes:
   chat:
@@ -199,7 +224,7 @@ async def serving(fake: FakeUpstream, port: int) -> AsyncIterator[None]:
 async def send_traffic(
     client: openai.AsyncOpenAI, primary: FakeUpstream, backup: FakeUpstream, prometheus: PrometheusProcess
 ) -> None:
-    """PHASE_REQUESTS requests through route `chat`: every kind of event a panel shows."""
+    """PHASE_REQUESTS requests of the budgeted key through route `chat`: every kind of event a panel shows but refusals."""
     gate = asyncio.Event()
     primary.then(Step(gate=gate, body=chat_completion()))  # held upstream until a scrape has seen it in flight
     primary.arrived.clear()
@@ -224,6 +249,19 @@ async def send_traffic(
     backup.then(Step(status=500, body=error_body(500)))
     with pytest.raises(openai.InternalServerError):
         await client.chat.completions.create(model="chat", messages=MESSAGES)
+
+
+async def send_past_the_limit(tight: openai.AsyncOpenAI) -> int:
+    """Two requests of the key allowed one a minute: the refusals (one, or both after the first phase)."""
+    refused = 0
+    for _ in range(2):
+        try:
+            await tight.chat.completions.create(model="chat", messages=MESSAGES)
+        except openai.RateLimitError as exc:
+            assert exc.code == "rate_limit_exceeded", exc.body
+            refused += 1
+    assert refused >= 1
+    return refused
 
 
 def wait_for(prometheus: PrometheusProcess, expr: str, at_least: float, timeout: float = 20) -> None:
@@ -273,13 +311,17 @@ def scraped(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scraped]:
     config.write_text(gateway_config(primary, backup, workdir))
 
     async def traffic(prometheus: PrometheusProcess) -> None:
+        base_url = f"http://127.0.0.1:{gateway_port}/v1"
         async with serving(primary, ports[0]), serving(backup, ports[1]), openai.AsyncOpenAI(
-            base_url=f"http://127.0.0.1:{gateway_port}/v1", api_key="unused", max_retries=0, timeout=20
-        ) as client:
+            base_url=base_url, api_key=KEY, max_retries=0, timeout=20
+        ) as client, openai.AsyncOpenAI(base_url=base_url, api_key=TIGHT_KEY, max_retries=0, timeout=20) as tight:
+            refused = 0
             for phase in (1, 2):
                 await send_traffic(client, primary, backup, prometheus)
+                refused += await send_past_the_limit(tight)
                 total = phase * PHASE_REQUESTS
                 await asyncio.to_thread(wait_for, prometheus, "sum(gateway_requests_total)", total)
+                await asyncio.to_thread(wait_for, prometheus, "sum(gateway_rate_limited_total)", refused)
 
     with prometheus_server(workdir, [f"127.0.0.1:{gateway_port}"]) as prometheus, gateway_process(
         config, gateway_port, workdir / "gateway.log"
