@@ -41,10 +41,8 @@ async def issue(base: str, body: dict[str, Any]) -> dict[str, Any]:
     return issued
 
 
-async def test_a_key_is_issued_used_listed_changed_and_revoked(
-    aiohttp_server: Any, config: Config, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    base = await start_replica(aiohttp_server, config, monkeypatch)
+async def test_a_key_is_issued_used_listed_changed_and_revoked(aiohttp_server: Any, config: Config) -> None:
+    base = await start_replica(aiohttp_server, config)
     limits = {"requestsPerMinute": 100, "budget": {"usd": 5}}
     issued = await issue(base, {"name": "team-b", "routes": ["m"], "limits": limits})
     key = issued.pop("key")
@@ -80,11 +78,9 @@ async def test_a_key_is_issued_used_listed_changed_and_revoked(
     assert not await refused(base, GATEWAY_KEY) and not await refused(base, ADMIN_KEY)
 
 
-async def test_a_key_revoked_on_one_replica_is_refused_by_every_replica(
-    aiohttp_server: Any, config: Config, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    one = await start_replica(aiohttp_server, config, monkeypatch)
-    other = await start_replica(aiohttp_server, config, monkeypatch)
+async def test_a_key_revoked_on_one_replica_is_refused_by_every_replica(aiohttp_server: Any, config: Config) -> None:
+    one = await start_replica(aiohttp_server, config)
+    other = await start_replica(aiohttp_server, config)
     key = (await issue(one, {"name": "team-b"}))["key"]
     await eventually(lambda: _works(other, key), what="the key issued on one replica works on the other")
     assert await _works(one, key)
@@ -94,10 +90,8 @@ async def test_a_key_revoked_on_one_replica_is_refused_by_every_replica(
     assert not await refused(one, GATEWAY_KEY)
 
 
-async def test_the_key_is_shown_once_and_another_of_the_same_name_is_a_conflict(
-    aiohttp_server: Any, config: Config, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    base = await start_replica(aiohttp_server, config, monkeypatch)
+async def test_the_key_is_shown_once_and_another_of_the_same_name_is_a_conflict(aiohttp_server: Any, config: Config) -> None:
+    base = await start_replica(aiohttp_server, config)
     key = (await issue(base, {"name": "team-b"}))["key"]
     status, again = await call(base, "POST", "/v1/gateway/keys", headers=ADMIN, json={"name": "team-b"})
     assert (status, again["error"]["code"]) == (409, "key_exists")
@@ -107,10 +101,8 @@ async def test_the_key_is_shown_once_and_another_of_the_same_name_is_a_conflict(
     assert status == 200 and key not in str(shown)
 
 
-async def test_a_key_sees_its_own_usage_and_an_admin_key_every_keys(
-    aiohttp_server: Any, config: Config, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    base = await start_replica(aiohttp_server, config, monkeypatch)
+async def test_a_key_sees_its_own_usage_and_an_admin_key_every_keys(aiohttp_server: Any, config: Config) -> None:
+    base = await start_replica(aiohttp_server, config)
     key = (await issue(base, {"name": "team-b"}))["key"]
     await eventually(lambda: _works(base, key), what="the issued key works")
     status, own = await call(base, "GET", "/v1/gateway/usage", headers={"Authorization": f"Bearer {key}"})

@@ -35,8 +35,8 @@ def config(tmp_path: Path) -> Config:
 
 
 @pytest.fixture
-async def base(aiohttp_server: Any, config: Config, monkeypatch: pytest.MonkeyPatch) -> str:
-    base = await start_replica(aiohttp_server, config, monkeypatch)
+async def base(aiohttp_server: Any, config: Config) -> str:
+    base = await start_replica(aiohttp_server, config)
     assert (await call(base, "POST", "/v1/gateway/keys", headers=ADMIN, json={"name": "team-b"}))[0] == 201
     return base
 
@@ -119,11 +119,9 @@ async def test_a_configured_key_changes_only_in_the_config(base: str, where: End
 
 
 @pytest.mark.parametrize("where", KEYS_API, ids=lambda e: f"{e.method} {e.path}")
-async def test_a_store_that_fails_is_a_503_and_the_config_s_keys_still_work(
-    aiohttp_server: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: Endpoint
-) -> None:
+async def test_a_store_that_fails_is_a_503_and_the_config_s_keys_still_work(aiohttp_server: Any, tmp_path: Path, where: Endpoint) -> None:
     config = admin_config(f"{{store: local, path: '{tmp_path / 'gone' / 'keys.db'}'}}")
-    base = await start_replica(aiohttp_server, config, monkeypatch)
+    base = await start_replica(aiohttp_server, config)
     options = {"json": {"name": "team-c"} if where.method == "POST" else {"limits": None}} if where.method in ("POST", "PATCH") else {}
     assert_listed(await call(base, where.method, concrete(where.path), headers=ADMIN, **options), where, 503, "key_store_unavailable")
     assert (await call(base, "GET", "/v1/models", headers=TEAM_A))[0] == 200
