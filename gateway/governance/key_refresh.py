@@ -20,6 +20,9 @@ from gateway.governance.stored_keys import KeyStoreUnavailable, StoredKeys, snap
 log = logging.getLogger("gateway.governance")
 
 REFRESH_SECONDS: Final = 0.5
+# How long start-up waits for the first read: a store that hangs (an unroutable Redis) must not
+# hold up the gateway's start, whose configured keys work without it.
+FIRST_READ_SECONDS: Final = 3.0
 
 
 class KeyRefresher:
@@ -33,10 +36,16 @@ class KeyRefresher:
         self._failing = False
         self._read_once = False  # the snapshot was read from the store at least once
 
-    async def start(self) -> None:
-        """Read the keys once (a failing store is logged, not raised), then go on refreshing in the background."""
-        await self.refresh()
-        self._task = asyncio.create_task(self._run(), name="gateway-key-refresh")
+    async def start(self, *, wait: float = FIRST_READ_SECONDS) -> None:
+        """Read the keys once (a failing store is logged, not raised), then go on refreshing in the background.
+
+        Returns once the first read ended, or after `wait` seconds, the read going on meanwhile.
+        """
+        first = asyncio.ensure_future(self.refresh())
+        self._task = asyncio.create_task(self._run(first), name="gateway-key-refresh")
+        await asyncio.wait({first}, timeout=wait)
+        if not first.done():
+            log.warning("stored gateway keys: the store has not answered within %gs; they work once it does", wait)
 
     async def close(self) -> None:
         """Stop refreshing (the store is its owner's to close)."""
@@ -70,7 +79,8 @@ class KeyRefresher:
             self._failing = False
         return True
 
-    async def _run(self) -> None:
+    async def _run(self, first: asyncio.Future[bool]) -> None:
+        await first
         while True:
             await asyncio.sleep(self._every)
             await self.refresh()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 from pathlib import Path
@@ -81,5 +82,33 @@ async def test_a_failing_store_is_logged_once_keeps_the_keys_known_and_is_read_a
     os.mkdir(path.parent)
     assert await refresher.refresh()
     assert known.by_name == {} and "answers again" in caplog.records[-1].getMessage()
+    await refresher.close()
+    await store.close()
+
+
+class Hanging(SQLiteKeyStore):
+    """A store whose generation is never answered (an unroutable Redis) until `answer` is set."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(path)
+        self.answer = asyncio.Event()
+
+    async def generation(self) -> int:
+        await self.answer.wait()
+        return await super().generation()
+
+
+async def test_a_store_that_does_not_answer_holds_up_the_start_no_longer_than_its_wait(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    store, known = Hanging(str(tmp_path / "keys.db")), StoredKeys()
+    writer = SQLiteKeyStore(str(tmp_path / "keys.db"))
+    await writer.create(stored_key("team-b"))
+    await writer.close()
+    refresher = KeyRefresher(store, known, every=0.05)
+    await refresher.start(wait=0.01)  # the wait is what this test is about
+    assert not known.by_name and "has not answered" in caplog.text
+    store.answer.set()
+    await eventually(lambda: set(known.by_name) == {"team-b"}, what="the first read ended after the start")
     await refresher.close()
     await store.close()
