@@ -17,6 +17,7 @@ import pytest
 
 from tests.support.fakes import FakeUpstream, Step, chat_completion
 from tests.support.gateway import GATEWAY_KEY, Gateway
+from tests.support.processes import free_port
 from tests.support.servers import flush_redis, redis_server
 from tests.support.waiting import eventually
 
@@ -82,3 +83,13 @@ async def test_two_replicas_together_hold_no_more_slots_than_the_concurrency_lim
     statuses = await asyncio.gather(*calls)
     assert (statuses.count(200), statuses.count(429)) == (3, 13)
     assert await outcome(first) == 200 and await outcome(second) == 200  # every slot was given back
+
+
+async def test_an_unreachable_redis_fails_no_request_and_limits_act_per_process(
+    gateway: Gateway, upstream: FakeUpstream, tmp_path: Path
+) -> None:
+    nowhere = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there
+    client = await gateway(replica(upstream, nowhere, tmp_path, "{requestsPerMinute: 1}"))
+    assert await outcome(client) == 200
+    assert await outcome(client) == 429  # counted in this process meanwhile
+    assert upstream.calls == 1
