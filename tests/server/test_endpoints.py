@@ -37,5 +37,6 @@ def test_routed_endpoints_list_the_errors_of_routing_and_of_keys() -> None:
         codes = {failure.code for failure in endpoint.failures}
         if endpoint.path.startswith("/v1/"):
             assert "invalid_api_key" in codes, endpoint.path
-        if endpoint.method == "POST" and "/memory/" not in endpoint.path and not endpoint.path.startswith("/v1/conversations"):
+        routed = not endpoint.path.startswith(("/v1/conversations", "/v1/gateway/"))
+        if endpoint.method == "POST" and "/memory/" not in endpoint.path and routed:
             assert {"model_not_found", "invalid_body", "upstream_timeout"} <= codes, endpoint.path
