@@ -109,6 +109,7 @@ class RedisGovernor:
         self._waiting: list[Waiting] = []
         self._unsent: list[Unsent] = []
         self._sending: asyncio.Handle | None = None
+        self._sending_later = False  # whether `_sending` is the settlements' timer (uvloop's is no asyncio.TimerHandle)
         self._tasks: set[asyncio.Task[None]] = set()
         self._renewing: asyncio.Task[None] | None = None
         self.holding = holding if holding is not None else Holding()  # shared with a successor taking the id
@@ -255,11 +256,12 @@ class RedisGovernor:
             loop = asyncio.get_running_loop()
         except RuntimeError:  # settled outside the loop: sent with the next call
             return
-        if self._sending is None:
-            self._sending = loop.call_soon(self._send) if not delay else loop.call_later(delay, self._send)
-        elif not delay and isinstance(self._sending, asyncio.TimerHandle):  # an admission: no waiting for the timer
+        if self._sending is not None and (delay or not self._sending_later):
+            return  # a send is due no later than asked
+        if self._sending is not None:  # an admission does not wait for the settlements' timer
             self._sending.cancel()
-            self._sending = loop.call_soon(self._send)
+        self._sending_later = bool(delay)
+        self._sending = loop.call_later(delay, self._send) if delay else loop.call_soon(self._send)
 
     def _send(self) -> None:
         self._sending = None

@@ -6,6 +6,7 @@ import asyncio
 from datetime import UTC, datetime
 
 import pytest
+import uvloop
 
 from gateway.core.errors import PermissionDeniedError, RateLimitedError
 from gateway.core.governance import Budget, BudgetPeriod, LimitKind, Quota, RateLimits
@@ -242,3 +243,22 @@ async def test_two_replicas_together_never_take_more_tokens_than_the_limit(url: 
     finally:
         for governor in replicas:
             await governor.close()
+
+
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_an_admission_does_not_wait_for_the_settlements_timer(redis_url: str, loop: str) -> None:
+    config = limits_config(keys=(api_key("a", limits=RateLimits(concurrent_requests=5)),))
+
+    async def scenario() -> None:
+        await flush_redis(redis_url)
+        governor = redis_governor(redis_url, config, settle_seconds=3600)  # settlements alone: within the hour
+        try:
+            first = await admitted(governor, "a", config.routes["fast"])
+            governor.settle(first, tokens=None, cost_usd=0.0)  # sets the hour's timer
+            # the next admission goes at once, the settlement with it (else this waits for the hour)
+            await asyncio.wait_for(admitted(governor, "a", config.routes["fast"]), 30)
+            assert (await governor.usage("a"))["limits"]["concurrency"]["in_use"] == 1
+        finally:
+            await governor.close()
+
+    (uvloop.run if loop == "uvloop" else asyncio.run)(scenario())
