@@ -143,25 +143,26 @@ class LocalGovernor:
             return None
         now = self._clock()
         key = self.ledger.keys.setdefault(tenant, Counts())
-        quotas = key.quotas(limits, now)
         budget = limits.budget
         if budget is not None:
             wall = self._wall()
             span = budget_span(budget.period, wall)
             if self.spent(tenant, span.id) >= budget.usd:
                 self._refused(tenant, route, LimitKind.BUDGET)
-                raise budget_spent(tenant, budget, span=span, now=wall, quotas=quotas)
+                raise budget_spent(tenant, budget, span=span, now=wall, quotas=key.quotas(limits, now))
         key_plan = plan_take(key, limits, tokens=tokens, now=now)
         if isinstance(key_plan, Refusal):
-            raise self._refusal(key_plan, subject=f"key '{tenant}'", where=(tenant, route), quotas=quotas)
+            raise self._refusal(key_plan, subject=f"key '{tenant}'", where=(tenant, route),
+                                quotas=key.quotas(limits, now))
         counts = self.ledger.routes.setdefault(route.name, Counts())
         route_plan = plan_take(counts, route.limits, tokens=tokens, now=now)
         if isinstance(route_plan, Refusal):
-            raise self._refusal(route_plan, subject=f"route '{route.name}'", where=(tenant, route), quotas=quotas)
+            raise self._refusal(route_plan, subject=f"route '{route.name}'", where=(tenant, route),
+                                quotas=key.quotas(limits, now))
         key_plan.apply(key)
         route_plan.apply(counts)
-        requests, taken_tokens = key.quotas(limits, now)
-        route_requests, route_tokens = counts.quotas(route.limits, now)
+        requests = key_plan.requests or route_plan.requests  # the headers show the key's, else the route's
+        taken_tokens = key_plan.tokens or route_plan.tokens
         handle = Taken(
             key_tokens=min(tokens, key_plan.tokens.capacity) if key_plan.tokens else 0,
             route_tokens=min(tokens, route_plan.tokens.capacity) if route_plan.tokens else 0,
@@ -171,7 +172,8 @@ class LocalGovernor:
         )
         return Admission(
             tenant=tenant, route=route.name, reserved_tokens=tokens, handle=handle,
-            requests=requests or route_requests, tokens=taken_tokens or route_tokens,
+            requests=requests.quota(now) if requests else None,
+            tokens=taken_tokens.quota(now) if taken_tokens else None,
         )  # fmt: skip
 
     def settle(self, admission: Admission, *, tokens: int | None, cost_usd: float) -> None:
