@@ -46,7 +46,9 @@ local function level(key, cap)
 end
 local function keep(key, cap, l)
   redis.call('HSET', key, 'l', string.format('%.17g', l), 'at', string.format('%d', now))
-  redis.call('PEXPIRE', key, string.format('%d', math.ceil((cap - l) * 60000 / cap) + 1000))
+  local full = 0
+  if cap > 0 then full = math.ceil((cap - l) * 60000 / cap) end
+  redis.call('PEXPIRE', key, string.format('%d', full + 1000))
 end
 local function in_use(key)
   local h, n = redis.call('HGETALL', key), 0
@@ -96,7 +98,7 @@ while i <= #ARGV do
       local v
       if kind == 'q' then
         v = level(key, lim)
-        if failed == 0 and v < amount then failed, wait = j, math.ceil((amount - v) * 60000 / lim) end
+        if failed == 0 and v < amount then failed, wait = j, math.ceil((amount - v) * 60000 / math.max(lim, 1)) end
       elseif kind == 's' then
         v = in_use(key)
         if failed == 0 and v >= lim then failed = j end
@@ -112,7 +114,7 @@ while i <= #ARGV do
         if kind == 'q' then v = v - amount; keep(key, lim, v)
         elseif kind == 's' then redis.call('HINCRBY', key, pid, 1); v = v + 1 end
       end
-      if kind == 'q' then seen[j] = {math.floor(v), math.ceil((lim - v) * 60000 / lim)}
+      if kind == 'q' then seen[j] = {math.floor(v), lim > 0 and math.ceil((lim - v) * 60000 / lim) or 0}
       elseif kind == 's' then seen[j] = {v, 0}
       else seen[j] = {string.format('%.17g', v), 0} end
     end

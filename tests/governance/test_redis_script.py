@@ -77,3 +77,17 @@ async def test_a_settled_spend_expires_after_its_period_and_a_total_one_never(re
         assert await client.ttl(spent_key("a", "total")) == -1
     finally:
         await client.aclose()
+
+
+async def test_a_bucket_of_no_capacity_is_no_error(redis_url: str) -> None:
+    await flush_redis(redis_url)
+    client = aioredis.Redis.from_url(redis_url)
+    script = client.register_script(SCRIPT)
+    try:
+        call = Call("p", 3000, "c")
+        call.add(Op.ADMIT, [Item.bucket(bucket_key("key", "z", "tokens"), 0, 0)])
+        call.add(Op.SETTLE, [Item.bucket(bucket_key("key", "z", "tokens"), 0, 5)])
+        reply = await script(keys=call.keys, args=call.args)
+        assert [Outcome.read(answer).refused for answer in reply] == [None, None]
+    finally:
+        await client.aclose()
