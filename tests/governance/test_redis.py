@@ -10,6 +10,7 @@ import uvloop
 
 from gateway.core.errors import PermissionDeniedError, RateLimitedError
 from gateway.core.governance import Budget, BudgetPeriod, LimitKind, Quota, RateLimits
+from gateway.core.settings import Config
 from gateway.core.tree import Route
 from gateway.governance.admission import Admission, Governor
 from gateway.governance.local import Taken
@@ -227,16 +228,16 @@ async def test_two_replicas_together_never_let_more_requests_through_than_the_li
         config = limits_config(keys=(api_key("a", limits=twelve),))
     else:
         config = limits_config(keys=(api_key("a"),), routes={"fast": twelve})
-    replicas = redis_governor(url, config), redis_governor(url, config)
-    try:
-        assert len(await attempts(replicas, "a", config.routes["fast"], each=200)) == 12
-    finally:
-        for governor in replicas:
-            await governor.close()
+    await twelve_let_in(url, config)
 
 
 async def test_two_replicas_together_never_take_more_tokens_than_the_limit(url: str) -> None:
     config = limits_config(keys=(api_key("a", limits=RateLimits(tokens_per_minute=1200)),))  # 100 per request
+    await twelve_let_in(url, config)
+
+
+async def twelve_let_in(url: str, config: Config) -> None:
+    """400 admissions at once through two replicas of `config` on `url` let exactly 12 through."""
     replicas = redis_governor(url, config), redis_governor(url, config)
     try:
         assert len(await attempts(replicas, "a", config.routes["fast"], each=200)) == 12

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+
+import pytest
 import redis.asyncio as aioredis
 
 from gateway.governance.redis_script import (
     SCRIPT,
     Call,
     Item,
-    ItemKind,
     Op,
     Outcome,
     bucket_key,
@@ -20,6 +22,21 @@ from gateway.governance.redis_script import (
 from tests.support.servers import flush_redis
 
 
+@pytest.fixture
+async def client(redis_url: str) -> AsyncIterator[aioredis.Redis]:
+    """A client of the session's Redis, emptied."""
+    await flush_redis(redis_url)
+    client = aioredis.Redis.from_url(redis_url)
+    yield client
+    await client.aclose()
+
+
+async def run(client: aioredis.Redis, call: Call) -> list[Outcome]:
+    """`call` through redis-py; each operation's outcome."""
+    reply = await client.register_script(SCRIPT)(keys=call.keys, args=call.args)
+    return [Outcome.read(answer) for answer in reply]
+
+
 def test_every_key_carries_the_hash_tag() -> None:
     for key in (bucket_key("key", "a}{b", "tokens"), slots_key("route", "r"), spent_key("a", "day:2026-11-29"),
                 live_key("p"), reply_key("p")):
@@ -28,9 +45,9 @@ def test_every_key_carries_the_hash_tag() -> None:
 
 def test_a_call_names_each_key_once_after_its_own_two() -> None:
     call = Call("p1", 3000, "c1")
-    bucket = Item(ItemKind.BUCKET, bucket_key("key", "a", "requests"), 60, 1)
+    bucket = Item.bucket(bucket_key("key", "a", "requests"), 60, 1)
     assert call.add(Op.SETTLE, [bucket], owner="p0") == 0
-    assert call.add(Op.ADMIT, [bucket, Item(ItemKind.SLOTS, slots_key("key", "a"), 2, 1)]) == 1
+    assert call.add(Op.ADMIT, [bucket, Item.slots(slots_key("key", "a"), 2, 1)]) == 1
     assert call.keys == [live_key("p1"), reply_key("p1"), bucket.key, slots_key("key", "a")]
     assert call.args == [
         "p1", 3000, "c1", live_key(""),
@@ -45,49 +62,29 @@ def test_an_outcome_reads_the_refusing_item_and_the_values() -> None:
     assert Outcome.read([2, 1500, 4, 0, 0, 60000]).refused == 1
 
 
-async def test_a_call_run_twice_takes_once_and_answers_the_same(redis_url: str) -> None:
-    await flush_redis(redis_url)
-    client = aioredis.Redis.from_url(redis_url)
-    script = client.register_script(SCRIPT)
-    bucket = Item(ItemKind.BUCKET, bucket_key("key", "a", "requests"), 60, 1)
-    try:
-        first = Call("p", 3000, "c1")
-        first.add(Op.ADMIT, [bucket])
-        reply = await script(keys=first.keys, args=first.args)
-        assert Outcome.read(reply[0]).values[0][0] == 59
-        assert await script(keys=first.keys, args=first.args) == reply  # a retry after a lost reply
-        second = Call("p", 3000, "c2")
-        second.add(Op.ADMIT, [bucket])
-        assert Outcome.read((await script(keys=second.keys, args=second.args))[0]).values[0][0] == 58
-    finally:
-        await client.aclose()
+async def test_a_call_run_twice_takes_once_and_answers_the_same(client: aioredis.Redis) -> None:
+    bucket = Item.bucket(bucket_key("key", "a", "requests"), 60, 1)
+    first = Call("p", 3000, "c1")
+    first.add(Op.ADMIT, [bucket])
+    outcomes = await run(client, first)
+    assert outcomes[0].values[0][0] == 59
+    assert await run(client, first) == outcomes  # a retry after a lost reply
+    second = Call("p", 3000, "c2")
+    second.add(Op.ADMIT, [bucket])
+    assert (await run(client, second))[0].values[0][0] == 58
 
 
-async def test_a_settled_spend_expires_after_its_period_and_a_total_one_never(redis_url: str) -> None:
-    await flush_redis(redis_url)
-    client = aioredis.Redis.from_url(redis_url)
-    script = client.register_script(SCRIPT)
-    try:
-        call = Call("p", 3000, "c")
-        call.add(Op.SETTLE, [Item(ItemKind.SPEND, spent_key("a", "day:x"), 4_000_000_000, 0.25),
-                             Item(ItemKind.SPEND, spent_key("a", "total"), 0, 0.5)])
-        reply = Outcome.read((await script(keys=call.keys, args=call.args))[0])
-        assert [float(spent) for spent, _ in reply.values] == [0.25, 0.5]
-        assert await client.expiretime(spent_key("a", "day:x")) == 4_000_000_000
-        assert await client.ttl(spent_key("a", "total")) == -1
-    finally:
-        await client.aclose()
+async def test_a_settled_spend_expires_after_its_period_and_a_total_one_never(client: aioredis.Redis) -> None:
+    call = Call("p", 3000, "c")
+    call.add(Op.SETTLE, [Item.spend(spent_key("a", "day:x"), 4_000_000_000, 0.25),
+                         Item.spend(spent_key("a", "total"), 0, 0.5)])
+    assert [float(spent) for spent, _ in (await run(client, call))[0].values] == [0.25, 0.5]
+    assert await client.expiretime(spent_key("a", "day:x")) == 4_000_000_000
+    assert await client.ttl(spent_key("a", "total")) == -1
 
 
-async def test_a_bucket_of_no_capacity_is_no_error(redis_url: str) -> None:
-    await flush_redis(redis_url)
-    client = aioredis.Redis.from_url(redis_url)
-    script = client.register_script(SCRIPT)
-    try:
-        call = Call("p", 3000, "c")
-        call.add(Op.ADMIT, [Item.bucket(bucket_key("key", "z", "tokens"), 0, 0)])
-        call.add(Op.SETTLE, [Item.bucket(bucket_key("key", "z", "tokens"), 0, 5)])
-        reply = await script(keys=call.keys, args=call.args)
-        assert [Outcome.read(answer).refused for answer in reply] == [None, None]
-    finally:
-        await client.aclose()
+async def test_a_bucket_of_no_capacity_is_no_error(client: aioredis.Redis) -> None:
+    call = Call("p", 3000, "c")
+    call.add(Op.ADMIT, [Item.bucket(bucket_key("key", "z", "tokens"), 0, 0)])
+    call.add(Op.SETTLE, [Item.bucket(bucket_key("key", "z", "tokens"), 0, 5)])
+    assert [outcome.refused for outcome in await run(client, call)] == [None, None]
