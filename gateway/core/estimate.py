@@ -8,7 +8,6 @@ it cannot read counts as nothing. Token arrays (embeddings, completions) count a
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -24,18 +23,43 @@ def requested_tokens(payload: Mapping[str, Any]) -> int:
     """The prompt's estimated tokens (its text's characters / 4, rounded up) plus the answer's limit asked for."""
     characters = 0
     for name in TEXT_FIELDS:
-        characters += text_characters(payload.get(name))
-    return math.ceil(characters / CHARACTERS_PER_TOKEN) + answer_limit(payload)
+        if name in payload:
+            characters += text_characters(payload[name])
+    return -(-characters // CHARACTERS_PER_TOKEN) + answer_limit(payload)
 
 
 def answer_limit(payload: Mapping[str, Any]) -> int:
     """The largest of max_tokens, max_completion_tokens and max_output_tokens given as an int; 0 when none is."""
-    limits = [payload.get(name) for name in ANSWER_LIMITS]
-    return max((value for value in limits if type(value) is int and value > 0), default=0)
+    most = 0
+    for name in ANSWER_LIMITS:
+        if name in payload:
+            value = payload[name]
+            if type(value) is int and value > most:
+                most = value
+    return most
 
 
 def text_characters(value: Any) -> int:
-    """Characters of the text in `value`: strings, lists of them, message and part dicts; a token id counts 4."""
+    """Characters of the text in `value`: strings, lists of them, message and part dicts; a token id counts 4.
+
+    A list of messages whose content is a string (most chat requests) is read without the walk.
+    """
+    if type(value) is str:
+        return len(value)
+    if type(value) is not list:
+        return walked_characters(value)
+    characters = 0
+    for item in value:
+        content = item.get("content") if type(item) is dict else None
+        if type(content) is str:
+            characters += len(content)
+        else:
+            characters += walked_characters(item)
+    return characters
+
+
+def walked_characters(value: Any) -> int:
+    """Characters of the text anywhere in `value` (text fields of dicts, lists), without recursion, to DEEPEST levels."""
     characters = 0
     pending: list[tuple[Any, int]] = [(value, 0)]
     while pending:

@@ -35,3 +35,25 @@ def budget_span(period: BudgetPeriod, now: float) -> Span:
             return Span(id=f"month:{first.strftime('%Y-%m')}", ends_at=following.timestamp())
         case BudgetPeriod.TOTAL:
             return Span(id="total", ends_at=None)
+
+
+class Spans:
+    """The span of each period kind at a moment, worked out again only once the last one found has ended.
+
+    Every limited request with a budget asks, at admission and at settlement; the calendar
+    arithmetic runs about once a period instead.
+    """
+
+    def __init__(self) -> None:
+        self._found: dict[BudgetPeriod, tuple[float, Span]] = {}  # the moment a span was found at, and the span
+
+    def at(self, period: BudgetPeriod, now: float) -> Span:
+        """The span of kind `period` that `now` (epoch seconds) falls in."""
+        found = self._found.get(period)
+        if found is not None:
+            since, span = found
+            if since <= now and (span.ends_at is None or now < span.ends_at):
+                return span
+        span = budget_span(period, now)
+        self._found[period] = (now, span)
+        return span

@@ -7,19 +7,30 @@ and retry-after-ms is the header the OpenAI SDK reads before retry-after.
 from __future__ import annotations
 
 import math
+from typing import Final
 
 from gateway.core.governance import Quota
+
+REQUESTS_HEADERS: Final = ("x-ratelimit-limit-requests", "x-ratelimit-remaining-requests", "x-ratelimit-reset-requests")
+TOKENS_HEADERS: Final = ("x-ratelimit-limit-tokens", "x-ratelimit-remaining-tokens", "x-ratelimit-reset-tokens")
 
 
 def quota_headers(requests: Quota | None, tokens: Quota | None) -> dict[str, str]:
     """The x-ratelimit-{limit,remaining,reset}-{requests,tokens} headers of the quotas given (None: left out)."""
     headers: dict[str, str] = {}
-    for kind, quota in (("requests", requests), ("tokens", tokens)):
-        if quota is not None:
-            headers[f"x-ratelimit-limit-{kind}"] = str(quota.limit)
-            headers[f"x-ratelimit-remaining-{kind}"] = str(max(0, quota.remaining))
-            headers[f"x-ratelimit-reset-{kind}"] = duration_text(quota.reset_seconds)
+    if requests is not None:
+        put_quota(headers, REQUESTS_HEADERS, requests)
+    if tokens is not None:
+        put_quota(headers, TOKENS_HEADERS, tokens)
     return headers
+
+
+def put_quota(headers: dict[str, str], names: tuple[str, str, str], quota: Quota) -> None:
+    """Set the three headers `names` (limit, remaining, reset) of `quota` in `headers`."""
+    limit, remaining, reset = names
+    headers[limit] = str(quota.limit)
+    headers[remaining] = str(quota.remaining) if quota.remaining > 0 else "0"
+    headers[reset] = duration_text(quota.reset_seconds)
 
 
 def retry_headers(seconds: float) -> dict[str, str]:
@@ -33,19 +44,15 @@ def retry_headers(seconds: float) -> dict[str, str]:
 
 def duration_text(seconds: float) -> str:
     """`seconds` as a Go duration, to the millisecond: "0s", "20ms", "1s", "1.5s", "6m0s", "1h2m3s"."""
-    if not math.isfinite(seconds) or seconds <= 0:
+    if not seconds > 0 or seconds == math.inf:  # NaN, nothing left, or never
         return "0s"
     millis = round(seconds * 1000)
-    if millis == 0:
-        return "0s"
     if millis < 1000:
-        return f"{millis}ms"
-    hours, rest = divmod(millis, 3_600_000)
-    minutes, rest = divmod(rest, 60_000)
+        return f"{millis}ms" if millis else "0s"
+    minutes, rest = divmod(millis, 60_000)
     whole, fraction = divmod(rest, 1000)
-    text = f"{whole}.{fraction:03d}".rstrip("0").rstrip(".") + "s"
-    if hours:
-        return f"{hours}h{minutes}m{text}"
-    if minutes:
-        return f"{minutes}m{text}"
-    return text
+    text = f"{whole}.{fraction:03d}".rstrip("0") + "s" if fraction else f"{whole}s"
+    if not minutes:
+        return text
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes}m{text}" if hours else f"{minutes}m{text}"

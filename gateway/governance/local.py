@@ -16,7 +16,7 @@ from typing import Any
 from gateway.core.buckets import Bucket
 from gateway.core.errors import RateLimitedError
 from gateway.core.governance import Budget, KeyPolicy, LimitKind, Quota, RateLimits
-from gateway.core.periods import budget_span
+from gateway.core.periods import Spans
 from gateway.core.tree import Route
 from gateway.governance.admission import Admission, GovernanceListener
 from gateway.governance.policies import Policies, check_route
@@ -32,14 +32,64 @@ class Counts:
     tokens: Bucket | None = None
     in_use: int = 0
 
+    def requests_bucket(self, capacity: int, now: float) -> Bucket:
+        """Its requests bucket under the limit `capacity` (full when there was none)."""
+        bucket = self.requests
+        if bucket is None:
+            bucket = self.requests = Bucket.full(capacity, now)
+        else:
+            bucket.resize(capacity, now)
+        return bucket
+
+    def tokens_bucket(self, capacity: int, now: float) -> Bucket:
+        """Its tokens bucket under the limit `capacity` (full when there was none)."""
+        bucket = self.tokens
+        if bucket is None:
+            bucket = self.tokens = Bucket.full(capacity, now)
+        else:
+            bucket.resize(capacity, now)
+        return bucket
+
     def quotas(self, limits: RateLimits, now: float) -> tuple[Quota | None, Quota | None]:
         """Its requests and tokens quotas under `limits` at `now` (None: that one is not limited)."""
         requests = tokens = None
         if limits.requests_per_minute is not None:
-            requests = current(self.requests, limits.requests_per_minute, now).quota(now)
+            requests = self.requests_bucket(limits.requests_per_minute, now).quota(now)
         if limits.tokens_per_minute is not None:
-            tokens = current(self.tokens, limits.tokens_per_minute, now).quota(now)
+            tokens = self.tokens_bucket(limits.tokens_per_minute, now).quota(now)
         return requests, tokens
+
+    def refusal(self, limits: RateLimits, *, tokens: int, now: float) -> Refusal | None:
+        """The first of `limits` that refuses one more request needing `tokens` now (None: none does); takes nothing."""
+        slots = limits.concurrent_requests
+        if slots is not None and self.in_use >= slots:
+            return Refusal(LimitKind.CONCURRENCY, slots)
+        if limits.requests_per_minute is not None:
+            bucket = self.requests_bucket(limits.requests_per_minute, now)
+            if not bucket.holds(1, now):
+                return Refusal(LimitKind.REQUESTS, bucket.capacity, bucket.wait_seconds(1, now))
+        if limits.tokens_per_minute is not None:
+            bucket = self.tokens_bucket(limits.tokens_per_minute, now)
+            if not bucket.holds(tokens, now):
+                return Refusal(LimitKind.TOKENS, bucket.capacity, bucket.wait_seconds(tokens, now))
+        return None
+
+    def take(self, limits: RateLimits, *, tokens: int, now: float) -> int:
+        """Take one request needing `tokens` under `limits`, once `refusal` found none; the tokens taken."""
+        if limits.concurrent_requests is not None:
+            self.in_use += 1
+        if limits.requests_per_minute is not None and self.requests is not None:
+            self.requests.take(1, now)
+        if limits.tokens_per_minute is not None and self.tokens is not None:
+            return self.tokens.take(tokens, now)
+        return 0
+
+    def release(self, *, slot: bool, reserved: int, used: int | None, now: float) -> None:
+        """A request it let through ended: its slot back, and the tokens `reserved` and not `used` (None: unknown)."""
+        if slot:
+            self.in_use = max(0, self.in_use - 1)
+        if used is not None and reserved and self.tokens is not None:
+            self.tokens.give_back(reserved - used, now)
 
 
 @dataclass(slots=True)
@@ -51,15 +101,15 @@ class Ledger:
     spent: dict[str, tuple[str, float]] = field(default_factory=dict)  # tenant: (period id, USD)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Taken:
     """What a local admission took: tokens of the key's and the route's buckets, their slots, and the budget to charge."""
 
-    key_tokens: int = 0
-    route_tokens: int = 0
-    key_slot: bool = False
-    route_slot: bool = False
-    budget: Budget | None = None
+    key_tokens: int
+    route_tokens: int
+    key_slot: bool
+    route_slot: bool
+    budget: Budget | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,43 +121,14 @@ class Refusal:
     wait_seconds: float = 0.0
 
 
-@dataclass(frozen=True, slots=True)
-class Plan:
-    """A subject's buckets after a take, and whether it holds a slot (applied only if every subject agrees)."""
-
-    requests: Bucket | None
-    tokens: Bucket | None
-    slot: bool
-
-    def apply(self, counts: Counts) -> None:
-        counts.requests = self.requests or counts.requests
-        counts.tokens = self.tokens or counts.tokens
-        if self.slot:
-            counts.in_use += 1
+def shown(key: Bucket | None, route: Bucket | None, now: float) -> Quota | None:
+    """The quota an admission's headers show: the key's bucket's, else the route's (None: neither is limited)."""
+    if key is not None:
+        return key.quota(now)
+    return route.quota(now) if route is not None else None
 
 
-def current(bucket: Bucket | None, capacity: int, now: float) -> Bucket:
-    """`bucket` under the limit `capacity` now: a full one when there was none."""
-    return Bucket.full(capacity, now) if bucket is None else bucket.resized(capacity, now)
-
-
-def plan_take(counts: Counts, limits: RateLimits, *, tokens: int, now: float) -> Plan | Refusal:
-    """What taking one request needing `tokens` from `counts` under `limits` leaves, or the first limit refusing it."""
-    slots = limits.concurrent_requests
-    if slots is not None and counts.in_use >= slots:
-        return Refusal(LimitKind.CONCURRENCY, slots)
-    requests = taken_tokens = None
-    if limits.requests_per_minute is not None:
-        bucket = current(counts.requests, limits.requests_per_minute, now)
-        requests = bucket.take(1, now)
-        if requests is None:
-            return Refusal(LimitKind.REQUESTS, bucket.capacity, bucket.wait_seconds(1, now))
-    if limits.tokens_per_minute is not None:
-        bucket = current(counts.tokens, limits.tokens_per_minute, now)
-        taken_tokens = bucket.take(tokens, now)
-        if taken_tokens is None:
-            return Refusal(LimitKind.TOKENS, bucket.capacity, bucket.wait_seconds(tokens, now))
-    return Plan(requests=requests, tokens=taken_tokens, slot=slots is not None)
+NOTHING = Counts()  # a route's counts when the route is not limited: no bucket, nothing in flight
 
 
 class LocalGovernor:
@@ -127,6 +148,7 @@ class LocalGovernor:
         self._listener = listener
         self._clock = clock
         self._wall = wall
+        self.spans = Spans()  # budget periods, worked out once a period
 
     def policy(self, tenant: str) -> KeyPolicy:
         return self.policies.policy(tenant)
@@ -139,41 +161,47 @@ class LocalGovernor:
         policy = self.policies.policy(tenant)
         check_route(policy, route)
         limits = self.policies.limits(policy)
-        if not limits.any and not route.limits.any:
+        route_limits = route.limits
+        if not limits.any and not route_limits.any:
             return None
         now = self._clock()
-        key = self.ledger.keys.setdefault(tenant, Counts())
+        key = self.ledger.keys.get(tenant)
+        if key is None:
+            key = self.ledger.keys[tenant] = Counts()
         budget = limits.budget
         if budget is not None:
             wall = self._wall()
-            span = budget_span(budget.period, wall)
+            span = self.spans.at(budget.period, wall)
             if self.spent(tenant, span.id) >= budget.usd:
                 self._refused(tenant, route, LimitKind.BUDGET)
                 raise budget_spent(tenant, budget, span=span, now=wall, quotas=key.quotas(limits, now))
-        key_plan = plan_take(key, limits, tokens=tokens, now=now)
-        if isinstance(key_plan, Refusal):
-            raise self._refusal(key_plan, subject=f"key '{tenant}'", where=(tenant, route),
+        refusal = key.refusal(limits, tokens=tokens, now=now)
+        if refusal is not None:
+            raise self._refusal(refusal, subject=f"key '{tenant}'", where=(tenant, route),
                                 quotas=key.quotas(limits, now))
-        counts = self.ledger.routes.setdefault(route.name, Counts())
-        route_plan = plan_take(counts, route.limits, tokens=tokens, now=now)
-        if isinstance(route_plan, Refusal):
-            raise self._refusal(route_plan, subject=f"route '{route.name}'", where=(tenant, route),
-                                quotas=key.quotas(limits, now))
-        key_plan.apply(key)
-        route_plan.apply(counts)
-        requests = key_plan.requests or route_plan.requests  # the headers show the key's, else the route's
-        taken_tokens = key_plan.tokens or route_plan.tokens
+        counts = None
+        if route_limits.any:
+            counts = self.ledger.routes.get(route.name)
+            if counts is None:
+                counts = self.ledger.routes[route.name] = Counts()
+            refusal = counts.refusal(route_limits, tokens=tokens, now=now)
+            if refusal is not None:
+                raise self._refusal(refusal, subject=f"route '{route.name}'", where=(tenant, route),
+                                    quotas=key.quotas(limits, now))
         handle = Taken(
-            key_tokens=min(tokens, key_plan.tokens.capacity) if key_plan.tokens else 0,
-            route_tokens=min(tokens, route_plan.tokens.capacity) if route_plan.tokens else 0,
-            key_slot=key_plan.slot,
-            route_slot=route_plan.slot,
+            key_tokens=key.take(limits, tokens=tokens, now=now),
+            route_tokens=counts.take(route_limits, tokens=tokens, now=now) if counts is not None else 0,
+            key_slot=limits.concurrent_requests is not None,
+            route_slot=route_limits.concurrent_requests is not None,
             budget=budget,
         )
+        limited = counts if counts is not None else NOTHING
         return Admission(
             tenant=tenant, route=route.name, reserved_tokens=tokens, handle=handle,
-            requests=requests.quota(now) if requests else None,
-            tokens=taken_tokens.quota(now) if taken_tokens else None,
+            requests=shown(key.requests if limits.requests_per_minute is not None else None,
+                           limited.requests if route_limits.requests_per_minute is not None else None, now),
+            tokens=shown(key.tokens if limits.tokens_per_minute is not None else None,
+                         limited.tokens if route_limits.tokens_per_minute is not None else None, now),
         )  # fmt: skip
 
     def settle(self, admission: Admission, *, tokens: int | None, cost_usd: float) -> None:
@@ -182,16 +210,14 @@ class LocalGovernor:
             return
         admission.settled = True
         now = self._clock()
-        for counts, reserved, slot in (
-            (self.ledger.keys.get(admission.tenant), taken.key_tokens, taken.key_slot),
-            (self.ledger.routes.get(admission.route), taken.route_tokens, taken.route_slot),
-        ):
-            if counts is None:
-                continue
-            if slot:
-                counts.in_use = max(0, counts.in_use - 1)
-            if tokens is not None and reserved and counts.tokens is not None:
-                counts.tokens = counts.tokens.give_back(reserved - tokens, now)
+        if taken.key_slot or taken.key_tokens:
+            key = self.ledger.keys.get(admission.tenant)
+            if key is not None:
+                key.release(slot=taken.key_slot, reserved=taken.key_tokens, used=tokens, now=now)
+        if taken.route_slot or taken.route_tokens:
+            counts = self.ledger.routes.get(admission.route)
+            if counts is not None:
+                counts.release(slot=taken.route_slot, reserved=taken.route_tokens, used=tokens, now=now)
         if taken.budget is not None and cost_usd > 0:
             self.spend(admission.tenant, taken.budget, cost_usd=cost_usd)
 
@@ -202,7 +228,7 @@ class LocalGovernor:
 
     def spend(self, tenant: str, budget: Budget, *, cost_usd: float) -> None:
         """Add `cost_usd` to `tenant`'s spend in `budget`'s period now, and tell the listener."""
-        period = budget_span(budget.period, self._wall()).id
+        period = self.spans.at(budget.period, self._wall()).id
         total = self.spent(tenant, period) + cost_usd
         self.ledger.spent[tenant] = (period, total)
         if self._listener is not None:
@@ -212,7 +238,7 @@ class LocalGovernor:
         limits = self.policies.limits(self.policies.policy(tenant))
         counts = self.ledger.keys.get(tenant, Counts())
         budget = limits.budget
-        span = budget_span(budget.period, self._wall()) if budget is not None else None
+        span = self.spans.at(budget.period, self._wall()) if budget is not None else None
         return usage_report(
             tenant, limits, quotas=counts.quotas(limits, self._clock()), in_use=counts.in_use,
             spent_usd=self.spent(tenant, span.id) if span is not None else 0.0, span=span,

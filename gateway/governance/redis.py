@@ -28,7 +28,6 @@ from redis.backoff import NoBackoff
 
 from gateway.core.errors import RateLimitedError
 from gateway.core.governance import UNLIMITED, KeyPolicy, LimitKind, Quota
-from gateway.core.periods import budget_span
 from gateway.core.stores import RedisConnection
 from gateway.core.tree import Route
 from gateway.governance.admission import Admission, GovernanceListener
@@ -141,7 +140,7 @@ class RedisGovernor:
         if self._clock() < self._down_until:
             return self.fallback.take(tenant, route, tokens=tokens)
         budget, wall = limits.budget, self._wall()
-        span = budget_span(budget.period, wall) if budget is not None else None
+        span = self.fallback.spans.at(budget.period, wall) if budget is not None else None
         checks = admission_checks(tenant, limits, route=(route.name, route.limits), tokens=tokens, span=span)
         held = held_by(tenant, checks, budget=budget, process=self.process_id)
         waiting = Waiting(checks=checks, held=held, outcome=asyncio.get_running_loop().create_future())
@@ -177,7 +176,7 @@ class RedisGovernor:
         admission.settled = True
         if held.process == self.process_id:
             self.holding.freed(held)
-        items = settlement(held, used=tokens, cost_usd=cost_usd, now=self._wall())
+        items = settlement(held, used=tokens, cost_usd=cost_usd, spans=(self.fallback.spans, self._wall()))
         if not items:  # nothing held back (only requests limited) and nothing spent
             return
         charge = (held.tenant, held.budget.usd) if held.budget is not None else None
@@ -191,7 +190,7 @@ class RedisGovernor:
         if self._clock() < self._down_until:
             return await self.fallback.usage(tenant)
         budget = limits.budget
-        span = budget_span(budget.period, self._wall()) if budget is not None else None
+        span = self.fallback.spans.at(budget.period, self._wall()) if budget is not None else None
         checks = admission_checks(tenant, limits, route=("", UNLIMITED), tokens=0, span=span)
         call = self._call()
         call.add(Op.PEEK, [check.item for check in checks])

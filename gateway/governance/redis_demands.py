@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gateway.core.governance import Budget, LimitKind, Quota, RateLimits
-from gateway.core.periods import Span, budget_span
+from gateway.core.periods import Span, Spans
 from gateway.governance.redis_script import Item, ItemKind, Outcome, bucket_key, slots_key, spent_key
 
 KEY, ROUTE = "key", "route"
@@ -98,13 +98,16 @@ def held_by(tenant: str, checks: tuple[Check, ...], *, budget: Budget | None, pr
     return Held(tenant=tenant, process=process, buckets=buckets, slots=slots, budget=budget)
 
 
-def settlement(held: Held, *, used: int | None, cost_usd: float, now: float) -> list[Item]:
-    """The items that undo what `held` holds, give back unused tokens and charge `cost_usd` (`now`: epoch seconds)."""
+def settlement(held: Held, *, used: int | None, cost_usd: float, spans: tuple[Spans, float]) -> list[Item]:
+    """The items that undo what `held` holds, give back unused tokens and charge `cost_usd`.
+
+    `spans`: where the budget's period is found, and the moment (epoch seconds) it is charged at.
+    """
     items = [Item.slots(key, 0, -1) for key in held.slots]
     if used is not None:
         items += [Item.bucket(key, capacity, taken - used) for key, capacity, taken in held.buckets]
     if held.budget is not None and cost_usd > 0:
-        span = budget_span(held.budget.period, now)
+        span = spans[0].at(held.budget.period, spans[1])
         expiry = 0 if span.ends_at is None else int(span.ends_at) + SPEND_KEPT_SECONDS
         items.append(Item.spend(spent_key(held.tenant, span.id), expiry, cost_usd))
     return items

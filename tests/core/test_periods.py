@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 import pytest
 
 from gateway.core.governance import BudgetPeriod
-from gateway.core.periods import Span, budget_span
+from gateway.core.periods import Span, Spans, budget_span
 
 
 def at(year: int, month: int, day: int, hour: int = 0, minute: int = 0, second: int = 0) -> float:
@@ -37,3 +37,13 @@ def test_a_month_ends_on_the_first_of_the_next_december_included() -> None:
 def test_total_never_ends() -> None:
     assert budget_span(BudgetPeriod.TOTAL, at(2026, 1, 1)) == Span("total", None)
     assert budget_span(BudgetPeriod.TOTAL, at(2030, 1, 1)) == Span("total", None)
+
+
+def test_spans_are_worked_out_again_once_ended_or_when_the_clock_went_back() -> None:
+    spans = Spans()
+    first = spans.at(BudgetPeriod.DAY, at(2026, 11, 29, 12))
+    assert spans.at(BudgetPeriod.DAY, at(2026, 11, 29, 23, 59, 59)) is first  # not worked out again
+    assert spans.at(BudgetPeriod.DAY, at(2026, 11, 30)) == Span("day:2026-11-30", at(2026, 12, 1))
+    assert spans.at(BudgetPeriod.DAY, at(2026, 11, 28, 12)) == Span("day:2026-11-28", at(2026, 11, 29))
+    assert spans.at(BudgetPeriod.MONTH, at(2026, 11, 28)).id == "month:2026-11"
+    assert spans.at(BudgetPeriod.TOTAL, at(2026, 1, 1)) is spans.at(BudgetPeriod.TOTAL, at(2030, 1, 1))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from gateway.core.governance import Budget, BudgetPeriod, LimitKind, Quota, RateLimits
-from gateway.core.periods import budget_span
+from gateway.core.periods import Spans, budget_span
 from gateway.governance.redis_demands import (
     Holding,
     admission_checks,
@@ -53,13 +53,13 @@ def test_a_settlement_frees_slots_gives_back_unused_tokens_and_charges_the_budge
     held = held_by("a", checks, budget=KEY_LIMITS.budget, process="p")
     assert held.slots == (slots_key("key", "a"),)
     assert held.buckets == ((bucket_key("key", "a", "tokens"), 100, 80), (bucket_key("route", "r", "tokens"), 60, 60))
-    assert settlement(held, used=30, cost_usd=0.2, now=NOW) == [
+    assert settlement(held, used=30, cost_usd=0.2, spans=(Spans(), NOW)) == [
         Item(ItemKind.SLOTS, slots_key("key", "a"), 0, -1),
         Item(ItemKind.BUCKET, bucket_key("key", "a", "tokens"), 100, 50),
         Item(ItemKind.BUCKET, bucket_key("route", "r", "tokens"), 60, 30),
         Item(ItemKind.SPEND, spent_key("a", "day:2026-11-29"), datetime(2026, 12, 1, tzinfo=UTC).timestamp(), 0.2),
     ]
-    unknown = settlement(held, used=None, cost_usd=0.0, now=NOW)  # usage unknown, nothing spent
+    unknown = settlement(held, used=None, cost_usd=0.0, spans=(Spans(), NOW))  # usage unknown, nothing spent
     assert unknown == [Item(ItemKind.SLOTS, slots_key("key", "a"), 0, -1)]
     assert released(held)[1:] == [Item(ItemKind.BUCKET, bucket_key("key", "a", "tokens"), 100, 80),
                                    Item(ItemKind.BUCKET, bucket_key("route", "r", "tokens"), 60, 60)]
