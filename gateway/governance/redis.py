@@ -52,7 +52,7 @@ from gateway.stores.redis import Patience, RedisClient, close_client, masked, op
 
 log = logging.getLogger("gateway.governance")
 
-MOST_UNSENT: Final = 100_000  # settlement items kept while Redis is away; the oldest go first past it
+MOST_UNSENT: Final = 50_000  # settlements kept while Redis is away; the oldest go first past it
 
 
 @dataclass(slots=True)
@@ -64,12 +64,13 @@ class Waiting:
     outcome: asyncio.Future[Outcome | None]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Unsent:
-    """A settlement item not yet sent, and for a spend whose budget it charges (tenant, USD) to tell the listener."""
+    """A settlement not yet sent: its items, the process whose slots they free, and for a spend (its last item)
+    the key and budget it charges, to tell the listener."""
 
-    item: Item
-    owner: str  # the process whose slot a slots item frees
+    items: list[Item]
+    owner: str
     charge: tuple[str, float] | None = None
 
 
@@ -179,11 +180,9 @@ class RedisGovernor:
         items = settlement(held, used=tokens, cost_usd=cost_usd, spans=(self.fallback.spans, self._wall()))
         if not items:  # nothing held back (only requests limited) and nothing spent
             return
-        charge = (held.tenant, held.budget.usd) if held.budget is not None else None
-        self._queue([
-            Unsent(item=item, owner=held.process, charge=charge if item.kind is ItemKind.SPEND else None)
-            for item in items
-        ])  # fmt: skip
+        charged = held.budget is not None and items[-1].kind is ItemKind.SPEND
+        charge = (held.tenant, held.budget.usd) if charged and held.budget is not None else None
+        self._queue([Unsent(items=items, owner=held.process, charge=charge)])
 
     async def usage(self, tenant: str) -> dict[str, Any]:
         limits = self.policies.limits(self.policies.policy(tenant))
@@ -305,7 +304,7 @@ class RedisGovernor:
                     self.holding.took(each.held)
                 each.outcome.set_result(outcome)
             elif outcome.refused is None:  # its caller left while it was taken: give it all back
-                self._queue([Unsent(item=item, owner=each.held.process) for item in released(each.held)])
+                self._queue([Unsent(items=released(each.held), owner=each.held.process)])
 
     async def _send_unsent(self, *, retire: bool) -> None:
         unsent, self._unsent = self._unsent, []
@@ -319,23 +318,25 @@ class RedisGovernor:
 
     @staticmethod
     def _settle_in(call: Call, unsent: list[Unsent]) -> list[list[Unsent]]:
-        """Add `unsent` to `call`: one settlement per process whose slots it frees; the operations' items, in order."""
+        """Add `unsent` to `call`: one settlement per process whose slots they free; each operation's settlements."""
         by_owner: dict[str, list[Unsent]] = {}
         for each in unsent:
             by_owner.setdefault(each.owner, []).append(each)
-        for owner, items in by_owner.items():
-            call.add(Op.SETTLE, [each.item for each in items], owner=owner)
+        for owner, settlements in by_owner.items():
+            call.add(Op.SETTLE, [item for each in settlements for item in each.items], owner=owner)
         return list(by_owner.values())
 
     def _told(self, settled: list[list[Unsent]], outcomes: list[Outcome]) -> None:
         """Tell the listener each key's spend, as the settlements' replies have it."""
         if self._listener is None:
             return
-        for unsent, outcome in zip(settled, outcomes, strict=True):
-            for each, (spent, _) in zip(unsent, outcome.values, strict=True):
+        for settlements, outcome in zip(settled, outcomes, strict=True):
+            at = 0
+            for each in settlements:
+                at += len(each.items)
                 if each.charge is not None:
                     tenant, usd = each.charge
-                    self._listener.budget_spent(tenant, spent_usd=float(spent), budget_usd=usd)
+                    self._listener.budget_spent(tenant, spent_usd=float(outcome.values[at - 1][0]), budget_usd=usd)
 
     def keep_alive(self) -> None:
         """Renew this process's liveness record every second from now on (its slots count while it exists).

@@ -12,13 +12,13 @@ from dataclasses import dataclass
 
 from gateway.core.governance import Budget, LimitKind, Quota, RateLimits
 from gateway.core.periods import Span, Spans
-from gateway.governance.redis_script import Item, ItemKind, Outcome, bucket_key, slots_key, spent_key
+from gateway.governance.redis_script import Item, Outcome, bucket_key, slots_key, spent_key
 
 KEY, ROUTE = "key", "route"
 SPEND_KEPT_SECONDS = 86_400  # a period's spend is kept a day past its end
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Check:
     """One item of an admission, with the limit it stands for and whose it is (KEY or ROUTE, and the name)."""
 
@@ -28,7 +28,7 @@ class Check:
     name: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Held:
     """What an admission through Redis holds: tokens of buckets (key, capacity, taken), slots, and the budget to charge."""
 
@@ -68,23 +68,23 @@ def admission_checks(
     return tuple(checks)
 
 
-def quotas_of(checks: tuple[Check, ...], outcome: Outcome) -> tuple[Quota | None, Quota | None]:
-    """The key's requests and tokens quotas as the outcome shows them; the route's for one the key has not."""
-    found: dict[tuple[str, LimitKind], Quota] = {}
+def quotas_of(
+    checks: tuple[Check, ...], outcome: Outcome, *, key_only: bool = False
+) -> tuple[Quota | None, Quota | None]:
+    """The requests and tokens quotas the outcome shows: the key's, else the route's (`key_only`: the key's alone)."""
+    requests = tokens = None
     for check, (remaining, reset_ms) in zip(checks, outcome.values, strict=True):
-        if check.item.kind is ItemKind.BUCKET:
-            quota = Quota(limit=int(check.item.limit), remaining=int(remaining), reset_seconds=reset_ms / 1000)
-            found[(check.subject, check.kind)] = quota
-    requests = found.get((KEY, LimitKind.REQUESTS)) or found.get((ROUTE, LimitKind.REQUESTS))
-    tokens = found.get((KEY, LimitKind.TOKENS)) or found.get((ROUTE, LimitKind.TOKENS))
+        kind = check.kind  # the key's checks come before the route's: the first of a kind wins
+        if kind is LimitKind.REQUESTS and requests is None and not (key_only and check.subject != KEY):
+            requests = Quota(limit=int(check.item.limit), remaining=remaining, reset_seconds=reset_ms / 1000)
+        elif kind is LimitKind.TOKENS and tokens is None and not (key_only and check.subject != KEY):
+            tokens = Quota(limit=int(check.item.limit), remaining=remaining, reset_seconds=reset_ms / 1000)
     return requests, tokens
 
 
 def key_quotas(checks: tuple[Check, ...], outcome: Outcome) -> tuple[Quota | None, Quota | None]:
     """The key's own requests and tokens quotas (for a refusal's headers)."""
-    own = tuple(check for check in checks if check.subject == KEY)
-    values = tuple(value for check, value in zip(checks, outcome.values, strict=True) if check.subject == KEY)
-    return quotas_of(own, Outcome(refused=None, wait_seconds=0.0, values=values))
+    return quotas_of(checks, outcome, key_only=True)
 
 
 def held_by(tenant: str, checks: tuple[Check, ...], *, budget: Budget | None, process: str) -> Held:
@@ -99,7 +99,7 @@ def held_by(tenant: str, checks: tuple[Check, ...], *, budget: Budget | None, pr
 
 
 def settlement(held: Held, *, used: int | None, cost_usd: float, spans: tuple[Spans, float]) -> list[Item]:
-    """The items that undo what `held` holds, give back unused tokens and charge `cost_usd`.
+    """The items that undo what `held` holds, give back unused tokens and charge `cost_usd` (a spend: the last item).
 
     `spans`: where the budget's period is found, and the moment (epoch seconds) it is charged at.
     """

@@ -26,11 +26,12 @@ from typing import Any, Final
 
 PREFIX: Final = "gw:lim:{gateway-limits}:"
 
-# KEYS: 1 the process's liveness record, 2 its last reply, then every key the items name.
+# KEYS: 1 the process's liveness record, 2 its last reply. The keys the items name are in ARGV:
+# they share the hash tag of these two, so they are in the slot the call was sent to.
 # ARGV: process id, liveness ms, call id, liveness key prefix, then operations: a code (A admit,
-# S settle, P peek, C correct a process's slots to the amounts given, X retire), an item count, the process whose slots a settlement frees, and per
-# item its kind (q bucket, s slots, b spend),
-# KEYS index, limit (capacity; slots; USD; for a settled spend the expiry, 0: none) and amount.
+# S settle, P peek, C correct a process's slots to the amounts given, X retire), an item count,
+# the process whose slots a settlement frees, and per item its kind (q bucket, s slots, b spend),
+# key, limit (capacity; slots; USD; for a settled spend the expiry, 0: none) and amount.
 # Per operation it returns: the first refusing item (0: none), ms until it would not refuse,
 # then per item two values: a bucket's whole level and ms until full; slots in use; spend as text.
 SCRIPT: Final = """
@@ -65,7 +66,7 @@ while i <= #ARGV do
   local items, seen, failed, wait = {}, {}, 0, 0
   for j = 1, m do
     local b = i + 3 + (j - 1) * 4
-    items[j] = {ARGV[b], KEYS[tonumber(ARGV[b + 1])], tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3])}
+    items[j] = {ARGV[b], ARGV[b + 1], tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3])}
   end
   i = i + 3 + m * 4
   if op == 'X' then retired = true end
@@ -148,7 +149,7 @@ class Op(StrEnum):
     CORRECT = "C"  # this process's slots set to what it holds (a lost reply or a restarted Redis undone)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Item:
     """One limit an operation reads or changes: its kind, its key, its limit and the amount."""
 
@@ -198,7 +199,7 @@ def reply_key(process: str) -> str:
 
 @dataclass(slots=True)
 class Call:
-    """One script call being written: the keys it names (each once) and its arguments."""
+    """One script call being written: its two keys and its arguments."""
 
     process: str
     live_ms: int
@@ -206,7 +207,6 @@ class Call:
     keys: list[str] = field(default_factory=list)
     args: list[str | int | float] = field(default_factory=list)
     operations: int = 0
-    index_of: dict[str, int] = field(default_factory=dict)  # a key: its KEYS index
 
     def __post_init__(self) -> None:
         self.keys += [live_key(self.process), reply_key(self.process)]
@@ -214,18 +214,15 @@ class Call:
 
     def add(self, op: Op, items: Sequence[Item], *, owner: str = "") -> int:
         """Append an operation (a settlement frees slots of the process `owner`, this one's by default); its place in the reply."""
-        self.args += [op.value, len(items), owner or self.process]
+        args = self.args
+        args += (op, len(items), owner or self.process)
         for item in items:
-            index = self.index_of.get(item.key)
-            if index is None:
-                self.keys.append(item.key)
-                index = self.index_of[item.key] = len(self.keys)
-            self.args += [item.kind.value, index, repr(item.limit), repr(item.amount)]
+            args += (item.kind, item.key, item.limit, item.amount)
         self.operations += 1
         return self.operations - 1
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Outcome:
     """What the script answered for one operation: the first refusing item (None: none), its wait, each item's values."""
 
@@ -235,6 +232,8 @@ class Outcome:
 
     @classmethod
     def read(cls, reply: Sequence[Any]) -> Outcome:
-        failed, wait = int(reply[0]), int(reply[1])
-        pairs = tuple((reply[k], int(reply[k + 1])) for k in range(2, len(reply), 2))
-        return cls(refused=failed - 1 if failed else None, wait_seconds=wait / 1000, values=pairs)
+        failed = reply[0]
+        return cls(
+            refused=failed - 1 if failed else None, wait_seconds=reply[1] / 1000,
+            values=tuple(zip(reply[2::2], reply[3::2], strict=True)),
+        )  # fmt: skip

@@ -43,16 +43,16 @@ def test_every_key_carries_the_hash_tag() -> None:
         assert key.startswith("gw:lim:{gateway-limits}:")
 
 
-def test_a_call_names_each_key_once_after_its_own_two() -> None:
+def test_a_call_names_its_two_keys_and_the_items_in_its_arguments() -> None:
     call = Call("p1", 3000, "c1")
     bucket = Item.bucket(bucket_key("key", "a", "requests"), 60, 1)
     assert call.add(Op.SETTLE, [bucket], owner="p0") == 0
     assert call.add(Op.ADMIT, [bucket, Item.slots(slots_key("key", "a"), 2, 1)]) == 1
-    assert call.keys == [live_key("p1"), reply_key("p1"), bucket.key, slots_key("key", "a")]
+    assert call.keys == [live_key("p1"), reply_key("p1")]
     assert call.args == [
         "p1", 3000, "c1", live_key(""),
-        "S", 1, "p0", "q", 3, "60", "1",
-        "A", 2, "p1", "q", 3, "60", "1", "s", 4, "2", "1",
+        "S", 1, "p0", "q", bucket.key, 60, 1,
+        "A", 2, "p1", "q", bucket.key, 60, 1, "s", slots_key("key", "a"), 2, 1,
     ]  # fmt: skip
 
 
