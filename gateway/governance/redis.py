@@ -27,7 +27,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
 from gateway.core.errors import RateLimitedError
-from gateway.core.governance import UNLIMITED, KeyPolicy, LimitKind, Quota
+from gateway.core.governance import UNLIMITED, KeyPolicy, LimitKind, Quota, RateLimits
 from gateway.core.stores import RedisConnection
 from gateway.core.tree import Route
 from gateway.governance.admission import Admission, GovernanceListener
@@ -35,10 +35,10 @@ from gateway.governance.local import Ledger, LocalGovernor, Taken
 from gateway.governance.policies import Policies, check_route
 from gateway.governance.redis_demands import (
     Check,
+    Demand,
     Held,
     Holding,
     admission_checks,
-    held_by,
     key_quotas,
     quotas_of,
     released,
@@ -59,7 +59,8 @@ MOST_UNSENT: Final = 50_000  # settlements kept while Redis is away; the oldest 
 class Waiting:
     """An admission waiting for the next call: its checks, and where its outcome goes (None: count locally)."""
 
-    checks: tuple[Check, ...]
+    demand: Demand
+    tokens: int
     held: Held
     outcome: asyncio.Future[Outcome | None]
 
@@ -107,6 +108,7 @@ class RedisGovernor:
         self._calls = itertools.count()
         self._instance = os.urandom(4).hex()  # call ids stay unique when a successor takes the process id
         self._waiting: list[Waiting] = []
+        self._demands: dict[tuple[str, str], Demand] = {}  # by tenant and route
         self._unsent: list[Unsent] = []
         self._sending: asyncio.Handle | None = None
         self._sending_later = False  # whether `_sending` is the settlements' timer (uvloop's is no asyncio.TimerHandle)
@@ -142,9 +144,11 @@ class RedisGovernor:
             return self.fallback.take(tenant, route, tokens=tokens)
         budget, wall = limits.budget, self._wall()
         span = self.fallback.spans.at(budget.period, wall) if budget is not None else None
-        checks = admission_checks(tenant, limits, route=(route.name, route.limits), tokens=tokens, span=span)
-        held = held_by(tenant, checks, budget=budget, process=self.process_id)
-        waiting = Waiting(checks=checks, held=held, outcome=asyncio.get_running_loop().create_future())
+        demand = self._demand(tenant, route, limits=limits, period=span.id if span is not None else None)
+        checks = demand.checks
+        held = demand.held(tenant, tokens=tokens, budget=budget, process=self.process_id)
+        outcome_due = asyncio.get_running_loop().create_future()
+        waiting = Waiting(demand=demand, tokens=tokens, held=held, outcome=outcome_due)
         self._waiting.append(waiting)
         self._send_soon(0.0)
         outcome = await waiting.outcome
@@ -233,6 +237,17 @@ class RedisGovernor:
         if self._client is not None:
             await close_client(self._client)
 
+    def _demand(self, tenant: str, route: Route, *, limits: RateLimits, period: str | None) -> Demand:
+        """The checks of `tenant`'s requests on `route`, made again only when their limits or budget period changed."""
+        demand = self._demands.get((tenant, route.name))
+        if demand is None or not demand.fits(limits, route.limits, period):
+            budget = limits.budget
+            span = self.fallback.spans.at(budget.period, self._wall()) if budget is not None else None
+            checks = admission_checks(tenant, limits, route=(route.name, route.limits), tokens=0, span=span)
+            demand = Demand.of(checks, made_for=(limits, route.limits, period))
+            self._demands[(tenant, route.name)] = demand
+        return demand
+
     def _refusal(self, check: Check, outcome: Outcome, *, quotas: tuple[Quota | None, Quota | None]) -> RateLimitedError:
         return rate_limited(
             check.kind, subject=f"{check.subject} '{check.name}'", limit=int(check.item.limit),
@@ -284,7 +299,7 @@ class RedisGovernor:
         call = self._call()
         settled = self._settle_in(call, unsent)
         for each in waiting:
-            call.add(Op.ADMIT, [check.item for check in each.checks])
+            call.add_arguments(Op.ADMIT, each.demand.args_for(each.tokens))
         try:
             reply = await self._script(keys=call.keys, args=call.args)
         except Exception as exc:  # whatever the client raised: Redis is unavailable

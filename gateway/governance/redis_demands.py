@@ -68,6 +68,54 @@ def admission_checks(
     return tuple(checks)
 
 
+@dataclass(slots=True)
+class Demand:
+    """Every check of a tenant's requests on a route, made once for their limits and budget period (`made_for`).
+
+    From request to request only the tokens taken change: `args` holds the admission's item
+    arguments, the tokens' amounts filled in per request at `tokens_at` (position, capacity).
+    """
+
+    checks: tuple[Check, ...]
+    args: list[str | int | float]
+    tokens_at: tuple[tuple[int, int], ...]
+    slots: tuple[str, ...]
+    made_for: tuple[RateLimits, RateLimits, str | None]  # the key's limits, the route's, the budget period
+
+    @classmethod
+    def of(cls, checks: tuple[Check, ...], *, made_for: tuple[RateLimits, RateLimits, str | None]) -> Demand:
+        args: list[str | int | float] = []
+        tokens_at = []
+        for check in checks:
+            item = check.item
+            if check.kind is LimitKind.TOKENS:
+                tokens_at.append((len(args) + 3, int(item.limit)))
+            args += (item.kind, item.key, item.limit, item.amount)
+        slots = tuple(check.item.key for check in checks if check.kind is LimitKind.CONCURRENCY)
+        return cls(checks=checks, args=args, tokens_at=tuple(tokens_at), slots=slots, made_for=made_for)
+
+    def fits(self, limits: RateLimits, route: RateLimits, period: str | None) -> bool:
+        """Whether it was made for these limits (the same objects: a reload or a PATCH makes new ones) and period."""
+        key_limits, route_limits, made_period = self.made_for
+        return key_limits is limits and route_limits is route and made_period == period
+
+    def args_for(self, tokens: int) -> list[str | int | float]:
+        """The admission's item arguments for a request needing `tokens` (each bucket takes at most its capacity)."""
+        args = self.args.copy()
+        for at, capacity in self.tokens_at:
+            args[at] = tokens if tokens < capacity else capacity
+        return args
+
+    def held(self, tenant: str, *, tokens: int, budget: Budget | None, process: str) -> Held:
+        """What a request needing `tokens` admitted by the process `process` holds until it is settled."""
+        buckets = tuple(
+            (str(self.args[at - 2]), capacity, tokens if tokens < capacity else capacity)
+            for at, capacity in self.tokens_at
+            if tokens > 0
+        )
+        return Held(tenant=tenant, process=process, buckets=buckets, slots=self.slots, budget=budget)
+
+
 def quotas_of(
     checks: tuple[Check, ...], outcome: Outcome, *, key_only: bool = False
 ) -> tuple[Quota | None, Quota | None]:
@@ -85,17 +133,6 @@ def quotas_of(
 def key_quotas(checks: tuple[Check, ...], outcome: Outcome) -> tuple[Quota | None, Quota | None]:
     """The key's own requests and tokens quotas (for a refusal's headers)."""
     return quotas_of(checks, outcome, key_only=True)
-
-
-def held_by(tenant: str, checks: tuple[Check, ...], *, budget: Budget | None, process: str) -> Held:
-    """What an admission made of `checks` by the process `process` holds until it is settled."""
-    buckets = tuple(
-        (check.item.key, int(check.item.limit), int(check.item.amount))
-        for check in checks
-        if check.kind is LimitKind.TOKENS and check.item.amount > 0
-    )
-    slots = tuple(check.item.key for check in checks if check.kind is LimitKind.CONCURRENCY)
-    return Held(tenant=tenant, process=process, buckets=buckets, slots=slots, budget=budget)
 
 
 def settlement(held: Held, *, used: int | None, cost_usd: float, spans: tuple[Spans, float]) -> list[Item]:

@@ -214,10 +214,15 @@ class Call:
 
     def add(self, op: Op, items: Sequence[Item], *, owner: str = "") -> int:
         """Append an operation (a settlement frees slots of the process `owner`, this one's by default); its place in the reply."""
-        args = self.args
-        args += (op, len(items), owner or self.process)
+        args: list[str | int | float] = []
         for item in items:
             args += (item.kind, item.key, item.limit, item.amount)
+        return self.add_arguments(op, args, owner=owner)
+
+    def add_arguments(self, op: Op, items: list[str | int | float], *, owner: str = "") -> int:
+        """Append an operation of items already written as arguments (four each); its place in the reply."""
+        self.args += (op, len(items) // 4, owner or self.process)
+        self.args += items
         self.operations += 1
         return self.operations - 1
 
