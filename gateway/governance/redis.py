@@ -38,13 +38,16 @@ from gateway.governance.redis_demands import (
     Demand,
     Held,
     Holding,
+    Unsent,
     admission_checks,
     key_quotas,
     quotas_of,
     released,
+    settle_in,
     settlement,
+    tell_spends,
 )
-from gateway.governance.redis_script import SCRIPT, Call, Item, ItemKind, Op, Outcome
+from gateway.governance.redis_script import SCRIPT, Call, ItemKind, Op, Outcome
 from gateway.governance.refusals import budget_spent, rate_limited
 from gateway.governance.usage import usage_report
 from gateway.stores.lean_redis import LeanRedis
@@ -63,16 +66,6 @@ class Waiting:
     tokens: int
     held: Held
     outcome: asyncio.Future[Outcome | None]
-
-
-@dataclass(slots=True)
-class Unsent:
-    """A settlement not yet sent: its items, the process whose slots they free, and for a spend (its last item)
-    the key and budget it charges, to tell the listener."""
-
-    items: list[Item]
-    owner: str
-    charge: tuple[str, float] | None = None
 
 
 class RedisGovernor:
@@ -297,7 +290,7 @@ class RedisGovernor:
         """One call: the unsent settlements, then each waiting admission; their outcomes handed to the admissions."""
         unsent, self._unsent = self._unsent, []
         call = self._call()
-        settled = self._settle_in(call, unsent)
+        settled = settle_in(call, unsent)
         for each in waiting:
             call.add_arguments(Op.ADMIT, each.demand.args_for(each.tokens))
         try:
@@ -311,7 +304,7 @@ class RedisGovernor:
                     each.outcome.set_result(None)
             return
         self._reached()
-        self._told(settled, [Outcome.read(answer) for answer in reply[: len(settled)]])
+        tell_spends(self._listener, settled, [Outcome.read(answer) for answer in reply[: len(settled)]])
         for each, answer in zip(waiting, reply[len(settled) :], strict=True):
             outcome = Outcome.read(answer)
             if not each.outcome.done():
@@ -324,34 +317,12 @@ class RedisGovernor:
     async def _send_unsent(self, *, retire: bool) -> None:
         unsent, self._unsent = self._unsent, []
         call = self._call()
-        settled = self._settle_in(call, unsent)
+        settled = settle_in(call, unsent)
         if retire:
             call.add(Op.RETIRE, [])
         if call.operations:
             reply = await self._script(keys=call.keys, args=call.args)
-            self._told(settled, [Outcome.read(answer) for answer in reply[: len(settled)]])
-
-    @staticmethod
-    def _settle_in(call: Call, unsent: list[Unsent]) -> list[list[Unsent]]:
-        """Add `unsent` to `call`: one settlement per process whose slots they free; each operation's settlements."""
-        by_owner: dict[str, list[Unsent]] = {}
-        for each in unsent:
-            by_owner.setdefault(each.owner, []).append(each)
-        for owner, settlements in by_owner.items():
-            call.add(Op.SETTLE, [item for each in settlements for item in each.items], owner=owner)
-        return list(by_owner.values())
-
-    def _told(self, settled: list[list[Unsent]], outcomes: list[Outcome]) -> None:
-        """Tell the listener each key's spend, as the settlements' replies have it."""
-        if self._listener is None:
-            return
-        for settlements, outcome in zip(settled, outcomes, strict=True):
-            at = 0
-            for each in settlements:
-                at += len(each.items)
-                if each.charge is not None:
-                    tenant, usd = each.charge
-                    self._listener.budget_spent(tenant, spent_usd=float(outcome.values[at - 1][0]), budget_usd=usd)
+            tell_spends(self._listener, settled, [Outcome.read(answer) for answer in reply[: len(settled)]])
 
     def keep_alive(self) -> None:
         """Renew this process's liveness record every second from now on (its slots count while it exists).

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 from gateway.core.governance import Budget, LimitKind, Quota, RateLimits
 from gateway.core.periods import Span, Spans
-from gateway.governance.redis_script import Item, Outcome, bucket_key, slots_key, spent_key
+from gateway.governance.admission import GovernanceListener
+from gateway.governance.redis_script import Call, Item, Op, Outcome, bucket_key, slots_key, spent_key
 
 KEY, ROUTE = "key", "route"
 SPEND_KEPT_SECONDS = 86_400  # a period's spend is kept a day past its end
@@ -178,3 +179,36 @@ class Holding:
     def forget_free(self) -> None:
         """Forget the keys it holds no slot of any more (once Redis has been told)."""
         self.counts = {key: count for key, count in self.counts.items() if count > 0}
+
+
+@dataclass(slots=True)
+class Unsent:
+    """A settlement not yet sent: its items, the process whose slots they free, and for a spend (its last item)
+    the key and budget it charges, to tell the listener."""
+
+    items: list[Item]
+    owner: str
+    charge: tuple[str, float] | None = None
+
+
+def settle_in(call: Call, unsent: list[Unsent]) -> list[list[Unsent]]:
+    """Add `unsent` to `call`: one settlement per process whose slots they free; each operation's settlements."""
+    by_owner: dict[str, list[Unsent]] = {}
+    for each in unsent:
+        by_owner.setdefault(each.owner, []).append(each)
+    for owner, settlements in by_owner.items():
+        call.add(Op.SETTLE, [item for each in settlements for item in each.items], owner=owner)
+    return list(by_owner.values())
+
+
+def tell_spends(listener: GovernanceListener | None, settled: list[list[Unsent]], outcomes: list[Outcome]) -> None:
+    """Tell `listener` each key's spend, as the settlements' replies (`outcomes`, one per operation) have it."""
+    if listener is None:
+        return
+    for settlements, outcome in zip(settled, outcomes, strict=True):
+        at = 0
+        for each in settlements:
+            at += len(each.items)
+            if each.charge is not None:
+                tenant, usd = each.charge
+                listener.budget_spent(tenant, spent_usd=float(outcome.values[at - 1][0]), budget_usd=usd)
