@@ -8,7 +8,6 @@ from gateway.core.settings import Config, limits_redis
 from gateway.governance.admission import GovernanceListener, Governor, Unlimited
 from gateway.governance.local import LocalGovernor
 from gateway.governance.policies import Policies, limits_anything
-from gateway.governance.redis import RedisGovernor
 from gateway.governance.stored_keys import StoredKeys
 
 
@@ -37,6 +36,9 @@ def open_governor(
     if limit_store(config) is LimitStoreKind.LOCAL:
         ledger = previous.ledger if isinstance(previous, LocalGovernor) else None
         return LocalGovernor(policies, listener=listener, ledger=ledger)
+    # imported here for start-up cost: redis-py loads only for limits counted in Redis
+    from gateway.governance.redis import RedisGovernor
+
     if not isinstance(previous, RedisGovernor):
         return RedisGovernor(policies, limits_redis(config), listener=listener)
     previous.hand_over()  # the same process: its slots stay alive, under its id, renewed by the successor
