@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import os
-import random
 import re
 import signal
 import subprocess
@@ -20,12 +19,9 @@ import aiohttp
 import openai
 import orjson
 import pytest
-from aiohttp import web
-from aiohttp.test_utils import TestServer
 
-from gateway.cli.reload import RESTART_ONLY, Reloader, keep_restart_only
+from gateway.cli.reload import RESTART_ONLY, keep_restart_only
 from gateway.config.loader import parse_config
-from gateway.server.app import create_app
 from gateway.server.keys import CONFIG, UPSTREAMS
 from tests.support.fakes import FakeUpstream, Step, stream_of
 from tests.support.processes import (
@@ -36,6 +32,7 @@ from tests.support.processes import (
     stopped_at_exit,
     wait_ready,
 )
+from tests.support.reloading import reloadable
 from tests.support.serve import worker_pids
 
 HI = [{"role": "user", "content": "hi"}]
@@ -339,19 +336,6 @@ async def test_a_worker_sent_sighup_alone_reloads_only_what_the_parent_accepted(
         process.send_signal(signal.SIGHUP)  # once the parent accepted it, every worker serves it
         await logs.wait_for("reloaded", count=3)
         assert await models_of_worker(port, worker) == ["b"]
-
-
-async def reloadable(aiohttp_server: Any, path: Path) -> tuple[Reloader, str]:
-    """The gateway for the config file at `path` on a loopback test server, with its Reloader; and its URL."""
-    app = create_app(parse_config(path.read_text()), rng=random.Random(7))
-    reloader = Reloader(app, str(path), rng=random.Random(7))
-
-    async def close_reloaded(app: web.Application) -> None:  # what `listen` does, without taking SIGHUP
-        await reloader.close()
-
-    app.on_shutdown.append(close_reloaded)
-    server: TestServer = await aiohttp_server(app)
-    return reloader, str(server.make_url("/"))
 
 
 async def test_a_reload_changes_the_keys_health_metrics_and_cors(tmp_path: Path, aiohttp_server: Any) -> None:
