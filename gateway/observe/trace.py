@@ -189,6 +189,7 @@ class Trace:
     started: float
     endpoint: str | None = None  # chat/completions, completions, embeddings; None for other paths
     route: Route | None = None
+    model: str | None = None  # the model the request named (the client's `model`), once its route is resolved
     stream: bool = False
     target: Target | None = None
     attempts: int = 0
@@ -225,9 +226,23 @@ class Trace:
         """Seconds since the start, or from the start to the end once the request has ended."""
         return self.elapsed if self.ended is not None else monotonic() - self.started
 
-    def resolved(self, route: Route, *, stream: bool) -> None:
-        self.route, self.stream = route, stream
+    def resolved(self, route: Route, *, stream: bool, model: str | None = None) -> None:
+        """The request goes to `route`; `model`: the one it named, sent upstream to a target that names none."""
+        self.route, self.stream, self.model = route, stream, model
         self.observer.route_resolved(self)
+
+    def model_sent(self, target: Target | None) -> str:
+        """The model `target` is asked for: its overrideParams model, else the request's (else the route's name).
+
+        What an answer is priced by: a target without a model of its own gets the request's as it came.
+        """
+        if target is not None:
+            model = target.model
+            if model is not None:
+                return model
+        if self.model is not None:
+            return self.model
+        return self.route.name if self.route is not None else ""
 
     def attempt_ended(self, target: Target, outcome: str, seconds: float) -> None:
         self.target = target

@@ -14,19 +14,21 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
+from enum import Enum
 from typing import Any, Final
 
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from gateway.core.estimate import requested_tokens
+from gateway.core.estimate import answer_limit, requested_tokens
 from gateway.core.ratelimit_headers import quota_headers
 from gateway.core.tree import Route
 from gateway.governance.admission import Admission, Unlimited
 from gateway.observe.metrics.prices import load_prices, price_of
 from gateway.observe.trace import Trace
 from gateway.server.bodies import is_large, off_loop
-from gateway.server.keys import ADMISSION, GOVERNOR, TRACE, tenant_of
+from gateway.server.keys import ADMISSION, GOVERNOR, STREAM_STARTED, TRACE, tenant_of
+from gateway.server.metering import METER, Meter
 
 RATE_LIMIT_PREFIX: Final = "x-ratelimit-"
 UPSTREAM_RATE_LIMIT_PREFIX: Final = "x-upstream-ratelimit-"
@@ -56,6 +58,7 @@ async def admit(request: web.Request, route: Route, payload: Mapping[str, Any], 
     admission = await governor.admit(tenant_of(request), route, tokens=tokens)
     if admission is not None:
         request[ADMISSION] = admission
+        request[METER] = Meter(prompt_tokens=tokens - answer_limit(payload) if counted else 0)
 
 
 def governed(handler: Handler) -> Handler:
@@ -63,46 +66,60 @@ def governed(handler: Handler) -> Handler:
 
     async def handle(request: web.Request) -> web.StreamResponse:
         left = True  # until the handler returns or raises an error of its own: cancelled, or the client went away
+        failed = False
         try:
             response = await handler(request)
-            left = False
+            left, failed = False, response.status >= 400
             return response
         except Exception as exc:
             left = isinstance(exc, ConnectionResetError)
+            failed = not left
             raise
         finally:
             admission = request.get(ADMISSION)
             if admission is not None:
-                settle(request, admission, left=left)
+                settle(request, admission, ending=Ending.FAILED if failed else Ending.LEFT if left else Ending.ANSWERED)
 
     return handle
 
 
-def settle(request: web.Request, admission: Admission, *, left: bool) -> None:
-    """Tell the governor what `admission`'s request used and spent, once.
+class Ending(Enum):
+    """How a governed request ended, as its settle reads it."""
 
-    The tokens are the upstream's usage (prompt + completion). Without usage: none when no
-    upstream was called and the client stayed (a request refused by its checks), else unknown
-    (the reservation stands).
-    """
+    ANSWERED = "answered"  # an answer the client took (a stream maybe cut short by its upstream)
+    FAILED = "failed"  # an error answer: the request's checks, the upstream's 4xx/5xx, every attempt failed
+    LEFT = "left"  # the client went away before the handler was done
+
+
+def settle(request: web.Request, admission: Admission, *, ending: Ending) -> None:
+    """Tell the governor what `admission`'s request used and spent, once (see `used`)."""
     if admission.settled:
         return
     trace: Trace = request[TRACE]
-    tokens, cost = used(trace, left=left)
+    relayed = request[METER] if ending is Ending.LEFT or STREAM_STARTED in request else None
+    tokens, cost = used(trace, ending=ending, relayed=relayed)
     request.app[GOVERNOR].settle(admission, tokens=tokens, cost_usd=cost)
     admission.settled = True
 
 
-def used(trace: Trace, *, left: bool) -> tuple[int | None, float]:
-    """The tokens `trace`'s request used (None: unknown) and their cost in USD, priced as gateway_cost_usd_total."""
+def used(trace: Trace, *, ending: Ending, relayed: Meter | None) -> tuple[int | None, float]:
+    """The tokens `trace`'s request used (None: unknown, its reservation stands) and their cost in USD.
+
+    The upstream's usage when it came. Without it: nothing for an error answer or a request that
+    reached no upstream (the upstream generated nothing); for a stream under way or a client that
+    left, what `relayed` counted: the prompt's estimate and the answer's text relayed to the
+    client, so closing a stream early escapes neither a token limit nor a budget. The cost is
+    that of the model sent upstream (trace.model_sent), as gateway_cost_usd_total prices it.
+    """
     prompt, completion = trace.prompt_tokens, trace.completion_tokens
     if prompt is None:
-        nothing_sent = trace.attempts == 0 and trace.target is None and not left
-        return (0 if nothing_sent else None), 0.0
+        if ending is Ending.FAILED or (trace.attempts == 0 and ending is not Ending.LEFT):
+            return 0, 0.0
+        if relayed is None:
+            return None, 0.0
+        prompt, completion = relayed.prompt_tokens, relayed.completion_tokens
     completion = completion or 0
-    target, route = trace.target, trace.route
-    model = target.model if target is not None and target.model else route.name if route is not None else ""
-    price = price_of(model, load_prices())
+    price = price_of(trace.model_sent(trace.target), load_prices())
     return prompt + completion, price.of(prompt, completion) if price is not None else 0.0
 
 

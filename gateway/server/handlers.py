@@ -27,7 +27,8 @@ from gateway.server.admissions import admit
 from gateway.server.aiohttp_internals import app_state
 from gateway.server.bodies import is_large, off_loop, read_payload
 from gateway.server.body_relay import relay_body
-from gateway.server.keys import ADMISSION, CONFIG, DISPATCHER, LIFECYCLE, MEMORY, TRACE
+from gateway.server.keys import CONFIG, DISPATCHER, LIFECYCLE, MEMORY, TRACE
+from gateway.server.metering import METER
 from gateway.server.parsing import check_count, check_input, check_messages, check_model, check_stream
 from gateway.server.relay import relay_stream
 from gateway.server.resolve import route_for
@@ -100,10 +101,12 @@ async def forward(
     """
     if app is None:
         app = request.app
+    meter = None
     if call.stream:
+        meter = request.get(METER)  # a governed request's: counts the text relayed, should its usage not come
         metrics = app[CONFIG].metrics
         # usage is asked for the metrics' sake, and for a limited key's tokens and spend
-        if (metrics.enabled and metrics.stream_usage) or ADMISSION in request:
+        if meter is not None or (metrics.enabled and metrics.stream_usage):
             call = with_stream_usage(call)
     result = await app[DISPATCHER].dispatch(route, call)
     reply, stream = result.reply, result.stream
@@ -114,8 +117,9 @@ async def forward(
         headers.update(turn.headers)
     if reply is None:
         translator = reshape.translator() if reshape is not None else None
+        sink = turn if meter is None else meter.counting(turn)
         return await relay_stream(
-            request, result, headers, trace=call.trace, sink=turn, hide_usage=call.hidden_usage, translator=translator
+            request, result, headers, trace=call.trace, sink=sink, hide_usage=call.hidden_usage, translator=translator
         )
     if reply.unread is not None:
         return await relay_body(request, result, headers, trace=call.trace)
@@ -204,8 +208,9 @@ def memory_ask(request: web.Request, route: Route) -> MemoryAsk | None:
 
 def resolve(request: web.Request, body: dict[str, Any]) -> Route:
     """The request's route, told to its trace."""
-    route = route_for(request, check_model(body))
-    request[TRACE].resolved(route, stream=check_stream(body))
+    model = check_model(body)
+    route = route_for(request, model)
+    request[TRACE].resolved(route, stream=check_stream(body), model=model)
     return route
 
 
@@ -256,9 +261,10 @@ async def chat_with_memory(
 async def completions(request: web.Request) -> web.StreamResponse:
     trace: Trace = request[TRACE]
     raw, payload = await read_payload(request)
-    route = route_for(request, check_model(payload))
+    model = check_model(payload)
+    route = route_for(request, model)
     stream = check_stream(payload)
-    trace.resolved(route, stream=stream)
+    trace.resolved(route, stream=stream, model=model)
     await admit(request, route, payload, raw=raw)
     check_input(payload, "prompt", required=False)
     return await forward(request, route, Request("completions", payload, raw, stream=stream, trace=trace))
@@ -267,8 +273,9 @@ async def completions(request: web.Request) -> web.StreamResponse:
 async def embeddings(request: web.Request) -> web.StreamResponse:
     trace: Trace = request[TRACE]
     raw, payload = await read_payload(request)
-    route = route_for(request, check_model(payload))
-    trace.resolved(route, stream=False)
+    model = check_model(payload)
+    route = route_for(request, model)
+    trace.resolved(route, stream=False, model=model)
     await admit(request, route, payload, raw=raw)
     check_input(payload, "input", required=True)
     return await forward(request, route, Request("embeddings", payload, raw, trace=trace))

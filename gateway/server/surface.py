@@ -87,8 +87,9 @@ def json_handler(path: str, check: Callable[[dict[str, Any]], None]) -> Handler:
     async def handle(request: web.Request) -> web.StreamResponse:
         trace: Trace = request[TRACE]
         raw, payload = await read_payload(request)
-        route = route_for(request, check_model(payload))
-        trace.resolved(route, stream=False)
+        model = check_model(payload)
+        route = route_for(request, model)
+        trace.resolved(route, stream=False, model=model)
         await admit(request, route, payload, raw=raw)
         check_providers(route, path)
         check(payload)
@@ -252,7 +253,7 @@ def form_handler(path: str) -> Handler:
         if not model:
             raise InvalidRequestError("The form field 'model' is required.", param="model", code="missing_required_parameter")
         route = route_for(request, model)
-        trace.resolved(route, stream=False)
+        trace.resolved(route, stream=False, model=model)
         await admit(request, route, {}, counted=False)  # audio has no text to estimate: its usage, if any, is counted at the end
         check_providers(route, path)
         if not form.has_file("file"):

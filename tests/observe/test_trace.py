@@ -87,3 +87,16 @@ def test_a_memory_turn_reaches_an_observer_of_the_finer_events_as_those(alone: b
     observer.memory_turn(trace, "sqlite", waited=0.5, loaded=0.25, appended=None, stored=0)  # a turn whose upstream failed: no write
     turn = ["lock sqlite 0.5", "load sqlite 0.25", "planned token_window 4"]
     assert told == [*turn, "append sqlite 0.125", "stored 2", *turn]
+
+
+def test_the_model_sent_is_the_target_s_own_else_the_request_s_else_the_route_s_name() -> None:
+    routes = parse_config("routes:\n  m: {provider: mock}\n  o: {provider: mock, overrideParams: {model: gpt-4o}}\n").routes
+    plain, named = routes["m"].root, routes["o"].root
+    assert isinstance(plain, Target) and isinstance(named, Target)
+    trace = observe.Trace()
+    assert trace.model_sent(plain) == ""  # nothing resolved yet
+    trace.resolved(routes["m"], stream=False)
+    assert trace.model_sent(plain) == "m"
+    trace.resolved(routes["m"], stream=False, model="gpt-4o-mini")
+    assert (trace.model, trace.model_sent(plain), trace.model_sent(None)) == ("gpt-4o-mini", "gpt-4o-mini", "gpt-4o-mini")
+    assert trace.model_sent(named) == "gpt-4o"

@@ -83,7 +83,7 @@ async def test_a_stream_is_asked_for_its_usage_and_settled_after_its_last_chunk(
     assert settled.tokens == 42
 
 
-async def test_an_upstream_failure_is_settled_once_with_its_usage_unknown(
+async def test_an_upstream_failure_is_settled_once_giving_everything_back(
     gateway: Gateway, upstream: FakeUpstream, recorder: Recorder, tmp_path: Path
 ) -> None:
     upstream.default = Step(status=400, body={"error": {"message": "no", "type": "invalid_request_error"}}, headers=UPSTREAM_LIMITS)
@@ -92,7 +92,7 @@ async def test_an_upstream_failure_is_settled_once_with_its_usage_unknown(
         await client.chat.completions.create(model="chat", messages=HELLO)
     assert caught.value.response.headers["x-ratelimit-limit-requests"] == "60"
     assert caught.value.response.headers["x-upstream-ratelimit-limit-requests"] == "10000"
-    assert [(s.tokens, s.cost_usd) for s in recorder.settled] == [(None, 0.0)]
+    assert [(s.tokens, s.cost_usd) for s in recorder.settled] == [(0, 0.0)]  # the upstream generated nothing
 
 
 async def test_a_request_its_checks_refuse_after_admission_used_nothing(
@@ -105,19 +105,21 @@ async def test_a_request_its_checks_refuse_after_admission_used_nothing(
     assert [s.tokens for s in recorder.settled] == [0]
 
 
-async def test_a_client_gone_mid_stream_is_settled_once_with_the_reservation_standing(
+async def test_a_client_gone_mid_stream_is_settled_once_with_what_it_was_relayed(
     gateway: Gateway, upstream: FakeUpstream, recorder: Recorder, tmp_path: Path
 ) -> None:
+    """The prompt's 3 estimated tokens and the 10 characters relayed (3 tokens), priced as gpt-4o-mini."""
     hold = asyncio.Event()
-    upstream.default = Step(events=[*stream_of("Hi", done=False)[:2], hold])
-    client = await gateway(config(upstream, tmp_path))
-    stream = await client.chat.completions.create(model="chat", messages=HELLO, stream=True)
-    async for _ in stream:
-        break
+    upstream.default = Step(events=[*stream_of("Hello, you", done=False)[:2], hold])
+    client = await gateway(config(upstream, tmp_path, model="gpt-4o-mini"))
+    stream = await client.chat.completions.create(model="chat", messages=HELLO, max_tokens=50, stream=True)
+    async for part in stream:
+        if part.choices[0].delta.content:
+            break
     await stream.close()
     await requests_ended(client)
     hold.set()
-    assert [s.tokens for s in recorder.settled] == [None]
+    assert [(s.tokens, s.cost_usd) for s in recorder.settled] == [(3 + 3, pytest.approx(3 * 1.5e-07 + 3 * 6e-07))]
 
 
 @pytest.mark.parametrize("refusal", [

@@ -65,12 +65,18 @@ class _Attempt:
 
 @dataclass(slots=True)
 class _Tokens:
-    """The series a target's reported usage adds to: prompt and completion tokens, and their cost if priced."""
+    """The series a target's reported usage adds to: prompt and completion tokens, and their cost if priced.
+
+    `price` is that of `model`: the target's own, or for a target that names none the model its
+    last request named (the route's name until one does), looked up again when a request names another.
+    """
 
     prompt: Count
     completion: Count
-    cost: Count | None  # None when `price` is
+    cost: Count | None  # made when first priced
     price: Price | None
+    model: str
+    own_model: bool  # the target names its model: every answer has its price
 
 
 @dataclass(slots=True)
@@ -210,12 +216,15 @@ class Metrics(Observer):
 
     def _target_children(self, route: Route, target: Target, triggers: frozenset[str]) -> _TargetChildren:
         labels = (route.name, target.name, target.provider)
-        price = price_of(target.model or route.name, self._prices)
+        model = target.model or route.name
+        price = price_of(model, self._prices)
         tokens = _Tokens(
             self.tokens.labels(*labels, "prompt"),
             self.tokens.labels(*labels, "completion"),
             cost=self.cost.labels(route.name, target.name) if price is not None else None,
             price=price,
+            model=model,
+            own_model=target.model is not None,
         )
         children = _TargetChildren(
             route.name,
@@ -292,8 +301,19 @@ class Metrics(Observer):
         tokens = children.tokens
         tokens.prompt.inc(prompt)
         tokens.completion.inc(completion)
-        if tokens.cost is not None and tokens.price is not None:
-            tokens.cost.inc(tokens.price.of(prompt, completion))
+        price = tokens.price
+        if not tokens.own_model and trace.model is not None and trace.model != tokens.model:
+            price = self._priced(tokens, trace.model_sent(target))
+        if price is not None:
+            cost = tokens.cost
+            if cost is None:
+                cost = tokens.cost = self.cost.labels(children.route, children.name)
+            cost.inc(price.of(prompt, completion))
+
+    def _priced(self, tokens: _Tokens, model: str) -> Price | None:
+        """The price of `model`, which a request sent to `tokens`' target, kept as the one its next request likely sends."""
+        tokens.model, tokens.price = model, price_of(model, self._prices)
+        return tokens.price
 
     def memory_planned(self, trace: Trace, memory_type: str, evicted: int) -> None:
         requests, evictions = self._memory.get(memory_type) or self._new_memory(memory_type)
