@@ -274,9 +274,14 @@ def _as_is(handler: Handler) -> Handler:
     return handler
 
 
+def is_open(config: Config) -> bool:
+    """Whether `config` lets anyone in: auth is on with any key, admin keys included (issued keys need one)."""
+    return not config.api_keys and not config.admin_keys
+
+
 def warn_open(config: Config) -> None:
     """Log that anyone may call the gateway, when `config` has no keys."""
-    if not config.api_keys:
+    if is_open(config):
         log.warning("auth.keys is empty: the gateway is open to anyone who can reach it")
 
 
@@ -343,5 +348,5 @@ def commit_reload(app: web.Application, replaced: web.Application) -> None:
     metrics = app.get(METRICS)
     if metrics is not None:  # one set of series for the process's life: a reload adds to it
         metrics.adopt(config)
-    if replaced[CONFIG].api_keys:
+    if not is_open(replaced[CONFIG]):
         warn_open(config)

@@ -15,7 +15,7 @@ from gateway.config.loader import parse_config
 from gateway.memory.redis import RedisStore
 from gateway.memory.sqlite import SQLiteStore
 from gateway.memory.store import InProcessStore
-from gateway.server.app import create_app, open_store
+from gateway.server.app import commit_reload, create_app, open_store
 from tests.support.gateway import KEYS
 
 ROUTES = "routes: {m: {provider: mock}}"
@@ -40,7 +40,10 @@ def warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [r.getMessage() for r in caplog.records if r.name == "gateway" and r.levelno == logging.WARNING]
 
 
-@pytest.mark.parametrize(("auth", "open_"), [("", True), (KEYS, False)], ids=["no-keys", "keys"])
+ADMIN_KEYS = "auth: {adminKeys: [{name: root, key: admin-key}]}"
+
+
+@pytest.mark.parametrize(("auth", "open_"), [("", True), (KEYS, False), (ADMIN_KEYS, False)], ids=["no-keys", "keys", "admin-keys"])
 def test_a_gateway_without_keys_is_said_to_be_open(auth: str, open_: bool, caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.WARNING, logger="gateway"):
         create_app(parse_config(f"{auth}\n{ROUTES}", env={}))
@@ -60,3 +63,16 @@ def test_in_process_memory_across_processes_is_said_once_at_start(
                 "use sqlite or redis to share them"]  # fmt: skip
     told = [m for m in warnings(caplog) if m.startswith("memory.store")]  # other start-up warnings aside
     assert told == (expected if said else [])
+
+
+@pytest.mark.parametrize(("before", "said"), [(ADMIN_KEYS, True), ("", False)], ids=["admin-keys", "open"])
+def test_a_reload_that_opens_the_gateway_says_so_once(before: str, said: bool, caplog: pytest.LogCaptureFixture) -> None:
+    """Admin keys alone turn auth on: a reload that drops them opens the gateway (an open one reloaded open is not news)."""
+    replaced = create_app(parse_config(f"{before}\n{ROUTES}", env={}))
+    app = create_app(parse_config(ROUTES, env={}))
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="gateway"):
+        commit_reload(app, replaced)
+    assert [m for m in warnings(caplog) if "open to anyone" in m] == (
+        ["auth.keys is empty: the gateway is open to anyone who can reach it"] if said else []
+    )
