@@ -4,7 +4,10 @@ The refresher reads the store's generation every 0.5 s and, when it is not the o
 was read at, reads every key and replaces the snapshot's maps whole (readers on the loop see the
 old maps or the new ones, never a mix). A key revoked anywhere so stops working in every process
 within a second. A store that fails is logged once, when it starts failing, and once when it
-answers again; meanwhile the snapshot stays as it was and the refresher goes on asking.
+answers again; meanwhile the snapshot stays as it was and the refresher goes on asking. A record
+that cannot be read is skipped (no key of that name works here), logged once each time it is read.
+Until the first read ends, the snapshot says it awaits the store (StoredKeys.awaiting_store): a key
+it lacks may be valid.
 """
 
 from __future__ import annotations
@@ -26,7 +29,10 @@ FIRST_READ_SECONDS: Final = 3.0
 
 
 class KeyRefresher:
-    """Keeps `known` (the process's snapshot) as `store` has the keys, from `start` to `close`."""
+    """Keeps `known` (the process's snapshot) as `store` has the keys, from `start` to `close`.
+
+    From now until its first read, `known` awaits the store.
+    """
 
     def __init__(self, store: KeyStore, known: StoredKeys, *, every: float = REFRESH_SECONDS) -> None:
         self._store = store
@@ -34,7 +40,7 @@ class KeyRefresher:
         self._every = every
         self._task: asyncio.Task[None] | None = None
         self._failing = False
-        self._read_once = False  # the snapshot was read from the store at least once
+        known.awaiting_store = True
 
     async def start(self, *, wait: float = FIRST_READ_SECONDS) -> None:
         """Read the keys once (a failing store is logged, not raised), then go on refreshing in the background.
@@ -58,15 +64,17 @@ class KeyRefresher:
     async def refresh(self) -> bool:
         """Bring the snapshot up to the store's generation; False when the store failed (logged once per outage)."""
         try:
+            known = self._known
             generation = await self._store.generation()
-            if generation != self._known.generation or not self._read_once:
+            if generation != known.generation or known.awaiting_store:
                 # Read after the generation: a change made meanwhile moves it again, read at the next turn.
-                keys = await self._store.list()
-                fresh = snapshot_of(keys, generation)
-                self._known.by_digest, self._known.by_name = fresh.by_digest, fresh.by_name
-                self._known.generation = generation
-                self._read_once = True
-        except Exception as exc:  # the store failed (KeyStoreUnavailable), or a record it holds cannot be read
+                listing = await self._store.list()
+                for name, why in listing.unreadable.items():
+                    log.warning("stored gateway keys: the record of %r cannot be read (%s): skipped, it works nowhere", name, why)
+                fresh = snapshot_of(listing.keys, generation)
+                known.by_digest, known.by_name, known.generation = fresh.by_digest, fresh.by_name, generation
+                known.awaiting_store = False
+        except Exception as exc:  # the store failed (KeyStoreUnavailable), or a bug: the refresh goes on either way
             if not self._failing:
                 log.warning(
                     "stored gateway keys: %s; keeping the keys known, asking again every %gs", exc, self._every,

@@ -15,7 +15,7 @@ from gateway.core.governance import LimitStoreKind
 from gateway.core.memory.settings import StoreKind
 from gateway.core.settings import Config
 from gateway.governance.key_store_sqlite import SQLiteKeyStore
-from gateway.governance.stored_keys import StoredKey
+from gateway.governance.stored_keys import KeyListing, StoredKey
 
 
 class KeyStore(Protocol):
@@ -29,11 +29,11 @@ class KeyStore(Protocol):
         ...
 
     async def get(self, name: str) -> StoredKey | None:
-        """The key kept as `name`, or None."""
+        """The key kept as `name`, or None (a record that cannot be read too: see stored_keys.decode_key)."""
         ...
 
-    async def list(self) -> list[StoredKey]:
-        """Every key kept, by name."""
+    async def list(self) -> KeyListing:
+        """Every key kept, by name, with the names of the records that cannot be read (skipped)."""
         ...
 
     async def update(self, key: StoredKey) -> bool:

@@ -16,7 +16,14 @@ from redis.backoff import ExponentialWithJitterBackoff
 from redis.exceptions import RedisError
 
 from gateway.core.settings import Config, limits_redis
-from gateway.governance.stored_keys import KeyStoreUnavailable, StoredKey, decode_key, encode_key
+from gateway.governance.stored_keys import (
+    KeyListing,
+    KeyStoreUnavailable,
+    StoredKey,
+    encode_key,
+    listing_of,
+    readable_key,
+)
 from gateway.stores.redis import Patience, RedisClient, close_client, masked, open_client
 
 KEYS: Final = "{gateway-limits}:keys"
@@ -61,11 +68,11 @@ class RedisKeyStore:
 
     async def get(self, name: str) -> StoredKey | None:
         record = await self._call(lambda client: client.hget(KEYS, name))
-        return None if record is None else decode_key(name, record)
+        return None if record is None else readable_key(name, record)
 
-    async def list(self) -> list[StoredKey]:
+    async def list(self) -> KeyListing:
         records: dict[bytes, bytes] = await self._call(lambda client: client.hgetall(KEYS))
-        return sorted((decode_key(name.decode(), record) for name, record in records.items()), key=lambda key: key.name)
+        return listing_of(records.items())
 
     async def update(self, key: StoredKey) -> bool:
         return bool(await self._script(_UPDATE, key.name, encode_key(key)))
@@ -75,7 +82,10 @@ class RedisKeyStore:
 
     async def generation(self) -> int:
         value = await self._call(lambda client: client.get(GENERATION))
-        return 0 if value is None else int(value)
+        try:
+            return 0 if value is None else int(value)
+        except ValueError:  # set by hand: no change can be told from another until it is a number again
+            raise KeyStoreUnavailable(f"redis key store: {GENERATION} is not a number") from None
 
     async def close(self) -> None:
         client, self._client = self._client, None

@@ -17,7 +17,14 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Final, TypeVar
 
-from gateway.governance.stored_keys import KeyStoreUnavailable, StoredKey, decode_key, encode_key
+from gateway.governance.stored_keys import (
+    KeyListing,
+    KeyStoreUnavailable,
+    StoredKey,
+    encode_key,
+    listing_of,
+    readable_key,
+)
 
 T = TypeVar("T")
 
@@ -51,13 +58,13 @@ class SQLiteKeyStore:
     async def get(self, name: str) -> StoredKey | None:
         def get(db: sqlite3.Connection) -> StoredKey | None:
             row = db.execute("SELECT record FROM keys WHERE name = ?", (name,)).fetchone()
-            return None if row is None else decode_key(name, row[0])
+            return None if row is None else readable_key(name, row[0])
 
         return await self._run(get)
 
-    async def list(self) -> list[StoredKey]:
-        def listed(db: sqlite3.Connection) -> list[StoredKey]:
-            return [decode_key(name, record) for name, record in db.execute("SELECT name, record FROM keys ORDER BY name")]
+    async def list(self) -> KeyListing:
+        def listed(db: sqlite3.Connection) -> KeyListing:
+            return listing_of(db.execute("SELECT name, record FROM keys"))
 
         return await self._run(listed)
 

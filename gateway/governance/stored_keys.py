@@ -3,22 +3,30 @@
 Each process holds a snapshot of the stored keys, refreshed within a second of a change made by any
 process or replica (a generation number read every 0.5 s); the authenticator and the governor
 read the snapshot, never the store, on the request path. A store keeps a key as `encode_key`
-writes it: its SHA-256 digest, never the key, with its routes, limits and creation time.
+writes it: its SHA-256 digest, never the key, with its routes, limits and creation time. A record
+`decode_key` cannot read (written by hand, or by a newer version) is skipped where keys are listed,
+never the end of a listing.
 """
 
 from __future__ import annotations
 
 import hashlib
 import secrets
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 import orjson
+from pydantic import ValidationError
 
-from gateway.core.governance import Budget, BudgetPeriod, RateLimits
+from gateway.config.access import rate_limits
+from gateway.config.governance import KeyLimits
+from gateway.core.errors import GatewayError
+from gateway.core.governance import RateLimits
 
 KEY_PREFIX: Final = "gk-"
+_RECORD_FIELDS: Final = frozenset({"sha256", "routes", "limits", "created_at"})
+_DIGEST_HEX: Final = 64
 # A limit's field in the API's and the stored JSON, as the config spells it.
 _LIMIT_FIELDS: Final = {
     "requestsPerMinute": "requests_per_minute",
@@ -40,15 +48,40 @@ class StoredKey:
 
 @dataclass(slots=True)
 class StoredKeys:
-    """The stored keys this process knows now, by digest and by name; replaced whole on each refresh."""
+    """The stored keys this process knows now, by digest and by name; replaced whole on each refresh.
+
+    `awaiting_store`: a store keeps keys this snapshot has not read yet (from the key refresher's
+    creation to its first read), so a key it lacks may be a valid one.
+    """
 
     by_digest: Mapping[bytes, StoredKey] = field(default_factory=dict)
     by_name: Mapping[str, StoredKey] = field(default_factory=dict)
     generation: int = 0
+    awaiting_store: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class KeyListing:
+    """Every key a store keeps that can be read, by name, and why each record that cannot be read was skipped (by name)."""
+
+    keys: list[StoredKey]
+    unreadable: dict[str, str] = field(default_factory=dict)
 
 
 class KeyStoreUnavailable(Exception):
     """A key store could not be read or written (unreachable, a file it cannot open): the message says why."""
+
+
+class UnreadableKey(Exception):
+    """A record of a store that is no key as encode_key writes one (not JSON, another format): the message says why."""
+
+
+class KeyStoreUnavailableError(GatewayError):
+    """The key store cannot answer: for the keys API, or for a key the process could not look up yet."""
+
+    status = 503
+    type = "server_error"
+    code = "key_store_unavailable"
 
 
 def new_key() -> str:
@@ -73,15 +106,12 @@ def limits_json(limits: RateLimits) -> dict[str, Any]:
     return shown
 
 
-def limits_of(shown: Mapping[str, Any]) -> RateLimits:
-    """The limits `limits_json` wrote (trusted: checked before they were written)."""
-    budget = shown.get("budget")
-    return RateLimits(
-        requests_per_minute=shown.get("requestsPerMinute"),
-        tokens_per_minute=shown.get("tokensPerMinute"),
-        concurrent_requests=shown.get("concurrentRequests"),
-        budget=None if budget is None else Budget(usd=float(budget["usd"]), period=BudgetPeriod(budget["period"])),
-    )
+def limits_of(shown: Any) -> RateLimits:
+    """The limits `shown` as the config writes them (a key's `limits`), checked as the config checks them.
+
+    Raises pydantic's ValidationError, each error worded as the config's problems are.
+    """
+    return rate_limits(KeyLimits.model_validate(shown))
 
 
 def encode_key(key: StoredKey) -> bytes:
@@ -95,16 +125,66 @@ def encode_key(key: StoredKey) -> bytes:
 
 
 def decode_key(name: str, stored: bytes | str) -> StoredKey:
-    """The key `name` that a store kept as `stored` (from encode_key)."""
-    fields = orjson.loads(stored)
-    routes, limits = fields["routes"], fields["limits"]
+    """The key `name` that a store kept as `stored` (from encode_key); UnreadableKey when it is no such record."""
+    try:
+        fields = orjson.loads(stored)
+    except orjson.JSONDecodeError as exc:
+        raise UnreadableKey(f"not JSON ({exc})") from None
+    if not isinstance(fields, dict) or fields.keys() != _RECORD_FIELDS:
+        raise UnreadableKey(f"not a record of {', '.join(sorted(_RECORD_FIELDS))}")
+    digest, routes, limits, created_at = fields["sha256"], fields["routes"], fields["limits"], fields["created_at"]
+    if not (isinstance(digest, str) and len(digest) == _DIGEST_HEX and _is_hex(digest)):
+        raise UnreadableKey("sha256 is not a SHA-256 digest in hex")
+    if routes is not None and not (isinstance(routes, list) and all(isinstance(route, str) for route in routes)):
+        raise UnreadableKey("routes is not a list of names")
+    if isinstance(created_at, bool) or not isinstance(created_at, int):
+        raise UnreadableKey("created_at is not an integer")
+    try:
+        read_limits = None if limits is None else limits_of(limits)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise UnreadableKey(f"limits.{'.'.join(map(str, first['loc']))}: {first['msg']}") from None
     return StoredKey(
         name=name,
-        sha256=bytes.fromhex(fields["sha256"]),
+        sha256=bytes.fromhex(digest),
         routes=None if routes is None else frozenset(routes),
-        limits=None if limits is None else limits_of(limits),
-        created_at=int(fields["created_at"]),
+        limits=read_limits,
+        created_at=created_at,
     )
+
+
+def readable_key(name: str, stored: bytes | str) -> StoredKey | None:
+    """The key `name` kept as `stored`, or None when decode_key cannot read it (as when listed, it is no key)."""
+    try:
+        return decode_key(name, stored)
+    except UnreadableKey:
+        return None
+
+
+def listing_of(records: Iterable[tuple[str | bytes, bytes | str]]) -> KeyListing:
+    """The keys of a store's (name, record) pairs, by name; a record decode_key cannot read is skipped, and why kept."""
+    keys: list[StoredKey] = []
+    unreadable: dict[str, str] = {}
+    for raw_name, record in records:
+        try:
+            name = raw_name.decode() if isinstance(raw_name, bytes) else raw_name
+        except UnicodeDecodeError:
+            unreadable[repr(raw_name)] = "its name is not UTF-8"
+            continue
+        try:
+            keys.append(decode_key(name, record))
+        except UnreadableKey as exc:
+            unreadable[name] = str(exc)
+    keys.sort(key=lambda key: key.name)
+    return KeyListing(keys, unreadable)
+
+
+def _is_hex(text: str) -> bool:
+    try:
+        bytes.fromhex(text)
+    except ValueError:
+        return False
+    return True
 
 
 def snapshot_of(keys: list[StoredKey], generation: int) -> StoredKeys:

@@ -23,6 +23,7 @@ from gateway.core.errors import (
     RequestTimeoutError,
     UnsupportedEncodingError,
 )
+from gateway.governance.stored_keys import KeyStoreUnavailableError
 
 METRICS_PATH: Final = "/metrics"  # the default of metrics.path, where the reference shows the scrape
 
@@ -57,6 +58,10 @@ EVERY_PATH: Final = (
 )
 GUARDED: Final = (
     Failure(AuthenticationError.status, AuthenticationError.code, "auth.keys is set and no valid key came"),
+    Failure(
+        KeyStoreUnavailableError.status, KeyStoreUnavailableError.code,
+        "a key neither configured nor known came before the process first read its key store (it started while the store was unreachable)",
+    ),
 )
 _READ: Final = (
     Failure(RequestTimeoutError.status, RequestTimeoutError.code, "the body came slower than server.bodyReadTimeoutSeconds"),
@@ -143,13 +148,13 @@ _ADMIN: Final = (
     Failure(503, "key_store_unavailable", "the key store (limits.path, or the limits' Redis) failed, or a reload added the admin keys"),
 )
 _KEY_FIELDS: Final = (
-    Failure(400, "invalid_type", "name, routes or a limit has the wrong type"),
-    Failure(400, "invalid_value", "name is not 1-64 of letters, digits and ._@-; a route is not one of the gateway's; a limit is not a positive integer, budget.usd not above 0, budget.period not day, week, month or total"),
+    Failure(400, "invalid_type", "name is not a string"),
+    Failure(400, "invalid_value", "name is not 1-64 of letters, digits and ._@-; routes or limits are what check-config refuses in auth.keys[] (routes not a non-empty list of the gateway's routes, a limit not 1 to a billion, budget.usd not above 0, budget.period not day, week, month or total), said in its words"),
     Failure(400, "unknown_parameter", "a field the body cannot have (a typo in a limit's name)"),
     Failure(400, "missing_required_parameter", "the body has no name (issuing a key), or a budget has no usd"),
 )
 _NAMED_KEY: Final = (Failure(404, "key_not_found", "no configured or issued key of this name"),)
-_CONFIGURED_KEY: Final = (Failure(409, "key_in_config", "the key is in the config: it changes there"),)
+_CONFIGURED_KEY: Final = (Failure(409, "key_in_config", "the key is in the config (and no issued key has its name): it changes there"),)
 _V1: Final = GUARDED
 _MODEL_CALL: Final = (*_V1, *_JSON, *_FIELDS, *_ROUTED)
 _FORM_CALL: Final = (*_V1, *_FORM, *_ROUTED, *_SURFACE)
@@ -292,7 +297,8 @@ ENDPOINTS: Final = (
         failures=(*_V1, *_ADMIN, *_JSON, *_KEY_FIELDS, *_NAMED_KEY, *_CONFIGURED_KEY),
     ),
     Endpoint(
-        "DELETE", "/v1/gateway/keys/{name}", "Revokes an issued key: refused by every process within a second. Admin keys only.",
+        "DELETE", "/v1/gateway/keys/{name}",
+        "Revokes an issued key (one whose name the config has since taken too): refused by every process within a second. Admin keys only.",
         failures=(*_V1, *_ADMIN, *_NAMED_KEY, *_CONFIGURED_KEY),
     ),
     Endpoint(

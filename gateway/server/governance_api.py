@@ -4,8 +4,9 @@ An admin key (auth.adminKeys) issues a key with its routes and limits: the key i
 once and kept only as its SHA-256 digest, in the limits' store (governance.key_store), where every
 process's refresher finds it within a second; revoking it so ends it everywhere. Keys of the
 config are listed beside them but changed only in the config, and no issued key takes a
-configured name. Limits read as the config writes them (`requestsPerMinute`, `budget: {usd,
-period}`, ...); routes name routes of the config.
+configured name (one issued before the config gained its name no longer works, and may be
+deleted). Routes and limits are read by the config's own sections (auth.keys[].routes and
+.limits), so the API refuses what check-config refuses, in the same words.
 """
 
 from __future__ import annotations
@@ -15,24 +16,34 @@ import dataclasses
 import logging
 import time
 from collections.abc import Awaitable
-from typing import Any, Final, TypeVar
+from typing import Annotated, Any, Final, TypeVar
 
 import orjson
 from aiohttp import web
+from pydantic import ConfigDict, TypeAdapter, ValidationError
 
 from gateway.config.checks import tenant_problem
+from gateway.config.fields import ListOf
+from gateway.config.governance import RouteName
+from gateway.config.problems import Loc, path_of
 from gateway.core.errors import (
     ConflictError,
-    GatewayError,
     InvalidRequestError,
     NotFoundError,
     PermissionDeniedError,
 )
-from gateway.core.governance import Budget, BudgetPeriod, RateLimits
-from gateway.core.json_shape import is_int
+from gateway.core.governance import RateLimits
 from gateway.core.settings import ApiKey, Config
 from gateway.governance.key_store import KeyStore
-from gateway.governance.stored_keys import KeyStoreUnavailable, StoredKey, digest_of, limits_json, new_key
+from gateway.governance.stored_keys import (
+    KeyStoreUnavailable,
+    KeyStoreUnavailableError,
+    StoredKey,
+    digest_of,
+    limits_json,
+    limits_of,
+    new_key,
+)
 from gateway.server.bodies import read_payload
 from gateway.server.keys import CONFIG, GOVERNOR, STORED_KEYS, tenant_of
 from gateway.server.parsing import CHECK
@@ -43,18 +54,10 @@ log = logging.getLogger("gateway.governance")
 KEY_STORE: web.AppKey[KeyStore] = web.AppKey("key_store")  # set while the config has admin keys
 _CREATED: Final = frozenset({"name", "routes", "limits"})
 _CHANGED: Final = frozenset({"routes", "limits"})
-_COUNTS: Final = {  # a limit counted in whole units, by its field
-    "requestsPerMinute": "requests_per_minute",
-    "tokensPerMinute": "tokens_per_minute",
-    "concurrentRequests": "concurrent_requests",
-}
-_PERIODS: Final = tuple(period.value for period in BudgetPeriod)
-
-
-class KeyStoreUnavailableError(GatewayError):
-    status = 503
-    type = "server_error"
-    code = "key_store_unavailable"
+# A key's routes as the config reads them (gateway.config.governance.GatewayKey.routes): the API refuses what check-config does.
+_ROUTE_NAMES: Final = TypeAdapter(
+    Annotated[tuple[RouteName, ...], ListOf("route names", non_empty=True)] | None, config=ConfigDict(defer_build=True)
+)
 
 
 def add_routes(router: web.UrlDispatcher) -> None:
@@ -92,7 +95,7 @@ async def list_keys(request: web.Request) -> web.Response:
     store = _admin_store(request)
     config = request.app[CONFIG]
     configured = [_shown(key) for key in config.api_keys] + [_shown(key, admin=True) for key in config.admin_keys]
-    issued = [_shown(key) for key in await _ask(store.list())]
+    issued = [_shown(key) for key in (await _ask(store.list())).keys]
     return _json({"object": "list", "data": [*configured, *issued]})
 
 
@@ -127,11 +130,15 @@ async def update_key(request: web.Request) -> web.Response:
 
 
 async def delete_key(request: web.Request) -> web.Response:
-    """DELETE /v1/gateway/keys/{name}: revokes an issued key, in every process within a second."""
+    """DELETE /v1/gateway/keys/{name}: revokes an issued key, in every process within a second.
+
+    An issued key whose name the config has since taken is deleted too (it works no longer); the
+    configured key stays.
+    """
     store = _admin_store(request)
     name = request.match_info["name"]
-    _refuse_configured(request.app[CONFIG], name)
     if not await _ask(store.delete(name)):
+        _refuse_configured(request.app[CONFIG], name)
         raise _not_found(name)
     return _json({"object": "gateway.key.deleted", "name": name, "deleted": True})
 
@@ -214,16 +221,18 @@ def _refuse_unknown(body: dict[str, Any], known: frozenset[str], path: str) -> N
 
 
 def _routes(value: Any, config: Config) -> frozenset[str] | None:
-    """The routes a key may use (null: every one); each must be a route of the config."""
-    if value is None:
+    """The routes a key may use (null: every one): a non-empty list of routes of the config."""
+    try:
+        names = _ROUTE_NAMES.validate_python(value)
+    except ValidationError as exc:
+        raise _refused(exc, ("routes",)) from None
+    if names is None:
         return None
-    names = CHECK.strings(CHECK.array(value, "routes"), "routes")
     for index, name in enumerate(names):
         if name not in config.routes:
+            path = path_of(("routes", index))
             raise InvalidRequestError(
-                f"routes[{index}] must name a route of the gateway, got {name[:64]!r}.",
-                param=f"routes[{index}]",
-                code="invalid_value",
+                f"{path}: no route named {name!r} (routes: {', '.join(config.routes)})", param=path, code="invalid_value"
             )
     return frozenset(names)
 
@@ -232,34 +241,22 @@ def _limits(value: Any) -> RateLimits | None:
     """A key's limits as the config writes them (null: the configured defaults)."""
     if value is None:
         return None
-    limits = CHECK.object(value, "limits")
-    _refuse_unknown(limits, frozenset({*_COUNTS, "budget"}), "limits")
-    counts = {attribute: _count(limits.get(field), f"limits.{field}") for field, attribute in _COUNTS.items()}
-    budget = limits.get("budget")
-    return RateLimits(**counts, budget=None if budget is None else _budget(budget))
+    try:
+        return limits_of(value)
+    except ValidationError as exc:
+        raise _refused(exc, ("limits",)) from None
 
 
-def _count(value: Any, path: str) -> int | None:
-    if value is None:
-        return None
-    if not is_int(value):
-        raise CHECK.fail(path, "an integer", value)
-    if value <= 0:
-        raise InvalidRequestError(f"{path} must be a positive integer, got {value}.", param=path, code="invalid_value")
-    return value
-
-
-def _budget(value: Any) -> Budget:
-    budget = CHECK.object(value, "limits.budget")
-    _refuse_unknown(budget, frozenset({"usd", "period"}), "limits.budget")
-    usd = CHECK.number(CHECK.required(budget, "usd", "limits.budget"), "limits.budget.usd", finite=True)
-    if usd <= 0:
-        raise InvalidRequestError(
-            f"limits.budget.usd must be more than 0, got {usd}.", param="limits.budget.usd", code="invalid_value"
-        )
-    period = budget.get("period")
-    chosen = BudgetPeriod.MONTH if period is None else BudgetPeriod(CHECK.one_of(period, "limits.budget.period", _PERIODS))
-    return Budget(usd=float(usd), period=chosen)
+def _refused(refusal: ValidationError, at: Loc) -> InvalidRequestError:
+    """The first problem the config found in the body's field `at`, worded as check-config words it."""
+    error = refusal.errors()[0]
+    path = path_of((*at, *error["loc"]))
+    if error["type"] == "missing":
+        return InvalidRequestError(f"{path}: is required", param=path, code="missing_required_parameter")
+    if error["type"] != "config":
+        return InvalidRequestError(f"{path}: {error['msg']}", param=path, code="invalid_value")
+    code = "unknown_parameter" if error["ctx"]["stray"] else "invalid_value"
+    return InvalidRequestError(f"{path}: {error['ctx']['message']}", param=path, code=code)
 
 
 def _shown(key: StoredKey | ApiKey, *, admin: bool = False) -> dict[str, Any]:

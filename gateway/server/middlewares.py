@@ -24,7 +24,7 @@ from gateway.core.errors import (
 )
 from gateway.core.settings import ApiKey
 from gateway.core.translate.messages import error_body as anthropic_error_body
-from gateway.governance.stored_keys import StoredKey, StoredKeys
+from gateway.governance.stored_keys import KeyStoreUnavailableError, StoredKey, StoredKeys
 from gateway.observe import trace as observe
 from gateway.observe.trace import Observer, Trace
 from gateway.server.aiohttp_internals import request_state, status_and_unsent
@@ -102,12 +102,18 @@ class Authenticator:
     valid keys stay in the process's memory as text, as a config's `key:` does) and looked up
     first, by a string hash the caller cannot steer either; a wrong key is never remembered, and
     a stored key only until the snapshot changes, so a revoked key stops working at the refresh.
+
+    A stored key whose name is a configured one (the config gained it after the key was issued) is
+    no key: it would take the configured tenant's rights, an admin key's included. It is told once
+    per snapshot, by name, and DELETE /v1/gateway/keys/{name} removes it. While the snapshot awaits
+    the store's first read, a key found nowhere may be a stored one: a 503, not a 401.
     """
 
     def __init__(self, keys: Sequence[ApiKey], *, admin_keys: Sequence[ApiKey] = (), stored: StoredKeys | None = None) -> None:
         # a repeated key: the last name, as before; an admin key's name wins over a key's
         self._tenants = {key.sha256: key.name for key in (*keys, *admin_keys)}
         self._admins = frozenset(key.name for key in admin_keys)
+        self._configured = frozenset(self._tenants.values())
         self._stored = stored
         # `Authorization` values already found to hold a configured key, with their tenant: a
         # client sends the same header on every request, and a dict lookup spares it the pattern
@@ -118,6 +124,8 @@ class Authenticator:
         # The same for stored keys, valid while the snapshot's digests are the map they were found in.
         self._known_stored: dict[str, str] = {}
         self._stored_seen: Mapping[bytes, StoredKey] | None = None
+        if stored is not None:
+            self._see(stored)
 
     def is_admin(self, tenant: str) -> bool:
         """Whether `tenant` is an admin key's: it may manage keys and see every key's usage."""
@@ -133,8 +141,7 @@ class Authenticator:
         stored = self._stored
         if stored is not None:
             if stored.by_digest is not self._stored_seen:  # refreshed: what was found in the old maps may be revoked
-                self._known_stored.clear()
-                self._stored_seen = stored.by_digest
+                self._see(stored)
             tenant = self._known_stored.get(authorization)
             if tenant is not None:
                 return tenant
@@ -145,12 +152,27 @@ class Authenticator:
         known = self._known
         if tenant is None and stored is not None:
             issued = stored.by_digest.get(digest)
-            tenant, known = (issued.name if issued is not None else None), self._known_stored
+            if issued is not None and issued.name not in self._configured:
+                tenant = issued.name
+            elif stored.awaiting_store:
+                raise KeyStoreUnavailableError("The gateway has not read its key store yet; try again shortly.")
+            known = self._known_stored
         if tenant is None:
             raise AuthenticationError("Incorrect gateway API key provided.")
         if plain is not None and len(known) < _KNOWN_HEADERS:
             known[authorization] = tenant
         return tenant
+
+    def _see(self, stored: StoredKeys) -> None:
+        """Take `stored`'s maps as the ones stored keys are found in, and tell its keys that configured names shadow."""
+        self._known_stored.clear()
+        self._stored_seen = stored.by_digest
+        for name in sorted(self._configured.intersection(stored.by_name)):
+            log.warning(
+                "stored gateway key %r: the config now has a key of that name, so this issued key no longer "
+                "authenticates; DELETE /v1/gateway/keys/%s removes it (the configured key stays)",
+                name, name,
+            )  # fmt: skip
 
 
 def _any_token(headers: Mapping[str, str], authorization: str) -> str:

@@ -5,13 +5,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import sqlite3
 from pathlib import Path
 
 import pytest
 
 from gateway.governance.key_refresh import KeyRefresher
 from gateway.governance.key_store_sqlite import SQLiteKeyStore
-from gateway.governance.stored_keys import StoredKey, StoredKeys
+from gateway.governance.stored_keys import KeyListing, StoredKeys
 from tests.support.key_stores import stored_key
 from tests.support.waiting import eventually
 
@@ -21,7 +22,7 @@ class CountedLists(SQLiteKeyStore):
 
     lists = 0
 
-    async def list(self) -> list[StoredKey]:
+    async def list(self) -> KeyListing:
         self.lists += 1
         return await super().list()
 
@@ -75,9 +76,10 @@ async def test_a_failing_store_is_logged_once_keeps_the_keys_known_and_is_read_a
     store = SQLiteKeyStore(str(path))
     known = StoredKeys(by_name={"team-b": stored_key("team-b")}, by_digest={stored_key("team-b").sha256: stored_key("team-b")})
     refresher = KeyRefresher(store, known)
+    assert known.awaiting_store
     await refresher.start()  # does not raise
     assert not await refresher.refresh() and not await refresher.refresh()
-    assert set(known.by_name) == {"team-b"}
+    assert set(known.by_name) == {"team-b"} and known.awaiting_store  # never read yet
     assert len([r for r in caplog.records if "keeping the keys known" in r.getMessage()]) == 1
     os.mkdir(path.parent)
     assert await refresher.refresh()
@@ -108,7 +110,36 @@ async def test_a_store_that_does_not_answer_holds_up_the_start_no_longer_than_it
     refresher = KeyRefresher(store, known, every=0.05)
     await refresher.start(wait=0.01)  # the wait is what this test is about
     assert not known.by_name and "has not answered" in caplog.text
+    assert known.awaiting_store  # the keys it lacks may be valid ones (the authenticator answers them 503)
     store.answer.set()
     await eventually(lambda: set(known.by_name) == {"team-b"}, what="the first read ended after the start")
+    assert not known.awaiting_store
     await refresher.close()
+    await store.close()
+
+
+async def test_a_record_that_cannot_be_read_is_skipped_told_once_a_generation_and_the_refresh_goes_on(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, "gateway.governance")
+    path = tmp_path / "keys.db"
+    store, known = SQLiteKeyStore(str(path)), StoredKeys()
+    await store.create(stored_key("team-b"))
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("INSERT INTO keys VALUES ('broken', 'not json')")
+    db.close()
+    await store.create(stored_key("team-c"))  # the generation moves past the broken record
+    refresher = KeyRefresher(store, known)
+    assert await refresher.refresh() and await refresher.refresh()
+    assert set(known.by_name) == {"team-b", "team-c"} and not known.awaiting_store
+
+    def told() -> list[str]:
+        return [r.getMessage() for r in caplog.records if "cannot be read" in r.getMessage()]
+
+    assert len(told()) == 1 and "'broken'" in told()[0] and "not JSON" in told()[0]
+    await store.delete("team-c")  # a change elsewhere is still read
+    assert await refresher.refresh()
+    assert set(known.by_name) == {"team-b"} and len(told()) == 2  # read again with the new generation: told again
+    await store.delete("broken")
+    assert await refresher.refresh() and len(told()) == 2
     await store.close()

@@ -10,10 +10,11 @@ import redis.asyncio as aioredis
 
 from gateway.config.loader import parse_config
 from gateway.core.settings import Config
-from gateway.governance.key_store_redis import RedisKeyStore
+from gateway.governance.key_store_redis import GENERATION, KEYS, RedisKeyStore
 from gateway.governance.stored_keys import KeyStoreUnavailable
 from tests.support.key_stores import (
     check_a_key_is_kept_changed_and_forgotten,
+    check_an_unreadable_record_is_skipped,
     check_two_stores_on_one_place_see_each_other,
     stored_key,
 )
@@ -83,4 +84,26 @@ async def test_a_url_the_client_refuses_makes_a_store_that_is_never_available() 
     with pytest.raises(KeyStoreUnavailable, match="refused") as failed:
         await store.list()
     assert "hunter2-pw" not in str(failed.value)
+    await store.close()
+
+
+async def test_a_record_that_cannot_be_read_is_skipped_not_the_end_of_the_listing(url: str) -> None:
+    store = RedisKeyStore(config(url))
+    client = aioredis.Redis.from_url(url)
+
+    async def write_raw(name: str, record: bytes) -> None:
+        await client.hset(KEYS, name, record)
+
+    await check_an_unreadable_record_is_skipped(store, write_raw)
+    await client.aclose()
+    await store.close()
+
+
+async def test_a_generation_set_by_hand_to_no_number_is_unavailable_not_a_crash(url: str) -> None:
+    client = aioredis.Redis.from_url(url)
+    await client.set(GENERATION, "not a number")
+    await client.aclose()
+    store = RedisKeyStore(config(url))
+    with pytest.raises(KeyStoreUnavailable, match="not a number"):
+        await store.generation()
     await store.close()

@@ -12,6 +12,7 @@ from gateway.governance.key_store_sqlite import SQLiteKeyStore
 from gateway.governance.stored_keys import KeyStoreUnavailable
 from tests.support.key_stores import (
     check_a_key_is_kept_changed_and_forgotten,
+    check_an_unreadable_record_is_skipped,
     check_two_stores_on_one_place_see_each_other,
     stored_key,
 )
@@ -66,4 +67,17 @@ async def test_a_write_locked_out_past_the_busy_timeout_is_unavailable_not_a_cra
         holder.execute("ROLLBACK")
         holder.close()
     assert await store.create(stored_key("team-b"))
+    await store.close()
+
+
+async def test_a_record_that_cannot_be_read_is_skipped_not_the_end_of_the_listing(tmp_path: Path) -> None:
+    path = tmp_path / "keys.db"
+    store = SQLiteKeyStore(str(path))
+
+    async def write_raw(name: str, record: bytes) -> None:
+        db = sqlite3.connect(path, isolation_level=None)
+        db.execute("INSERT INTO keys VALUES (?, ?)", (name, record))
+        db.close()
+
+    await check_an_unreadable_record_is_skipped(store, write_raw)
     await store.close()

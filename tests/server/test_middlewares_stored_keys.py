@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import hashlib
+import logging
 
 import pytest
 from aiohttp.test_utils import make_mocked_request
 
 from gateway.core.errors import AuthenticationError
 from gateway.core.settings import ApiKey
-from gateway.governance.stored_keys import StoredKey, StoredKeys, digest_of, snapshot_of
+from gateway.governance.stored_keys import (
+    KeyStoreUnavailableError,
+    StoredKey,
+    StoredKeys,
+    digest_of,
+    snapshot_of,
+)
 from gateway.server.middlewares import SHARED_TENANT, Authenticator
 
 TEAM_A, ADMIN, ISSUED = "sk-team-a-0123456789", "sk-admin-0123456789", "gk-issued-0123456789"
@@ -74,3 +81,46 @@ def test_a_key_issued_after_start_works_at_once_after_the_refresh() -> None:
         ask(auth, f"Bearer {ISSUED}")
     refresh(known, [issued()])
     assert ask(auth, f"Bearer {ISSUED}") == "team-b"
+
+
+@pytest.mark.parametrize("configured", ["keys", "admin_keys"])
+def test_an_issued_key_whose_name_the_config_gained_is_no_key_and_is_told_once_a_snapshot(
+    configured: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, "gateway")
+    known = snapshot_of([issued("ops"), issued("team-c", "gk-other-key")], 1)
+    names = {configured: [api_key("ops", ADMIN)]}
+    auth = Authenticator(names.get("keys", []), admin_keys=names.get("admin_keys", []), stored=known)
+    for _ in range(2):
+        with pytest.raises(AuthenticationError):
+            ask(auth, f"Bearer {ISSUED}")  # the issued key named ops: neither ops' rights nor any tenant's
+    assert ask(auth, f"Bearer {ADMIN}") == "ops" and ask(auth, "Bearer gk-other-key") == "team-c"
+
+    def told() -> list[str]:
+        return [r.getMessage() for r in caplog.records if "no longer authenticates" in r.getMessage()]
+
+    assert len(told()) == 1 and "'ops'" in told()[0] and ISSUED not in caplog.text
+    refresh(known, [issued("ops"), issued("team-c", "gk-other-key")])
+    with pytest.raises(AuthenticationError):
+        ask(auth, f"Bearer {ISSUED}")
+    assert len(told()) == 2  # once for the new snapshot
+    refresh(known, [issued("team-c", "gk-other-key")])
+    with pytest.raises(AuthenticationError):
+        ask(auth, f"Bearer {ISSUED}")
+    assert len(told()) == 2
+
+
+def test_a_key_found_nowhere_before_the_store_was_first_read_is_a_503_and_a_401_after() -> None:
+    known = StoredKeys(awaiting_store=True)
+    auth = Authenticator([api_key("team-a", TEAM_A)], admin_keys=[api_key("ops", ADMIN)], stored=known)
+    assert ask(auth, f"Bearer {TEAM_A}") == "team-a" and ask(auth, f"Bearer {ADMIN}") == "ops"
+    with pytest.raises(KeyStoreUnavailableError) as unavailable:
+        ask(auth, f"Bearer {ISSUED}")
+    assert (unavailable.value.status, unavailable.value.code) == (503, "key_store_unavailable")
+    with pytest.raises(AuthenticationError):  # no key at all: no store could make it valid
+        ask(auth, "Basic x")
+    refresh(known, [issued()])
+    known.awaiting_store = False
+    assert ask(auth, f"Bearer {ISSUED}") == "team-b"
+    with pytest.raises(AuthenticationError):
+        ask(auth, "Bearer gk-wrong")
