@@ -145,7 +145,7 @@ _STORED: Final = (
 )
 _ADMIN: Final = (
     Failure(403, "admin_key_required", "the key is not one of auth.adminKeys"),
-    Failure(503, "key_store_unavailable", "the key store (limits.path, or the limits' Redis) failed, or a reload added the admin keys"),
+    Failure(503, "key_store_unavailable", "the key store (limits.path, or the limits' Redis) failed"),
 )
 _KEY_FIELDS: Final = (
     Failure(400, "invalid_type", "name is not a string"),

@@ -166,8 +166,8 @@ def _admin_store(request: web.Request) -> KeyStore:
             "Managing gateway keys needs an admin key (auth.adminKeys).", code="admin_key_required"
         )
     store = request.app.get(KEY_STORE)
-    if store is None:  # admin keys added by a reload: the store opens with the process
-        raise KeyStoreUnavailableError("The gateway has no key store: restart it to manage keys.")
+    if store is None:  # app.config_app opens one for every config with admin keys: not expected
+        raise KeyStoreUnavailableError("The gateway has no key store.")
     return store
 
 

@@ -1,4 +1,4 @@
-"""An issued key whose name the config later gains (a reload, a restart) is no key: it takes none of that name's rights, and DELETE removes it."""
+"""Keys across config changes: an issued key whose name the config later gains (a reload, a restart) is no key and DELETE removes it; admin keys a reload adds manage keys."""
 
 from __future__ import annotations
 
@@ -75,3 +75,12 @@ async def test_a_restart_with_the_name_configured_ignores_the_issued_key_and_del
 
 async def _answers(base: str, key: str, status: int) -> bool:
     return await status_of(base, "GET", "/v1/gateway/keys", key) == status
+
+
+async def test_admin_keys_a_reload_adds_manage_keys_at_once(aiohttp_server: Any, tmp_path: Path) -> None:
+    path = tmp_path / "gateway.yaml"
+    path.write_text(config_text(tmp_path, admins="").replace(", adminKeys: []", ""))
+    reloader, url = await reloadable(aiohttp_server, path)
+    path.write_text(config_text(tmp_path, admins=f"{{name: ops, key: {ADMIN_KEY}}}"))
+    assert await reloader.reload()
+    assert (await call(url.rstrip("/"), "POST", "/v1/gateway/keys", headers=ADMIN, json={"name": "team-c"}))[0] == 201
