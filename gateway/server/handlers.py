@@ -159,7 +159,9 @@ async def forward_as_is(
         trace.usage(result.target, chat_usage(api.name, reply.data.get("usage") if isinstance(reply.data, dict) else None))
         headers["Content-Type"] = reply.content_type
         return web.Response(body=reply.body, status=reply.status, headers=headers)
-    return await relay_stream(request, result, headers, trace=trace, api=api)
+    meter = request.get(METER)  # a governed request's: counts the text relayed, should its usage not come
+    sink = meter.counting(None) if meter is not None else None
+    return await relay_stream(request, result, headers, trace=trace, sink=sink, api=api)
 
 
 MODEL_PATHS = {

@@ -18,6 +18,7 @@ from gateway.core.estimate import CHARACTERS_PER_TOKEN
 from gateway.server.relay import StreamSink
 
 DELTA_TEXT = ("content", "refusal", "reasoning_content")
+ANTHROPIC_DELTA_TEXT = ("text", "partial_json", "thinking")
 
 
 @dataclass(slots=True, eq=False)
@@ -58,10 +59,19 @@ class RelayedText:
 
 
 def answer_characters(chunk: Any) -> int:
-    """Characters of the answer text in a chat or completions chunk: deltas' content, refusal, tool-call arguments; choices' text."""
-    choices = chunk.get("choices") if type(chunk) is dict else None
-    if type(choices) is not list:
+    """Characters of the answer text in a chunk or event the relay passes on; 0 for any other.
+
+    A chat or completions chunk: its choices' deltas (content, refusal, reasoning, tool-call
+    arguments) and text. An event of the Responses API (`delta`, a string: output text, a
+    function call's arguments, ...) or Anthropic's `content_block_delta` (its delta's text,
+    partial_json or thinking), for the relay of a stream already in the client's API, fed only
+    the events whose delta is text (an audio delta is not).
+    """
+    if type(chunk) is not dict:
         return 0
+    choices = chunk.get("choices")
+    if type(choices) is not list:
+        return api_delta_characters(chunk.get("delta"))
     characters = 0
     for choice in choices:
         if type(choice) is not dict:
@@ -89,4 +99,18 @@ def delta_characters(delta: dict[str, Any]) -> int:
             arguments = function.get("arguments") if type(function) is dict else None
             if type(arguments) is str:
                 characters += len(arguments)
+    return characters
+
+
+def api_delta_characters(delta: Any) -> int:
+    """Characters of an API event's `delta`: a Responses event's string, or an Anthropic delta's text fields."""
+    if type(delta) is str:
+        return len(delta)
+    if type(delta) is not dict:
+        return 0
+    characters = 0
+    for name in ANTHROPIC_DELTA_TEXT:
+        text = delta.get(name)
+        if type(text) is str:
+            characters += len(text)
     return characters

@@ -14,11 +14,14 @@ import socket
 from pathlib import Path
 from typing import Any
 
+import anthropic
 import openai
 import orjson
 import pytest
 
+from tests.support.anthropic_clients import fake_claude  # noqa: F401  (the `claude` fixture)
 from tests.support.fakes import FakeUpstream, Step, chat_completion, chunk, error_body, usage_chunk
+from tests.support.fakes_anthropic import Answer, FakeAnthropic, message_events
 from tests.support.gateway import GATEWAY_KEY, Gateway, requests_ended
 from tests.support.openai_errors import error_object
 from tests.support.scrape import Samples, get, samples
@@ -95,6 +98,33 @@ async def test_a_client_that_leaves_a_stream_early_is_charged_what_it_was_relaye
         await client.chat.completions.create(model="chat", messages=HELLO, max_tokens=50)
     assert error_object(caught.value)["type"] == "tokens"
     assert upstream.calls == 1
+
+
+# The relay's side (server/relay.py passes its sink to api_events.ApiEvents, which feeds it the text deltas)
+# is not this helper's to change: its diff is in helper D1b's report. Strict: once applied, the marker must go.
+@pytest.mark.xfail(strict=True, reason="a stream in the client's API counts only its prompt until the relay's diff lands")
+async def test_a_client_that_leaves_an_anthropic_stream_early_is_charged_what_it_was_relayed(
+    gateway: Gateway, claude: FakeAnthropic, tmp_path: Path
+) -> None:
+    """A native Anthropic stream, left mid-way: its 3 + 100 tokens are taken, so a request asking 53 more is refused."""
+    hold = asyncio.Event()
+    claude.then(Answer(events=[*message_events(TEXT, complete=False), hold]))
+    route = f"provider: anthropic, baseUrl: \"{claude.url}\", apiKey: up-key"
+    client = await gateway(config("unused", tmp_path, "{tokensPerMinute: 120}").replace(
+        'provider: openai, baseUrl: "unused", apiKey: up-key, overrideParams: {model: gpt-4o-mini}', route
+    ))  # fmt: skip
+    root = str(client.base_url).rstrip("/").removesuffix("/v1")
+    async with anthropic.AsyncAnthropic(base_url=root, api_key=GATEWAY_KEY, max_retries=0) as sdk:
+        stream = await sdk.messages.create(model="chat", max_tokens=16, messages=HELLO, stream=True)  # type: ignore[arg-type]
+        async for event in stream:
+            if event.type == "content_block_delta":
+                break
+        await stream.close()
+        await requests_ended(client)
+        hold.set()
+        with pytest.raises(anthropic.RateLimitError):
+            await sdk.messages.create(model="chat", max_tokens=50, messages=HELLO)  # type: ignore[arg-type]
+    assert claude.calls == 1
 
 
 async def test_a_stream_read_to_its_end_is_charged_its_usage_not_its_text(

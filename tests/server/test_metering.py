@@ -22,6 +22,13 @@ from gateway.server.metering import Meter, answer_characters
         ({"choices": [], "usage": {"prompt_tokens": 1}}, 0),
         ({"choices": [{"delta": {}, "finish_reason": "stop"}]}, 0),
         ({"choices": [{"delta": {"content": None, "tool_calls": [None, {"function": None}]}}, 7, None]}, 0),
+        ({"type": "response.output_text.delta", "delta": "Hello", "sequence_number": 3}, 5),  # Responses API
+        ({"type": "response.function_call_arguments.delta", "delta": '{"a":'}, 5),
+        ({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Hi"}}, 2),  # Anthropic
+        ({"type": "content_block_delta", "delta": {"type": "input_json_delta", "partial_json": '{"q"'}}, 4),
+        ({"type": "content_block_delta", "delta": {"type": "thinking_delta", "thinking": "hmm"}}, 3),
+        ({"type": "content_block_delta", "delta": {"type": "signature_delta", "signature": "c2ln"}}, 0),
+        ({"type": "response.created", "delta": 7}, 0),
         ({"choices": "x"}, 0),
         ([1, 2], 0),
         (None, 0),
