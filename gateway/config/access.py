@@ -87,6 +87,11 @@ def _api_key(key: GatewayKey | AdminKey) -> ApiKey:
     )
 
 
+def unknown_route(route: str, route_names: Sequence[str]) -> str:
+    """What a key's route that is not a route of the file is told (check-config and the keys API alike)."""
+    return f"no route named {route!r} (routes: {', '.join(route_names)})"
+
+
 def _check_routes(keys: Mapping[int, GatewayKey], route_names: Sequence[str], problems: Problems) -> None:
     """Each route a key names must be a route of the file (none are known when the file has none: that is told)."""
     if not route_names:
@@ -95,7 +100,7 @@ def _check_routes(keys: Mapping[int, GatewayKey], route_names: Sequence[str], pr
         at = ("auth", "keys", index, "routes")
         for place, route in placed(key.routes or (), at, problems):
             if route not in route_names:
-                problems.add((*at, place), f"no route named {route!r} (routes: {', '.join(route_names)})")
+                problems.add((*at, place), unknown_route(route, route_names))
 
 
 def _check_tenants(keys: Mapping[int, ApiKey], problems: Problems) -> None:

@@ -36,6 +36,7 @@ _LIMITS: Final = LimitsConfig()
 _PERIOD: Final = BudgetSettings(usd=1).period
 Usd = Annotated[float, Bounds(positive=True, maximum=MAX_COUNT, over=f"must be at most {MAX_COUNT} (a billion)")]
 RouteName = Annotated[str, AsText()]
+RouteNames = Annotated[tuple[RouteName, ...], ListOf("route names", non_empty=True)]  # a key's routes
 
 
 class Budget(Section):
@@ -107,7 +108,7 @@ class BearerKey(Section):
 class GatewayKey(BearerKey):
     """A key clients send as their Bearer token, with the routes it may use and its limits; exactly one of key or keySha256."""
 
-    routes: Annotated[tuple[RouteName, ...], ListOf("route names", non_empty=True)] | None = Field(
+    routes: RouteNames | None = Field(
         default=None, description="The routes it may use (another: 403 route_not_allowed); default: every route."
     )
     limits: KeyLimits | None = Field(

@@ -16,15 +16,15 @@ import dataclasses
 import logging
 import time
 from collections.abc import Awaitable
-from typing import Annotated, Any, Final, TypeVar
+from typing import Any, Final, TypeVar
 
 import orjson
 from aiohttp import web
 from pydantic import ConfigDict, TypeAdapter, ValidationError
 
+from gateway.config.access import unknown_route
 from gateway.config.checks import tenant_problem
-from gateway.config.fields import ListOf
-from gateway.config.governance import RouteName
+from gateway.config.governance import RouteNames
 from gateway.config.problems import Loc, path_of
 from gateway.core.errors import (
     ConflictError,
@@ -56,7 +56,7 @@ _CREATED: Final = frozenset({"name", "routes", "limits"})
 _CHANGED: Final = frozenset({"routes", "limits"})
 # A key's routes as the config reads them (gateway.config.governance.GatewayKey.routes): the API refuses what check-config does.
 _ROUTE_NAMES: Final = TypeAdapter(
-    Annotated[tuple[RouteName, ...], ListOf("route names", non_empty=True)] | None, config=ConfigDict(defer_build=True)
+    RouteNames | None, config=ConfigDict(defer_build=True)
 )
 
 
@@ -232,7 +232,7 @@ def _routes(value: Any, config: Config) -> frozenset[str] | None:
         if name not in config.routes:
             path = path_of(("routes", index))
             raise InvalidRequestError(
-                f"{path}: no route named {name!r} (routes: {', '.join(config.routes)})", param=path, code="invalid_value"
+                f"{path}: {unknown_route(name, list(config.routes))}", param=path, code="invalid_value"
             )
     return frozenset(names)
 
