@@ -6,8 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from gateway.core.governance import LimitsConfig, RateLimits
-from gateway.core.memory.settings import MemoryConfig
+from gateway.core.governance import LimitsConfig, LimitStoreKind, RateLimits
+from gateway.core.memory.settings import MemoryConfig, StoreKind
 from gateway.core.stores import RedisConnection, SentinelSettings
 from gateway.core.tree import Route
 
@@ -115,6 +115,13 @@ class Config:
     request_config: RequestConfigSettings = RequestConfigSettings()
     admin_keys: tuple[ApiKey, ...] = ()  # keys that manage keys (/v1/gateway/keys) and see every key's usage
     limits: LimitsConfig = LimitsConfig()
+
+
+def limit_store(config: Config) -> LimitStoreKind:
+    """Where `config`'s limits (and the keys issued through the API) are kept: limits.store, else Redis when memory is on Redis."""
+    if config.limits.store is not None:
+        return config.limits.store
+    return LimitStoreKind.REDIS if config.memory.store is StoreKind.REDIS else LimitStoreKind.LOCAL
 
 
 def limits_redis(config: Config) -> RedisConnection:

@@ -3,19 +3,11 @@
 from __future__ import annotations
 
 from gateway.core.governance import LimitStoreKind
-from gateway.core.memory.settings import StoreKind
-from gateway.core.settings import Config, limits_redis
+from gateway.core.settings import Config, limit_store, limits_redis
 from gateway.governance.admission import GovernanceListener, Governor, Unlimited
 from gateway.governance.local import LocalGovernor
 from gateway.governance.policies import Policies, limits_anything
 from gateway.governance.stored_keys import StoredKeys
-
-
-def limit_store(config: Config) -> LimitStoreKind:
-    """Where `config`'s limits are counted: limits.store, else Redis when memory is on Redis, else locally."""
-    if config.limits.store is not None:
-        return config.limits.store
-    return LimitStoreKind.REDIS if config.memory.store is StoreKind.REDIS else LimitStoreKind.LOCAL
 
 
 def open_governor(

@@ -12,8 +12,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from gateway.core.governance import LimitStoreKind
-from gateway.core.memory.settings import StoreKind
-from gateway.core.settings import Config
+from gateway.core.settings import Config, limit_store
 from gateway.governance.key_store_sqlite import SQLiteKeyStore
 from gateway.governance.stored_keys import KeyListing, StoredKey
 
@@ -53,13 +52,6 @@ class KeyStore(Protocol):
         ...
 
 
-def store_kind(config: Config) -> LimitStoreKind:
-    """Where limits (and so issued keys) are kept: limits.store, else redis when memory is on Redis, else local."""
-    if config.limits.store is not None:
-        return config.limits.store
-    return LimitStoreKind.REDIS if config.memory.store == StoreKind.REDIS else LimitStoreKind.LOCAL
-
-
 def open_key_store(config: Config) -> KeyStore | None:
     """The store of keys issued through the API for `config`; None when it has no admin key (no one may issue one).
 
@@ -67,7 +59,7 @@ def open_key_store(config: Config) -> KeyStore | None:
     """
     if not config.admin_keys:
         return None
-    if store_kind(config) == LimitStoreKind.REDIS:
+    if limit_store(config) is LimitStoreKind.REDIS:
         # imported here for start-up cost: redis-py loads only for a Redis store
         from gateway.governance.key_store_redis import RedisKeyStore
 

@@ -6,8 +6,9 @@ import dataclasses
 
 from gateway.core.governance import LimitStoreKind, RateLimits
 from gateway.core.memory.settings import StoreKind
+from gateway.core.settings import limit_store
 from gateway.governance.admission import Unlimited
-from gateway.governance.build import limit_store, open_governor
+from gateway.governance.build import open_governor
 from gateway.governance.local import LocalGovernor
 from gateway.governance.redis import RedisGovernor
 from gateway.governance.stored_keys import StoredKey, StoredKeys

@@ -6,8 +6,8 @@ from pathlib import Path
 
 from gateway.config.loader import parse_config
 from gateway.core.governance import LimitStoreKind
-from gateway.core.settings import Config
-from gateway.governance.key_store import open_key_store, store_kind
+from gateway.core.settings import Config, limit_store
+from gateway.governance.key_store import open_key_store
 from gateway.governance.key_store_redis import RedisKeyStore
 from gateway.governance.key_store_sqlite import SQLiteKeyStore
 
@@ -34,6 +34,6 @@ def test_redis_limits_keep_keys_in_redis() -> None:
 
 
 def test_the_store_follows_memory_when_limits_name_none() -> None:
-    assert store_kind(config(ADMIN)) == LimitStoreKind.LOCAL
-    assert store_kind(config(f"{ADMIN}memory: {{store: redis, url: 'redis://127.0.0.1:1/0'}}\n")) == LimitStoreKind.REDIS
-    assert store_kind(config(f"{ADMIN}memory: {{store: redis, url: 'redis://127.0.0.1:1/0'}}\nlimits: {{store: local}}\n")) == LimitStoreKind.LOCAL
+    assert limit_store(config(ADMIN)) == LimitStoreKind.LOCAL
+    assert limit_store(config(f"{ADMIN}memory: {{store: redis, url: 'redis://127.0.0.1:1/0'}}\n")) == LimitStoreKind.REDIS
+    assert limit_store(config(f"{ADMIN}memory: {{store: redis, url: 'redis://127.0.0.1:1/0'}}\nlimits: {{store: local}}\n")) == LimitStoreKind.LOCAL
