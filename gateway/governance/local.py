@@ -226,6 +226,12 @@ class LocalGovernor:
         spent = self.ledger.spent.get(tenant)
         return spent[1] if spent is not None and spent[0] == period else 0.0
 
+    def seen_spent(self, tenant: str, spent_usd: float) -> None:
+        """What the store says `tenant` spent in its budget's period now: a later count here starts from it."""
+        budget = self.policies.limits(self.policies.policy(tenant)).budget
+        if budget is not None:
+            self.ledger.spent[tenant] = (self.spans.at(budget.period, self._wall()).id, spent_usd)
+
     def spend(self, tenant: str, budget: Budget, *, cost_usd: float) -> None:
         """Add `cost_usd` to `tenant`'s spend in `budget`'s period now, and tell the listener."""
         period = self.spans.at(budget.period, self._wall()).id

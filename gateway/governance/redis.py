@@ -68,6 +68,23 @@ class Waiting:
     outcome: asyncio.Future[Outcome | None]
 
 
+class SpendsSeen:
+    """The listener of a Redis governor: tells `listener` (if any), and the fallback what each key spent."""
+
+    def __init__(self, fallback: LocalGovernor, listener: GovernanceListener | None) -> None:
+        self._fallback = fallback
+        self._listener = listener
+
+    def rate_limited(self, tenant: str, route: str, limit: LimitKind) -> None:
+        if self._listener is not None:
+            self._listener.rate_limited(tenant, route, limit)
+
+    def budget_spent(self, tenant: str, *, spent_usd: float, budget_usd: float) -> None:
+        self._fallback.seen_spent(tenant, spent_usd)
+        if self._listener is not None:
+            self._listener.budget_spent(tenant, spent_usd=spent_usd, budget_usd=budget_usd)
+
+
 class RedisGovernor:
     """Admits requests against limits counted in the Redis of `connection`, shared by every process that uses it."""
 
@@ -91,7 +108,9 @@ class RedisGovernor:
         self.process_id = process_id or os.urandom(8).hex()  # this process's slots and liveness record
         self.fallback = LocalGovernor(policies, listener=listener, ledger=ledger, clock=clock, wall=wall)
         self._connection = connection
-        self._listener = listener
+        # Spends the store reports are also the fallback's: while Redis is unreachable, a key counts
+        # on from its last spend seen here, not from $0 (a spent budget stays spent)
+        self._listener = SpendsSeen(self.fallback, listener)
         self._retry_seconds = retry_seconds
         self._live_ms = max(1, round(live_seconds * 1000))
         self._renew_seconds = live_seconds / 3
@@ -149,10 +168,10 @@ class RedisGovernor:
             return self.fallback.take(tenant, route, tokens=tokens)
         if outcome.refused is not None:
             check = checks[outcome.refused]
-            if self._listener is not None:
-                self._listener.rate_limited(tenant, route.name, check.kind)
+            self._listener.rate_limited(tenant, route.name, check.kind)
             quotas = key_quotas(checks, outcome)
             if budget is not None and span is not None and check.kind is LimitKind.BUDGET:
+                self.fallback.seen_spent(tenant, max(budget.usd, self.fallback.spent(tenant, span.id)))
                 raise budget_spent(tenant, budget, span=span, now=wall, quotas=quotas)
             raise self._refusal(check, outcome, quotas=quotas)
         if waiting.held.slots:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from gateway.core.errors import RateLimitedError
-from gateway.core.governance import RateLimits
+from gateway.core.governance import Budget, BudgetPeriod, RateLimits
 from gateway.core.stores import RedisConnection
 from gateway.governance.local import Taken
 from gateway.governance.policies import Policies
@@ -88,3 +88,29 @@ async def test_a_url_the_client_refuses_counts_locally_for_good(caplog: pytest.L
         assert "refused" in message and "secret" not in message
     finally:
         await governor.close()
+
+
+async def test_a_budget_spent_on_redis_stays_spent_while_redis_is_away(tmp_path: Path) -> None:
+    """The fallback counts on from the last spend Redis reported, not from $0: every replica would grant a new budget."""
+    budgeted = limits_config(keys=(api_key("a", limits=RateLimits(budget=Budget(usd=1.0, period=BudgetPeriod.DAY))),))
+    server = RedisProcess(tmp_path)
+    server.start()
+    clock = Clock()
+    governor = redis_governor(server.url, budgeted, clock=clock, retry_seconds=5)
+    route = budgeted.routes["fast"]
+    try:
+        spending = await governor.admit("a", route, tokens=0)
+        assert spending is not None and isinstance(spending.handle, Held)
+        governor.settle(spending, tokens=None, cost_usd=1.5)
+        await governor.close()  # sends the settlement: Redis now holds the spend
+        governor = redis_governor(server.url, budgeted, clock=clock, retry_seconds=5)  # another replica, say
+        with pytest.raises(RateLimitedError) as refused:
+            await governor.admit("a", route, tokens=0)
+        assert refused.value.code == "insufficient_quota"
+        server.stop()
+        with pytest.raises(RateLimitedError) as alone:  # counted here now, from the spend Redis reported
+            await governor.admit("a", route, tokens=0)
+        assert alone.value.code == "insufficient_quota"
+    finally:
+        await governor.close()
+        server.stop()
