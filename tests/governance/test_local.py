@@ -179,3 +179,18 @@ async def test_a_successor_takes_the_counts_and_the_new_limits() -> None:
     assert usage["requests"]["remaining"] == 5 and usage["concurrency"]["in_use"] == 4
     successor.settle(in_flight[0], tokens=None, cost_usd=0.0)  # an admission of the old one, settled by the new
     assert (await successor.usage("a"))["limits"]["concurrency"]["in_use"] == 3
+
+
+async def test_a_limit_raised_while_the_key_is_refused_refills_at_the_new_rate() -> None:
+    """A reload (or a PATCH) raising a refused key's limit lets it through as the new limit refills, not the old."""
+    before = limits_config(keys=(api_key("a", limits=RateLimits(requests_per_minute=1)),))
+    governor, clock, _ = governor_of(before)
+    await admitted(governor, "a", before.routes["fast"])
+    with pytest.raises(RateLimitedError):
+        await governor.admit("a", before.routes["fast"], tokens=0)
+    after = limits_config(keys=(api_key("a", limits=RateLimits(requests_per_minute=600)),))
+    successor = LocalGovernor(Policies(after), ledger=governor.ledger, clock=clock)
+    with pytest.raises(RateLimitedError):  # a refusal under the new limit: the bucket takes it on
+        await successor.admit("a", after.routes["fast"], tokens=0)
+    clock.now += 1.0  # 10 a second at 600 a minute; at the old 1 a minute, 1/60 of one
+    await admitted(successor, "a", after.routes["fast"])
