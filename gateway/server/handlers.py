@@ -24,7 +24,7 @@ from gateway.memory.headers import MemoryAsk, asks_for_memory, read_memory_heade
 from gateway.memory.turns import Memory, Turn
 from gateway.observe.trace import Trace
 from gateway.server.admissions import admit
-from gateway.server.aiohttp_internals import app_state
+from gateway.server.aiohttp_internals import app_state, request_state
 from gateway.server.bodies import is_large, off_loop, read_payload
 from gateway.server.body_relay import relay_body
 from gateway.server.keys import CONFIG, DISPATCHER, LIFECYCLE, MEMORY, TRACE
@@ -103,7 +103,9 @@ async def forward(
         app = request.app
     meter = None
     if call.stream:
-        meter = request.get(METER)  # a governed request's: counts the text relayed, should its usage not come
+        # a governed request's: counts the text relayed, should its usage not come (the state's own dict.get:
+        # request.get raises and catches a KeyError for every request nothing governs)
+        meter = request_state(request).get(METER)
         metrics = app[CONFIG].metrics
         # usage is asked for the metrics' sake, and for a limited key's tokens and spend
         if meter is not None or (metrics.enabled and metrics.stream_usage):
@@ -159,7 +161,7 @@ async def forward_as_is(
         trace.usage(result.target, chat_usage(api.name, reply.data.get("usage") if isinstance(reply.data, dict) else None))
         headers["Content-Type"] = reply.content_type
         return web.Response(body=reply.body, status=reply.status, headers=headers)
-    meter = request.get(METER)  # a governed request's: counts the text relayed, should its usage not come
+    meter = request_state(request).get(METER)  # a governed request's: counts the text relayed (see forward)
     sink = meter.counting(None) if meter is not None else None
     return await relay_stream(request, result, headers, trace=trace, sink=sink, api=api)
 

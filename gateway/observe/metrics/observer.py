@@ -301,9 +301,9 @@ class Metrics(Observer):
         tokens = children.tokens
         tokens.prompt.inc(prompt)
         tokens.completion.inc(completion)
-        price = tokens.price
-        if not tokens.own_model and trace.model is not None and trace.model != tokens.model:
-            price = self._priced(tokens, trace.model_sent(target))
+        price, model = tokens.price, trace.model
+        if model != tokens.model and model is not None and not tokens.own_model:  # another model sent as it came
+            price = self._priced(tokens, model)
         if price is not None:
             cost = tokens.cost
             if cost is None:
