@@ -20,7 +20,7 @@ from gateway.core.periods import Spans
 from gateway.core.tree import Route
 from gateway.governance.admission import Admission, GovernanceListener
 from gateway.governance.policies import Policies, check_route
-from gateway.governance.refusals import budget_spent, rate_limited
+from gateway.governance.refusals import budget_spent, rate_limited, route_refusal_quotas
 from gateway.governance.usage import usage_report
 
 
@@ -186,8 +186,8 @@ class LocalGovernor:
                 counts = self.ledger.routes[route.name] = Counts()
             refusal = counts.refusal(route_limits, tokens=tokens, now=now)
             if refusal is not None:
-                raise self._refusal(refusal, subject=f"route '{route.name}'", where=(tenant, route),
-                                    quotas=key.quotas(limits, now))
+                quotas = route_refusal_quotas(refusal.kind, key=key.quotas(limits, now), route=counts.quotas(route_limits, now))
+                raise self._refusal(refusal, subject=f"route '{route.name}'", where=(tenant, route), quotas=quotas)
         handle = Taken(
             key_tokens=key.take(limits, tokens=tokens, now=now),
             route_tokens=counts.take(route_limits, tokens=tokens, now=now) if counts is not None else 0,

@@ -42,6 +42,7 @@ from gateway.governance.redis_demands import (
     admission_checks,
     key_quotas,
     quotas_of,
+    refusal_quotas,
     released,
     settle_in,
     settlement,
@@ -169,7 +170,7 @@ class RedisGovernor:
         if outcome.refused is not None:
             check = checks[outcome.refused]
             self._listener.rate_limited(tenant, route.name, check.kind)
-            quotas = key_quotas(checks, outcome)
+            quotas = refusal_quotas(checks, outcome)
             if budget is not None and span is not None and check.kind is LimitKind.BUDGET:
                 self.fallback.seen_spent(tenant, max(budget.usd, self.fallback.spent(tenant, span.id)))
                 raise budget_spent(tenant, budget, span=span, now=wall, quotas=quotas)

@@ -136,6 +136,25 @@ def key_quotas(checks: tuple[Check, ...], outcome: Outcome) -> tuple[Quota | Non
     return quotas_of(checks, outcome, key_only=True)
 
 
+def refusal_quotas(checks: tuple[Check, ...], outcome: Outcome) -> tuple[Quota | None, Quota | None]:
+    """A refusal's quotas: the key's own when the key (or its budget) refused it, else as refusals.route_refusal_quotas.
+
+    Refused by the route: its quota for the limit that refused, and for the other the key's, else the route's.
+    """
+    assert outcome.refused is not None
+    refusing = checks[outcome.refused]
+    if refusing.subject == KEY:
+        return key_quotas(checks, outcome)
+    requests, tokens = quotas_of(checks, outcome)
+    remaining, reset_ms = outcome.values[outcome.refused]
+    quota = Quota(limit=int(refusing.item.limit), remaining=remaining, reset_seconds=reset_ms / 1000)
+    if refusing.kind is LimitKind.REQUESTS:
+        requests = quota
+    elif refusing.kind is LimitKind.TOKENS:
+        tokens = quota
+    return requests, tokens
+
+
 def settlement(held: Held, *, used: int | None, cost_usd: float, spans: tuple[Spans, float]) -> list[Item]:
     """The items that undo what `held` holds, give back unused tokens and charge `cost_usd` (a spend: the last item).
 

@@ -3,8 +3,10 @@
 A budget spent is insufficient_quota (type insufficient_quota), retry-after the time left in its
 period (none for a total budget: waiting will not help); a rate limit is rate_limit_exceeded, of
 type "requests" (requests per minute, concurrent requests) or "tokens", retry-after when the
-bucket would let the request through. Every 429 of a key with request or token limits carries
-that key's x-ratelimit-* headers, as they stood (a refused request takes nothing).
+bucket would let the request through. Every 429 carries the x-ratelimit-* headers as they
+stood (a refused request takes nothing): the key's own quotas when the key refused it; when the
+route did, its quota for the limit that refused, and for the other the key's, else the route's
+(route_refusal_quotas), as an admitted answer shows them.
 """
 
 from __future__ import annotations
@@ -41,6 +43,19 @@ def rate_limited(
             error_type = "requests"
     headers = {**retry_headers(wait_seconds), **quota_headers(*quotas)}
     return RateLimitedError(message, code="rate_limit_exceeded", type=error_type, headers=headers)
+
+
+def route_refusal_quotas(
+    kind: LimitKind, *, key: tuple[Quota | None, Quota | None], route: tuple[Quota | None, Quota | None]
+) -> tuple[Quota | None, Quota | None]:
+    """The quotas of a 429 the route's `kind` limit refused: the route's for `kind`, else the key's (`key`), else the route's.
+
+    A key's own quota would say there is room where the route has none; a key without limits
+    of its own would show none at all.
+    """
+    requests = route[0] if kind is LimitKind.REQUESTS else key[0] or route[0]
+    tokens = route[1] if kind is LimitKind.TOKENS else key[1] or route[1]
+    return requests, tokens
 
 
 def budget_spent(

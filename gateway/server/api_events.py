@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Final, Protocol
 
 import orjson
 
@@ -13,6 +13,23 @@ from gateway.core.tree import Target
 from gateway.server.stream_reader import StreamFailure, upstream_failure
 from gateway.upstream.providers.apis import MESSAGES, RESPONSES, Api, chat_usage, data_of, event_type, failure
 
+# The events whose `delta` is answer text (an audio delta is not): what a sink is fed.
+TEXT_DELTAS: Final = frozenset({
+    b"content_block_delta",
+    b"response.output_text.delta",
+    b"response.refusal.delta",
+    b"response.function_call_arguments.delta",
+    b"response.custom_tool_call_input.delta",
+    b"response.reasoning_text.delta",
+    b"response.reasoning_summary_text.delta",
+})  # fmt: skip
+
+
+class TextSink(Protocol):
+    """What counts the answer text of a stream in the client's API: fed each text delta event's payload."""
+
+    def feed(self, chunk: Any) -> None: ...
+
 
 class ApiEvents:
     """A stream already in the client's API (Responses or Anthropic events), relayed as the upstream's bytes.
@@ -21,9 +38,10 @@ class ApiEvents:
     line) for failures and the end, and the few events that carry the answer's usage.
     """
 
-    def __init__(self, target: Target, api: Api) -> None:
+    def __init__(self, target: Target, api: Api, *, sink: TextSink | None = None) -> None:
         self.target = target
         self.api = api
+        self.sink = sink
         self.usage: Any = None
         self.failed: tuple[int, str] | None = None
         self.cut_off = api.cut_off
@@ -67,6 +85,8 @@ class ApiEvents:
         elif kind == b"message_delta":
             usage = data_of(event).get("usage")
             self._counts.update(usage if isinstance(usage, dict) else {})
+        elif self.sink is not None and kind in TEXT_DELTAS:
+            self.sink.feed(data_of(event))
         self._last = event
         return event.raw
 

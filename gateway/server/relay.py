@@ -233,13 +233,14 @@ async def relay_stream(
 
     With `api` the stream is already in that API (Responses, Anthropic Messages): its events are
     relayed as they came, its own last event (`response.completed`, `message_stop`, ...) ends
-    it, and a failure after the commit ends with that API's `error` event instead.
+    it, and a failure after the commit ends with that API's `error` event instead; a `sink` is
+    fed the payload of each event that carries answer text (a governed request's count of it).
     """
     assert result.stream is not None and result.first_event is not None
     stream, target = result.stream, result.target
     # As headers, not through aiohttp's content_type setter, which parses the header it replaces.
     response = EventStreamResponse(status=200, headers={**headers, **_SSE_HEADERS})
-    chunks: EventReader = _Chunks(target, sink=sink, translator=translator, hide_usage=hide_usage) if api is None else ApiEvents(target, api)
+    chunks: EventReader = _Chunks(target, sink=sink, translator=translator, hide_usage=hide_usage) if api is None else ApiEvents(target, api, sink=sink)
     plain = isinstance(chunks, _Chunks) and chunks.plain  # its finish() would give `[DONE]` as it came
     out: list[bytes] = []  # the current read's bytes for the client, written once it is looked at
     outcome: str | None = None  # how the attempt ended, when not as the upstream's status (_SHORTAGE: none of its own)

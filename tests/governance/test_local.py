@@ -105,7 +105,9 @@ async def test_a_refusal_by_the_route_takes_nothing_of_the_key() -> None:
     with pytest.raises(RateLimitedError) as refused:
         await governor.admit("a", smart, tokens=50)
     assert "route 'smart'" in refused.value.message
-    assert refused.value.headers["x-ratelimit-remaining-requests"] == "10"  # the key's, untouched
+    headers = refused.value.headers  # the route refused: its quota for requests, the key's for tokens
+    assert (headers["x-ratelimit-limit-requests"], headers["x-ratelimit-remaining-requests"]) == ("1", "0")
+    assert headers["x-ratelimit-limit-tokens"] == "100"
     usage = (await governor.usage("a"))["limits"]
     assert (usage["requests"]["remaining"], usage["tokens"]["remaining"]) == (10, 100)
     assert heard.refusals == [("a", "smart", LimitKind.REQUESTS)]

@@ -53,9 +53,6 @@ routes:
 """
 
 
-# The governors' side (governance/local.py, redis.py, redis_demands.py, refusals.py) is helper A's to apply:
-# its diff is in helper D1b's report. Strict: once applied, this passes and the marker must go.
-@pytest.mark.xfail(strict=True, reason="a route's refusal shows the key's quotas (or none) until the governors' diff lands")
 @pytest.mark.parametrize("key_limits", ["", ", limits: {requestsPerMinute: 10}"], ids=["key-unlimited", "key-limited"])
 async def test_a_request_the_route_refuses_shows_the_route_s_quota(
     gateway: Gateway, upstream: FakeUpstream, tmp_path: Path, store: str, key_limits: str

@@ -100,9 +100,6 @@ async def test_a_client_that_leaves_a_stream_early_is_charged_what_it_was_relaye
     assert upstream.calls == 1
 
 
-# The relay's side (server/relay.py passes its sink to api_events.ApiEvents, which feeds it the text deltas)
-# is not this helper's to change: its diff is in helper D1b's report. Strict: once applied, the marker must go.
-@pytest.mark.xfail(strict=True, reason="a stream in the client's API counts only its prompt until the relay's diff lands")
 async def test_a_client_that_leaves_an_anthropic_stream_early_is_charged_what_it_was_relayed(
     gateway: Gateway, claude: FakeAnthropic, tmp_path: Path
 ) -> None:
