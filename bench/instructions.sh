@@ -4,9 +4,10 @@
 # Scenarios: a chat request, a stream of 2 chunks (`-stream`), a stream of 32 chunks (`-long`).
 # Needs valgrind, nginx with the echo module (see run.sh).
 #   bash bench/instructions.sh [SERVER...]   servers: floor gateway nometrics nostreamusage gateway-nolog
-#                                            nometrics-nolog memory memory-redis litellm memory-scale (default:
-#                                            all but litellm and memory-scale); guard = what bench/guard.py
-#                                            checks (gateway, gateway-stream, gateway-memory, gateway-memory-redis)
+#                                            nometrics-nolog memory memory-redis limits litellm memory-scale
+#                                            (default: all but litellm and memory-scale); guard = what
+#                                            bench/guard.py checks (gateway, gateway-stream, gateway-limits,
+#                                            gateway-memory, gateway-memory-redis)
 # memory-redis: the memory turn of `memory` on a redis-server this script starts on a free port (bench/memory-redis.yaml);
 # its instructions are the gateway's alone, not redis-server's.
 # memory-scale: a memory turn (message_window of 20) over a prefilled SQLite file (bench/fill_memory.py):
@@ -138,7 +139,7 @@ declare -A measured=()
 floor_server() { start_server "$python" "$floor" "$port" "http://127.0.0.1:18080$1" --uvloop; }
 
 servers=("$@")
-[ ${#servers[@]} -gt 0 ] || servers=(floor gateway nometrics nostreamusage gateway-nolog nometrics-nolog memory memory-redis)
+[ ${#servers[@]} -gt 0 ] || servers=(floor gateway nometrics nostreamusage gateway-nolog nometrics-nolog memory memory-redis limits)
 for server in "${servers[@]}"; do
   case $server in
     floor)  # the floor passes bytes through: one instance per upstream path
@@ -166,8 +167,11 @@ for server in "${servers[@]}"; do
       scenario "gateway_memory_filled memory-20.yaml 100000 10" memory-conversations-100000:window
       ratio memory-stored-1000 memory-stored-20
       ratio memory-conversations-100000 memory-conversations-10 ;;
+    limits)  # bench/gateway-limits.yaml: the chat request of a key held to every limit, counted in the process
+      scenario "gateway gateway-limits.yaml" gateway-limits ;;
     guard)  # bench/guard.py's paths
       scenario "gateway gateway.yaml" gateway gateway-stream:stream
+      scenario "gateway gateway-limits.yaml" gateway-limits
       scenario gateway_memory gateway-memory:memory
       scenario gateway_memory_redis gateway-memory-redis:memory ;;
     litellm)  # gateway.yaml's routes served through litellm (provider hosted_vllm): 20-40x the

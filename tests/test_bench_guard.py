@@ -53,7 +53,7 @@ def test_five_percent_exactly_is_within_the_limit(guard: ModuleType) -> None:
 def test_the_guard_run_of_instructions_sh_measures_every_guarded_path(guard: ModuleType) -> None:
     script = (GUARD.parent / "instructions.sh").read_text(encoding="utf-8")
     block = script[script.index("    guard)") :].split(";;", 1)[0]
-    assert "gateway-memory-redis" in guard.PATHS
+    assert "gateway-memory-redis" in guard.PATHS and "gateway-limits" in guard.PATHS
     for path in guard.PATHS:
         assert f" {path}" in block or f" {path}:" in block, f"instructions.sh guard does not measure {path}"
 
