@@ -64,7 +64,8 @@ class Bucket:
     def take(self, amount: int, now: float) -> int:
         """Take `amount`, at most its capacity, at `now` (checked by `holds`); what was taken."""
         taken = amount if amount < self.capacity else self.capacity
-        self.level = self.refill(now) - taken
+        # `holds` brought it to `now` already, the usual case: no refill to call
+        self.level = (self.level if now == self.at else self.refill(now)) - taken
         return taken
 
     def give_back(self, amount: float, now: float) -> None:
@@ -84,7 +85,7 @@ class Bucket:
 
     def quota(self, now: float) -> Quota:
         """The limit, what is left (whole, floored) and when it is full again, for the x-ratelimit-* headers."""
-        level = self.refill(now)
+        level = self.level if now == self.at else self.refill(now)  # a take at `now` just brought it there
         reset = (self.capacity - level) / self.rate if self.capacity > 0 else 0.0
         return Quota(limit=self.capacity, remaining=math.floor(level), reset_seconds=reset)
 

@@ -9,33 +9,38 @@ it cannot read counts as nothing. Token arrays (embeddings, completions) count a
 from __future__ import annotations
 
 from collections.abc import Mapping
+from operator import itemgetter
 from typing import Any, Final
 
-TEXT_FIELDS: Final = ("messages", "input", "prompt", "system")
-ANSWER_LIMITS: Final = ("max_tokens", "max_completion_tokens", "max_output_tokens")
+TEXT_FIELDS: Final = frozenset({"messages", "input", "prompt", "system"})
+ANSWER_LIMITS: Final = frozenset({"max_tokens", "max_completion_tokens", "max_output_tokens"})
 # Where text sits inside a message, a content part or an item of every API shape.
 NESTED_TEXT: Final = ("content", "text", "input", "output", "arguments", "refusal")
 CHARACTERS_PER_TOKEN: Final = 4
+CONTENT_OF: Final = itemgetter("content")
 DEEPEST: Final = 32  # nothing real nests deeper; a hostile body must not cost more than its size
 
 
 def requested_tokens(payload: Mapping[str, Any]) -> int:
     """The prompt's estimated tokens (its text's characters / 4, rounded up) plus the answer's limit asked for."""
+    return prompt_tokens(payload) + answer_limit(payload)
+
+
+def prompt_tokens(payload: Mapping[str, Any]) -> int:
+    """The prompt's estimated tokens: its text's characters / 4, rounded up."""
     characters = 0
-    for name in TEXT_FIELDS:
-        if name in payload:
-            characters += text_characters(payload[name])
-    return -(-characters // CHARACTERS_PER_TOKEN) + answer_limit(payload)
+    for name in payload.keys() & TEXT_FIELDS:  # the fields present, found in C
+        characters += text_characters(payload[name])
+    return -(-characters // CHARACTERS_PER_TOKEN)
 
 
 def answer_limit(payload: Mapping[str, Any]) -> int:
     """The largest of max_tokens, max_completion_tokens and max_output_tokens given as an int; 0 when none is."""
     most = 0
-    for name in ANSWER_LIMITS:
-        if name in payload:
-            value = payload[name]
-            if type(value) is int and value > most:
-                most = value
+    for name in payload.keys() & ANSWER_LIMITS:
+        value = payload[name]
+        if type(value) is int and value > most:
+            most = value
     return most
 
 
@@ -48,6 +53,10 @@ def text_characters(value: Any) -> int:
         return len(value)
     if type(value) is not list:
         return walked_characters(value)
+    try:
+        return string_contents_characters(value)
+    except (TypeError, KeyError):  # an item that is not a dict, without content, or whose content is not a string
+        pass
     characters = 0
     for item in value:
         content = item.get("content") if type(item) is dict else None
@@ -56,6 +65,16 @@ def text_characters(value: Any) -> int:
         else:
             characters += walked_characters(item)
     return characters
+
+
+def string_contents_characters(messages: list[Any]) -> int:
+    """Characters of the contents of `messages`, dicts whose content is a string; TypeError or KeyError for any other.
+
+    The common chat request's shape, read in C rather than message by message (the gain is in
+    the commit that made it). The error (a message that is not a dict or has no content, a
+    content that is not a string) sends the caller to the per-message reading.
+    """
+    return len("".join(map(CONTENT_OF, messages)))
 
 
 def walked_characters(value: Any) -> int:

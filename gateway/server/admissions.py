@@ -13,25 +13,31 @@ relayed as x-upstream-ratelimit-*.
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from enum import Enum
 from typing import Any, Final
 
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from gateway.core.estimate import answer_limit, requested_tokens
+from gateway.core.estimate import answer_limit, prompt_tokens
 from gateway.core.ratelimit_headers import quota_headers
 from gateway.core.tree import Route
 from gateway.governance.admission import Admission, Unlimited
 from gateway.observe.metrics.prices import load_prices, price_of
 from gateway.observe.trace import Trace
+from gateway.server.aiohttp_internals import request_state
 from gateway.server.bodies import is_large, off_loop
 from gateway.server.keys import ADMISSION, GOVERNOR, STREAM_STARTED, TRACE, tenant_of
 from gateway.server.metering import METER, Meter
 
 RATE_LIMIT_PREFIX: Final = "x-ratelimit-"
 UPSTREAM_RATE_LIMIT_PREFIX: Final = "x-upstream-ratelimit-"
+# Header names seen on answers that are not x-ratelimit-* (Content-Type, x-request-id, ...): an
+# answer that has only these (the usual one) is passed over by one C-level set check. Bounded,
+# so that names without end cost only the plain loop, never memory.
+OTHER_NAMES: set[str] = set()
+MOST_OTHER_NAMES: Final = 1024
 
 
 def is_governed(app: web.Application) -> bool:
@@ -49,16 +55,18 @@ async def admit(request: web.Request, route: Route, payload: Mapping[str, Any], 
     governor = request.app[GOVERNOR]
     if isinstance(governor, Unlimited):  # no limits: the usual request pays for nothing here
         return
-    tokens = 0
+    prompt = answer = 0
     if counted:
+        answer = answer_limit(payload)
         if raw is not None and is_large(raw):
-            tokens = await off_loop(functools.partial(requested_tokens, payload))
+            prompt = await off_loop(functools.partial(prompt_tokens, payload))
         else:
-            tokens = requested_tokens(payload)
-    admission = await governor.admit(tenant_of(request), route, tokens=tokens)
+            prompt = prompt_tokens(payload)
+    admission = await governor.admit(tenant_of(request), route, tokens=prompt + answer)
     if admission is not None:
-        request[ADMISSION] = admission
-        request[METER] = Meter(prompt_tokens=tokens - answer_limit(payload) if counted else 0)
+        state = request_state(request)  # the request's own dict: request[...] goes through MutableMapping's methods
+        state[ADMISSION] = admission
+        state[METER] = Meter(prompt_tokens=prompt)
 
 
 def governed(handler: Handler) -> Handler:
@@ -76,7 +84,7 @@ def governed(handler: Handler) -> Handler:
             failed = not left
             raise
         finally:
-            admission = request.get(ADMISSION)
+            admission = request_state(request).get(ADMISSION)
             if admission is not None:
                 settle(request, admission, ending=Ending.FAILED if failed else Ending.LEFT if left else Ending.ANSWERED)
 
@@ -95,8 +103,9 @@ def settle(request: web.Request, admission: Admission, *, ending: Ending) -> Non
     """Tell the governor what `admission`'s request used and spent, once (see `used`)."""
     if admission.settled:
         return
-    trace: Trace = request[TRACE]
-    relayed = request[METER] if ending is Ending.LEFT or STREAM_STARTED in request else None
+    state = request_state(request)
+    trace: Trace = state[TRACE]
+    relayed = state[METER] if ending is Ending.LEFT or STREAM_STARTED in state else None
     tokens, cost = used(trace, ending=ending, relayed=relayed)
     request.app[GOVERNOR].settle(admission, tokens=tokens, cost_usd=cost)
     admission.settled = True
@@ -125,14 +134,32 @@ def used(trace: Trace, *, ending: Ending, relayed: Meter | None) -> tuple[int | 
 
 async def add_quota_headers(request: web.Request, response: web.StreamResponse) -> None:
     """An on_response_prepare hook: a limited key's x-ratelimit-* on its answer, the upstream's renamed x-upstream-ratelimit-*."""
-    admission = request.get(ADMISSION)
+    admission = request_state(request).get(ADMISSION)
     if admission is None or (admission.requests is None and admission.tokens is None):
         return
     headers = response.headers
-    relayed = [name for name in headers if name.lower().startswith(RATE_LIMIT_PREFIX)]
-    for name in dict.fromkeys(relayed):
+    for name in rate_limit_names(headers):
         values = headers.getall(name)
         del headers[name]
         for value in values:
             headers.add(UPSTREAM_RATE_LIMIT_PREFIX + name[len(RATE_LIMIT_PREFIX) :], value)
     headers.update(quota_headers(admission.requests, admission.tokens))
+
+
+def rate_limit_names(names: Iterable[str]) -> list[str]:
+    """The x-ratelimit-* names among `names` (any case), each once, in order: the upstream's, relayed.
+
+    Names found not to be such are remembered (OTHER_NAMES, bounded): an answer without any
+    (the usual one) is passed over by one set check in C instead of a loop over its headers.
+    """
+    if OTHER_NAMES.issuperset(names):
+        return []
+    found: dict[str, None] = {}
+    for name in names:
+        if name in OTHER_NAMES:
+            continue
+        if name.lower().startswith(RATE_LIMIT_PREFIX):
+            found[name] = None
+        elif len(OTHER_NAMES) < MOST_OTHER_NAMES:
+            OTHER_NAMES.add(str(name))
+    return list(found)

@@ -82,3 +82,13 @@ def test_a_deeply_nested_body_is_read_without_recursion() -> None:
 
 def test_empty_text_is_no_tokens() -> None:
     assert requested_tokens({"messages": [{"role": "user", "content": ""}]}) == 0
+
+
+@pytest.mark.parametrize(("messages", "tokens"), [
+    ([{"role": "user", "content": "abcd"}, {"role": "user", "content": "efgh"}], 2),  # the common shape
+    ([{"role": "user", "content": "abcd"}, {"role": "assistant"}], 1),  # one without content
+    ([{"role": "user", "content": "abcd"}, "efghi"], 3),  # one that is not a message
+    ([{"role": "user", "content": "abcd"}, {"role": "user", "content": [{"type": "text", "text": "efgh"}]}], 2),
+])
+def test_messages_of_any_shape_beside_string_contents(messages: list[Any], tokens: int) -> None:
+    assert requested_tokens({"messages": messages}) == tokens

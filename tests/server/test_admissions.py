@@ -189,13 +189,13 @@ async def test_a_large_body_is_estimated_on_a_body_thread(
     gateway: Gateway, upstream: FakeUpstream, recorder: Recorder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     threads: list[str] = []
-    estimate = admissions.requested_tokens
+    estimate = admissions.prompt_tokens
 
-    def requested_tokens(payload: Any) -> int:
+    def prompt_tokens(payload: Any) -> int:
         threads.append(threading.current_thread().name)
         return estimate(payload)
 
-    monkeypatch.setattr(admissions, "requested_tokens", requested_tokens)
+    monkeypatch.setattr(admissions, "prompt_tokens", prompt_tokens)
     client = await gateway(config(upstream, tmp_path))
     await client.chat.completions.create(model="chat", messages=[{"role": "user", "content": "x" * OFF_LOOP_BYTES}])
     await client.chat.completions.create(model="chat", messages=HELLO)
@@ -226,3 +226,13 @@ async def test_without_limits_nothing_is_wired_in_and_headers_pass_as_they_came(
     raw = await client.chat.completions.with_raw_response.create(model="chat", messages=HELLO)
     assert raw.headers["x-ratelimit-limit-requests"] == "10000"
     assert not any(name.lower().startswith("x-upstream-") for name in raw.headers)
+
+
+def test_the_upstream_s_rate_limit_names_are_found_after_answers_without_any() -> None:
+    plain = ["Content-Type", "x-request-id"]
+    assert admissions.rate_limit_names(plain) == []
+    assert admissions.OTHER_NAMES.issuperset(plain)  # remembered: the next such answer is passed over
+    assert admissions.rate_limit_names(plain) == []
+    relayed = [*plain, "x-ratelimit-limit-requests", "X-RateLimit-Reset-Tokens", "x-ratelimit-limit-requests"]
+    assert admissions.rate_limit_names(relayed) == ["x-ratelimit-limit-requests", "X-RateLimit-Reset-Tokens"]
+    assert not admissions.OTHER_NAMES & {"x-ratelimit-limit-requests", "X-RateLimit-Reset-Tokens"}
