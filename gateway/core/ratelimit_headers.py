@@ -13,6 +13,7 @@ from gateway.core.governance import Quota
 
 REQUESTS_HEADERS: Final = ("x-ratelimit-limit-requests", "x-ratelimit-remaining-requests", "x-ratelimit-reset-requests")
 TOKENS_HEADERS: Final = ("x-ratelimit-limit-tokens", "x-ratelimit-remaining-tokens", "x-ratelimit-reset-tokens")
+HALF_A_MILLISECOND: Final = 0.0005  # what rounds to 0ms
 
 
 def quota_headers(requests: Quota | None, tokens: Quota | None) -> dict[str, str]:
@@ -44,7 +45,9 @@ def retry_headers(seconds: float) -> dict[str, str]:
 
 def duration_text(seconds: float) -> str:
     """`seconds` as a Go duration, to the millisecond: "0s", "20ms", "1s", "1.5s", "6m0s", "1h2m3s"."""
-    if not seconds > 0 or seconds == math.inf:  # NaN, nothing left, or never
+    if seconds < HALF_A_MILLISECOND:  # nothing to wait, the usual reset of a bucket far from empty
+        return "0s"
+    if not seconds < math.inf:  # NaN, or never
         return "0s"
     millis = round(seconds * 1000)
     if millis < 1000:

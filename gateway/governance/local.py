@@ -37,7 +37,7 @@ class Counts:
         bucket = self.requests
         if bucket is None:
             bucket = self.requests = Bucket.full(capacity, now)
-        else:
+        elif bucket.capacity != capacity:  # a reload or a PATCH changed the limit
             bucket.resize(capacity, now)
         return bucket
 
@@ -46,7 +46,7 @@ class Counts:
         bucket = self.tokens
         if bucket is None:
             bucket = self.tokens = Bucket.full(capacity, now)
-        else:
+        elif bucket.capacity != capacity:  # a reload or a PATCH changed the limit
             bucket.resize(capacity, now)
         return bucket
 

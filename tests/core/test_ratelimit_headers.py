@@ -48,3 +48,10 @@ def test_durations_read_as_openai_writes_them(seconds: float, text: str) -> None
 ])
 def test_retry_after_rounds_up_to_whole_seconds_and_milliseconds(seconds: float, after: str, after_ms: str) -> None:
     assert retry_headers(seconds) == {"retry-after": after, "retry-after-ms": after_ms}
+
+
+@pytest.mark.parametrize(("seconds", "text"), [
+    (0.0004999, "0s"), (0.0005, "0s"), (0.0006, "1ms"), (float("inf"), "0s"), (float("-inf"), "0s"),
+])
+def test_about_no_time_and_never_read_0s(seconds: float, text: str) -> None:
+    assert duration_text(seconds) == text
