@@ -26,7 +26,7 @@ from gateway.core.tree import Route
 from gateway.governance.admission import Admission, Unlimited
 from gateway.observe.metrics.prices import load_prices, price_of
 from gateway.observe.trace import Trace
-from gateway.server.aiohttp_internals import request_state
+from gateway.server.aiohttp_internals import Store, request_state
 from gateway.server.bodies import is_large, off_loop
 from gateway.server.keys import ADMISSION, GOVERNOR, STREAM_STARTED, TRACE, tenant_of
 from gateway.server.metering import METER, Meter
@@ -73,20 +73,20 @@ def governed(handler: Handler) -> Handler:
     """`handler`, its request's admission settled once when it ends: answered, failed, or left by its client."""
 
     async def handle(request: web.Request) -> web.StreamResponse:
-        left = True  # until the handler returns or raises an error of its own: cancelled, or the client went away
-        failed = False
+        ending = Ending.LEFT  # until the handler returns or raises an error of its own: cancelled, or the client went away
         try:
             response = await handler(request)
-            left, failed = False, response.status >= 400
+            ending = Ending.FAILED if response.status >= 400 else Ending.ANSWERED
             return response
         except Exception as exc:
-            left = isinstance(exc, ConnectionResetError)
-            failed = not left
+            if not isinstance(exc, ConnectionResetError):
+                ending = Ending.FAILED
             raise
         finally:
-            admission = request_state(request).get(ADMISSION)
+            state = request_state(request)
+            admission = state.get(ADMISSION)
             if admission is not None:
-                settle(request, admission, ending=Ending.FAILED if failed else Ending.LEFT if left else Ending.ANSWERED)
+                settle(request, admission, ending=ending, state=state)
 
     return handle
 
@@ -99,11 +99,10 @@ class Ending(Enum):
     LEFT = "left"  # the client went away before the handler was done
 
 
-def settle(request: web.Request, admission: Admission, *, ending: Ending) -> None:
-    """Tell the governor what `admission`'s request used and spent, once (see `used`)."""
+def settle(request: web.Request, admission: Admission, *, ending: Ending, state: Store) -> None:
+    """Tell the governor what `admission`'s request used and spent, once (see `used`); `state`: the request's own dict."""
     if admission.settled:
         return
-    state = request_state(request)
     trace: Trace = state[TRACE]
     relayed = state[METER] if ending is Ending.LEFT or STREAM_STARTED in state else None
     tokens, cost = used(trace, ending=ending, relayed=relayed)
