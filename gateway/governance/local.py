@@ -24,6 +24,15 @@ from gateway.governance.refusals import budget_spent, rate_limited, route_refusa
 from gateway.governance.usage import usage_report
 
 
+def sized(bucket: Bucket | None, capacity: int, now: float) -> Bucket:
+    """`bucket` under the limit `capacity`: a full one when there was none, resized when the limit changed."""
+    if bucket is None:
+        return Bucket.full(capacity, now)
+    if bucket.capacity != capacity:  # a reload or a PATCH changed the limit
+        bucket.resize(capacity, now)
+    return bucket
+
+
 @dataclass(slots=True)
 class Counts:
     """One key's or one route's counts: its buckets (None until limited) and the requests it has in flight."""
@@ -34,20 +43,12 @@ class Counts:
 
     def requests_bucket(self, capacity: int, now: float) -> Bucket:
         """Its requests bucket under the limit `capacity` (full when there was none)."""
-        bucket = self.requests
-        if bucket is None:
-            bucket = self.requests = Bucket.full(capacity, now)
-        elif bucket.capacity != capacity:  # a reload or a PATCH changed the limit
-            bucket.resize(capacity, now)
+        self.requests = bucket = sized(self.requests, capacity, now)
         return bucket
 
     def tokens_bucket(self, capacity: int, now: float) -> Bucket:
         """Its tokens bucket under the limit `capacity` (full when there was none)."""
-        bucket = self.tokens
-        if bucket is None:
-            bucket = self.tokens = Bucket.full(capacity, now)
-        elif bucket.capacity != capacity:  # a reload or a PATCH changed the limit
-            bucket.resize(capacity, now)
+        self.tokens = bucket = sized(self.tokens, capacity, now)
         return bucket
 
     def quotas(self, limits: RateLimits, now: float) -> tuple[Quota | None, Quota | None]:

@@ -158,6 +158,7 @@ class Metrics(Observer):
         # What a request adds to, found with one lookup per event; the bundles a request may need
         # are made here (their series show from the start), the rest on first use.
         self._endings: dict[tuple[str, int, bool], _Ending] = {}
+        self._budgets: dict[str, tuple[Level, Level]] = {}  # a key's budget gauges (spent, remaining), by key name
         self._attempts: dict[tuple[Target, str], _Attempt] = {}
         self._routes = {name: self._route_children(name) for name in (*config.routes, OTHER_ROUTE)}
         self._targets = {
@@ -359,8 +360,12 @@ class Metrics(Observer):
 
     def budget_spent(self, tenant: str, *, spent_usd: float, budget_usd: float) -> None:
         """Key `tenant` has spent `spent_usd` of its `budget_usd` in the budget's current period."""
-        self.budget_spent_usd.labels(tenant).set(spent_usd)
-        self.budget_remaining_usd.labels(tenant).set(max(budget_usd - spent_usd, 0.0))
+        gauges = self._budgets.get(tenant)
+        if gauges is None:  # each settlement of a budgeted key lands here: its two children are found once
+            gauges = self._budgets[tenant] = (self.budget_spent_usd.labels(tenant), self.budget_remaining_usd.labels(tenant))
+        spent, remaining = gauges
+        spent.set(spent_usd)
+        remaining.set(max(budget_usd - spent_usd, 0.0))
 
     def request_ended(self, trace: Trace) -> None:
         if trace.endpoint is None:  # not a model request (/v1/models, /v1/memory, ...)
