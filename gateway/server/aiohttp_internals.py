@@ -14,12 +14,16 @@ Two features have no public way at all, and are off with the fast paths:
   requests to a reloaded configuration: without it aiohttp's Application routes every request,
   and a reload is refused (restart to apply a new file);
 - the connection guard (gateway.server.connections): without it server.maxConnections is not
-  enforced, which is logged.
+  enforced, which is logged;
+- the server's own answers in the API's error shape (`answer_errors_in_json`): a request aiohttp
+  cannot parse is refused by aiohttp before any gateway code runs, and without this in its
+  plain text (same status, 400).
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import os
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
@@ -28,10 +32,22 @@ from typing import Any, Final
 
 import aiohttp
 from aiohttp import web
+from aiohttp.http_exceptions import (
+    BadHttpMethod,
+    BadStatusLine,
+    ContentEncodingError,
+    ContentLengthError,
+    HttpProcessingError,
+    InvalidHeader,
+    InvalidURLError,
+    LineTooLong,
+    TransferEncodingError,
+)
 from aiohttp.typedefs import Handler
 from multidict import CIMultiDict
 
 from gateway.core.aiohttp_releases import SWITCH, VERIFIED_RANGE, internals_for
+from gateway.core.errors import GatewayError, InvalidRequestError
 from gateway.core.internals import Mode, announce
 
 INTERNALS: Final = internals_for(aiohttp.__version__, os.environ.get(SWITCH))
@@ -185,3 +201,121 @@ def waits_for_request(connection: web.RequestHandler) -> bool:
     """Whether `connection` waits for a request: none in progress or queued (aiohttp's keep-alive timer asks the same)."""
     waiter: asyncio.Future[None] | None = connection._waiter
     return not connection._messages and waiter is not None and not waiter.done()
+
+
+# The server's own answers: RequestHandler.handle_error, which aiohttp calls for a request it
+# could not parse (400), and for a handler that raised (500) or timed out (504) past the
+# middlewares, writes plain text. A Server that makes connections of a subclass has them written
+# in the API's error shape; Application._make_handler makes the Server a runner serves.
+
+_SERVER_PARTS: Final = ("_loop", "_kwargs")
+_HANDLE_ERROR_PARAMETERS: Final = ("self", "request", "status", "exc", "message")
+PARSE_ERROR_CODE: Final = "invalid_http_request"
+REASON_CHARS: Final = 100
+QUOTES: Final = frozenset("'\"\\")  # a reason with one of these may quote the client's bytes
+# What the client is told of a parse error whose reason quotes its bytes: the kind of mistake, most specific first.
+_PARSE_ERROR_KINDS: Final = (
+    (InvalidHeader, "a malformed header"),
+    (BadHttpMethod, "an invalid method"),
+    (BadStatusLine, "a malformed request line"),
+    (InvalidURLError, "a malformed URL"),
+    (TransferEncodingError, "a malformed chunked body"),
+    (ContentLengthError, "a body shorter than its Content-Length"),
+)
+
+
+def parse_error_reason(exc: HttpProcessingError) -> str:
+    """What a client is told of the request aiohttp could not parse: the kind of mistake, never the bytes it quotes.
+
+    llhttp's messages are its reason ("Invalid header value char", "Duplicate Content-Length"),
+    a blank line, then the bytes quoted and a caret: the reason's last line is kept. aiohttp's
+    own are one line, kept when it quotes nothing; else the class says what kind of mistake.
+    """
+    if isinstance(exc, LineTooLong):
+        return f"a line longer than {exc.args[1]} bytes (the request line or a header)"  # args: line, limit, size
+    head, blank, _ = exc.message.partition("\n\n")
+    reason = head.rsplit("\n", 1)[-1].strip().rstrip(":.")
+    if reason and reason.isprintable() and len(reason) <= REASON_CHARS and (blank or not QUOTES & set(reason)):
+        return reason
+    return next((kind for cls, kind in _PARSE_ERROR_KINDS if isinstance(exc, cls)), "not valid HTTP/1.1")
+
+
+def server_error(status: int, exc: BaseException | None) -> GatewayError:
+    """The API's error for aiohttp's own answer with `status` to a request that raised `exc` (None: none)."""
+    if isinstance(exc, ContentEncodingError) and status < 500:  # as gateway.server.bodies answers an undecodable body
+        return InvalidRequestError(
+            "The request body could not be read: its Content-Encoding cannot be decoded.", status=status, code="invalid_body"
+        )
+    if isinstance(exc, HttpProcessingError) and status < 500:
+        return InvalidRequestError(f"Malformed HTTP request: {parse_error_reason(exc)}.", status=status, code=PARSE_ERROR_CODE)
+    if status < 500:
+        return InvalidRequestError("The request could not be read.", status=status)
+    return GatewayError("The gateway failed to handle this request.", status=status, code="internal_error")
+
+
+class _JsonErrorsConnection(web.RequestHandler):
+    """A connection whose own error answers are the API's error, in JSON (see `answer_errors_in_json`)."""
+
+    __slots__ = ()
+
+    def handle_error(
+        self, request: web.BaseRequest, status: int = 500, exc: BaseException | None = None, *args: Any, **kwargs: Any
+    ) -> web.StreamResponse:
+        """aiohttp's answer, logged and closing the connection as aiohttp does, with its status and the API's body.
+
+        aiohttp passes (request, status, exc, message), by position; its message quotes the
+        client's bytes, and a traceback in debug mode: neither is sent.
+        """
+        plain = super().handle_error(request, status, exc, *args, **kwargs)
+        error = server_error(plain.status, exc)
+        answer = web.Response(body=error.to_json(), status=plain.status, content_type="application/json")
+        answer.force_close()
+        return answer
+
+
+class _JsonErrorsServer(web.Server):
+    """A Server whose connections give their own error answers in the API's shape."""
+
+    def __call__(self) -> web.RequestHandler:
+        return _JsonErrorsConnection(self, loop=self._loop, **self._kwargs)
+
+
+def can_answer_errors_in_json() -> bool:
+    """Whether the parts `answer_errors_in_json` uses are there and as read."""
+    handle_error = getattr(web.RequestHandler, "handle_error", None)
+    return (
+        FAST
+        and callable(getattr(web.Application, "_make_handler", None))
+        and callable(handle_error)
+        and tuple(inspect.signature(handle_error).parameters) == _HANDLE_ERROR_PARAMETERS
+    )
+
+
+def json_errors_server(made: web.Server) -> web.Server:
+    """The Server `made` as one whose connections answer errors in JSON; `made` itself when it is not aiohttp's plain Server as read."""
+    if type(made) is not web.Server or not all(hasattr(made, name) for name in _SERVER_PARTS):
+        return made
+    return _JsonErrorsServer(
+        made.request_handler,
+        request_factory=made.request_factory,
+        handler_cancellation=made.handler_cancellation,
+        loop=made._loop,
+        **made._kwargs,
+    )
+
+
+def answer_errors_in_json(app: web.Application) -> bool:
+    """Have the server `app` is served by give its own error answers in the API's shape; whether this aiohttp can.
+
+    Call it before `watch_servers`, whose watchers then see the server that serves. Without it
+    aiohttp's answers are its own plain text, with the same status.
+    """
+    if not can_answer_errors_in_json():
+        return False
+    make_handler = app._make_handler
+
+    def make_json_errors_server(**kwargs: Any) -> web.Server:
+        return json_errors_server(make_handler(**kwargs))
+
+    app._make_handler = make_json_errors_server  # type: ignore[method-assign]
+    return True

@@ -42,7 +42,7 @@ from gateway.server import (
     surface,
 )
 from gateway.server.admissions import add_quota_headers, governed, is_governed
-from gateway.server.aiohttp_internals import announce_mode
+from gateway.server.aiohttp_internals import announce_mode, answer_errors_in_json
 from gateway.server.connections import REASON as CONNECTIONS_REFUSED
 from gateway.server.connections import limit_connections
 from gateway.server.cors import cors_middlewares, cors_response_hook
@@ -155,6 +155,7 @@ def create_app(config: Config, *, rng: Random | None = None, processes: int = 1)
     app[HANDOVER].governor = app[GOVERNOR]
     announce_mode()
     quiet_malformed_requests()
+    answer_errors_in_json(app)  # before limit_connections: its guard watches the server this makes
     warn_open(config)
     if processes > 1 and config.memory.store == StoreKind.MEMORY:  # a setting only a restart changes: said once
         log.warning(

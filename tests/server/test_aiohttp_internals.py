@@ -68,7 +68,8 @@ internals.announce_mode()
 internals.announce_mode()
 print(json.dumps({{"mode": internals.MODE.name, "fast": internals.FAST, "public": internals.PARTS is internals.PUBLIC_PARTS,
                   "door": internals.can_replace_handler(aiohttp.web.Application()),
-                  "guard": internals.can_guard_connections(), "log": log.getvalue().splitlines()}}))
+                  "guard": internals.can_guard_connections(), "json_errors": internals.can_answer_errors_in_json(),
+                  "log": log.getvalue().splitlines()}}))
 """
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60, check=True)
     return dict(json.loads(done.stdout))
@@ -77,18 +78,22 @@ print(json.dumps({{"mode": internals.MODE.name, "fast": internals.FAST, "public"
 @needs_private
 def test_a_verified_aiohttp_imports_with_the_private_parts_and_says_nothing() -> None:
     found = imported(setting=None)
-    assert found == {"mode": "PRIVATE", "fast": True, "public": False, "door": True, "guard": True, "log": []}
+    assert found == {
+        "mode": "PRIVATE", "fast": True, "public": False, "door": True, "guard": True, "json_errors": True, "log": []
+    }  # fmt: skip
 
 
 def test_off_in_the_environment_imports_with_the_public_parts_only() -> None:
     found = imported(setting="off")
-    assert found == {"mode": "PUBLIC_CHOSEN", "fast": False, "public": True, "door": False, "guard": False, "log": []}
+    assert found == {
+        "mode": "PUBLIC_CHOSEN", "fast": False, "public": True, "door": False, "guard": False, "json_errors": False, "log": []
+    }  # fmt: skip
 
 
 def test_an_unverified_aiohttp_imports_with_the_public_parts_and_logs_it_once_at_info() -> None:
     found = imported(setting=None, version="3.15.0")
-    assert (found["mode"], found["fast"], found["public"], found["door"], found["guard"]) == (
-        "PUBLIC_UNVERIFIED", False, True, False, False
+    assert (found["mode"], found["fast"], found["public"], found["door"], found["guard"], found["json_errors"]) == (
+        "PUBLIC_UNVERIFIED", False, True, False, False, False
     )  # fmt: skip
     assert found["log"] == [
         "INFO aiohttp 3.15.0: the server's fast paths were verified on 3.14.0 to 3.14.5 only; "
