@@ -34,3 +34,35 @@ def test_text_length_counts_a_string_or_the_text_parts() -> None:
     parts = [{"type": "text", "text": "ab"}, {"type": "image_url", "image_url": {"url": "x"}}, {"type": "text", "text": "cde"}]
     assert text_length({"role": "user", "content": parts}) == 5
     assert text_length({"role": "assistant", "content": None}) == 0
+
+
+REFUSAL = "I can't help with that."
+
+
+def test_an_assistant_refusal_is_kept_and_is_its_content_when_it_has_none() -> None:
+    """OpenAI's structured-outputs refusal: content null. Kept, and readable by upstreams that read content alone."""
+    answered = {"role": "assistant", "content": None, "refusal": REFUSAL, "annotations": []}
+    assert normalize(answered) == {"role": "assistant", "content": REFUSAL, "refusal": REFUSAL}
+    assert normalize({"role": "assistant", "refusal": REFUSAL}) == {"role": "assistant", "content": REFUSAL, "refusal": REFUSAL}
+    assert text_length(normalize(answered)) == len(REFUSAL)  # windows count it
+
+
+def test_a_refusal_beside_text_keeps_both_as_they_are() -> None:
+    both = {"role": "assistant", "content": "Partly.", "refusal": "Not all of it."}
+    assert normalize(both) == both
+    responses_turn = {"role": "assistant", "content": "", "refusal": REFUSAL}  # how a Responses turn keeps one
+    assert normalize(responses_turn) == responses_turn
+
+
+def test_a_stored_refusal_resent_by_the_client_is_the_same_message() -> None:
+    """The SDK's message sent back (content null) normalizes to what memory stored: a resent copy, not a new turn."""
+    stored = normalize({"role": "assistant", "content": None, "refusal": REFUSAL})
+    resent = {"role": "assistant", "content": None, "refusal": REFUSAL, "tool_calls": None, "audio": None}
+    assert normalize(resent) == stored
+    assert normalize(stored) == stored
+
+
+def test_a_refusal_is_kept_on_assistant_messages_only_and_only_as_text() -> None:
+    assert normalize({"role": "user", "content": "hi", "refusal": "x"}) == {"role": "user", "content": "hi"}
+    assert normalize({"role": "assistant", "content": "hi", "refusal": ["x"]}) == {"role": "assistant", "content": "hi"}
+    assert normalize({"role": "assistant", "content": "hi", "refusal": ""}) == {"role": "assistant", "content": "hi"}

@@ -98,6 +98,9 @@ def _assistant_from_chat(message: JSON, path: str) -> JSON:
         text = content or ""
     else:
         raise CHECK.fail(key_path(path, "content"), "a string, a list of parts or null", content)
+    refusal = message.get("refusal")
+    if not text and isinstance(refusal, str):  # a refusal without text (a Responses turn's): Anthropic has no empty turn
+        text = refusal
     calls = message.get("tool_calls")
     if not calls:
         return {"role": "assistant", "content": text}

@@ -84,10 +84,13 @@ def output_message(response: Any) -> dict[str, Any] | None:
 
 
 def _assistant_item(text: str, refusal: Any) -> dict[str, Any]:
-    """A kept assistant message's text as a message item; with its refusal, as output_text and refusal parts."""
+    """A kept assistant message's text as a message item; with its refusal, as output_text and refusal parts.
+
+    A text that is the refusal is memory's copy of it (gateway.core.memory.messages): the refusal part alone.
+    """
     if not isinstance(refusal, str) or not refusal:
         return {"role": "assistant", "content": text}
-    parts: list[dict[str, Any]] = [{"type": "output_text", "text": text, "annotations": []}] if text else []
+    parts: list[dict[str, Any]] = [{"type": "output_text", "text": text, "annotations": []}] if text and text != refusal else []
     parts.append({"type": "refusal", "refusal": refusal})
     return {"type": "message", "role": "assistant", "content": parts}
 

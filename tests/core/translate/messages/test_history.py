@@ -94,3 +94,18 @@ def test_chat_history_that_cannot_be_translated_names_the_culprit(messages: Any,
     with pytest.raises(TranslationError) as caught:
         messages_from_chat(messages)
     assert caught.value.param == param
+
+
+@pytest.mark.parametrize(
+    "refused",
+    [
+        {"role": "assistant", "content": "", "refusal": "I cannot help with that."},  # a Responses turn's
+        {"role": "assistant", "content": None, "refusal": "I cannot help with that."},
+        normalize({"role": "assistant", "content": None, "refusal": "I cannot help with that."}),  # a chat turn's
+    ],
+    ids=["responses-turn", "content-null", "chat-turn"],
+)
+def test_a_stored_refusal_is_the_assistant_s_text_for_anthropic(refused: dict[str, Any]) -> None:
+    """Anthropic has no refusal field, and refuses an assistant turn without text."""
+    history = valid_anthropic(messages_from_chat([{"role": "user", "content": "pick a lock"}, refused]))
+    assert history[1] == {"role": "assistant", "content": "I cannot help with that."}

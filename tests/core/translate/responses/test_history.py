@@ -83,3 +83,15 @@ def test_a_refusal_and_an_empty_answer_go_back_as_assistant_messages() -> None:
         {"role": "assistant", "content": ""},
         {"type": "function_call", "call_id": "call_1", "name": "get_weather", "arguments": '{"city":"Paris"}'},
     ]
+
+
+def test_a_refusal_memory_keeps_as_its_content_too_goes_back_as_the_refusal_alone() -> None:
+    """A chat turn's refusal is stored with its text as content (gateway.core.memory.messages): one refusal part."""
+    stored = {"role": "assistant", "content": "I cannot help with that.", "refusal": "I cannot help with that."}
+    partly = {"role": "assistant", "content": "Partly.", "refusal": "Not all of it."}
+    assert items_of([stored, partly], {}) == [
+        {"type": "message", "role": "assistant", "content": [{"type": "refusal", "refusal": "I cannot help with that."}]},
+        {"type": "message", "role": "assistant", "content": [
+            {"type": "output_text", "text": "Partly.", "annotations": []}, {"type": "refusal", "refusal": "Not all of it."},
+        ]},
+    ]  # fmt: skip
