@@ -1,9 +1,12 @@
 """Limits shared by every process and replica through Redis: one script call checks and takes, for many requests at once.
 
-Admissions that arrive in one pass of the event loop go to Redis in one call (redis_script's
-SCRIPT), through the lean client where stores.redis.open_lean gives one (redis-py on a Cluster);
-settlements wait for the next call, or go on their own within `settle_seconds`. Each admission
-costs its request at most one round trip, shared with its neighbours.
+Most admissions make no round trip: they are taken from what this process leased of each limit
+(redis_leases), and the budget is checked against the spend Redis last reported plus what this
+process settled since. An admission the leases do not cover (or a budget that looks spent: a
+refusal is always Redis' word) goes to Redis, and takes a new lease with it. Admissions that
+arrive in one pass of the event loop go in one call (redis_script's SCRIPT), through the lean
+client where stores.redis.open_lean gives one (redis-py on a Cluster); settlements (spend, and
+leases given back) wait for the next call, or go on their own within `settle_seconds`.
 
 When Redis cannot be reached no request fails: this process counts alone (a LocalGovernor with
 the same limits), one warning is logged, and Redis is tried again after `retry_seconds`.
@@ -20,7 +23,6 @@ import math
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Final
 
 from redis.asyncio.retry import Retry
@@ -37,18 +39,16 @@ from gateway.governance.redis_demands import (
     Check,
     Demand,
     Held,
-    Holding,
     Unsent,
+    Waiting,
     admission_checks,
-    key_quotas,
-    quotas_of,
+    peeked,
     refusal_quotas,
-    released,
     settle_in,
-    settlement,
-    tell_spends,
 )
-from gateway.governance.redis_script import SCRIPT, Call, ItemKind, Op, Outcome
+from gateway.governance.redis_leases import IDLE_SECONDS, Holding
+from gateway.governance.redis_script import SCRIPT, Call, Op, Outcome
+from gateway.governance.redis_spending import Spending
 from gateway.governance.refusals import budget_spent, rate_limited
 from gateway.governance.usage import usage_report
 from gateway.stores.lean_redis import LeanRedis
@@ -57,33 +57,6 @@ from gateway.stores.redis import Patience, RedisClient, close_client, masked, op
 log = logging.getLogger("gateway.governance")
 
 MOST_UNSENT: Final = 50_000  # settlements kept while Redis is away; the oldest go first past it
-
-
-@dataclass(slots=True)
-class Waiting:
-    """An admission waiting for the next call: its checks, and where its outcome goes (None: count locally)."""
-
-    demand: Demand
-    tokens: int
-    held: Held
-    outcome: asyncio.Future[Outcome | None]
-
-
-class SpendsSeen:
-    """The listener of a Redis governor: tells `listener` (if any), and the fallback what each key spent."""
-
-    def __init__(self, fallback: LocalGovernor, listener: GovernanceListener | None) -> None:
-        self._fallback = fallback
-        self._listener = listener
-
-    def rate_limited(self, tenant: str, route: str, limit: LimitKind) -> None:
-        if self._listener is not None:
-            self._listener.rate_limited(tenant, route, limit)
-
-    def budget_spent(self, tenant: str, *, spent_usd: float, budget_usd: float) -> None:
-        self._fallback.seen_spent(tenant, spent_usd)
-        if self._listener is not None:
-            self._listener.budget_spent(tenant, spent_usd=spent_usd, budget_usd=budget_usd)
 
 
 class RedisGovernor:
@@ -102,6 +75,7 @@ class RedisGovernor:
         retry_seconds: float = 3.0,
         live_seconds: float = 3.0,
         settle_seconds: float = 0.05,
+        idle_seconds: float = IDLE_SECONDS,
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
     ) -> None:
@@ -109,13 +83,12 @@ class RedisGovernor:
         self.process_id = process_id or os.urandom(8).hex()  # this process's slots and liveness record
         self.fallback = LocalGovernor(policies, listener=listener, ledger=ledger, clock=clock, wall=wall)
         self._connection = connection
-        # Spends the store reports are also the fallback's: while Redis is unreachable, a key counts
-        # on from its last spend seen here, not from $0 (a spent budget stays spent)
-        self._listener = SpendsSeen(self.fallback, listener)
+        self._listener = self.spending = Spending(listener, fallback=self.fallback)
         self._retry_seconds = retry_seconds
         self._live_ms = max(1, round(live_seconds * 1000))
-        self._renew_seconds = live_seconds / 3
+        self._renew_seconds = min(live_seconds / 3, idle_seconds)
         self._settle_seconds = settle_seconds
+        self._idle_seconds = idle_seconds
         self._clock = clock
         self._wall = wall
         self._calls = itertools.count()
@@ -127,7 +100,7 @@ class RedisGovernor:
         self._sending_later = False  # whether `_sending` is the settlements' timer (uvloop's is no asyncio.TimerHandle)
         self._tasks: set[asyncio.Task[None]] = set()
         self._renewing: asyncio.Task[None] | None = None
-        self.holding = holding if holding is not None else Holding()  # shared with a successor taking the id
+        self.holding = holding if holding is not None else Holding()  # leases, shared with a successor taking the id
         self.holds_slots = False  # once a slot was taken: the liveness record is renewed from then on
         self._correcting = False  # a correction of this process's slots is under way: no other call goes
         self.retire_on_close = True  # False once a successor took the process id over
@@ -153,34 +126,53 @@ class RedisGovernor:
         limits = self.policies.limits(policy)
         if not limits.any and not route.limits.any:
             return None
-        if self._clock() < self._down_until:
+        now = self._clock()
+        if now < self._down_until:
             return self.fallback.take(tenant, route, tokens=tokens)
-        budget, wall = limits.budget, self._wall()
-        span = self.fallback.spans.at(budget.period, wall) if budget is not None else None
+        budget = limits.budget
+        span = self.fallback.spans.at(budget.period, self._wall()) if budget is not None else None
         demand = self._demand(tenant, route, limits=limits, period=span.id if span is not None else None)
-        checks = demand.checks
+        spend = demand.spend  # a budget that looks spent is Redis' to refuse
+        budget_left = budget is None or (spend is not None and self.spending.left(spend[0], budget.usd))
+        if budget_left and demand.take(tokens, now):
+            requests, taken = demand.quotas(now)
+            held = demand.held(tenant, tokens=tokens, budget=budget, process=self.process_id)
+            return Admission(tenant, route.name, tokens, requests=requests, tokens=taken, handle=held)
+        return await self._ask(tenant, route, demand=demand, tokens=tokens, again=True)
+
+    async def _ask(self, tenant: str, route: Route, *, demand: Demand, tokens: int, again: bool) -> Admission | None:
+        """Admit through Redis what the leases do not cover; refused where a lease grew meanwhile, try `again` once."""
+        budget = demand.made_for[0].budget
         held = demand.held(tenant, tokens=tokens, budget=budget, process=self.process_id)
-        outcome_due = asyncio.get_running_loop().create_future()
-        waiting = Waiting(demand=demand, tokens=tokens, held=held, outcome=outcome_due)
+        asked = demand.ask(tokens, self._clock())
+        if asked.debts:  # charged first, in the same call
+            self._unsent.append(Unsent(items=asked.debts, owner=self.process_id))
+        waiting = Waiting(asked=asked, held=held, outcome=asyncio.get_running_loop().create_future())
         self._waiting.append(waiting)
         self._send_soon(0.0)
         outcome = await waiting.outcome
         if outcome is None:
             return self.fallback.take(tenant, route, tokens=tokens)
-        if outcome.refused is not None:
-            check = checks[outcome.refused]
-            self._listener.rate_limited(tenant, route.name, check.kind)
-            quotas = refusal_quotas(checks, outcome)
-            if budget is not None and span is not None and check.kind is LimitKind.BUDGET:
-                self.fallback.seen_spent(tenant, max(budget.usd, self.fallback.spent(tenant, span.id)))
-                raise budget_spent(tenant, budget, span=span, now=wall, quotas=quotas)
-            raise self._refusal(check, outcome, quotas=quotas)
-        if waiting.held.slots:
-            self.keep_alive()
-        requests, taken = quotas_of(checks, outcome)
-        return Admission(
-            tenant=tenant, route=route.name, reserved_tokens=tokens, requests=requests, tokens=taken, handle=waiting.held
-        )
+        now, checks = self._clock(), demand.checks
+        if budget is not None and demand.spend is not None:
+            self.spending.seen(tenant, demand.spend[0], float(outcome.values[0][0]))
+        if outcome.refused is None:
+            self._tend(slots=bool(demand.slots))
+            requests, taken = demand.quotas(now)
+            return Admission(tenant, route.name, tokens, requests=requests, tokens=taken, handle=held)
+        lease = demand.leases[outcome.refused]
+        if again and lease is not None and lease.has_room():
+            if demand.take(tokens, now):  # another admission of this call leased what this one needs
+                requests, taken = demand.quotas(now)
+                return Admission(tenant, route.name, tokens, requests=requests, tokens=taken, handle=held)
+            return await self._ask(tenant, route, demand=demand, tokens=tokens, again=False)
+        check = checks[outcome.refused]
+        self._listener.rate_limited(tenant, route.name, check.kind)
+        quotas = refusal_quotas(checks, demand.leases, refused=outcome.refused, now=now)
+        if budget is not None and check.kind is LimitKind.BUDGET:
+            wall = self._wall()
+            raise budget_spent(tenant, budget, span=self.fallback.spans.at(budget.period, wall), now=wall, quotas=quotas)
+        raise self._refusal(check, outcome, quotas=quotas)
 
     def settle(self, admission: Admission, *, tokens: int | None, cost_usd: float) -> None:
         held = admission.handle
@@ -192,14 +184,13 @@ class RedisGovernor:
         if not isinstance(held, Held):
             return
         admission.settled = True
-        if held.process == self.process_id:
-            self.holding.freed(held)
-        items = settlement(held, used=tokens, cost_usd=cost_usd, spans=(self.fallback.spans, self._wall()))
-        if not items:  # nothing held back (only requests limited) and nothing spent
-            return
-        charged = held.budget is not None and items[-1].kind is ItemKind.SPEND
-        charge = (held.tenant, held.budget.usd) if charged and held.budget is not None else None
-        self._queue([Unsent(items=items, owner=held.process, charge=charge)])
+        back = held.settle(tokens)
+        if held.spend is not None and cost_usd > 0:
+            spend = self.spending.add(held, cost_usd, owner=self.process_id)
+            if spend is not None:
+                self._queue([spend])
+        if back:  # more than a lease keeps, or its leases were given back for good (their governor closed)
+            self._queue([Unsent(items=back, owner=held.process)])
 
     async def usage(self, tenant: str) -> dict[str, Any]:
         limits = self.policies.limits(self.policies.policy(tenant))
@@ -216,15 +207,11 @@ class RedisGovernor:
             self._lost(exc)
             return await self.fallback.usage(tenant)
         self._reached()
-        outcome = Outcome.read(reply[0])
-        found = {check.kind: value for check, (value, _) in zip(checks, outcome.values, strict=True)}
-        return usage_report(
-            tenant, limits, quotas=key_quotas(checks, outcome), in_use=int(found.get(LimitKind.CONCURRENCY, 0)),
-            spent_usd=float(found.get(LimitKind.BUDGET, 0)), span=span,
-        )  # fmt: skip
+        quotas, in_use, spent = peeked(checks, Outcome.read(reply[0]), holding=self.holding, now=self._clock())
+        return usage_report(tenant, limits, quotas=quotas, in_use=in_use, spent_usd=spent, span=span)
 
     def hand_over(self) -> None:
-        """A successor (a reload's) takes this process id: its liveness record stays, the successor renews it."""
+        """A successor (a reload's) takes this process id: its liveness record and leases stay, the successor's."""
         self.retire_on_close = False
 
     async def close(self) -> None:
@@ -236,11 +223,14 @@ class RedisGovernor:
             with contextlib.suppress(Exception):
                 await task
         for waiting in self._waiting:
+            waiting.asked.unanswered()
             if not waiting.outcome.done():
                 waiting.outcome.set_result(None)
         self._waiting.clear()
         if self._sending is not None:
             self._sending.cancel()
+        if self.retire_on_close:  # what it leased goes back; its requests still in flight settle to Redis
+            self._unsent.append(Unsent(items=self.holding.give_all_back(), owner=self.process_id))
         if self._client is not None and self._clock() >= self._down_until:
             with contextlib.suppress(Exception):  # a last call, if it is quick: the rest expires on its own
                 async with asyncio.timeout(1.0):
@@ -257,7 +247,7 @@ class RedisGovernor:
             budget = limits.budget
             span = self.fallback.spans.at(budget.period, self._wall()) if budget is not None else None
             checks = admission_checks(tenant, limits, route=(route.name, route.limits), tokens=0, span=span)
-            demand = Demand.of(checks, made_for=(limits, route.limits, period))
+            demand = Demand.of(checks, holding=self.holding, made_for=(limits, route.limits, period), span=span)
             self._demands[(tenant, route.name)] = demand
         return demand
 
@@ -274,6 +264,7 @@ class RedisGovernor:
         self._unsent += unsent
         if len(self._unsent) > MOST_UNSENT:
             del self._unsent[: len(self._unsent) - MOST_UNSENT]
+            self.spending.sending()  # a later spend makes a new item rather than add to one dropped
         self._send_soon(self._settle_seconds)
 
     def _send_soon(self, delay: float) -> None:
@@ -296,6 +287,7 @@ class RedisGovernor:
         waiting, self._waiting = self._waiting, []
         if self._clock() < self._down_until:
             for each in waiting:
+                each.asked.unanswered()
                 if not each.outcome.done():
                     each.outcome.set_result(None)
             if self._unsent and math.isfinite(self._down_until):
@@ -306,13 +298,18 @@ class RedisGovernor:
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 
+    def _take_unsent(self) -> list[Unsent]:
+        unsent, self._unsent = self._unsent, []
+        self.spending.sending()
+        return unsent
+
     async def _exchange(self, waiting: list[Waiting]) -> None:
         """One call: the unsent settlements, then each waiting admission; their outcomes handed to the admissions."""
-        unsent, self._unsent = self._unsent, []
+        unsent = self._take_unsent()
         call = self._call()
         settled = settle_in(call, unsent)
         for each in waiting:
-            call.add_arguments(Op.ADMIT, each.demand.args_for(each.tokens))
+            call.add_arguments(Op.ADMIT, each.asked.args)
         try:
             reply = await self._script(keys=call.keys, args=call.args)
         except Exception as exc:  # whatever the client raised: Redis is unavailable
@@ -320,45 +317,57 @@ class RedisGovernor:
             self._unsent[:0] = unsent  # sent when Redis is back, first
             self._queue([])
             for each in waiting:
+                each.asked.unanswered()
                 if not each.outcome.done():
                     each.outcome.set_result(None)
             return
         self._reached()
-        tell_spends(self._listener, settled, [Outcome.read(answer) for answer in reply[: len(settled)]])
-        for each, answer in zip(waiting, reply[len(settled) :], strict=True):
-            outcome = Outcome.read(answer)
+        outcomes = [Outcome.read(answer) for answer in reply]
+        self.spending.told(settled, outcomes[: len(settled)])
+        now = self._clock()
+        for each, outcome in zip(waiting, outcomes[len(settled) :], strict=True):
+            each.asked.answered(outcome, now)
             if not each.outcome.done():
-                if outcome.refused is None:
-                    self.holding.took(each.held)
                 each.outcome.set_result(outcome)
-            elif outcome.refused is None:  # its caller left while it was taken: give it all back
-                self._queue([Unsent(items=released(each.held), owner=each.held.process)])
+            elif outcome.refused is None:  # its caller left while it was taken: all of it back to the leases
+                self._queue([Unsent(items=each.held.release(), owner=each.held.process)])
 
     async def _send_unsent(self, *, retire: bool) -> None:
-        unsent, self._unsent = self._unsent, []
+        unsent = self._take_unsent()
         call = self._call()
         settled = settle_in(call, unsent)
         if retire:
             call.add(Op.RETIRE, [])
         if call.operations:
             reply = await self._script(keys=call.keys, args=call.args)
-            tell_spends(self._listener, settled, [Outcome.read(answer) for answer in reply[: len(settled)]])
+            outcomes = [Outcome.read(answer) for answer in reply[: len(settled)]]
+            self.spending.told(settled, outcomes)
 
     def keep_alive(self) -> None:
         """Renew this process's liveness record every second from now on (its slots count while it exists).
 
         Outside a running loop, renewing starts at the next admission that takes a slot.
         """
-        self.holds_slots = True
+        self._tend(slots=True)
+
+    def _tend(self, *, slots: bool) -> None:
+        """Give back idle leases from now on, and (`slots`: it leased some) renew the liveness record."""
+        self.holds_slots = self.holds_slots or slots
         if self._renewing is None:
             with contextlib.suppress(RuntimeError):  # no running loop
                 self._renewing = asyncio.get_running_loop().create_task(self._renew())
 
     async def _renew(self) -> None:
-        """Renew the liveness record; when no other call is under way, set this process's slots to what it holds."""
+        """Give back idle leases; renew the liveness record; when no other call is under way, set this process's
+        slots to what it leased."""
         while True:
             await asyncio.sleep(self._renew_seconds)
             if self._clock() < self._down_until:
+                continue
+            back = self.holding.idle(self._clock(), seconds=self._idle_seconds)
+            if back:
+                self._queue([Unsent(items=back, owner=self.process_id)])
+            if not self.holds_slots:
                 continue
             call = self._call()
             self._correcting = not (self._tasks or self._waiting or self._unsent)
@@ -370,8 +379,6 @@ class RedisGovernor:
                 self._lost(exc)
             else:
                 self._reached()
-                if self._correcting:
-                    self.holding.forget_free()
             finally:
                 self._correcting = False
                 if self._waiting or self._unsent:

@@ -1,18 +1,20 @@
-"""What one request asks of the Redis script (its items, in admission order) and what it gives back when it ends.
+"""What one request asks of the Redis script or of the process's leases (its items, in admission order), and what
+it gives back when it ends.
 
 The order is the admission order of every governor: the key's budget, the key's concurrency,
-requests and tokens, then the route's. An admission is read back from the script's outcome: the
-refusing item's limit, or the quotas after the take and what was held (`Held`), which its
-settlement undoes.
+requests and tokens, then the route's. A request is taken from the leases when they cover all of
+it (`Demand.take`), else sent to Redis for what they do not (`Demand.ask`); either way it holds
+what `Held` says until its settlement gives it back to the leases (redis_leases).
 """
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 
 from gateway.core.governance import Budget, LimitKind, Quota, RateLimits
-from gateway.core.periods import Span, Spans
-from gateway.governance.admission import GovernanceListener
+from gateway.core.periods import Span
+from gateway.governance.redis_leases import Asked, BucketLease, Holding, Lease, SlotsLease, ask
 from gateway.governance.redis_script import Call, Item, Op, Outcome, bucket_key, slots_key, spent_key
 
 KEY, ROUTE = "key", "route"
@@ -31,13 +33,40 @@ class Check:
 
 @dataclass(slots=True)
 class Held:
-    """What an admission through Redis holds: tokens of buckets (key, capacity, taken), slots, and the budget to charge."""
+    """What an admission holds until it ends: `tokens` of each bucket lease in `buckets` (at most its capacity),
+    a slot of each in `slots`, and the budget its spend is charged to (`spend`: the spend key and its expiry)."""
 
     tenant: str
-    process: str  # whose slots they are: the process id of the governor that admitted it
-    buckets: tuple[tuple[str, int, int], ...]
-    slots: tuple[str, ...]
-    budget: Budget | None
+    process: str  # whose leases they are: the process id of the governor that admitted it
+    tokens: int
+    buckets: tuple[BucketLease, ...]
+    slots: tuple[SlotsLease, ...]
+    budget: Budget | None = None
+    spend: tuple[str, float] | None = None
+
+    def settle(self, used: int | None) -> list[Item]:
+        """The request ended having used `used` tokens (None: unknown): slots freed, tokens reconciled in the leases.
+
+        The items for Redis: what exceeds a full lease (redis_leases.LEASE_SHARE), or what a lease
+        given back for good (its governor closed) cannot take.
+        """
+        items = []
+        for slots in self.slots:
+            items += slots.free()
+        if used is not None:
+            tokens = self.tokens
+            for lease in self.buckets:
+                items += lease.settle((tokens if tokens < lease.capacity else lease.capacity) - used)
+        return items
+
+    def release(self) -> list[Item]:
+        """The request never ran (its caller left): every slot and token it took back (see `settle`)."""
+        items = []
+        for slots in self.slots:
+            items += slots.free()
+        for lease in self.buckets:
+            items += lease.settle(min(self.tokens, lease.capacity))
+        return items
 
 
 def subject_checks(subject: str, name: str, limits: RateLimits, *, tokens: int) -> list[Check]:
@@ -71,133 +100,156 @@ def admission_checks(
 
 @dataclass(slots=True)
 class Demand:
-    """Every check of a tenant's requests on a route, made once for their limits and budget period (`made_for`).
-
-    From request to request only the tokens taken change: `args` holds the admission's item
-    arguments, the tokens' amounts filled in per request at `tokens_at` (position, capacity).
-    """
+    """Every check of a tenant's requests on a route, made once for their limits and budget period (`made_for`),
+    with the lease each draws on (None: the budget's), the leases by what they count, and those the headers show."""
 
     checks: tuple[Check, ...]
-    args: list[str | int | float]
-    tokens_at: tuple[tuple[int, int], ...]
-    slots: tuple[str, ...]
+    leases: tuple[Lease | None, ...]
+    slots: tuple[SlotsLease, ...]
+    requests: tuple[BucketLease, ...]
+    tokens: tuple[BucketLease, ...]
+    shown: tuple[BucketLease | None, BucketLease | None]
     made_for: tuple[RateLimits, RateLimits, str | None]  # the key's limits, the route's, the budget period
+    spend: tuple[str, float] | None  # the budget period's spend key, and when it expires
 
     @classmethod
-    def of(cls, checks: tuple[Check, ...], *, made_for: tuple[RateLimits, RateLimits, str | None]) -> Demand:
-        args: list[str | int | float] = []
-        tokens_at = []
-        for check in checks:
-            item = check.item
-            if check.kind is LimitKind.TOKENS:
-                tokens_at.append((len(args) + 3, int(item.limit)))
-            args += (item.kind, item.key, item.limit, item.amount)
-        slots = tuple(check.item.key for check in checks if check.kind is LimitKind.CONCURRENCY)
-        return cls(checks=checks, args=args, tokens_at=tuple(tokens_at), slots=slots, made_for=made_for)
+    def of(
+        cls, checks: tuple[Check, ...], *, holding: Holding, made_for: tuple[RateLimits, RateLimits, str | None],
+        span: Span | None = None,
+    ) -> Demand:  # fmt: skip
+        leases = tuple(lease_of(check, holding) for check in checks)
+        by_kind: dict[LimitKind, list[Lease]] = {}
+        for check, lease in zip(checks, leases, strict=True):
+            if lease is not None:
+                by_kind.setdefault(check.kind, []).append(lease)
+        requests = tuple(lease for lease in by_kind.get(LimitKind.REQUESTS, ()) if isinstance(lease, BucketLease))
+        tokens = tuple(lease for lease in by_kind.get(LimitKind.TOKENS, ()) if isinstance(lease, BucketLease))
+        spend = None
+        if span is not None and checks and checks[0].kind is LimitKind.BUDGET:
+            spend = (checks[0].item.key, 0 if span.ends_at is None else int(span.ends_at) + SPEND_KEPT_SECONDS)
+        return cls(
+            checks=checks, leases=leases, requests=requests, tokens=tokens, made_for=made_for, spend=spend,
+            slots=tuple(lease for lease in by_kind.get(LimitKind.CONCURRENCY, ()) if isinstance(lease, SlotsLease)),
+            shown=(requests[0] if requests else None, tokens[0] if tokens else None),
+        )  # fmt: skip
 
     def fits(self, limits: RateLimits, route: RateLimits, period: str | None) -> bool:
         """Whether it was made for these limits (the same objects: a reload or a PATCH makes new ones) and period."""
         key_limits, route_limits, made_period = self.made_for
         return key_limits is limits and route_limits is route and made_period == period
 
-    def args_for(self, tokens: int) -> list[str | int | float]:
-        """The admission's item arguments for a request needing `tokens` (each bucket takes at most its capacity)."""
-        args = self.args.copy()
-        for at, capacity in self.tokens_at:
-            args[at] = tokens if tokens < capacity else capacity
-        return args
+    def take(self, tokens: int, now: float) -> bool:
+        """Take a request needing `tokens` from the leases when they cover every limit (else take nothing): whether taken."""
+        for slots in self.slots:
+            if slots.in_flight >= slots.leased:
+                return False
+        for lease in self.requests:
+            if lease.left < 1:
+                return False
+        for lease in self.tokens:
+            if lease.left < (tokens if tokens < lease.capacity else lease.capacity):
+                return False
+        for slots in self.slots:
+            slots.in_flight += 1
+            slots.used_at = now
+        for lease in self.requests:
+            lease.left -= 1
+            lease.used_at = now
+        for lease in self.tokens:
+            lease.left -= tokens if tokens < lease.capacity else lease.capacity
+            lease.used_at = now
+        return True
+
+    def ask(self, tokens: int, now: float) -> Asked:
+        """What to ask of Redis for a request needing `tokens` the leases do not cover (see redis_leases.ask)."""
+        items = []
+        for check, lease in zip(self.checks, self.leases, strict=True):
+            item = check.item
+            if check.kind is LimitKind.TOKENS:
+                item = Item.bucket(item.key, item.limit, tokens if tokens < item.limit else item.limit)
+            items.append((item, lease))
+        return ask(items, now)
 
     def held(self, tenant: str, *, tokens: int, budget: Budget | None, process: str) -> Held:
         """What a request needing `tokens` admitted by the process `process` holds until it is settled."""
-        buckets = tuple(
-            (str(self.args[at - 2]), capacity, tokens if tokens < capacity else capacity)
-            for at, capacity in self.tokens_at
-            if tokens > 0
-        )
-        return Held(tenant=tenant, process=process, buckets=buckets, slots=self.slots, budget=budget)
+        return Held(tenant=tenant, process=process, tokens=tokens, buckets=self.tokens if tokens > 0 else (),
+                    slots=self.slots, budget=budget, spend=self.spend)  # fmt: skip
+
+    def quotas(self, now: float) -> tuple[Quota | None, Quota | None]:
+        """The requests and tokens quotas an admission shows: the key's, else the route's (see BucketLease.quota)."""
+        requests, tokens = self.shown
+        return (requests.quota(now) if requests is not None else None,
+                tokens.quota(now) if tokens is not None else None)  # fmt: skip
+
+
+def lease_of(check: Check, holding: Holding) -> Lease | None:
+    """The lease `check` draws on (None: a budget, checked against the spend Redis reported)."""
+    if check.kind is LimitKind.CONCURRENCY:
+        return holding.slot(check.item.key, int(check.item.limit))
+    if check.kind is LimitKind.BUDGET:
+        return None
+    return holding.bucket(check.item.key, int(check.item.limit))
 
 
 def quotas_of(
-    checks: tuple[Check, ...], outcome: Outcome, *, key_only: bool = False
+    checks: tuple[Check, ...], leases: tuple[Lease | None, ...], now: float, *, key_only: bool = False
 ) -> tuple[Quota | None, Quota | None]:
-    """The requests and tokens quotas the outcome shows: the key's, else the route's (`key_only`: the key's alone)."""
+    """The requests and tokens quotas the leases show: the key's, else the route's (`key_only`: the key's alone)."""
     requests = tokens = None
-    for check, (remaining, reset_ms) in zip(checks, outcome.values, strict=True):
+    for check, lease in zip(checks, leases, strict=True):
         kind = check.kind  # the key's checks come before the route's: the first of a kind wins
-        if kind is LimitKind.REQUESTS and requests is None and not (key_only and check.subject != KEY):
-            requests = Quota(limit=int(check.item.limit), remaining=remaining, reset_seconds=reset_ms / 1000)
-        elif kind is LimitKind.TOKENS and tokens is None and not (key_only and check.subject != KEY):
-            tokens = Quota(limit=int(check.item.limit), remaining=remaining, reset_seconds=reset_ms / 1000)
+        if not isinstance(lease, BucketLease) or (key_only and check.subject != KEY):
+            continue
+        if kind is LimitKind.REQUESTS and requests is None:
+            requests = lease.quota(now)
+        elif kind is LimitKind.TOKENS and tokens is None:
+            tokens = lease.quota(now)
     return requests, tokens
 
 
-def key_quotas(checks: tuple[Check, ...], outcome: Outcome) -> tuple[Quota | None, Quota | None]:
-    """The key's own requests and tokens quotas (for a refusal's headers)."""
-    return quotas_of(checks, outcome, key_only=True)
-
-
-def refusal_quotas(checks: tuple[Check, ...], outcome: Outcome) -> tuple[Quota | None, Quota | None]:
+def refusal_quotas(
+    checks: tuple[Check, ...], leases: tuple[Lease | None, ...], *, refused: int, now: float
+) -> tuple[Quota | None, Quota | None]:
     """A refusal's quotas: the key's own when the key (or its budget) refused it, else as refusals.route_refusal_quotas.
 
     Refused by the route: its quota for the limit that refused, and for the other the key's, else the route's.
     """
-    assert outcome.refused is not None
-    refusing = checks[outcome.refused]
+    refusing, lease = checks[refused], leases[refused]
     if refusing.subject == KEY:
-        return key_quotas(checks, outcome)
-    requests, tokens = quotas_of(checks, outcome)
-    remaining, reset_ms = outcome.values[outcome.refused]
-    quota = Quota(limit=int(refusing.item.limit), remaining=remaining, reset_seconds=reset_ms / 1000)
-    if refusing.kind is LimitKind.REQUESTS:
-        requests = quota
-    elif refusing.kind is LimitKind.TOKENS:
-        tokens = quota
+        return quotas_of(checks, leases, now, key_only=True)
+    requests, tokens = quotas_of(checks, leases, now)
+    if isinstance(lease, BucketLease):
+        if refusing.kind is LimitKind.REQUESTS:
+            requests = lease.quota(now)
+        elif refusing.kind is LimitKind.TOKENS:
+            tokens = lease.quota(now)
     return requests, tokens
 
 
-def settlement(held: Held, *, used: int | None, cost_usd: float, spans: tuple[Spans, float]) -> list[Item]:
-    """The items that undo what `held` holds, give back unused tokens and charge `cost_usd` (a spend: the last item).
+@dataclass(slots=True)
+class Waiting:
+    """An admission waiting for the next call: what it asks, what it will hold, where its outcome goes (None: count locally)."""
 
-    `spans`: where the budget's period is found, and the moment (epoch seconds) it is charged at.
-    """
-    items = [Item.slots(key, 0, -1) for key in held.slots]
-    if used is not None:
-        items += [Item.bucket(key, capacity, taken - used) for key, capacity, taken in held.buckets]
-    if held.budget is not None and cost_usd > 0:
-        span = spans[0].at(held.budget.period, spans[1])
-        expiry = 0 if span.ends_at is None else int(span.ends_at) + SPEND_KEPT_SECONDS
-        items.append(Item.spend(spent_key(held.tenant, span.id), expiry, cost_usd))
-    return items
+    asked: Asked
+    held: Held
+    outcome: asyncio.Future[Outcome | None]
 
 
-def released(held: Held) -> list[Item]:
-    """The items that undo an admission whose request never ran (its caller left): every slot and token back."""
-    return [Item.slots(key, 0, -1) for key in held.slots] + [
-        Item.bucket(key, capacity, taken) for key, capacity, taken in held.buckets
-    ]
-
-
-class Holding:
-    """The slots this process holds in Redis, per slots key: its requests in flight admitted through Redis."""
-
-    def __init__(self) -> None:
-        self.counts: dict[str, int] = {}
-
-    def took(self, held: Held) -> None:
-        for key in held.slots:
-            self.counts[key] = self.counts.get(key, 0) + 1
-
-    def freed(self, held: Held) -> None:
-        for key in held.slots:
-            self.counts[key] = self.counts.get(key, 0) - 1
-
-    def corrections(self) -> list[Item]:
-        """An item setting each slots field of this process to what it holds (none: the field goes)."""
-        return [Item.slots(key, 0, max(0, count)) for key, count in self.counts.items()]
-
-    def forget_free(self) -> None:
-        """Forget the keys it holds no slot of any more (once Redis has been told)."""
-        self.counts = {key: count for key, count in self.counts.items() if count > 0}
+def peeked(
+    checks: tuple[Check, ...], outcome: Outcome, *, holding: Holding, now: float
+) -> tuple[tuple[Quota | None, Quota | None], int, float]:
+    """What a peek at `checks` (a key's, for GET /v1/gateway/usage) found: the key's quotas (with this process's
+    leases), its requests in flight (slots other processes leased count as in use) and its spend."""
+    leases = tuple(lease_of(check, holding) for check in checks)
+    in_use, spent = 0, 0.0
+    for check, lease, (value, _) in zip(checks, leases, outcome.values, strict=True):
+        if isinstance(lease, BucketLease):
+            lease.reported(float(value), now)
+        elif isinstance(lease, SlotsLease):
+            in_use = max(0, int(value) - (lease.leased - lease.in_flight))
+        elif check.kind is LimitKind.BUDGET:
+            spent = float(value)
+    return quotas_of(checks, leases, now, key_only=True), in_use, spent
 
 
 @dataclass(slots=True)
@@ -214,20 +266,8 @@ def settle_in(call: Call, unsent: list[Unsent]) -> list[list[Unsent]]:
     """Add `unsent` to `call`: one settlement per process whose slots they free; each operation's settlements."""
     by_owner: dict[str, list[Unsent]] = {}
     for each in unsent:
-        by_owner.setdefault(each.owner, []).append(each)
+        if each.items:
+            by_owner.setdefault(each.owner, []).append(each)
     for owner, settlements in by_owner.items():
         call.add(Op.SETTLE, [item for each in settlements for item in each.items], owner=owner)
     return list(by_owner.values())
-
-
-def tell_spends(listener: GovernanceListener | None, settled: list[list[Unsent]], outcomes: list[Outcome]) -> None:
-    """Tell `listener` each key's spend, as the settlements' replies (`outcomes`, one per operation) have it."""
-    if listener is None:
-        return
-    for settlements, outcome in zip(settled, outcomes, strict=True):
-        at = 0
-        for each in settlements:
-            at += len(each.items)
-            if each.charge is not None:
-                tenant, usd = each.charge
-                listener.budget_spent(tenant, spent_usd=float(outcome.values[at - 1][0]), budget_usd=usd)

@@ -6,12 +6,22 @@ operations, run in order: settlements (give back tokens, free slots, add spend),
 (check every limit, then take from all or none) and peeks (GET /v1/gateway/usage). Buckets run
 on Redis' clock (TIME), so replicas with skewed clocks agree; the arithmetic is core.buckets'.
 
-Concurrency slots are counted per process: a field per process id in a key's slots hash, read
-only while that process's liveness record (`live:<id>`, renewed by each of its calls and every
-second while it holds slots) exists; a dead process's fields are dropped by the next reader.
-With each renewal a process also sets its fields to the slots it knows it holds, so a count
-that went wrong (a reply lost after the script ran, a Redis restarted empty) is right again
-within a second.
+An admission may also lease (redis_leases): an item of kind BUCKET_LEASED or SLOTS_LEASED takes
+what the request needs, all or nothing with the other items, and then a top-up from what is
+left: min(limit / 10, (what is left after the request) / 4), rounded down. A tenth of the limit
+is six seconds of a bucket's refill: one round trip serves a tenth of a minute's requests, and a
+process holds back at most that from the others; a quarter of what is left makes leases shrink
+as a limit runs out (several replicas asking in turn leave three quarters each time), and under
+ten, or with fewer than four left, the top-up is 0: each request its own round trip, exact as
+without leases. Items the process's lease covers are sent only to be read (BUCKET_COVERED) or
+not at all (SLOTS_COVERED), keeping their place in the reply.
+
+Concurrency slots are counted per process: a field per process id in a key's slots hash (the
+slots it leased: its requests in flight and the ones it holds ready), read only while that
+process's liveness record (`live:<id>`, renewed by each of its calls and every second while it
+holds slots) exists; a dead process's fields are dropped by the next reader. With each renewal a
+process also sets its fields to the slots it knows it holds, so a count that went wrong (a reply
+lost after the script ran, a Redis restarted empty) is right again within a second.
 
 A call is safe to run twice (a client may send it again after losing the reply): its reply is
 kept under the process's `reply` key with the call's sequence id, and a second run returns it.
@@ -30,10 +40,11 @@ PREFIX: Final = "gw:lim:{gateway-limits}:"
 # they share the hash tag of these two, so they are in the slot the call was sent to.
 # ARGV: process id, liveness ms, call id, liveness key prefix, then operations: a code (A admit,
 # S settle, P peek, C correct a process's slots to the amounts given, X retire), an item count,
-# the process whose slots a settlement frees, and per item its kind (q bucket, s slots, b spend),
-# key, limit (capacity; slots; USD; for a settled spend the expiry, 0: none) and amount.
+# the process whose slots a settlement frees, and per item its kind (ItemKind), key, limit
+# (capacity; slots; USD; for a settled spend the expiry, 0: none) and amount.
 # Per operation it returns: the first refusing item (0: none), ms until it would not refuse,
-# then per item two values: a bucket's whole level and ms until full; slots in use; spend as text.
+# then per item three values: a bucket's whole level and ms until full, slots in use, or spend
+# as text; then the top-up leased (0 but for a leasing item of an admission that took).
 SCRIPT: Final = """
 local pid, live_ms, call, live = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
 local last = redis.call('HMGET', KEYS[2], 'call', 'reply')
@@ -74,7 +85,7 @@ while i <= #ARGV do
     for j, it in ipairs(items) do
       if it[4] > 0 then redis.call('HSET', it[2], owner, string.format('%d', it[4]))
       else redis.call('HDEL', it[2], owner) end
-      seen[j] = {it[4], 0}
+      seen[j] = {it[4], 0, 0}
     end
   elseif op == 'S' then
     for j, it in ipairs(items) do
@@ -82,14 +93,14 @@ while i <= #ARGV do
       if kind == 'q' then
         local l = math.min(lim, level(key, lim) + amount)
         keep(key, lim, l)
-        seen[j] = {math.floor(l), 0}
+        seen[j] = {math.floor(l), 0, 0}
       elseif kind == 's' then
         if redis.call('HINCRBY', key, owner, amount) <= 0 then redis.call('HDEL', key, owner) end
-        seen[j] = {0, 0}
+        seen[j] = {0, 0, 0}
       else
         local total = redis.call('INCRBYFLOAT', key, string.format('%.17g', amount))
         if lim > 0 then redis.call('EXPIREAT', key, string.format('%d', lim)) end
-        seen[j] = {total, 0}
+        seen[j] = {total, 0, 0}
       end
     end
   else
@@ -97,12 +108,15 @@ while i <= #ARGV do
     for j, it in ipairs(items) do
       local kind, key, lim, amount = it[1], it[2], it[3], it[4]
       local v
-      if kind == 'q' then
+      if kind == 'q' or kind == 'Q' or kind == 'c' then
         v = level(key, lim)
-        if failed == 0 and v < amount then failed, wait = j, math.ceil((amount - v) * 60000 / math.max(lim, 1)) end
-      elseif kind == 's' then
+        if kind ~= 'c' and failed == 0 and v < amount then
+          failed, wait = j, math.ceil((amount - v) * 60000 / math.max(lim, 1))
+        end
+      elseif kind == 's' or kind == 'S' then
         v = in_use(key)
-        if failed == 0 and v >= lim then failed = j end
+        if failed == 0 and v + amount > lim then failed = j end
+      elseif kind == 'h' then v = 0
       else
         v = spent(key)
         if failed == 0 and v >= lim then failed = j end
@@ -111,17 +125,26 @@ while i <= #ARGV do
     end
     for j, it in ipairs(items) do
       local kind, key, lim, amount, v = it[1], it[2], it[3], it[4], values[j]
+      local more = 0
       if op == 'A' and failed == 0 then
-        if kind == 'q' then v = v - amount; keep(key, lim, v)
-        elseif kind == 's' then redis.call('HINCRBY', key, pid, 1); v = v + 1 end
+        if kind == 'Q' or kind == 'S' then
+          local left = v - amount
+          if kind == 'S' then left = lim - v - amount end
+          more = math.max(0, math.min(math.floor(lim / 10), math.floor(left / 4)))
+        end
+        if kind == 'q' or kind == 'Q' then v = v - amount - more; keep(key, lim, v)
+        elseif kind == 's' or kind == 'S' then redis.call('HINCRBY', key, pid, amount + more); v = v + amount + more end
       end
-      if kind == 'q' then seen[j] = {math.floor(v), lim > 0 and math.ceil((lim - v) * 60000 / lim) or 0}
-      elseif kind == 's' then seen[j] = {v, 0}
-      else seen[j] = {string.format('%.17g', v), 0} end
+      if kind == 'q' or kind == 'Q' or kind == 'c' then
+        seen[j] = {math.floor(v), lim > 0 and math.ceil((lim - v) * 60000 / lim) or 0, more}
+      elseif kind == 'b' then seen[j] = {string.format('%.17g', v), 0, 0}
+      else seen[j] = {v, 0, more} end
     end
   end
   local reply = {failed, wait}
-  for j = 1, m do reply[#reply + 1] = seen[j][1]; reply[#reply + 1] = seen[j][2] end
+  for j = 1, m do
+    reply[#reply + 1] = seen[j][1]; reply[#reply + 1] = seen[j][2]; reply[#reply + 1] = seen[j][3]
+  end
   out[#out + 1] = reply
 end
 if retired then redis.call('DEL', KEYS[1]) else redis.call('SET', KEYS[1], '1', 'PX', live_ms) end
@@ -132,11 +155,15 @@ return out
 
 
 class ItemKind(StrEnum):
-    """What an item of an operation counts: a token bucket, concurrency slots, or a budget's spend."""
+    """What an item of an operation counts: a token bucket, concurrency slots, or a budget's spend; how an admission takes it."""
 
     BUCKET = "q"
     SLOTS = "s"
     SPEND = "b"
+    BUCKET_LEASED = "Q"  # taken, and a top-up leased to the process
+    SLOTS_LEASED = "S"  # taken, and a top-up leased to the process
+    BUCKET_COVERED = "c"  # covered by the process's lease: only read
+    SLOTS_COVERED = "h"  # covered by the process's lease: neither read nor taken
 
 
 class Op(StrEnum):
@@ -229,16 +256,18 @@ class Call:
 
 @dataclass(slots=True)
 class Outcome:
-    """What the script answered for one operation: the first refusing item (None: none), its wait, each item's values."""
+    """What the script answered for one operation: the first refusing item (None: none), its wait, each item's
+    values, and the top-up each item leased."""
 
     refused: int | None
     wait_seconds: float
     values: tuple[tuple[Any, int], ...]
+    granted: tuple[int, ...] = ()
 
     @classmethod
     def read(cls, reply: Sequence[Any]) -> Outcome:
         failed = reply[0]
         return cls(
             refused=failed - 1 if failed else None, wait_seconds=reply[1] / 1000,
-            values=tuple(zip(reply[2::2], reply[3::2], strict=True)),
+            values=tuple(zip(reply[2::3], reply[3::3], strict=True)), granted=tuple(reply[4::3]),
         )  # fmt: skip

@@ -1,20 +1,13 @@
-"""What one request asks of the Redis script, in admission order, and what its settlement gives back."""
+"""What one request asks of the leases or the Redis script, in admission order, and what its settlement gives back."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 
 from gateway.core.governance import UNLIMITED, Budget, BudgetPeriod, LimitKind, Quota, RateLimits
-from gateway.core.periods import Spans, budget_span
-from gateway.governance.redis_demands import (
-    Demand,
-    Holding,
-    admission_checks,
-    key_quotas,
-    quotas_of,
-    released,
-    settlement,
-)
+from gateway.core.periods import budget_span
+from gateway.governance.redis_demands import Demand, admission_checks, quotas_of
+from gateway.governance.redis_leases import BucketLease, Holding
 from gateway.governance.redis_script import Item, ItemKind, Outcome, bucket_key, slots_key, spent_key
 
 NOW = datetime(2026, 11, 29, 12, tzinfo=UTC).timestamp()
@@ -40,57 +33,109 @@ def test_checks_go_budget_then_the_key_then_the_route_tokens_capped_at_each_capa
     ]
 
 
-def made(tenant: str) -> Demand:
+def made(tenant: str, holding: Holding) -> Demand:
     span = budget_span(BudgetPeriod.DAY, NOW)
     checks = admission_checks(tenant, KEY_LIMITS, route=("r", ROUTE_LIMITS), tokens=0, span=span)
-    return Demand.of(checks, made_for=(KEY_LIMITS, ROUTE_LIMITS, span.id))
+    return Demand.of(checks, holding=holding, made_for=(KEY_LIMITS, ROUTE_LIMITS, span.id), span=span)
 
 
-def test_a_demand_is_written_once_and_takes_each_requests_tokens_up_to_each_capacity() -> None:
-    demand = made("a")
-    args = demand.args_for(80)
-    assert args[:4] == ["b", spent_key("a", "day:2026-11-29"), 5.0, 0]
-    assert args[12:16] == ["q", bucket_key("key", "a", "tokens"), 100, 80]
-    assert args[20:24] == ["q", bucket_key("route", "r", "tokens"), 60, 60]
-    assert demand.args_for(10)[15] == 10 and demand.args[15] == 0  # its own arguments are left as written
+def test_a_demand_draws_on_one_lease_per_redis_key_and_fits_its_limits_only() -> None:
+    holding = Holding()
+    demand = made("a", holding)
+    assert demand.leases[0] is None  # the budget: no lease
+    assert demand.leases[1] is holding.slot(slots_key("key", "a"), 2)
+    assert demand.tokens == (holding.bucket(bucket_key("key", "a", "tokens"), 100),
+                             holding.bucket(bucket_key("route", "r", "tokens"), 60))
+    assert made("b", holding).requests[1] is demand.requests[1]  # the route's bucket: one lease for every key
     assert demand.fits(KEY_LIMITS, ROUTE_LIMITS, "day:2026-11-29")
     assert not demand.fits(RateLimits(requests_per_minute=10), ROUTE_LIMITS, "day:2026-11-29")
     assert not demand.fits(KEY_LIMITS, ROUTE_LIMITS, "day:2026-11-30")
 
 
+def lease_all(demand: Demand, *, left: float, slots: int) -> None:
+    for lease in (*demand.requests, *demand.tokens):
+        lease.left = left
+    for slot in demand.slots:
+        slot.leased = slots
+
+
+def test_a_request_is_taken_from_the_leases_only_when_they_cover_all_of_it() -> None:
+    demand = made("a", Holding())
+    assert not demand.take(10, NOW)  # nothing leased yet
+    lease_all(demand, left=100, slots=1)
+    demand.tokens[1].left = 5
+    assert not demand.take(10, NOW)  # the route's tokens fall short: nothing taken
+    assert [lease.left for lease in (*demand.requests, *demand.tokens)] == [100, 100, 100, 5]
+    assert demand.slots[0].in_flight == 0
+    demand.tokens[1].left = 60
+    assert demand.take(80, NOW)  # each bucket takes at most its capacity
+    assert [lease.left for lease in (*demand.requests, *demand.tokens)] == [99, 99, 20, 0]
+    assert demand.slots[0].in_flight == 1
+    assert not demand.take(0, NOW)  # the one slot is in use
+
+
+def test_what_the_leases_do_not_cover_is_asked_of_redis_with_a_top_up() -> None:
+    demand = made("a", Holding())
+    lease_all(demand, left=0, slots=0)
+    demand.tokens[0].left = 30
+    asked = demand.ask(80, NOW)
+    assert [asked.args[at] for at in range(0, len(asked.args), 4)] == ["b", "S", "Q", "Q", "Q", "Q"]
+    assert asked.args[12:16] == ["Q", bucket_key("key", "a", "tokens"), 100, 50]  # 30 of the 80 covered
+    assert demand.tokens[0].left == 0
+    again = demand.ask(80, NOW)  # while the first asks, the next asks no top-up
+    assert [again.args[at] for at in range(0, len(again.args), 4)] == ["b", "s", "q", "q", "q", "q"]
+    refused = Outcome(refused=2, wait_seconds=1.0, values=((0, 0), (1, 0), (0, 0), (0, 0), (9, 0), (9, 0)),
+                      granted=(0,) * 6)
+    asked.answered(refused, NOW)
+    assert demand.tokens[0].left == 30  # what it covered is back
+    admitted = Outcome(refused=None, wait_seconds=0.0, values=((0, 0), (2, 0), (8, 0), (20, 0), (40, 0), (0, 0)),
+                       granted=(0, 1, 1, 10, 4, 0))
+    again.answered(admitted, NOW)  # no top-up asked, none granted... but a granted one counts
+    assert demand.slots[0].leased == 2 and demand.slots[0].in_flight == 1
+    assert [lease.left for lease in (*demand.requests, *demand.tokens)] == [1, 4, 40, 0]
+
+
+def test_a_debt_is_charged_before_asking() -> None:
+    demand = made("a", Holding())
+    demand.tokens[0].left = -40
+    asked = demand.ask(10, NOW)
+    assert asked.debts == [Item(ItemKind.BUCKET, bucket_key("key", "a", "tokens"), 100, -40)]
+    assert demand.tokens[0].left == 0
+
+
 def test_the_headers_show_the_keys_quotas_else_the_routes() -> None:
-    checks = admission_checks("a", RateLimits(tokens_per_minute=100), route=("r", ROUTE_LIMITS), tokens=5, span=None)
-    outcome = Outcome(refused=None, wait_seconds=0.0, values=((95, 3000), (49, 1200), (55, 5000)))
-    assert quotas_of(checks, outcome) == (Quota(50, 49, 1.2), Quota(100, 95, 3.0))
-    assert key_quotas(checks, outcome) == (None, Quota(100, 95, 3.0))
-
-
-def test_a_settlement_frees_slots_gives_back_unused_tokens_and_charges_the_budget() -> None:
-    held = made("a").held("a", tokens=80, budget=KEY_LIMITS.budget, process="p")
-    assert held.slots == (slots_key("key", "a"),)
-    assert held.buckets == ((bucket_key("key", "a", "tokens"), 100, 80), (bucket_key("route", "r", "tokens"), 60, 60))
-    assert settlement(held, used=30, cost_usd=0.2, spans=(Spans(), NOW)) == [
-        Item(ItemKind.SLOTS, slots_key("key", "a"), 0, -1),
-        Item(ItemKind.BUCKET, bucket_key("key", "a", "tokens"), 100, 50),
-        Item(ItemKind.BUCKET, bucket_key("route", "r", "tokens"), 60, 30),
-        Item(ItemKind.SPEND, spent_key("a", "day:2026-11-29"), datetime(2026, 12, 1, tzinfo=UTC).timestamp(), 0.2),
-    ]
-    unknown = settlement(held, used=None, cost_usd=0.0, spans=(Spans(), NOW))  # usage unknown, nothing spent
-    assert unknown == [Item(ItemKind.SLOTS, slots_key("key", "a"), 0, -1)]
-    assert released(held)[1:] == [Item(ItemKind.BUCKET, bucket_key("key", "a", "tokens"), 100, 80),
-                                   Item(ItemKind.BUCKET, bucket_key("route", "r", "tokens"), 60, 60)]
-
-
-def test_holding_counts_the_slots_in_flight_and_forgets_keys_once_free() -> None:
-    checks = admission_checks("a", RateLimits(concurrent_requests=2), route=("r", RateLimits(concurrent_requests=9)),
-                              tokens=0, span=None)
-    held = Demand.of(checks, made_for=(UNLIMITED, UNLIMITED, None)).held("a", tokens=0, budget=None, process="p")
     holding = Holding()
-    holding.took(held)
-    holding.took(held)
-    holding.freed(held)
-    assert holding.corrections() == [Item.slots(slots_key("key", "a"), 0, 1), Item.slots(slots_key("route", "r"), 0, 1)]
-    holding.freed(held)
-    assert holding.corrections() == [Item.slots(slots_key("key", "a"), 0, 0), Item.slots(slots_key("route", "r"), 0, 0)]
-    holding.forget_free()
-    assert holding.corrections() == []
+    checks = admission_checks("a", RateLimits(tokens_per_minute=100), route=("r", ROUTE_LIMITS), tokens=5, span=None)
+    demand = Demand.of(checks, holding=holding, made_for=(UNLIMITED, UNLIMITED, None))
+    key_tokens, route_requests, _ = demand.leases
+    assert isinstance(route_requests, BucketLease) and isinstance(key_tokens, BucketLease)
+    key_tokens.reported(90, NOW)
+    key_tokens.left = 5
+    route_requests.reported(49, NOW)
+    assert demand.quotas(NOW) == (Quota(50, 49, 1.2), Quota(100, 95, 3.0))
+    assert demand.quotas(NOW + 3) == (Quota(50, 50, 0.0), Quota(100, 100, 0.0))  # refilled since, never over the limit
+    assert quotas_of(checks, demand.leases, NOW, key_only=True) == (None, Quota(100, 95, 3.0))
+
+
+def test_a_settlement_reconciles_tokens_in_the_leases_and_gives_back_more_than_a_lease_keeps() -> None:
+    demand = made("a", Holding())
+    lease_all(demand, left=100, slots=2)
+    assert demand.take(80, NOW)
+    held = demand.held("a", tokens=80, budget=KEY_LIMITS.budget, process="p")
+    assert held.process == "p"
+    # the key's tokens: 20 left and 50 unused; the route's: 40 and 30. A lease keeps a tenth of the
+    # limit (10 and 6 tokens; of 2 slots, none): the rest goes back to Redis
+    assert held.settle(30) == [
+        Item(ItemKind.SLOTS, slots_key("key", "a"), 0, -2),
+        Item(ItemKind.BUCKET, bucket_key("key", "a", "tokens"), 100, 60),
+        Item(ItemKind.BUCKET, bucket_key("route", "r", "tokens"), 60, 64),
+    ]
+    assert [lease.left for lease in demand.tokens] == [10, 6]
+    assert (demand.slots[0].leased, demand.slots[0].in_flight) == (0, 0)
+    demand.tokens[0].open = False  # given back for good: what it would take goes to Redis
+    demand.slots[0].leased = 1
+    assert demand.take(5, NOW)
+    assert demand.held("a", tokens=5, budget=None, process="p").settle(4)[1] == (
+        Item(ItemKind.BUCKET, bucket_key("key", "a", "tokens"), 100, 1))
+    # its spend is charged to the day it was admitted in, kept a day past its end
+    assert held.spend == (spent_key("a", "day:2026-11-29"), datetime(2026, 12, 1, tzinfo=UTC).timestamp())

@@ -56,10 +56,10 @@ def test_a_call_names_its_two_keys_and_the_items_in_its_arguments() -> None:
     ]  # fmt: skip
 
 
-def test_an_outcome_reads_the_refusing_item_and_the_values() -> None:
-    assert Outcome.read([0, 0, 4, 12000, 1, 0]) == Outcome(refused=None, wait_seconds=0.0,
-                                                          values=((4, 12000), (1, 0)))
-    assert Outcome.read([2, 1500, 4, 0, 0, 60000]).refused == 1
+def test_an_outcome_reads_the_refusing_item_the_values_and_the_top_ups() -> None:
+    assert Outcome.read([0, 0, 4, 12000, 3, 1, 0, 0]) == Outcome(refused=None, wait_seconds=0.0,
+                                                                values=((4, 12000), (1, 0)), granted=(3, 0))
+    assert Outcome.read([2, 1500, 4, 0, 0, 0, 60000, 0]).refused == 1
 
 
 async def test_a_call_run_twice_takes_once_and_answers_the_same(client: aioredis.Redis) -> None:

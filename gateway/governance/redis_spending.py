@@ -1,0 +1,82 @@
+"""Each key's spend as one process knows it, so that an admission checks a budget without a round trip.
+
+What Redis last reported of a key's spend in its period (every reply that reads or adds to it
+says: admissions, settlements), plus what this process settled since and Redis has not answered
+for yet. A budget that this says is spent is confirmed by Redis before a request is refused (the
+admission goes to Redis): a refusal is always Redis' word. A budget that looks unspent while
+other replicas spent it is overshot by what they spend before their settlements reach Redis
+(within `settle_seconds`) and this process sees a reply.
+
+Settlements add to one unsent item per key and period, however many requests settle before the
+next call: one INCRBYFLOAT a call per key, not one a request.
+"""
+
+from __future__ import annotations
+
+from gateway.core.governance import LimitKind
+from gateway.governance.admission import GovernanceListener
+from gateway.governance.local import LocalGovernor
+from gateway.governance.redis_demands import Held, Unsent
+from gateway.governance.redis_script import Item, Outcome
+
+
+class Spending:
+    """Spends reported and settled, by spend key (a key's and its period's); the Redis governor's listener too,
+    telling `listener` (if any), and `fallback`: while Redis is unreachable, a key counts on from its last spend
+    reported, not from $0 (a spent budget stays spent)."""
+
+    def __init__(self, listener: GovernanceListener | None, *, fallback: LocalGovernor) -> None:
+        self._listener = listener
+        self._fallback = fallback
+        self.reported: dict[str, float] = {}  # spend key: USD, as Redis last said
+        self.pending: dict[str, float] = {}  # spend key: USD settled here, not yet in a reply
+        self._unsent: dict[str, Unsent] = {}  # spend key: its item waiting for the next call
+
+    def rate_limited(self, tenant: str, route: str, limit: LimitKind) -> None:
+        if self._listener is not None:
+            self._listener.rate_limited(tenant, route, limit)
+
+    def budget_spent(self, tenant: str, *, spent_usd: float, budget_usd: float) -> None:
+        self._fallback.seen_spent(tenant, spent_usd)
+        if self._listener is not None:
+            self._listener.budget_spent(tenant, spent_usd=spent_usd, budget_usd=budget_usd)
+
+    def left(self, key: str, usd: float) -> bool:
+        """Whether the spend `key` (reported, and settled here since) leaves some of `usd` (unknown: it does not)."""
+        reported = self.reported.get(key)
+        return reported is not None and reported + self.pending.get(key, 0.0) < usd
+
+    def seen(self, tenant: str, key: str, spent_usd: float) -> None:
+        """An admission's reply: `tenant` spent `spent_usd` so far (the spend `key`)."""
+        self.reported[key] = spent_usd
+        self._fallback.seen_spent(tenant, spent_usd)
+
+    def add(self, held: Held, cost_usd: float, *, owner: str) -> Unsent | None:
+        """Charge `cost_usd` to `held`'s key: a new item to queue, or None (added to the one waiting)."""
+        assert held.spend is not None and held.budget is not None
+        key, expiry = held.spend
+        self.pending[key] = self.pending.get(key, 0.0) + cost_usd
+        unsent = self._unsent.get(key)
+        if unsent is not None:
+            unsent.items[-1].amount += cost_usd
+            return None
+        item = Item.spend(key, expiry, cost_usd)
+        unsent = self._unsent[key] = Unsent(items=[item], owner=owner, charge=(held.tenant, held.budget.usd))
+        return unsent
+
+    def sending(self) -> None:
+        """The items waiting are being sent (or dropped): a later settlement makes a new one."""
+        self._unsent.clear()
+
+    def told(self, settled: list[list[Unsent]], outcomes: list[Outcome]) -> None:
+        """The settlements' replies (`outcomes`, one per operation): each key's spend reported, and told."""
+        for settlements, outcome in zip(settled, outcomes, strict=True):
+            at = 0
+            for each in settlements:
+                at += len(each.items)
+                if each.charge is not None:
+                    tenant, usd = each.charge
+                    item, total = each.items[-1], float(outcome.values[at - 1][0])
+                    self.pending[item.key] = max(0.0, self.pending.get(item.key, 0.0) - item.amount)
+                    self.reported[item.key] = total
+                    self.budget_spent(tenant, spent_usd=total, budget_usd=usd)

@@ -1,0 +1,95 @@
+"""A key's spend as one process knows it: budgets checked without a round trip, refused only on Redis' word."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+
+import pytest
+import redis.asyncio as aioredis
+
+from gateway.core.errors import RateLimitedError
+from gateway.core.governance import Budget, BudgetPeriod, RateLimits
+from gateway.governance.admission import Admission
+from gateway.governance.local import LocalGovernor
+from gateway.governance.policies import Policies
+from gateway.governance.redis_demands import Held
+from gateway.governance.redis_script import Outcome, spent_key
+from gateway.governance.redis_spending import Spending
+from tests.support.governance import Clock, Heard, api_key, limits_config, redis_governor
+from tests.support.redis_monitor import watched
+from tests.support.servers import flush_redis
+from tests.support.waiting import eventually
+
+BUDGET = Budget(usd=1.0, period=BudgetPeriod.DAY)
+CONFIG = limits_config(keys=(api_key("a", limits=RateLimits(requests_per_minute=1000, budget=BUDGET)),))
+NOON = datetime(2026, 11, 29, 12, tzinfo=UTC).timestamp()
+SPENT = spent_key("a", "day:2026-11-29")
+
+
+def held(key: str = SPENT) -> Held:
+    return Held(tenant="a", process="p", tokens=0, buckets=(), slots=(), budget=BUDGET, spend=(key, 0.0))
+
+
+def test_spend_settled_goes_as_one_item_per_key_and_counts_until_redis_answers() -> None:
+    heard = Heard()
+    spending = Spending(heard, fallback=LocalGovernor(Policies(CONFIG)))
+    assert not spending.left(SPENT, 1.0)  # nothing reported yet: Redis is asked
+    spending.seen("a", SPENT, 0.5)
+    assert spending.left(SPENT, 1.0)
+    first = spending.add(held(), 0.25, owner="p")
+    assert first is not None and spending.add(held(), 0.125, owner="p") is None  # added to the item waiting
+    assert first.items[0].amount == 0.375 and first.charge == ("a", 1.0)
+    assert not spending.left(SPENT, 0.8)  # 0.5 reported and 0.375 on its way
+    spending.sending()
+    second = spending.add(held(), 0.0625, owner="p")
+    assert second is not None and second is not first
+    spending.told([[first]], [Outcome(refused=None, wait_seconds=0, values=(("0.875", 0),))])
+    assert spending.reported[SPENT] == 0.875 and spending.pending[SPENT] == 0.0625
+    assert heard.spends == [("a", 0.875, 1.0)]
+
+
+@pytest.fixture
+async def url(redis_url: str) -> str:
+    await flush_redis(redis_url)
+    return redis_url
+
+
+async def test_many_settlements_add_one_spend_to_redis(url: str) -> None:
+    governor = redis_governor(url, CONFIG, wall=Clock(NOON))
+    route = CONFIG.routes["fast"]
+    try:
+        admissions: list[Admission | None] = [await governor.admit("a", route, tokens=0)]  # the first asks Redis
+        async with watched(url) as seen:
+            admissions += await asyncio.gather(*(governor.admit("a", route, tokens=0) for _ in range(19)))
+            for admission in admissions:
+                assert admission is not None
+                governor.settle(admission, tokens=None, cost_usd=0.01)
+            await eventually(lambda: governor.spending.reported.get(SPENT, 0) > 0.19, what="the spend sent")
+        assert len(seen.scripted_naming("INCRBYFLOAT")) == 1
+        assert seen.sent_naming("EVALSHA") and len(seen.sent_naming("EVALSHA")) <= 2  # one, or a lease's give-back too
+    finally:
+        await governor.close()
+
+
+async def test_a_budget_that_looks_spent_is_refused_only_on_redis_word(url: str) -> None:
+    wall = Clock(NOON)
+    governor = redis_governor(url, CONFIG, wall=wall)
+    route = CONFIG.routes["fast"]
+    client = aioredis.Redis.from_url(url)
+    try:
+        spending = await governor.admit("a", route, tokens=0)
+        assert spending is not None
+        governor.settle(spending, tokens=None, cost_usd=1.5)
+        await eventually(lambda: governor.spending.reported.get(SPENT) == 1.5, what="the spend reported")
+        async with watched(url) as seen:
+            with pytest.raises(RateLimitedError) as refused:
+                await governor.admit("a", route, tokens=0)  # the lease covers the request: the budget does not
+        assert refused.value.code == "insufficient_quota"
+        assert len(seen.sent_naming("EVALSHA")) == 1  # Redis was asked
+        await client.delete(SPENT)  # Redis says otherwise now (an operator set the spend back)
+        assert await governor.admit("a", route, tokens=0) is not None
+        assert governor.spending.reported[SPENT] == 0.0
+    finally:
+        await governor.close()
+        await client.aclose()
