@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -12,7 +13,7 @@ from gateway.core.governance import RateLimits
 from gateway.governance.admission import Admission
 from gateway.governance.local import Taken
 from gateway.governance.redis import RedisGovernor
-from gateway.governance.redis_script import slots_key
+from gateway.governance.redis_script import bucket_key, slots_key
 from tests.support.governance import api_key, limits_config, redis_governor
 from tests.support.redis_cluster import Cluster, redis_cluster
 from tests.support.waiting import eventually
@@ -51,6 +52,30 @@ async def test_two_replicas_share_the_limits_on_a_cluster(cluster: Cluster) -> N
 
         await eventually(two_in_use, what="the idle slots given back")
         assert len({cluster.owner(slots_key("key", "a")), cluster.owner(slots_key("route", "fast"))}) == 1
+    finally:
+        for governor in replicas:
+            await governor.close()
+
+
+async def test_two_leasing_replicas_on_a_cluster_never_let_more_through_than_the_limit(cluster: Cluster) -> None:
+    # key "c": the cluster is the module's, and "a" spent its requests in the test above
+    config = limits_config(keys=(api_key("c", limits=RateLimits(requests_per_minute=600)),), cluster=True)
+    replicas = tuple(redis_governor(cluster.url, config, cluster=True) for _ in range(2))
+    route = config.routes["fast"]
+
+    async def attempt(governor: RedisGovernor) -> Admission | None:
+        try:
+            return await governor.admit("c", route, tokens=0)
+        except RateLimitedError:
+            return None
+
+    started, admitted = time.monotonic(), 0
+    try:
+        for _ in range(4):  # 1,200 asked, 600 a minute
+            held = await asyncio.gather(*(attempt(governor) for _ in range(150) for governor in replicas))
+            admitted += len([admission for admission in held if admission is not None])
+        assert 600 - 2 * 60 <= admitted <= 600 + 10 * (time.monotonic() - started) + 1  # 10 a second come back
+        assert sum(governor.holding.buckets[bucket_key("key", "c", "requests")].left for governor in replicas) <= 120
     finally:
         for governor in replicas:
             await governor.close()

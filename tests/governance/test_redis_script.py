@@ -11,6 +11,7 @@ from gateway.governance.redis_script import (
     SCRIPT,
     Call,
     Item,
+    ItemKind,
     Op,
     Outcome,
     bucket_key,
@@ -88,3 +89,27 @@ async def test_a_bucket_of_no_capacity_is_no_error(client: aioredis.Redis) -> No
     call.add(Op.ADMIT, [Item.bucket(bucket_key("key", "z", "tokens"), 0, 0)])
     call.add(Op.SETTLE, [Item.bucket(bucket_key("key", "z", "tokens"), 0, 5)])
     assert [outcome.refused for outcome in await run(client, call)] == [None, None]
+
+
+async def test_a_leasing_item_tops_up_a_tenth_of_the_limit_or_a_quarter_of_what_is_left(client: aioredis.Redis) -> None:
+    tokens = bucket_key("key", "a", "tokens")
+    call = Call("p", 3000, "c")
+    for need in (100, 700, 80, 70):  # one script: one moment, no refill between them
+        call.add(Op.ADMIT, [Item(ItemKind.BUCKET_LEASED, tokens, 1000, need)])
+    outcomes = await run(client, call)
+    # 1000 - 100 leaves 900: a tenth (100) leased; 800 - 700 leaves 100: a quarter (25); 75 cannot give 80;
+    # 75 - 70 leaves 5: 1
+    assert [(outcome.refused, outcome.granted[0], outcome.values[0][0]) for outcome in outcomes] == [
+        (None, 100, 800), (None, 25, 75), (0, 0, 75), (None, 1, 4),
+    ]  # fmt: skip
+
+
+async def test_slots_lease_with_a_request_and_a_covered_item_is_only_read(client: aioredis.Redis) -> None:
+    slots, requests = slots_key("key", "a"), bucket_key("key", "a", "requests")
+    call = Call("p", 3000, "c")
+    call.add(Op.ADMIT, [Item(ItemKind.SLOTS_LEASED, slots, 40, 1), Item(ItemKind.BUCKET_COVERED, requests, 60, 0)])
+    call.add(Op.ADMIT, [Item(ItemKind.SLOTS_COVERED, slots, 40, 0), Item(ItemKind.BUCKET_LEASED, requests, 60, 61)])
+    first, second = await run(client, call)
+    assert (first.refused, first.granted, first.values[0][0]) == (None, (4, 0), 5)  # 1 + min(4, 39 // 4)
+    assert first.values[1][0] == 60  # read, not taken
+    assert second.refused == 1 and await client.hget(slots, "p") == b"5"  # all or nothing: the slot stays as it was
