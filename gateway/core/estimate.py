@@ -2,8 +2,12 @@
 
 The estimate is OpenAI's rule of thumb: a token is about four characters. It reads the text of
 every API shape the gateway serves (Chat's and the Messages API's messages and system, the
-Responses API's and embeddings' input, completions' prompt) and never fails on an odd shape: what
-it cannot read counts as nothing. Token arrays (embeddings, completions) count a token each.
+Responses API's input and instructions, embeddings' input, completions' prompt) and never fails
+on an odd shape: what it cannot read counts as nothing. Token arrays (embeddings, completions)
+count a token each. Tools (Chat's, the Responses API's and the Messages API's, and Chat's older
+`functions`) count as the characters of their JSON: names, descriptions and parameter schemas
+are all in the prompt the model reads. The payload is a body as the server parsed it: nested no
+deeper than gateway.core.nesting.MAX_JSON_DEPTH, so its tools may be written as JSON.
 """
 
 from __future__ import annotations
@@ -12,7 +16,11 @@ from collections.abc import Mapping
 from operator import itemgetter
 from typing import Any, Final
 
-TEXT_FIELDS: Final = frozenset({"messages", "input", "prompt", "system"})
+import orjson
+
+TEXT_FIELDS: Final = frozenset({"messages", "input", "prompt", "system", "instructions"})
+TOOL_FIELDS: Final = frozenset({"tools", "functions"})
+PROMPT_FIELDS: Final = TEXT_FIELDS | TOOL_FIELDS
 ANSWER_LIMITS: Final = frozenset({"max_tokens", "max_completion_tokens", "max_output_tokens"})
 # Where text sits inside a message, a content part or an item of every API shape.
 NESTED_TEXT: Final = ("content", "text", "input", "output", "arguments", "refusal")
@@ -29,8 +37,11 @@ def requested_tokens(payload: Mapping[str, Any]) -> int:
 def prompt_tokens(payload: Mapping[str, Any]) -> int:
     """The prompt's estimated tokens: its text's characters / 4, rounded up."""
     characters = 0
-    for name in payload.keys() & TEXT_FIELDS:  # the fields present, found in C
-        characters += text_characters(payload[name])
+    # The fields present, found in C by looking the payload's few keys up in the fields
+    # (`payload.keys() & fields` would look every field up in the payload).
+    for name in PROMPT_FIELDS.intersection(payload):
+        value = payload[name]
+        characters += json_characters(value) if name in TOOL_FIELDS else text_characters(value)
     return -(-characters // CHARACTERS_PER_TOKEN)
 
 
@@ -75,6 +86,18 @@ def string_contents_characters(messages: list[Any]) -> int:
     content that is not a string) sends the caller to the per-message reading.
     """
     return len("".join(map(CONTENT_OF, messages)))
+
+
+def json_characters(value: Any) -> int:
+    """Characters of `value` written as JSON; of its text alone (`walked_characters`) when orjson cannot write it.
+
+    `value` is part of a body as the server parsed it, which nests no deeper than MAX_JSON_DEPTH
+    (gateway.server.parsing refuses deeper ones; see gateway.core.nesting), so orjson may write it.
+    """
+    try:
+        return len(orjson.dumps(value))
+    except orjson.JSONEncodeError:  # not JSON's values (a parsed body's always are, but a caller may pass any)
+        return walked_characters(value)
 
 
 def walked_characters(value: Any) -> int:

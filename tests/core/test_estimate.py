@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
 import pytest
 
-from gateway.core.estimate import requested_tokens
+from gateway.core.estimate import prompt_tokens, requested_tokens
+from gateway.core.nesting import MAX_JSON_DEPTH, nests_deeper
 
 
 def test_chat_messages_of_text_and_parts() -> None:
@@ -35,13 +37,15 @@ def test_an_answer_limit_that_is_not_a_positive_int_counts_nothing(limit: Any) -
     assert requested_tokens({"prompt": "abcd", "max_tokens": limit}) == 1
 
 
-def test_responses_input_items() -> None:
-    payload = {"instructions": "not counted", "input": [
+def test_responses_input_items_and_instructions() -> None:
+    payload = {"instructions": "i" * 12, "input": [
         {"role": "user", "content": [{"type": "input_text", "text": "a" * 10}]},
         {"type": "function_call_output", "call_id": "c", "output": "b" * 6},
         {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "c" * 4}]},
     ]}
-    assert requested_tokens(payload) == 5
+    assert requested_tokens(payload) == 8  # ceil((12 + 20) / 4)
+    items = {"instructions": [{"role": "developer", "content": "d" * 8}]}  # instructions as input items
+    assert requested_tokens(items) == 2
 
 
 def test_messages_api_system_and_blocks() -> None:
@@ -92,3 +96,52 @@ def test_empty_text_is_no_tokens() -> None:
 ])
 def test_messages_of_any_shape_beside_string_contents(messages: list[Any], tokens: int) -> None:
     assert requested_tokens({"messages": messages}) == tokens
+
+
+WEATHER_SCHEMA = {"type": "object", "properties": {"city": {"type": "string", "description": "The city's name"}},
+                  "required": ["city"], "additionalProperties": False}  # fmt: skip
+CHAT_TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "The weather now, in a city.",
+                                                "parameters": WEATHER_SCHEMA, "strict": True}}]  # fmt: skip
+RESPONSES_TOOLS = [{"type": "function", "name": "get_weather", "description": "The weather now, in a city.",
+                    "parameters": WEATHER_SCHEMA}, {"type": "web_search"}]  # fmt: skip
+MESSAGES_TOOLS = [{"name": "get_weather", "description": "The weather now, in a city.", "input_schema": WEATHER_SCHEMA}]
+QUESTION = [{"role": "user", "content": "abcd"}]
+
+
+def tokens_of(characters: int) -> int:
+    return -(-characters // 4)
+
+
+@pytest.mark.parametrize(
+    ("payload", "tools"),
+    [
+        ({"messages": QUESTION, "tools": CHAT_TOOLS}, CHAT_TOOLS),
+        ({"messages": QUESTION, "functions": [CHAT_TOOLS[0]["function"]]}, [CHAT_TOOLS[0]["function"]]),  # Chat's older form
+        ({"input": "abcd", "tools": RESPONSES_TOOLS}, RESPONSES_TOOLS),
+        ({"messages": QUESTION, "tools": MESSAGES_TOOLS}, MESSAGES_TOOLS),
+    ],
+    ids=["chat", "chat-functions", "responses", "messages"],
+)
+def test_tools_count_as_the_characters_of_their_json(payload: dict[str, Any], tools: list[Any]) -> None:
+    """Names, descriptions and parameter schemas are in the prompt the model reads."""
+    assert prompt_tokens(payload) == tokens_of(4 + len(orjson.dumps(tools)))
+
+
+def test_a_messages_request_counts_its_system_its_messages_and_its_tools() -> None:
+    payload = {"system": "s" * 8, "messages": QUESTION, "tools": MESSAGES_TOOLS, "max_tokens": 10}
+    assert requested_tokens(payload) == tokens_of(8 + 4 + len(orjson.dumps(MESSAGES_TOOLS))) + 10
+
+
+def test_tools_as_deep_as_a_body_may_nest_are_written_whole() -> None:
+    """A body nests at most MAX_JSON_DEPTH levels (the server refuses deeper ones): its tools are written as JSON."""
+    schema: Any = {"type": "string"}
+    for _ in range(MAX_JSON_DEPTH - 4):  # with the innermost schema, the body, its tools array and the tool
+        schema = {"type": "array", "items": schema}
+    tools = [{"name": "f", "parameters": schema}]
+    assert nests_deeper({"tools": tools}, MAX_JSON_DEPTH) is False
+    assert prompt_tokens({"tools": tools}) == tokens_of(len(orjson.dumps(tools)))
+
+
+@pytest.mark.parametrize("tools", [None, "text", 12, [{1, 2}], [{"name": 2**70}], {"weird": ["shape"]}, [[[]]]])
+def test_odd_tools_never_fail(tools: Any) -> None:
+    assert prompt_tokens({"messages": QUESTION, "tools": tools}) >= 1
