@@ -245,7 +245,7 @@ def ask(items: Sequence[tuple[Item, Lease | None]], now: float) -> Asked:
             lease.used_at = now
             if lease.left < 0:
                 debts += lease.give_back()
-            part = min(lease.left, amount)
+            part = max(0.0, min(lease.left, amount))
             lease.left -= part
             amount -= part
             kind = ItemKind.BUCKET_COVERED if amount <= 0 else kind

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import redis.asyncio as aioredis
 
+from gateway.core.errors import RateLimitedError
 from gateway.core.governance import LimitStoreKind, RateLimits
 from gateway.governance.admission import Admission
 from gateway.governance.build import open_governor
@@ -117,6 +118,18 @@ async def test_a_debt_is_charged_by_the_next_call_that_needs_the_bucket(redis_ur
         after, later = await stored(client, TOKENS)
         granted = governor.holding.buckets[TOKENS].left
         assert after == pytest.approx(before + (later - at) * 6000 / 60000 - 300 - 100 - granted)
+    finally:
+        await governor.close()
+
+
+async def test_a_debt_is_charged_even_when_the_request_that_needs_the_bucket_is_refused(redis_url: str) -> None:
+    governor = redis_governor(redis_url, CONFIG)
+    try:
+        governor.settle(await admitted(governor, tokens=100), tokens=6000, cost_usd=0.0)  # 5,300 owed
+        with pytest.raises(RateLimitedError) as refused:
+            await admitted(governor, tokens=100)  # the 5,300 Redis had left pay the debt: none for this one
+        assert refused.value.type == "tokens"
+        assert governor.holding.buckets[TOKENS].left == 0
     finally:
         await governor.close()
 
