@@ -136,14 +136,13 @@ class RedisGovernor:
         budget_left = budget is None or (spend is not None and self.spending.left(spend[0], budget.usd))
         if budget_left and demand.take(tokens, now):
             requests, taken = demand.quotas(now)
-            held = demand.held(tenant, tokens=tokens, budget=budget, process=self.process_id)
-            return Admission(tenant, route.name, tokens, requests=requests, tokens=taken, handle=held)
+            return Admission(tenant, route.name, tokens, requests=requests, tokens=taken, handle=demand.held(tokens))
         return await self._ask(tenant, route, demand=demand, tokens=tokens, again=True)
 
     async def _ask(self, tenant: str, route: Route, *, demand: Demand, tokens: int, again: bool) -> Admission | None:
         """Admit through Redis what the leases do not cover; refused where a lease grew meanwhile, try `again` once."""
         budget = demand.made_for[0].budget
-        held = demand.held(tenant, tokens=tokens, budget=budget, process=self.process_id)
+        held = demand.held(tokens)
         asked = demand.ask(tokens, self._clock())
         if asked.debts:  # charged first, in the same call
             self._unsent.append(Unsent(items=asked.debts, owner=self.process_id))
@@ -185,12 +184,13 @@ class RedisGovernor:
             return
         admission.settled = True
         back = held.settle(tokens)
-        if held.spend is not None and cost_usd > 0:
-            spend = self.spending.add(held, cost_usd, owner=self.process_id)
+        demand = held.demand
+        if demand.spend is not None and cost_usd > 0:
+            spend = self.spending.add(demand, cost_usd, owner=self.process_id)
             if spend is not None:
                 self._queue([spend])
         if back:  # more than a lease keeps, or its leases were given back for good (their governor closed)
-            self._queue([Unsent(items=back, owner=held.process)])
+            self._queue([Unsent(items=back, owner=demand.whose[1])])
 
     async def usage(self, tenant: str) -> dict[str, Any]:
         limits = self.policies.limits(self.policies.policy(tenant))
@@ -247,7 +247,8 @@ class RedisGovernor:
             budget = limits.budget
             span = self.fallback.spans.at(budget.period, self._wall()) if budget is not None else None
             checks = admission_checks(tenant, limits, route=(route.name, route.limits), tokens=0, span=span)
-            demand = Demand.of(checks, holding=self.holding, made_for=(limits, route.limits, period), span=span)
+            made_for, whose = (limits, route.limits, period), (tenant, self.process_id)
+            demand = Demand.of(checks, holding=self.holding, made_for=made_for, whose=whose, span=span)
             self._demands[(tenant, route.name)] = demand
         return demand
 
@@ -330,7 +331,7 @@ class RedisGovernor:
             if not each.outcome.done():
                 each.outcome.set_result(outcome)
             elif outcome.refused is None:  # its caller left while it was taken: all of it back to the leases
-                self._queue([Unsent(items=each.held.release(), owner=each.held.process)])
+                self._queue([Unsent(items=each.held.release(), owner=each.held.demand.whose[1])])
 
     async def _send_unsent(self, *, retire: bool) -> None:
         unsent = self._take_unsent()

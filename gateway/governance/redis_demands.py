@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
-from gateway.core.governance import Budget, LimitKind, Quota, RateLimits
+from gateway.core.governance import LimitKind, Quota, RateLimits
 from gateway.core.periods import Span
 from gateway.governance.redis_leases import Asked, BucketLease, Holding, Lease, SlotsLease, ask
 from gateway.governance.redis_script import Call, Item, Op, Outcome, bucket_key, slots_key, spent_key
@@ -33,16 +33,11 @@ class Check:
 
 @dataclass(slots=True)
 class Held:
-    """What an admission holds until it ends: `tokens` of each bucket lease in `buckets` (at most its capacity),
-    a slot of each in `slots`, and the budget its spend is charged to (`spend`: the spend key and its expiry)."""
+    """What an admission holds until it ends: `tokens` of each tokens lease of `demand` (at most its capacity), and
+    a slot of each of its slots leases."""
 
-    tenant: str
-    process: str  # whose leases they are: the process id of the governor that admitted it
+    demand: Demand
     tokens: int
-    buckets: tuple[BucketLease, ...]
-    slots: tuple[SlotsLease, ...]
-    budget: Budget | None = None
-    spend: tuple[str, float] | None = None
 
     def settle(self, used: int | None) -> list[Item]:
         """The request ended having used `used` tokens (None: unknown): slots freed, tokens reconciled in the leases.
@@ -51,20 +46,20 @@ class Held:
         given back for good (its governor closed) cannot take.
         """
         items = []
-        for slots in self.slots:
+        for slots in self.demand.slots:
             items += slots.free()
-        if used is not None:
-            tokens = self.tokens
-            for lease in self.buckets:
+        tokens = self.tokens
+        if used is not None and tokens > 0:
+            for lease in self.demand.tokens:
                 items += lease.settle((tokens if tokens < lease.capacity else lease.capacity) - used)
         return items
 
     def release(self) -> list[Item]:
         """The request never ran (its caller left): every slot and token it took back (see `settle`)."""
         items = []
-        for slots in self.slots:
+        for slots in self.demand.slots:
             items += slots.free()
-        for lease in self.buckets:
+        for lease in self.demand.tokens:
             items += lease.settle(min(self.tokens, lease.capacity))
         return items
 
@@ -110,12 +105,13 @@ class Demand:
     tokens: tuple[BucketLease, ...]
     shown: tuple[BucketLease | None, BucketLease | None]
     made_for: tuple[RateLimits, RateLimits, str | None]  # the key's limits, the route's, the budget period
+    whose: tuple[str, str]  # the tenant, and the process id of the governor whose leases these are
     spend: tuple[str, float] | None  # the budget period's spend key, and when it expires
 
     @classmethod
     def of(
         cls, checks: tuple[Check, ...], *, holding: Holding, made_for: tuple[RateLimits, RateLimits, str | None],
-        span: Span | None = None,
+        whose: tuple[str, str], span: Span | None = None,
     ) -> Demand:  # fmt: skip
         leases = tuple(lease_of(check, holding) for check in checks)
         by_kind: dict[LimitKind, list[Lease]] = {}
@@ -128,7 +124,7 @@ class Demand:
         if span is not None and checks and checks[0].kind is LimitKind.BUDGET:
             spend = (checks[0].item.key, 0 if span.ends_at is None else int(span.ends_at) + SPEND_KEPT_SECONDS)
         return cls(
-            checks=checks, leases=leases, requests=requests, tokens=tokens, made_for=made_for, spend=spend,
+            checks=checks, leases=leases, requests=requests, tokens=tokens, made_for=made_for, whose=whose, spend=spend,
             slots=tuple(lease for lease in by_kind.get(LimitKind.CONCURRENCY, ()) if isinstance(lease, SlotsLease)),
             shown=(requests[0] if requests else None, tokens[0] if tokens else None),
         )  # fmt: skip
@@ -170,10 +166,9 @@ class Demand:
             items.append((item, lease))
         return ask(items, now)
 
-    def held(self, tenant: str, *, tokens: int, budget: Budget | None, process: str) -> Held:
-        """What a request needing `tokens` admitted by the process `process` holds until it is settled."""
-        return Held(tenant=tenant, process=process, tokens=tokens, buckets=self.tokens if tokens > 0 else (),
-                    slots=self.slots, budget=budget, spend=self.spend)  # fmt: skip
+    def held(self, tokens: int) -> Held:
+        """What a request needing `tokens` holds until it is settled."""
+        return Held(self, tokens)
 
     def quotas(self, now: float) -> tuple[Quota | None, Quota | None]:
         """The requests and tokens quotas an admission shows: the key's, else the route's (see BucketLease.quota)."""

@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from math import floor
 from typing import Final
 
 from gateway.core.buckets import SECONDS_PER_REFILL
@@ -68,9 +69,11 @@ class BucketLease:
         """The limit, what is left (Redis' last level, refilled since, and this lease) and when it is full again."""
         capacity = self.capacity
         level = self.seen + (now - self.at) * self.rate
-        level = min(capacity, (level if level < capacity else capacity) + self.left)
+        level = (level if level < capacity else capacity) + self.left
+        if level > capacity:
+            level = capacity
         reset = (capacity - level) / self.rate if capacity > 0 else 0.0
-        return Quota(limit=capacity, remaining=math.floor(level), reset_seconds=reset)
+        return Quota(limit=capacity, remaining=floor(level), reset_seconds=reset)
 
     def settle(self, amount: float) -> list[Item]:
         """`amount` back (reserved - used: below 0, more taken); items returning to Redis what exceeds a full lease.

@@ -16,7 +16,7 @@ from __future__ import annotations
 from gateway.core.governance import LimitKind
 from gateway.governance.admission import GovernanceListener
 from gateway.governance.local import LocalGovernor
-from gateway.governance.redis_demands import Held, Unsent
+from gateway.governance.redis_demands import Demand, Unsent
 from gateway.governance.redis_script import Item, Outcome
 
 
@@ -51,17 +51,18 @@ class Spending:
         self.reported[key] = spent_usd
         self._fallback.seen_spent(tenant, spent_usd)
 
-    def add(self, held: Held, cost_usd: float, *, owner: str) -> Unsent | None:
-        """Charge `cost_usd` to `held`'s key: a new item to queue, or None (added to the one waiting)."""
-        assert held.spend is not None and held.budget is not None
-        key, expiry = held.spend
+    def add(self, demand: Demand, cost_usd: float, *, owner: str) -> Unsent | None:
+        """Charge `cost_usd` to the budget of `demand`'s key: a new item to queue, or None (added to the one waiting)."""
+        budget = demand.made_for[0].budget
+        assert demand.spend is not None and budget is not None
+        key, expiry = demand.spend
         self.pending[key] = self.pending.get(key, 0.0) + cost_usd
         unsent = self._unsent.get(key)
         if unsent is not None:
             unsent.items[-1].amount += cost_usd
             return None
         item = Item.spend(key, expiry, cost_usd)
-        unsent = self._unsent[key] = Unsent(items=[item], owner=owner, charge=(held.tenant, held.budget.usd))
+        unsent = self._unsent[key] = Unsent(items=[item], owner=owner, charge=(demand.whose[0], budget.usd))
         return unsent
 
     def sending(self) -> None:

@@ -36,7 +36,8 @@ def test_checks_go_budget_then_the_key_then_the_route_tokens_capped_at_each_capa
 def made(tenant: str, holding: Holding) -> Demand:
     span = budget_span(BudgetPeriod.DAY, NOW)
     checks = admission_checks(tenant, KEY_LIMITS, route=("r", ROUTE_LIMITS), tokens=0, span=span)
-    return Demand.of(checks, holding=holding, made_for=(KEY_LIMITS, ROUTE_LIMITS, span.id), span=span)
+    return Demand.of(checks, holding=holding, made_for=(KEY_LIMITS, ROUTE_LIMITS, span.id), whose=(tenant, "p"),
+                     span=span)
 
 
 def test_a_demand_draws_on_one_lease_per_redis_key_and_fits_its_limits_only() -> None:
@@ -106,7 +107,7 @@ def test_a_debt_is_charged_before_asking() -> None:
 def test_the_headers_show_the_keys_quotas_else_the_routes() -> None:
     holding = Holding()
     checks = admission_checks("a", RateLimits(tokens_per_minute=100), route=("r", ROUTE_LIMITS), tokens=5, span=None)
-    demand = Demand.of(checks, holding=holding, made_for=(UNLIMITED, UNLIMITED, None))
+    demand = Demand.of(checks, holding=holding, made_for=(UNLIMITED, UNLIMITED, None), whose=("a", "p"))
     key_tokens, route_requests, _ = demand.leases
     assert isinstance(route_requests, BucketLease) and isinstance(key_tokens, BucketLease)
     key_tokens.reported(90, NOW)
@@ -121,8 +122,7 @@ def test_a_settlement_reconciles_tokens_in_the_leases_and_gives_back_more_than_a
     demand = made("a", Holding())
     lease_all(demand, left=100, slots=2)
     assert demand.take(80, NOW)
-    held = demand.held("a", tokens=80, budget=KEY_LIMITS.budget, process="p")
-    assert held.process == "p"
+    held = demand.held(80)
     # the key's tokens: 20 left and 50 unused; the route's: 40 and 30. A lease keeps a tenth of the
     # limit (10 and 6 tokens; of 2 slots, none): the rest goes back to Redis
     assert held.settle(30) == [
@@ -135,7 +135,7 @@ def test_a_settlement_reconciles_tokens_in_the_leases_and_gives_back_more_than_a
     demand.tokens[0].open = False  # given back for good: what it would take goes to Redis
     demand.slots[0].leased = 1
     assert demand.take(5, NOW)
-    assert demand.held("a", tokens=5, budget=None, process="p").settle(4)[1] == (
+    assert demand.held(5).settle(4)[1] == (
         Item(ItemKind.BUCKET, bucket_key("key", "a", "tokens"), 100, 1))
     # its spend is charged to the day it was admitted in, kept a day past its end
-    assert held.spend == (spent_key("a", "day:2026-11-29"), datetime(2026, 12, 1, tzinfo=UTC).timestamp())
+    assert demand.spend == (spent_key("a", "day:2026-11-29"), datetime(2026, 12, 1, tzinfo=UTC).timestamp())

@@ -9,11 +9,13 @@ import pytest
 import redis.asyncio as aioredis
 
 from gateway.core.errors import RateLimitedError
-from gateway.core.governance import Budget, BudgetPeriod, RateLimits
+from gateway.core.governance import UNLIMITED, Budget, BudgetPeriod, RateLimits
+from gateway.core.periods import budget_span
 from gateway.governance.admission import Admission
 from gateway.governance.local import LocalGovernor
 from gateway.governance.policies import Policies
-from gateway.governance.redis_demands import Held
+from gateway.governance.redis_demands import Demand, admission_checks
+from gateway.governance.redis_leases import Holding
 from gateway.governance.redis_script import Outcome, spent_key
 from gateway.governance.redis_spending import Spending
 from tests.support.governance import Clock, Heard, api_key, limits_config, redis_governor
@@ -27,8 +29,13 @@ NOON = datetime(2026, 11, 29, 12, tzinfo=UTC).timestamp()
 SPENT = spent_key("a", "day:2026-11-29")
 
 
-def held(key: str = SPENT) -> Held:
-    return Held(tenant="a", process="p", tokens=0, buckets=(), slots=(), budget=BUDGET, spend=(key, 0.0))
+def demand() -> Demand:
+    """The checks of a's requests on fast, today."""
+    limits = CONFIG.api_keys[0].limits
+    assert limits is not None
+    span = budget_span(BudgetPeriod.DAY, NOON)
+    checks = admission_checks("a", limits, route=("fast", UNLIMITED), tokens=0, span=span)
+    return Demand.of(checks, holding=Holding(), made_for=(limits, UNLIMITED, span.id), whose=("a", "p"), span=span)
 
 
 def test_spend_settled_goes_as_one_item_per_key_and_counts_until_redis_answers() -> None:
@@ -37,12 +44,12 @@ def test_spend_settled_goes_as_one_item_per_key_and_counts_until_redis_answers()
     assert not spending.left(SPENT, 1.0)  # nothing reported yet: Redis is asked
     spending.seen("a", SPENT, 0.5)
     assert spending.left(SPENT, 1.0)
-    first = spending.add(held(), 0.25, owner="p")
-    assert first is not None and spending.add(held(), 0.125, owner="p") is None  # added to the item waiting
+    first = spending.add(demand(), 0.25, owner="p")
+    assert first is not None and spending.add(demand(), 0.125, owner="p") is None  # added to the item waiting
     assert first.items[0].amount == 0.375 and first.charge == ("a", 1.0)
     assert not spending.left(SPENT, 0.8)  # 0.5 reported and 0.375 on its way
     spending.sending()
-    second = spending.add(held(), 0.0625, owner="p")
+    second = spending.add(demand(), 0.0625, owner="p")
     assert second is not None and second is not first
     spending.told([[first]], [Outcome(refused=None, wait_seconds=0, values=(("0.875", 0),))])
     assert spending.reported[SPENT] == 0.875 and spending.pending[SPENT] == 0.0625
