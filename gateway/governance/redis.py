@@ -129,10 +129,10 @@ class RedisGovernor:
         now = self._clock()
         if now < self._down_until:
             return self.fallback.take(tenant, route, tokens=tokens)
-        budget = limits.budget
-        span = self.fallback.spans.at(budget.period, self._wall()) if budget is not None else None
-        demand = self._demand(tenant, route, limits=limits, period=span.id if span is not None else None)
-        spend = demand.spend  # a budget that looks spent is Redis' to refuse
+        demand = self._demands.get((tenant, route.name))
+        if demand is None or not demand.fits(limits, route.limits, self._wall()):
+            demand = self._demand(tenant, route, limits=limits)
+        budget, spend = limits.budget, demand.spend  # a budget that looks spent is Redis' to refuse
         budget_left = budget is None or (spend is not None and self.spending.left(spend[0], budget.usd))
         if budget_left and demand.take(tokens, now):
             requests, taken = demand.quotas(now)
@@ -240,16 +240,14 @@ class RedisGovernor:
         if self._client is not None:
             await close_client(self._client)
 
-    def _demand(self, tenant: str, route: Route, *, limits: RateLimits, period: str | None) -> Demand:
-        """The checks of `tenant`'s requests on `route`, made again only when their limits or budget period changed."""
-        demand = self._demands.get((tenant, route.name))
-        if demand is None or not demand.fits(limits, route.limits, period):
-            budget = limits.budget
-            span = self.fallback.spans.at(budget.period, self._wall()) if budget is not None else None
-            checks = admission_checks(tenant, limits, route=(route.name, route.limits), tokens=0, span=span)
-            made_for, whose = (limits, route.limits, period), (tenant, self.process_id)
-            demand = Demand.of(checks, holding=self.holding, made_for=made_for, whose=whose, span=span)
-            self._demands[(tenant, route.name)] = demand
+    def _demand(self, tenant: str, route: Route, *, limits: RateLimits) -> Demand:
+        """The checks of `tenant`'s requests on `route`, made anew when their limits or budget period changed."""
+        budget = limits.budget
+        span = self.fallback.spans.at(budget.period, self._wall()) if budget is not None else None
+        checks = admission_checks(tenant, limits, route=(route.name, route.limits), tokens=0, span=span)
+        made_for, whose = (limits, route.limits), (tenant, self.process_id)
+        demand = Demand.of(checks, holding=self.holding, made_for=made_for, whose=whose, span=span)
+        self._demands[(tenant, route.name)] = demand
         return demand
 
     def _refusal(self, check: Check, outcome: Outcome, *, quotas: tuple[Quota | None, Quota | None]) -> RateLimitedError:

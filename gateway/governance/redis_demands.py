@@ -10,6 +10,7 @@ what `Held` says until its settlement gives it back to the leases (redis_leases)
 from __future__ import annotations
 
 import asyncio
+import math
 from dataclasses import dataclass
 
 from gateway.core.governance import LimitKind, Quota, RateLimits
@@ -95,7 +96,7 @@ def admission_checks(
 
 @dataclass(slots=True)
 class Demand:
-    """Every check of a tenant's requests on a route, made once for their limits and budget period (`made_for`),
+    """Every check of a tenant's requests on a route, made once for their limits (`made_for`) and budget period,
     with the lease each draws on (None: the budget's), the leases by what they count, and those the headers show."""
 
     checks: tuple[Check, ...]
@@ -104,13 +105,14 @@ class Demand:
     requests: tuple[BucketLease, ...]
     tokens: tuple[BucketLease, ...]
     shown: tuple[BucketLease | None, BucketLease | None]
-    made_for: tuple[RateLimits, RateLimits, str | None]  # the key's limits, the route's, the budget period
+    made_for: tuple[RateLimits, RateLimits]  # the key's limits, the route's
     whose: tuple[str, str]  # the tenant, and the process id of the governor whose leases these are
     spend: tuple[str, float] | None  # the budget period's spend key, and when it expires
+    until: float  # when the budget's period ends (epoch seconds): it is made anew then
 
     @classmethod
     def of(
-        cls, checks: tuple[Check, ...], *, holding: Holding, made_for: tuple[RateLimits, RateLimits, str | None],
+        cls, checks: tuple[Check, ...], *, holding: Holding, made_for: tuple[RateLimits, RateLimits],
         whose: tuple[str, str], span: Span | None = None,
     ) -> Demand:  # fmt: skip
         leases = tuple(lease_of(check, holding) for check in checks)
@@ -125,14 +127,16 @@ class Demand:
             spend = (checks[0].item.key, 0 if span.ends_at is None else int(span.ends_at) + SPEND_KEPT_SECONDS)
         return cls(
             checks=checks, leases=leases, requests=requests, tokens=tokens, made_for=made_for, whose=whose, spend=spend,
+            until=span.ends_at if span is not None and span.ends_at is not None else math.inf,
             slots=tuple(lease for lease in by_kind.get(LimitKind.CONCURRENCY, ()) if isinstance(lease, SlotsLease)),
             shown=(requests[0] if requests else None, tokens[0] if tokens else None),
         )  # fmt: skip
 
-    def fits(self, limits: RateLimits, route: RateLimits, period: str | None) -> bool:
-        """Whether it was made for these limits (the same objects: a reload or a PATCH makes new ones) and period."""
-        key_limits, route_limits, made_period = self.made_for
-        return key_limits is limits and route_limits is route and made_period == period
+    def fits(self, limits: RateLimits, route: RateLimits, now: float) -> bool:
+        """Whether it was made for these limits (the same objects: a reload or a PATCH makes new ones), and its budget
+        period has not ended by `now` (epoch seconds)."""
+        key_limits, route_limits = self.made_for
+        return key_limits is limits and route_limits is route and now < self.until
 
     def take(self, tokens: int, now: float) -> bool:
         """Take a request needing `tokens` from the leases when they cover every limit (else take nothing): whether taken."""

@@ -36,7 +36,7 @@ def test_checks_go_budget_then_the_key_then_the_route_tokens_capped_at_each_capa
 def made(tenant: str, holding: Holding) -> Demand:
     span = budget_span(BudgetPeriod.DAY, NOW)
     checks = admission_checks(tenant, KEY_LIMITS, route=("r", ROUTE_LIMITS), tokens=0, span=span)
-    return Demand.of(checks, holding=holding, made_for=(KEY_LIMITS, ROUTE_LIMITS, span.id), whose=(tenant, "p"),
+    return Demand.of(checks, holding=holding, made_for=(KEY_LIMITS, ROUTE_LIMITS), whose=(tenant, "p"),
                      span=span)
 
 
@@ -48,9 +48,10 @@ def test_a_demand_draws_on_one_lease_per_redis_key_and_fits_its_limits_only() ->
     assert demand.tokens == (holding.bucket(bucket_key("key", "a", "tokens"), 100),
                              holding.bucket(bucket_key("route", "r", "tokens"), 60))
     assert made("b", holding).requests[1] is demand.requests[1]  # the route's bucket: one lease for every key
-    assert demand.fits(KEY_LIMITS, ROUTE_LIMITS, "day:2026-11-29")
-    assert not demand.fits(RateLimits(requests_per_minute=10), ROUTE_LIMITS, "day:2026-11-29")
-    assert not demand.fits(KEY_LIMITS, ROUTE_LIMITS, "day:2026-11-30")
+    midnight = datetime(2026, 11, 30, tzinfo=UTC).timestamp()
+    assert demand.fits(KEY_LIMITS, ROUTE_LIMITS, midnight - 1)
+    assert not demand.fits(RateLimits(requests_per_minute=10), ROUTE_LIMITS, midnight - 1)
+    assert not demand.fits(KEY_LIMITS, ROUTE_LIMITS, midnight)  # the day's budget period ended
 
 
 def lease_all(demand: Demand, *, left: float, slots: int) -> None:
@@ -107,7 +108,7 @@ def test_a_debt_is_charged_before_asking() -> None:
 def test_the_headers_show_the_keys_quotas_else_the_routes() -> None:
     holding = Holding()
     checks = admission_checks("a", RateLimits(tokens_per_minute=100), route=("r", ROUTE_LIMITS), tokens=5, span=None)
-    demand = Demand.of(checks, holding=holding, made_for=(UNLIMITED, UNLIMITED, None), whose=("a", "p"))
+    demand = Demand.of(checks, holding=holding, made_for=(UNLIMITED, UNLIMITED), whose=("a", "p"))
     key_tokens, route_requests, _ = demand.leases
     assert isinstance(route_requests, BucketLease) and isinstance(key_tokens, BucketLease)
     key_tokens.reported(90, NOW)

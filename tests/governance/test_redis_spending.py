@@ -35,7 +35,7 @@ def demand() -> Demand:
     assert limits is not None
     span = budget_span(BudgetPeriod.DAY, NOON)
     checks = admission_checks("a", limits, route=("fast", UNLIMITED), tokens=0, span=span)
-    return Demand.of(checks, holding=Holding(), made_for=(limits, UNLIMITED, span.id), whose=("a", "p"), span=span)
+    return Demand.of(checks, holding=Holding(), made_for=(limits, UNLIMITED), whose=("a", "p"), span=span)
 
 
 def test_spend_settled_goes_as_one_item_per_key_and_counts_until_redis_answers() -> None:
