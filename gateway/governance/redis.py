@@ -116,6 +116,8 @@ class RedisGovernor:
         except Exception as exc:  # settings the client refuses: limits per process, for good
             self._down, self._down_until = True, math.inf
             log.error("limits: the redis URL is refused (%s); each process counts alone", masked(str(exc), connection))
+        if holding is not None:  # a predecessor's leases: given back when idle from now on (or from its first call)
+            self._tend(slots=False)
 
     def policy(self, tenant: str) -> KeyPolicy:
         return self.policies.policy(tenant)

@@ -21,7 +21,6 @@ reported, refilled since at the bucket's rate, plus what the lease holds.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from math import floor
@@ -48,7 +47,7 @@ class BucketLease:
         self.asking = False  # a call leasing a top-up of it is under way
         self.used_at = 0.0
         self.seen = float(capacity)  # Redis' level, reported at `at` (this process's clock)
-        self.at = -math.inf
+        self.at = 0.0
         self.open = True  # False once given back for good (closed): settlements then go to Redis
 
     def resize(self, capacity: int) -> None:

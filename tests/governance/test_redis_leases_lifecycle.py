@@ -149,7 +149,9 @@ async def test_a_closed_governor_gives_every_lease_back(redis_url: str, client: 
 
 
 async def test_a_reloads_successor_admits_from_the_leases_it_takes_over(redis_url: str, client: aioredis.Redis) -> None:
-    config = limits_config(keys=CONFIG.api_keys, store=LimitStoreKind.REDIS, url=redis_url)
+    """Requests alone (no slot, whose liveness record the successor would renew anyway): it gives them back too."""
+    sixty = RateLimits(requests_per_minute=600)
+    config = limits_config(keys=(api_key("a", limits=sixty),), store=LimitStoreKind.REDIS, url=redis_url)
     previous = open_governor(config)
     assert isinstance(previous, RedisGovernor)
     await previous.admit("a", config.routes["fast"], tokens=0)
@@ -160,6 +162,11 @@ async def test_a_reloads_successor_admits_from_the_leases_it_takes_over(redis_ur
             assert await successor.admit("a", config.routes["fast"], tokens=0) is not None
         assert seen.sent_naming("EVALSHA") == []
         assert (await stored(client, REQUESTS))[0] < 600 - 50
+
+        async def given_back() -> bool:
+            return (await stored(client, REQUESTS))[0] >= 598
+
+        await eventually(given_back, what="the successor gives back what it took over, once idle")
     finally:
         await successor.close()
 
