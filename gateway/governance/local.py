@@ -60,31 +60,6 @@ class Counts:
             tokens = self.tokens_bucket(limits.tokens_per_minute, now).quota(now)
         return requests, tokens
 
-    def refusal(self, limits: RateLimits, *, tokens: int, now: float) -> Refusal | None:
-        """The first of `limits` that refuses one more request needing `tokens` now (None: none does); takes nothing."""
-        slots = limits.concurrent_requests
-        if slots is not None and self.in_use >= slots:
-            return Refusal(LimitKind.CONCURRENCY, slots)
-        if limits.requests_per_minute is not None:
-            bucket = self.requests_bucket(limits.requests_per_minute, now)
-            if not bucket.holds(1, now):
-                return Refusal(LimitKind.REQUESTS, bucket.capacity, bucket.wait_seconds(1, now))
-        if limits.tokens_per_minute is not None:
-            bucket = self.tokens_bucket(limits.tokens_per_minute, now)
-            if not bucket.holds(tokens, now):
-                return Refusal(LimitKind.TOKENS, bucket.capacity, bucket.wait_seconds(tokens, now))
-        return None
-
-    def take(self, limits: RateLimits, *, tokens: int, now: float) -> int:
-        """Take one request needing `tokens` under `limits`, once `refusal` found none; the tokens taken."""
-        if limits.concurrent_requests is not None:
-            self.in_use += 1
-        if limits.requests_per_minute is not None and self.requests is not None:
-            self.requests.take(1, now)
-        if limits.tokens_per_minute is not None and self.tokens is not None:
-            return self.tokens.take(tokens, now)
-        return 0
-
     def release(self, *, slot: bool, reserved: int, used: int | None, now: float) -> None:
         """A request it let through ended: its slot back, and the tokens `reserved` and not `used` (None: unknown)."""
         if slot:
@@ -122,14 +97,75 @@ class Refusal:
     wait_seconds: float = 0.0
 
 
-def shown(key: Bucket | None, route: Bucket | None, now: float) -> Quota | None:
-    """The quota an admission's headers show: the key's bucket's, else the route's (None: neither is limited)."""
-    if key is not None:
-        return key.quota(now)
-    return route.quota(now) if route is not None else None
+@dataclass(frozen=True, slots=True)
+class Held:
+    """A key's or a route's counts under its limits: the slots, requests and tokens buckets a request takes.
+
+    `requests` and `tokens` are its buckets, sized to `limits`, when those are limited (None: not limited).
+    """
+
+    counts: Counts
+    limits: RateLimits
+    requests: Bucket | None
+    tokens: Bucket | None
+
+    @classmethod
+    def under(cls, counts: Counts, limits: RateLimits, now: float) -> Held:
+        """`counts` held to `limits`: its buckets sized to them at `now`."""
+        requests = tokens = None
+        if limits.requests_per_minute is not None:
+            requests = counts.requests_bucket(limits.requests_per_minute, now)
+        if limits.tokens_per_minute is not None:
+            tokens = counts.tokens_bucket(limits.tokens_per_minute, now)
+        return cls(counts, limits, requests=requests, tokens=tokens)
+
+    def refusal(self, *, tokens: int, now: float) -> Refusal | None:
+        """The first limit that refuses one more request needing `tokens` now (None: none does); takes nothing."""
+        slots = self.limits.concurrent_requests
+        if slots is not None and self.counts.in_use >= slots:
+            return Refusal(LimitKind.CONCURRENCY, slots)
+        bucket = self.requests
+        if bucket is not None and not bucket.holds(1, now):
+            return Refusal(LimitKind.REQUESTS, bucket.capacity, bucket.wait_seconds(1, now))
+        bucket = self.tokens
+        if bucket is not None and not bucket.holds(tokens, now):
+            return Refusal(LimitKind.TOKENS, bucket.capacity, bucket.wait_seconds(tokens, now))
+        return None
+
+    def take(self, *, tokens: int, now: float) -> int:
+        """Take one request needing `tokens`, once `refusal` found none; the tokens taken."""
+        if self.limits.concurrent_requests is not None:
+            self.counts.in_use += 1
+        if self.requests is not None:
+            self.requests.take(1, now)
+        return self.tokens.take(tokens, now) if self.tokens is not None else 0
+
+    def quotas(self, now: float) -> tuple[Quota | None, Quota | None]:
+        """Its requests and tokens quotas at `now` (None: that one is not limited)."""
+        return self.counts.quotas(self.limits, now)
 
 
-NOTHING = Counts()  # a route's counts when the route is not limited: no bucket, nothing in flight
+@dataclass(frozen=True, slots=True)
+class Terms:
+    """What a tenant's requests on a route are held to, worked out once per policy and route.
+
+    `key` and `route_held`: the key's and the route's counts under their limits (None: nothing
+    limits the request / the route is not limited). `requests` and `tokens`: the buckets an
+    admission's headers show, the key's, else the route's (None: neither is limited).
+    """
+
+    policy: KeyPolicy
+    route: Route
+    key: Held | None
+    route_held: Held | None
+    budget: Budget | None = None
+    requests: Bucket | None = None
+    tokens: Bucket | None = None
+
+
+def shown(key: Bucket | None, route: Bucket | None) -> Bucket | None:
+    """The bucket an admission's headers show: the key's, else the route's (None: neither is limited)."""
+    return key if key is not None else route
 
 
 class LocalGovernor:
@@ -150,6 +186,7 @@ class LocalGovernor:
         self._clock = clock
         self._wall = wall
         self.spans = Spans()  # budget periods, worked out once a period
+        self._terms: dict[str, Terms] = {}  # each tenant's, for the route it used last
 
     def policy(self, tenant: str) -> KeyPolicy:
         return self.policies.policy(tenant)
@@ -159,50 +196,66 @@ class LocalGovernor:
 
     def take(self, tenant: str, route: Route, *, tokens: int) -> Admission | None:
         """admit's work, without awaiting: also the Redis governor's while Redis cannot be reached."""
-        policy = self.policies.policy(tenant)
-        check_route(policy, route)
-        limits = self.policies.limits(policy)
-        route_limits = route.limits
-        if not limits.any and not route_limits.any:
+        terms = self.terms(tenant, route)
+        key = terms.key
+        if key is None:
             return None
         now = self._clock()
-        key = self.ledger.keys.get(tenant)
-        if key is None:
-            key = self.ledger.keys[tenant] = Counts()
-        budget = limits.budget
+        budget = terms.budget
         if budget is not None:
-            wall = self._wall()
-            span = self.spans.at(budget.period, wall)
-            if self.spent(tenant, span.id) >= budget.usd:
-                self._refused(tenant, route, LimitKind.BUDGET)
-                raise budget_spent(tenant, budget, span=span, now=wall, quotas=key.quotas(limits, now))
-        refusal = key.refusal(limits, tokens=tokens, now=now)
+            spent = self.ledger.spent.get(tenant)
+            # a spend under the budget admits in any period (a new one starts from nothing): no calendar to read
+            if spent is not None and spent[1] >= budget.usd:
+                wall = self._wall()
+                span = self.spans.at(budget.period, wall)
+                if spent[0] == span.id:
+                    self._refused(tenant, route, LimitKind.BUDGET)
+                    raise budget_spent(tenant, budget, span=span, now=wall, quotas=key.quotas(now))
+        refusal = key.refusal(tokens=tokens, now=now)
         if refusal is not None:
-            raise self._refusal(refusal, subject=f"key '{tenant}'", where=(tenant, route),
-                                quotas=key.quotas(limits, now))
-        counts = None
-        if route_limits.any:
-            counts = self.ledger.routes.get(route.name)
-            if counts is None:
-                counts = self.ledger.routes[route.name] = Counts()
-            refusal = counts.refusal(route_limits, tokens=tokens, now=now)
+            raise self._refusal(refusal, subject=f"key '{tenant}'", where=(tenant, route), quotas=key.quotas(now))
+        held = terms.route_held
+        if held is not None:
+            refusal = held.refusal(tokens=tokens, now=now)
             if refusal is not None:
-                quotas = route_refusal_quotas(refusal.kind, key=key.quotas(limits, now), route=counts.quotas(route_limits, now))
+                quotas = route_refusal_quotas(refusal.kind, key=key.quotas(now), route=held.quotas(now))
                 raise self._refusal(refusal, subject=f"route '{route.name}'", where=(tenant, route), quotas=quotas)
         handle = Taken(
-            key_tokens=key.take(limits, tokens=tokens, now=now),
-            route_tokens=counts.take(route_limits, tokens=tokens, now=now) if counts is not None else 0,
-            key_slot=limits.concurrent_requests is not None,
-            route_slot=route_limits.concurrent_requests is not None,
+            key_tokens=key.take(tokens=tokens, now=now),
+            route_tokens=held.take(tokens=tokens, now=now) if held is not None else 0,
+            key_slot=key.limits.concurrent_requests is not None,
+            route_slot=held is not None and held.limits.concurrent_requests is not None,
             budget=budget,
         )
-        limited = counts if counts is not None else NOTHING
+        requests, tokens_shown = terms.requests, terms.tokens
         return Admission(
             tenant=tenant, route=route.name, reserved_tokens=tokens, handle=handle,
-            requests=shown(key.requests if limits.requests_per_minute is not None else None,
-                           limited.requests if route_limits.requests_per_minute is not None else None, now),
-            tokens=shown(key.tokens if limits.tokens_per_minute is not None else None,
-                         limited.tokens if route_limits.tokens_per_minute is not None else None, now),
+            requests=requests.quota(now) if requests is not None else None,
+            tokens=tokens_shown.quota(now) if tokens_shown is not None else None,
+        )  # fmt: skip
+
+    def terms(self, tenant: str, route: Route) -> Terms:
+        """What `tenant`'s requests on `route` are held to (PermissionDeniedError when it may not use it)."""
+        policy = self.policies.policy(tenant)
+        terms = self._terms.get(tenant)
+        if terms is None or terms.policy is not policy or terms.route is not route:
+            check_route(policy, route)
+            terms = self._terms[tenant] = self._terms_of(tenant, policy, route)
+        return terms
+
+    def _terms_of(self, tenant: str, policy: KeyPolicy, route: Route) -> Terms:
+        limits = self.policies.limits(policy)
+        if not limits.any and not route.limits.any:
+            return Terms(policy, route, key=None, route_held=None)
+        now = self._clock()
+        key = Held.under(self.ledger.keys.setdefault(tenant, Counts()), limits, now)
+        held = None
+        if route.limits.any:
+            held = Held.under(self.ledger.routes.setdefault(route.name, Counts()), route.limits, now)
+        return Terms(
+            policy, route, key=key, route_held=held, budget=limits.budget,
+            requests=shown(key.requests, held.requests if held is not None else None),
+            tokens=shown(key.tokens, held.tokens if held is not None else None),
         )  # fmt: skip
 
     def settle(self, admission: Admission, *, tokens: int | None, cost_usd: float) -> None:

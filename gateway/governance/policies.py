@@ -31,6 +31,7 @@ class Policies:
             {key.name: KeyPolicy(name=key.name, routes=key.routes, limits=key.limits) for key in config.api_keys}
         )
         self._issued: dict[str, tuple[StoredKey, KeyPolicy]] = {}  # the policy made of each stored key, by name
+        self._defaulted: dict[str, KeyPolicy] = {}  # the same object for each request of a tenant held to the defaults
 
     def policy(self, tenant: str) -> KeyPolicy:
         """What `tenant` may do: its configured key's policy, else its stored key's, else the defaults'."""
@@ -39,7 +40,10 @@ class Policies:
             return configured
         stored = self._stored.by_name.get(tenant) if self._stored is not None else None
         if stored is None:
-            return KeyPolicy(name=tenant)
+            defaulted = self._defaulted.get(tenant)
+            if defaulted is None:
+                defaulted = self._defaulted[tenant] = KeyPolicy(name=tenant)
+            return defaulted
         issued = self._issued.get(tenant)
         if issued is None or issued[0] is not stored:  # first seen, or changed (PATCH) since
             issued = (stored, KeyPolicy(name=tenant, routes=stored.routes, limits=stored.limits))

@@ -13,6 +13,7 @@ from gateway.core.tree import Route
 from gateway.governance.admission import Admission
 from gateway.governance.local import LocalGovernor
 from gateway.governance.policies import Policies
+from gateway.governance.stored_keys import StoredKey, StoredKeys
 from tests.support.governance import Clock, Heard, api_key, limits_config
 
 
@@ -196,3 +197,32 @@ async def test_a_limit_raised_while_the_key_is_refused_refills_at_the_new_rate()
         await successor.admit("a", after.routes["fast"], tokens=0)
     clock.now += 1.0  # 10 a second at 600 a minute; at the old 1 a minute, 1/60 of one
     await admitted(successor, "a", after.routes["fast"])
+
+
+async def test_a_stored_key_patched_is_held_to_its_new_limits_at_its_next_request() -> None:
+    """What a tenant is held to is worked out once per policy and route: a PATCH (a new policy) is seen at once."""
+    stored = StoredKeys()
+    config = limits_config()
+    governor = LocalGovernor(Policies(config, stored=stored), clock=Clock())
+    route = config.routes["fast"]
+    stored.by_name = {"issued": StoredKey(name="issued", sha256=b"x", limits=RateLimits(requests_per_minute=1))}
+    await admitted(governor, "issued", route)
+    with pytest.raises(RateLimitedError):
+        await governor.admit("issued", route, tokens=0)
+    stored.by_name = {"issued": StoredKey(name="issued", sha256=b"x", limits=RateLimits(concurrent_requests=5))}
+    assert (await admitted(governor, "issued", route)).requests is None  # no requests limit any more
+    stored.by_name = {}  # revoked: the defaults (none)
+    assert await governor.admit("issued", route, tokens=0) is None
+
+
+async def test_a_key_going_from_route_to_route_is_held_to_each_route_s_limits() -> None:
+    config = limits_config(keys=(api_key("a", limits=RateLimits(tokens_per_minute=100)),),
+                           routes={"smart": RateLimits(requests_per_minute=1)})
+    governor, _, _ = governor_of(config)
+    fast, smart = config.routes["fast"], config.routes["smart"]
+    assert (await admitted(governor, "a", smart)).requests == Quota(limit=1, remaining=0, reset_seconds=pytest.approx(60.0))
+    assert (await admitted(governor, "a", fast)).requests is None
+    with pytest.raises(RateLimitedError):
+        await governor.admit("a", smart, tokens=0)
+    assert (await admitted(governor, "a", fast, tokens=10)).tokens == Quota(limit=100, remaining=90,
+                                                                            reset_seconds=pytest.approx(6.0))

@@ -87,3 +87,9 @@ def test_an_unrestricted_key_may_use_an_inline_route() -> None:
 ])
 def test_whether_a_config_limits_anything(options: dict[str, object], limited: bool) -> None:
     assert limits_anything(limits_config(**options)) is limited  # type: ignore[arg-type]
+
+
+def test_a_tenant_held_to_the_defaults_gets_the_same_policy_each_time() -> None:
+    """The governor works out what a policy holds a tenant to once per policy object: one per tenant, not per request."""
+    policies = Policies(limits_config(defaults=SIXTY))
+    assert policies.policy("default") is policies.policy("default")
