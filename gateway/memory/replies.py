@@ -59,7 +59,7 @@ class _Call:
 
 
 class ReplyAssembler:
-    """Collects choice 0's content and tool-call fragments from stream chunks, up to `max_bytes`.
+    """Collects choice 0's content, refusal and tool-call fragments from stream chunks, up to `max_bytes`.
 
     What it holds stays within about twice the reply's size as Python strings: nothing of a
     chunk is kept but the characters it adds (see TextPieces), and a call opened is counted as
@@ -68,6 +68,7 @@ class ReplyAssembler:
 
     def __init__(self, *, max_bytes: int) -> None:
         self._content = TextPieces()
+        self._refusal = TextPieces()
         self._calls: dict[int, _Call] = {}
         self._size = 0
         self._max_bytes = max_bytes
@@ -91,6 +92,10 @@ class ReplyAssembler:
         if isinstance(content, str) and content:
             self._content.add(content)
             self._size += _utf8_size(content)
+        refusal = delta.get("refusal")
+        if isinstance(refusal, str) and refusal:
+            self._refusal.add(refusal)
+            self._size += _utf8_size(refusal)
         fragments = delta.get("tool_calls")
         for fragment in fragments if isinstance(fragments, list) else ():
             if isinstance(fragment, dict):
@@ -126,6 +131,9 @@ class ReplyAssembler:
                 f"The streamed reply is larger than server.maxResponseBytes ({self._max_bytes} bytes)"
             )
         message: Message = {"role": "assistant", "content": self._content.text() or None}
+        refusal = self._refusal.text()
+        if refusal:
+            message["refusal"] = refusal
         if self._calls:
             message["tool_calls"] = [self._calls[i].message() for i in sorted(self._calls)]
         return normalize(message)

@@ -7,10 +7,11 @@ forwards an assistant message every upstream reads: OpenAI's chat API takes `ref
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any, Final
 
-from tests.support.fakes import FakeUpstream, Step, chat_completion
+from tests.support.fakes import FakeUpstream, Step, chat_completion, chunk
 from tests.support.gateway import Gateway
 from tests.support.memory_turns import a, config, received, stored, u
 
@@ -56,3 +57,28 @@ async def test_the_sdk_s_refusal_sent_back_by_the_client_is_not_stored_twice(
     assert received(upstream)[1] == [u("pick a lock"), KEPT, u("why not?")]
     _, body = await stored(client, "resent")
     assert body["messages"] == [u("pick a lock"), KEPT, u("why not?"), a("ok")]
+
+
+async def test_a_streamed_refusal_is_assembled_stored_and_forwarded(
+    gateway: Gateway, upstream: FakeUpstream, tmp_path: Path
+) -> None:
+    client = await gateway(config(upstream, tmp_path))
+    events: list[bytes | float | asyncio.Event] = [
+        chunk({"role": "assistant", "content": None, "refusal": ""}),
+        chunk({"refusal": "I'm sorry, "}),
+        chunk({"refusal": "I can't help with that."}),
+        chunk({}, "stop"),
+        b"data: [DONE]\n\n",
+    ]
+    upstream.then(Step(events=events), Step(body=chat_completion("Because it could harm someone.")))
+    headers = {"memoryId": "streamed"}
+    stream = await client.chat.completions.create(
+        model="chat", messages=[u("pick a lock")], extra_headers=headers, stream=True
+    )
+    refusal = "".join([part.choices[0].delta.refusal or "" async for part in stream if part.choices])
+    assert refusal == REFUSAL
+
+    await client.chat.completions.create(model="chat", messages=[u("why not?")], extra_headers=headers)
+    assert received(upstream)[1] == [u("pick a lock"), KEPT, u("why not?")]
+    _, body = await stored(client, "streamed")
+    assert body["messages"] == [u("pick a lock"), KEPT, u("why not?"), a("Because it could harm someone.")]
