@@ -141,7 +141,7 @@ class Demand:
     def take(self, tokens: int, now: float) -> bool:
         """Take a request needing `tokens` from the leases when they cover every limit (else take nothing): whether taken."""
         for slots in self.slots:
-            if slots.in_flight >= slots.leased:
+            if slots.in_flight >= slots.leased or slots.in_flight >= slots.limit:  # a limit lowered since it leased
                 return False
         for lease in self.requests:
             if lease.left < 1:

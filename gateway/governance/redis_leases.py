@@ -51,9 +51,13 @@ class BucketLease:
         self.open = True  # False once given back for good (closed): settlements then go to Redis
 
     def resize(self, capacity: int) -> None:
-        """Take a new limit (a reload's or a PATCH's): what it holds stays taken from Redis."""
+        """Take a new limit (a reload's or a PATCH's); of what it holds, no more than a lease under it keeps.
+
+        The rest is dropped, not given back: Redis cuts the bucket to the new limit as well.
+        """
         self.capacity = capacity
         self.rate = capacity / SECONDS_PER_REFILL
+        self.left = min(self.left, capacity // LEASE_SHARE)
 
     def has_room(self) -> bool:
         """Whether it covers a request's part of at least one."""
@@ -109,8 +113,8 @@ class SlotsLease:
         self.open = True
 
     def has_room(self) -> bool:
-        """Whether it has a slot no request holds."""
-        return self.in_flight < self.leased
+        """Whether it has a slot no request holds (and the limit, lowered since it leased them, allows one more)."""
+        return self.in_flight < self.leased and self.in_flight < self.limit
 
     def free(self) -> list[Item]:
         """A request holding one of its slots ended; items freeing in Redis what exceeds a full lease."""
@@ -253,7 +257,7 @@ def ask(items: Sequence[tuple[Item, Lease | None]], now: float) -> Asked:
             kind = ItemKind.BUCKET_COVERED if amount <= 0 else kind
         elif isinstance(lease, SlotsLease):
             lease.used_at = now
-            if lease.in_flight < lease.leased:
+            if lease.has_room():
                 lease.in_flight += 1
                 part, amount, kind = 1, 0, ItemKind.SLOTS_COVERED
         if kind in (ItemKind.BUCKET, ItemKind.SLOTS) and lease is not None and not lease.asking:

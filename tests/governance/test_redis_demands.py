@@ -140,3 +140,10 @@ def test_a_settlement_reconciles_tokens_in_the_leases_and_gives_back_more_than_a
         Item(ItemKind.BUCKET, bucket_key("key", "a", "tokens"), 100, 1))
     # its spend is charged to the day it was admitted in, kept a day past its end
     assert demand.spend == (spent_key("a", "day:2026-11-29"), datetime(2026, 12, 1, tzinfo=UTC).timestamp())
+
+
+def test_a_request_is_not_taken_past_a_concurrency_limit_lowered_since_the_slots_were_leased() -> None:
+    demand = made("a", Holding())
+    lease_all(demand, left=100, slots=5)
+    demand.slots[0].in_flight = 2  # KEY_LIMITS: 2 concurrent requests; 5 leased under an earlier, higher limit
+    assert not demand.take(1, NOW)

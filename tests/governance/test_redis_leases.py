@@ -84,3 +84,15 @@ def test_an_admission_left_unanswered_puts_back_what_its_leases_covered() -> Non
     tokens.left = 4  # a settlement meanwhile
     asked.unanswered()
     assert (tokens.left, tokens.asking) == (4, False)
+
+
+def test_a_lowered_limit_is_kept_at_once_by_what_the_leases_hold() -> None:
+    holding = Holding()
+    tokens, slots = holding.bucket(TOKENS, 1000), holding.slot(SLOTS, 100)
+    tokens.left = 100
+    slots.leased, slots.in_flight = 11, 4
+    assert holding.bucket(TOKENS, 200) is tokens and tokens.left == 20  # a lease under 200 keeps 20
+    holding.slot(SLOTS, 5)
+    assert slots.has_room()
+    slots.in_flight = 5
+    assert not slots.has_room()  # 6 of its 11 unused, but 5 is the limit now
