@@ -7,6 +7,7 @@ and retry-after-ms is the header the OpenAI SDK reads before retry-after.
 from __future__ import annotations
 
 import math
+from collections.abc import MutableMapping
 from typing import Final
 
 from gateway.core.governance import Quota
@@ -19,14 +20,19 @@ HALF_A_MILLISECOND: Final = 0.0005  # what rounds to 0ms
 def quota_headers(requests: Quota | None, tokens: Quota | None) -> dict[str, str]:
     """The x-ratelimit-{limit,remaining,reset}-{requests,tokens} headers of the quotas given (None: left out)."""
     headers: dict[str, str] = {}
+    put_quotas(headers, requests, tokens)
+    return headers
+
+
+def put_quotas(headers: MutableMapping[str, str], requests: Quota | None, tokens: Quota | None) -> None:
+    """Set the x-ratelimit-* headers of the quotas given (None: left out) in `headers`: an answer's, as they are."""
     if requests is not None:
         put_quota(headers, REQUESTS_HEADERS, requests)
     if tokens is not None:
         put_quota(headers, TOKENS_HEADERS, tokens)
-    return headers
 
 
-def put_quota(headers: dict[str, str], names: tuple[str, str, str], quota: Quota) -> None:
+def put_quota(headers: MutableMapping[str, str], names: tuple[str, str, str], quota: Quota) -> None:
     """Set the three headers `names` (limit, remaining, reset) of `quota` in `headers`."""
     limit, remaining, reset = names
     headers[limit] = str(quota.limit)

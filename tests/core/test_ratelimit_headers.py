@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from multidict import CIMultiDict
 
 from gateway.core.governance import Quota
-from gateway.core.ratelimit_headers import duration_text, quota_headers, retry_headers
+from gateway.core.ratelimit_headers import duration_text, put_quotas, quota_headers, retry_headers
 
 
 def test_both_trios_from_both_quotas() -> None:
@@ -55,3 +56,11 @@ def test_retry_after_rounds_up_to_whole_seconds_and_milliseconds(seconds: float,
 ])
 def test_about_no_time_and_never_read_0s(seconds: float, text: str) -> None:
     assert duration_text(seconds) == text
+
+
+def test_put_into_an_answer_s_headers_they_replace_any_of_the_same_name() -> None:
+    headers = CIMultiDict({"X-RateLimit-Limit-Requests": "1", "Content-Type": "application/json"})
+    put_quotas(headers, Quota(limit=600, remaining=599, reset_seconds=0.1), None)
+    assert headers.getall("x-ratelimit-limit-requests") == ["600"]
+    assert dict(headers) == {"Content-Type": "application/json", "x-ratelimit-limit-requests": "600",
+                             "x-ratelimit-remaining-requests": "599", "x-ratelimit-reset-requests": "100ms"}
