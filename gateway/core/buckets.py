@@ -24,13 +24,14 @@ SECONDS_PER_REFILL = 60.0  # a bucket refills from empty to full in a minute
 class Bucket:
     """A bucket of `capacity` holding `level` at clock time `at` (seconds)."""
 
-    __slots__ = ("at", "capacity", "level", "rate")
+    __slots__ = ("at", "capacity", "level", "rate", "shown")
 
     def __init__(self, capacity: int, *, level: float, at: float) -> None:
         self.capacity = capacity
         self.rate = capacity / SECONDS_PER_REFILL  # what it regains a second
         self.level = level
         self.at = at
+        self.shown: Quota | None = None  # the quota it gave last (see `quota`)
 
     @classmethod
     def full(cls, capacity: int, now: float) -> Bucket:
@@ -84,10 +85,19 @@ class Bucket:
         return (self.capacity - self.level_at(now)) / self.rate if self.capacity > 0 else 0.0
 
     def quota(self, now: float) -> Quota:
-        """The limit, what is left (whole, floored) and when it is full again, for the x-ratelimit-* headers."""
+        """The limit, what is left (whole, floored) and when it is full again, for the x-ratelimit-* headers.
+
+        The quota it gave last is given again when all three are the same, as they are for a bucket
+        full again before each request (one far from its limit): a frozen Quota costs more to build
+        than the rest of an admission's arithmetic (bench/README.md, issue 25).
+        """
         level = self.level if now == self.at else self.refill(now)  # a take at `now` just brought it there
         reset = (self.capacity - level) / self.rate if self.capacity > 0 else 0.0
-        return Quota(limit=self.capacity, remaining=math.floor(level), reset_seconds=reset)
+        remaining = math.floor(level)
+        shown = self.shown
+        if shown is None or shown.remaining != remaining or shown.reset_seconds != reset or shown.limit != self.capacity:
+            self.shown = shown = Quota(limit=self.capacity, remaining=remaining, reset_seconds=reset)
+        return shown
 
     def resize(self, capacity: int, now: float) -> None:
         """Take a new limit (a reload's or a PATCH's): what it holds, cut to the new capacity."""

@@ -92,3 +92,18 @@ def test_an_empty_capacity_takes_nothing_and_never_refills() -> None:
 
 def test_it_shows_its_state() -> None:
     assert repr(Bucket(5, level=1.0, at=2.0)) == "Bucket(capacity=5, level=1.0, at=2.0)"
+
+
+def test_a_quota_unchanged_is_the_one_given_last_and_a_changed_one_is_new() -> None:
+    bucket = Bucket.full(600, now=0.0)
+    bucket.take(1, now=0.0)
+    first = bucket.quota(0.0)
+    assert bucket.quota(0.0) is first  # nothing changed: the same (frozen) quota
+    bucket.refill(1.0)  # full again
+    bucket.take(1, now=1.0)
+    assert bucket.quota(1.0) is first  # full again, then the same take: the same figures
+    bucket.take(1, now=1.0)
+    second = bucket.quota(1.0)
+    assert second is not first and second == Quota(limit=600, remaining=598, reset_seconds=pytest.approx(0.2))
+    bucket.resize(300, now=1.0)
+    assert bucket.quota(1.0) == Quota(limit=300, remaining=300, reset_seconds=0.0)
