@@ -47,7 +47,7 @@ from gateway.governance.redis_demands import (
     settle_in,
 )
 from gateway.governance.redis_leases import IDLE_SECONDS, Holding
-from gateway.governance.redis_script import SCRIPT, Call, Op, Outcome
+from gateway.governance.redis_script import SCRIPT, Call, Item, Op, Outcome
 from gateway.governance.redis_spending import Spending
 from gateway.governance.refusals import budget_spent, rate_limited
 from gateway.governance.usage import usage_report
@@ -143,7 +143,6 @@ class RedisGovernor:
 
     async def _ask(self, tenant: str, route: Route, *, demand: Demand, tokens: int, again: bool) -> Admission | None:
         """Admit through Redis what the leases do not cover; refused where a lease grew meanwhile, try `again` once."""
-        budget = demand.made_for[0].budget
         held = demand.held(tokens)
         asked = demand.ask(tokens, self._clock())
         if asked.debts:  # charged first, in the same call
@@ -151,7 +150,17 @@ class RedisGovernor:
         waiting = Waiting(asked=asked, held=held, outcome=asyncio.get_running_loop().create_future())
         self._waiting.append(waiting)
         self._send_soon(0.0)
+        try:
+            return await self._answered(waiting, route, tenant=tenant, again=again)
+        except BaseException:  # cancelled (its client left) or failed once Redis took what it needs: given back
+            self._give_back(waiting.left(), held=held)
+            raise
+
+    async def _answered(self, waiting: Waiting, route: Route, *, tenant: str, again: bool) -> Admission | None:
+        """The admission Redis' answer to `waiting` makes: counted locally without one, else admitted or refused."""
         outcome = await waiting.outcome
+        held = waiting.held
+        demand, tokens, budget = held.demand, held.tokens, held.demand.made_for[0].budget
         if outcome is None:
             return self.fallback.take(tenant, route, tokens=tokens)
         now, checks = self._clock(), demand.checks
@@ -159,13 +168,11 @@ class RedisGovernor:
             self.spending.seen(tenant, demand.spend[0], float(outcome.values[0][0]))
         if outcome.refused is None:
             self._tend(slots=bool(demand.slots))
-            requests, taken = demand.quotas(now)
-            return Admission(tenant, route.name, tokens, requests=requests, tokens=taken, handle=held)
+            return held.admission(route.name, now)
         lease = demand.leases[outcome.refused]
         if again and lease is not None and lease.has_room():
             if demand.take(tokens, now):  # another admission of this call leased what this one needs
-                requests, taken = demand.quotas(now)
-                return Admission(tenant, route.name, tokens, requests=requests, tokens=taken, handle=held)
+                return held.admission(route.name, now)
             return await self._ask(tenant, route, demand=demand, tokens=tokens, again=False)
         check = checks[outcome.refused]
         self._listener.rate_limited(tenant, route.name, check.kind)
@@ -191,8 +198,7 @@ class RedisGovernor:
             spend = self.spending.add(demand, cost_usd, owner=self.process_id)
             if spend is not None:
                 self._queue([spend])
-        if back:  # more than a lease keeps, or its leases were given back for good (their governor closed)
-            self._queue([Unsent(items=back, owner=demand.whose[1])])
+        self._give_back(back, held=held)  # more than a lease keeps, or its leases were given back for good (closed)
 
     async def usage(self, tenant: str) -> dict[str, Any]:
         limits = self.policies.limits(self.policies.policy(tenant))
@@ -225,9 +231,7 @@ class RedisGovernor:
             with contextlib.suppress(Exception):
                 await task
         for waiting in self._waiting:
-            waiting.asked.unanswered()
-            if not waiting.outcome.done():
-                waiting.outcome.set_result(None)
+            waiting.unanswered()
         self._waiting.clear()
         if self._sending is not None:
             self._sending.cancel()
@@ -257,6 +261,11 @@ class RedisGovernor:
             check.kind, subject=f"{check.subject} '{check.name}'", limit=int(check.item.limit),
             wait_seconds=outcome.wait_seconds, quotas=quotas,
         )  # fmt: skip
+
+    def _give_back(self, items: list[Item], *, held: Held) -> None:
+        """Queue `items` freeing what `held` took beyond what its leases keep."""
+        if items:
+            self._queue([Unsent(items=items, owner=held.demand.whose[1])])
 
     def _call(self) -> Call:
         return Call(process=self.process_id, live_ms=self._live_ms, call_id=f"{self._instance}:{next(self._calls)}")
@@ -288,9 +297,7 @@ class RedisGovernor:
         waiting, self._waiting = self._waiting, []
         if self._clock() < self._down_until:
             for each in waiting:
-                each.asked.unanswered()
-                if not each.outcome.done():
-                    each.outcome.set_result(None)
+                each.unanswered()
             if self._unsent and math.isfinite(self._down_until):
                 self._send_soon(max(self._down_until - self._clock(), self._settle_seconds))
             return
@@ -318,20 +325,14 @@ class RedisGovernor:
             self._unsent[:0] = unsent  # sent when Redis is back, first
             self._queue([])
             for each in waiting:
-                each.asked.unanswered()
-                if not each.outcome.done():
-                    each.outcome.set_result(None)
+                each.unanswered()
             return
         self._reached()
         outcomes = [Outcome.read(answer) for answer in reply]
         self.spending.told(settled, outcomes[: len(settled)])
         now = self._clock()
         for each, outcome in zip(waiting, outcomes[len(settled) :], strict=True):
-            each.asked.answered(outcome, now)
-            if not each.outcome.done():
-                each.outcome.set_result(outcome)
-            elif outcome.refused is None:  # its caller left while it was taken: all of it back to the leases
-                self._queue([Unsent(items=each.held.release(), owner=each.held.demand.whose[1])])
+            self._give_back(each.answered(outcome, now), held=each.held)  # taken for a caller that left: back
 
     async def _send_unsent(self, *, retire: bool) -> None:
         unsent = self._take_unsent()

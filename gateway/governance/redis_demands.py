@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from gateway.core.governance import LimitKind, Quota, RateLimits
 from gateway.core.periods import Span
+from gateway.governance.admission import Admission
 from gateway.governance.redis_leases import Asked, BucketLease, Holding, Lease, SlotsLease, ask
 from gateway.governance.redis_script import Call, Item, Op, Outcome, bucket_key, slots_key, spent_key
 
@@ -54,6 +55,11 @@ class Held:
             for lease in self.demand.tokens:
                 items += lease.settle((tokens if tokens < lease.capacity else lease.capacity) - used)
         return items
+
+    def admission(self, route: str, now: float) -> Admission:
+        """The admission holding this on `route`, with the quotas its leases show at `now`."""
+        requests, tokens = self.demand.quotas(now)
+        return Admission(self.demand.whose[0], route, self.tokens, requests=requests, tokens=tokens, handle=self)
 
     def release(self) -> list[Item]:
         """The request never ran (its caller left): every slot and token it took back (see `settle`)."""
@@ -232,6 +238,34 @@ class Waiting:
     asked: Asked
     held: Held
     outcome: asyncio.Future[Outcome | None]
+
+    def answered(self, outcome: Outcome, now: float) -> list[Item]:
+        """Redis' answer, into the leases and to the admission; when its caller already left, items giving back
+        what an admitting answer took."""
+        self.asked.answered(outcome, now)
+        if not self.outcome.done():
+            self.outcome.set_result(outcome)
+            return []
+        return self.held.release() if outcome.refused is None else []
+
+    def unanswered(self) -> None:
+        """No answer comes (Redis unreachable, or the governor closed): what the leases covered back, and the
+        admission told to count locally."""
+        self.asked.unanswered()
+        if not self.outcome.done():
+            self.outcome.set_result(None)
+
+    def left(self) -> list[Item]:
+        """Its caller left (cancelled, or failed): items giving back what an admitting answer handed to it took.
+
+        None when no answer came yet: `answered` gives it back when one comes.
+        """
+        if not self.outcome.done():
+            self.outcome.cancel()
+        if self.outcome.cancelled():
+            return []
+        outcome = self.outcome.result()
+        return self.held.release() if outcome is not None and outcome.refused is None else []
 
 
 def peeked(

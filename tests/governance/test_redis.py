@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 import uvloop
@@ -192,6 +193,39 @@ async def test_an_admission_whose_caller_left_gives_back_what_it_took(url: str) 
             return True
 
         await eventually(let_in, what="the slot of an admission nobody awaited came back")
+        assert admissions[0].tokens is not None and admissions[0].tokens.remaining == 50  # its tokens too
+    finally:
+        await governor.close()
+
+
+async def test_an_admission_cancelled_once_redis_answered_gives_back_what_it_took(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = limits_config(keys=(api_key("a", limits=RateLimits(concurrent_requests=1, tokens_per_minute=100)),))
+    governor = redis_governor(url, config)
+    route = config.routes["fast"]
+    script, leaving = governor._script, asyncio.ensure_future(governor.admit("a", route, tokens=50))
+
+    async def answered_as_its_client_leaves(**call: Any) -> Any:
+        reply = await script(**call)
+        asyncio.get_running_loop().call_soon(leaving.cancel)  # before the admission resumes with its outcome
+        return reply
+
+    monkeypatch.setattr(governor, "_script", answered_as_its_client_leaves)
+    try:
+        with pytest.raises(asyncio.CancelledError):
+            await leaving
+        monkeypatch.setattr(governor, "_script", script)
+        admissions: list[Admission] = []
+
+        async def let_in() -> bool:  # refused (taking nothing) until the slot of the one cancelled is back
+            try:
+                admissions.append(await admitted(governor, "a", route, tokens=50))
+            except RateLimitedError:
+                return False
+            return True
+
+        await eventually(let_in, what="the slot of an admission cancelled after Redis took it came back")
         assert admissions[0].tokens is not None and admissions[0].tokens.remaining == 50  # its tokens too
     finally:
         await governor.close()
