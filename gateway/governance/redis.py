@@ -28,15 +28,13 @@ from typing import Any, Final
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
-from gateway.core.errors import RateLimitedError
-from gateway.core.governance import UNLIMITED, KeyPolicy, LimitKind, Quota, RateLimits
+from gateway.core.governance import UNLIMITED, KeyPolicy, LimitKind, RateLimits
 from gateway.core.stores import RedisConnection
 from gateway.core.tree import Route
 from gateway.governance.admission import Admission, GovernanceListener
 from gateway.governance.local import Ledger, LocalGovernor, Taken
 from gateway.governance.policies import Policies, check_route
 from gateway.governance.redis_demands import (
-    Check,
     Demand,
     Held,
     Unsent,
@@ -49,7 +47,7 @@ from gateway.governance.redis_demands import (
 from gateway.governance.redis_leases import IDLE_SECONDS, Holding
 from gateway.governance.redis_script import SCRIPT, Call, Item, Op, Outcome
 from gateway.governance.redis_spending import Spending
-from gateway.governance.refusals import budget_spent, rate_limited
+from gateway.governance.refusals import budget_spent
 from gateway.governance.usage import usage_report
 from gateway.stores.lean_redis import LeanRedis
 from gateway.stores.redis import Patience, RedisClient, close_client, masked, open_client, open_lean
@@ -180,7 +178,7 @@ class RedisGovernor:
         if budget is not None and check.kind is LimitKind.BUDGET:
             wall = self._wall()
             raise budget_spent(tenant, budget, span=self.fallback.spans.at(budget.period, wall), now=wall, quotas=quotas)
-        raise self._refusal(check, outcome, quotas=quotas)
+        raise check.refusal(outcome.wait_seconds, quotas=quotas)
 
     def settle(self, admission: Admission, *, tokens: int | None, cost_usd: float) -> None:
         held = admission.handle
@@ -216,6 +214,7 @@ class RedisGovernor:
             return await self.fallback.usage(tenant)
         self._reached()
         quotas, in_use, spent = peeked(checks, Outcome.read(reply[0]), holding=self.holding, now=self._clock())
+        self._send_resized()
         return usage_report(tenant, limits, quotas=quotas, in_use=in_use, spent_usd=spent, span=span)
 
     def hand_over(self) -> None:
@@ -254,13 +253,14 @@ class RedisGovernor:
         made_for, whose = (limits, route.limits), (tenant, self.process_id)
         demand = Demand.of(checks, holding=self.holding, made_for=made_for, whose=whose, span=span)
         self._demands[(tenant, route.name)] = demand
+        self._send_resized()
         return demand
 
-    def _refusal(self, check: Check, outcome: Outcome, *, quotas: tuple[Quota | None, Quota | None]) -> RateLimitedError:
-        return rate_limited(
-            check.kind, subject=f"{check.subject} '{check.name}'", limit=int(check.item.limit),
-            wait_seconds=outcome.wait_seconds, quotas=quotas,
-        )  # fmt: skip
+    def _send_resized(self) -> None:
+        """Queue what leases gave back under a lowered limit (SlotsLease.resize), for the next call."""
+        resized = self.holding.take_resized()
+        if resized:
+            self._queue([Unsent(items=resized, owner=self.process_id)])
 
     def _give_back(self, items: list[Item], *, held: Held) -> None:
         """Queue `items` freeing what `held` took beyond what its leases keep."""

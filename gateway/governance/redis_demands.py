@@ -13,11 +13,13 @@ import asyncio
 import math
 from dataclasses import dataclass
 
+from gateway.core.errors import RateLimitedError
 from gateway.core.governance import LimitKind, Quota, RateLimits
 from gateway.core.periods import Span
 from gateway.governance.admission import Admission
 from gateway.governance.redis_leases import Asked, BucketLease, Holding, Lease, SlotsLease, ask
 from gateway.governance.redis_script import Call, Item, Op, Outcome, bucket_key, slots_key, spent_key
+from gateway.governance.refusals import rate_limited
 
 KEY, ROUTE = "key", "route"
 SPEND_KEPT_SECONDS = 86_400  # a period's spend is kept a day past its end
@@ -31,6 +33,11 @@ class Check:
     kind: LimitKind
     subject: str
     name: str
+
+    def refusal(self, wait_seconds: float, *, quotas: tuple[Quota | None, Quota | None]) -> RateLimitedError:
+        """The 429 of a request this check refused (a rate limit: the budget's is refusals.budget_spent)."""
+        subject, limit = f"{self.subject} '{self.name}'", int(self.item.limit)
+        return rate_limited(self.kind, subject=subject, limit=limit, wait_seconds=wait_seconds, quotas=quotas)
 
 
 @dataclass(slots=True)
@@ -147,7 +154,7 @@ class Demand:
     def take(self, tokens: int, now: float) -> bool:
         """Take a request needing `tokens` from the leases when they cover every limit (else take nothing): whether taken."""
         for slots in self.slots:
-            if slots.in_flight >= slots.leased or slots.in_flight >= slots.limit:  # a limit lowered since it leased
+            if slots.in_flight >= slots.leased or slots.stale:  # stale: a limit lowered since Redis granted it
                 return False
         for lease in self.requests:
             if lease.left < 1:

@@ -101,7 +101,7 @@ class BucketLease:
 class SlotsLease:
     """The slots of the concurrency key `key` this process leased, and how many its requests in flight hold."""
 
-    __slots__ = ("asking", "in_flight", "key", "leased", "limit", "open", "used_at")
+    __slots__ = ("asking", "in_flight", "key", "leased", "limit", "open", "stale", "used_at")
 
     def __init__(self, key: str, limit: int) -> None:
         self.key = key
@@ -111,15 +111,36 @@ class SlotsLease:
         self.asking = False
         self.used_at = 0.0
         self.open = True
+        self.stale = False  # the limit was lowered since Redis last granted it slots: it covers no request
+
+    def resize(self, limit: int) -> list[Item]:
+        """Take a new limit (a reload's or a PATCH's); lowered, items giving back at once the slots no request holds.
+
+        Other replicas may hold slots leased under the old limit too: until Redis, which counts them
+        all, grants this lease slots under the new one, it covers no request (`stale`).
+        """
+        lowered, self.limit = limit < self.limit, limit
+        if not lowered:
+            return []
+        self.stale = True
+        return self.give_back()
 
     def has_room(self) -> bool:
-        """Whether it has a slot no request holds (and the limit, lowered since it leased them, allows one more)."""
-        return self.in_flight < self.leased and self.in_flight < self.limit
+        """Whether it has a slot no request holds, leased under the limit as it is."""
+        return self.in_flight < self.leased and not self.stale
+
+    def granted(self, more: int, *, limit: float) -> None:
+        """Redis admitted a request under `limit` and leased `more` slots: one taken, and covering again when
+        `limit` is the lease's."""
+        self.leased += 1 + more
+        self.in_flight += 1
+        self.stale = self.stale and limit != self.limit
 
     def free(self) -> list[Item]:
-        """A request holding one of its slots ended; items freeing in Redis what exceeds a full lease."""
+        """A request holding one of its slots ended; items freeing in Redis what exceeds a full lease (a stale
+        lease keeps none unused)."""
         self.in_flight = max(0, self.in_flight - 1)
-        surplus = self.leased - self.in_flight - self.limit // LEASE_SHARE
+        surplus = self.leased - self.in_flight - (0 if self.stale else self.limit // LEASE_SHARE)
         if surplus <= 0 or not self.open:
             return []
         self.leased -= surplus
@@ -146,6 +167,7 @@ class Holding:
 
     buckets: dict[str, BucketLease] = field(default_factory=dict)
     slots: dict[str, SlotsLease] = field(default_factory=dict)
+    resized: list[Item] = field(default_factory=list)  # what leases gave back under a lowered limit, to send
 
     def bucket(self, key: str, capacity: int) -> BucketLease:
         """The lease of the bucket `key`, under the limit `capacity`."""
@@ -161,8 +183,14 @@ class Holding:
         lease = self.slots.get(key)
         if lease is None:
             lease = self.slots[key] = SlotsLease(key, limit)
-        lease.limit = limit
+        elif lease.limit != limit:
+            self.resized += lease.resize(limit)
         return lease
+
+    def take_resized(self) -> list[Item]:
+        """What leases gave back under a lowered limit since last asked (see SlotsLease.resize)."""
+        resized, self.resized = self.resized, []
+        return resized
 
     def all(self) -> tuple[Lease, ...]:
         """Every lease it holds."""
@@ -202,13 +230,14 @@ class Asked:
     leases: tuple[Lease | None, ...]
     kinds: tuple[ItemKind, ...]
     covered: tuple[float, ...]  # per item: taken from its lease (a bucket's amount; a slot: 1)
+    limits: tuple[float, ...]  # per item: the limit Redis checks it against
     debts: list[Item]  # bucket debts charged before the admission (settled in the same call)
 
     def answered(self, outcome: Outcome, now: float) -> None:
         """Redis' answer: grants and levels into the leases; when refused, what they covered back."""
         admitted = outcome.refused is None
-        for lease, kind, covered, (value, _), more in zip(
-            self.leases, self.kinds, self.covered, outcome.values, outcome.granted, strict=True
+        for lease, kind, covered, limit, (value, _), more in zip(
+            self.leases, self.kinds, self.covered, self.limits, outcome.values, outcome.granted, strict=True
         ):
             if lease is None:
                 continue
@@ -220,8 +249,7 @@ class Asked:
             elif not admitted:
                 lease.in_flight -= int(covered)
             elif kind is not ItemKind.SLOTS_COVERED:
-                lease.leased += 1 + more
-                lease.in_flight += 1
+                lease.granted(int(more), limit=limit)
 
     def unanswered(self) -> None:
         """No answer came (Redis unreachable, or the governor closed): what the leases covered goes back."""
@@ -244,7 +272,7 @@ def ask(items: Sequence[tuple[Item, Lease | None]], now: float) -> Asked:
     lease also leases a top-up. A bucket's debt is charged first (`debts`).
     """
     args: list[str | int | float] = []
-    kinds, covered, debts = [], [], []
+    kinds, covered, limits, debts = [], [], [], []
     for item, lease in items:
         kind, amount, part = item.kind, item.amount, 0.0
         if isinstance(lease, BucketLease):
@@ -266,5 +294,8 @@ def ask(items: Sequence[tuple[Item, Lease | None]], now: float) -> Asked:
         args += (kind, item.key, item.limit, amount)
         kinds.append(kind)
         covered.append(part)
+        limits.append(item.limit)
     leases = tuple(lease for _, lease in items)
-    return Asked(args=args, leases=leases, kinds=tuple(kinds), covered=tuple(covered), debts=debts)
+    return Asked(
+        args=args, leases=leases, kinds=tuple(kinds), covered=tuple(covered), limits=tuple(limits), debts=debts
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime
 
 from gateway.core.governance import UNLIMITED, Budget, BudgetPeriod, LimitKind, Quota, RateLimits
@@ -142,8 +143,13 @@ def test_a_settlement_reconciles_tokens_in_the_leases_and_gives_back_more_than_a
     assert demand.spend == (spent_key("a", "day:2026-11-29"), datetime(2026, 12, 1, tzinfo=UTC).timestamp())
 
 
-def test_a_request_is_not_taken_past_a_concurrency_limit_lowered_since_the_slots_were_leased() -> None:
-    demand = made("a", Holding())
+def test_no_request_is_taken_from_slots_leased_before_the_concurrency_limit_was_lowered() -> None:
+    holding = Holding()
+    higher = dataclasses.replace(KEY_LIMITS, concurrent_requests=20)
+    demand = Demand.of(admission_checks("a", higher, route=("r", ROUTE_LIMITS), tokens=0, span=None),
+                       holding=holding, made_for=(higher, ROUTE_LIMITS), whose=("a", "p"))
     lease_all(demand, left=100, slots=5)
-    demand.slots[0].in_flight = 2  # KEY_LIMITS: 2 concurrent requests; 5 leased under an earlier, higher limit
-    assert not demand.take(1, NOW)
+    assert demand.take(1, NOW) and demand.slots[0].in_flight == 1
+    lowered = made("a", holding)  # KEY_LIMITS: 2 concurrent requests; other replicas may hold slots leased under 20
+    assert holding.take_resized() == [Item.slots(slots_key("key", "a"), 0, -4)]
+    assert not lowered.take(1, NOW)  # until Redis grants slots under 2

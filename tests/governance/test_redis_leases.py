@@ -92,7 +92,13 @@ def test_a_lowered_limit_is_kept_at_once_by_what_the_leases_hold() -> None:
     tokens.left = 100
     slots.leased, slots.in_flight = 11, 4
     assert holding.bucket(TOKENS, 200) is tokens and tokens.left == 20  # a lease under 200 keeps 20
-    holding.slot(SLOTS, 5)
-    assert slots.has_room()
-    slots.in_flight = 5
-    assert not slots.has_room()  # 6 of its 11 unused, but 5 is the limit now
+    assert holding.slot(SLOTS, 5) is slots and holding.take_resized() == [Item.slots(SLOTS, 0, -7)]  # unused: back
+    assert (slots.leased, slots.in_flight, slots.has_room()) == (4, 4, False)
+    assert slots.free() == [Item.slots(SLOTS, 0, -1)]  # it keeps none unused until Redis grants it slots again
+    asked = ask([(Item.slots(SLOTS, 100, 1), slots)], 5.0)  # asked under the old limit, answered after the change
+    asked.answered(Outcome(refused=None, wait_seconds=0, values=((5, 0),), granted=(2,)), 6.0)
+    assert (slots.leased, slots.in_flight, slots.has_room()) == (6, 4, False)  # granted under 100: covers nothing
+    asked = ask([(Item.slots(SLOTS, 5, 1), slots)], 7.0)
+    asked.answered(Outcome(refused=None, wait_seconds=0, values=((5, 0),), granted=(0,)), 8.0)
+    assert (slots.leased, slots.in_flight, slots.has_room()) == (7, 5, True)
+    assert holding.slot(SLOTS, 8) is slots and holding.take_resized() == [] and slots.has_room()  # raised: kept

@@ -14,6 +14,7 @@ from gateway.core.governance import RateLimits
 from gateway.core.settings import Config
 from gateway.governance.admission import Admission
 from gateway.governance.local import Taken
+from gateway.governance.policies import Policies
 from gateway.governance.redis import RedisGovernor
 from gateway.governance.redis_script import slots_key
 from tests.support.governance import api_key, limits_config, redis_governor
@@ -90,6 +91,33 @@ async def test_two_leasing_replicas_never_hold_more_slots_than_the_limit(redis_u
             for admission in in_flight[:ending]:  # settled through either replica, whichever let it in
                 replicas[rng.randrange(2)].settle(admission, tokens=None, cost_usd=0.0)
             in_flight = in_flight[ending:]
+    finally:
+        for governor in replicas:
+            await governor.close()
+        await client.aclose()
+
+
+async def test_a_lowered_concurrency_limit_holds_across_replicas_at_once(redis_url: str) -> None:
+    """40 slots, each replica with 2 in flight and 4 more leased; lowered to 10: together never more than 10 in flight."""
+    await flush_redis(redis_url)
+    config = limits_config(keys=(api_key("a", limits=RateLimits(concurrent_requests=40)),))
+    replicas = redis_governor(redis_url, config), redis_governor(redis_url, config)
+    client = aioredis.Redis.from_url(redis_url)
+    try:
+        for governor in replicas:
+            let_in = [await governor.admit("a", config.routes["fast"], tokens=0) for _ in range(10)]
+            for admission in let_in[2:]:
+                assert admission is not None
+                governor.settle(admission, tokens=None, cost_usd=0.0)
+            assert (governor.holding.slots[slots_key("key", "a")].in_flight,
+                    governor.holding.slots[slots_key("key", "a")].leased) == (2, 6)  # fmt: skip
+        lowered = limits_config(keys=(api_key("a", limits=RateLimits(concurrent_requests=10)),))
+        for governor in replicas:
+            governor.policies = Policies(lowered)
+        let_in = await wave(replicas, lowered, tokens=0)
+        assert 0 < 4 + len(let_in) <= 10
+        fields = await client.hgetall(slots_key("key", "a"))
+        assert sum(int(count) for count in fields.values()) <= 10
     finally:
         for governor in replicas:
             await governor.close()
