@@ -184,8 +184,11 @@ class RedisGovernor:
         held = admission.handle
         if admission.settled:
             return
-        if isinstance(held, Taken):  # admitted while Redis was away: counted here
+        if isinstance(held, Taken):  # admitted while Redis was away: counted here, and its spend sent when it is back
             self.fallback.settle(admission, tokens=tokens, cost_usd=cost_usd)
+            if held.budget is not None and cost_usd > 0:
+                span = self.fallback.spans.at(held.budget.period, self._wall())
+                self._queue(self.spending.add_alone(admission.tenant, held.budget, cost_usd, span=span, owner=self.process_id))
             return
         if not isinstance(held, Held):
             return
@@ -193,9 +196,7 @@ class RedisGovernor:
         back = held.settle(tokens)
         demand = held.demand
         if demand.spend is not None and cost_usd > 0:
-            spend = self.spending.add(demand, cost_usd, owner=self.process_id)
-            if spend is not None:
-                self._queue([spend])
+            self._queue(self.spending.add(demand, cost_usd, owner=self.process_id))
         self._give_back(back, held=held)  # more than a lease keeps, or its leases were given back for good (closed)
 
     async def usage(self, tenant: str) -> dict[str, Any]:

@@ -137,7 +137,7 @@ class Demand:
         tokens = tuple(lease for lease in by_kind.get(LimitKind.TOKENS, ()) if isinstance(lease, BucketLease))
         spend = None
         if span is not None and checks and checks[0].kind is LimitKind.BUDGET:
-            spend = (checks[0].item.key, 0 if span.ends_at is None else int(span.ends_at) + SPEND_KEPT_SECONDS)
+            spend = spend_of(whose[0], span)
         return cls(
             checks=checks, leases=leases, requests=requests, tokens=tokens, made_for=made_for, whose=whose, spend=spend,
             until=span.ends_at if span is not None and span.ends_at is not None else math.inf,
@@ -192,6 +192,11 @@ class Demand:
         requests, tokens = self.shown
         return (requests.quota(now) if requests is not None else None,
                 tokens.quota(now) if tokens is not None else None)  # fmt: skip
+
+
+def spend_of(tenant: str, span: Span) -> tuple[str, float]:
+    """The key of `tenant`'s spend in the budget period `span`, and when it expires (0: never)."""
+    return spent_key(tenant, span.id), 0 if span.ends_at is None else int(span.ends_at) + SPEND_KEPT_SECONDS
 
 
 def lease_of(check: Check, holding: Holding) -> Lease | None:

@@ -13,10 +13,11 @@ next call: one INCRBYFLOAT a call per key, not one a request.
 
 from __future__ import annotations
 
-from gateway.core.governance import LimitKind
+from gateway.core.governance import Budget, LimitKind
+from gateway.core.periods import Span
 from gateway.governance.admission import GovernanceListener
 from gateway.governance.local import LocalGovernor
-from gateway.governance.redis_demands import Demand, Unsent
+from gateway.governance.redis_demands import Demand, Unsent, spend_of
 from gateway.governance.redis_script import Item, Outcome
 
 
@@ -51,19 +52,29 @@ class Spending:
         self.reported[key] = spent_usd
         self._fallback.seen_spent(tenant, spent_usd)
 
-    def add(self, demand: Demand, cost_usd: float, *, owner: str) -> Unsent | None:
-        """Charge `cost_usd` to the budget of `demand`'s key: a new item to queue, or None (added to the one waiting)."""
+    def add(self, demand: Demand, cost_usd: float, *, owner: str) -> list[Unsent]:
+        """Charge `cost_usd` to the budget of `demand`'s key: a new item to queue, or none (added to the one waiting)."""
         budget = demand.made_for[0].budget
         assert demand.spend is not None and budget is not None
-        key, expiry = demand.spend
+        return self._charge(demand.spend, cost_usd, budget=(demand.whose[0], budget.usd), owner=owner)
+
+    def add_alone(self, tenant: str, budget: Budget, cost_usd: float, *, span: Span, owner: str) -> list[Unsent]:
+        """Charge `cost_usd` of a request admitted while Redis was away to `tenant`'s `budget` in its period `span`."""
+        return self._charge(spend_of(tenant, span), cost_usd, budget=(tenant, budget.usd), owner=owner)
+
+    def _charge(
+        self, spend: tuple[str, float], cost_usd: float, *, budget: tuple[str, float], owner: str
+    ) -> list[Unsent]:
+        """Charge `cost_usd` to `spend` (its key and expiry), the spend of `budget` (its tenant and USD)."""
+        key, expiry = spend
         self.pending[key] = self.pending.get(key, 0.0) + cost_usd
         unsent = self._unsent.get(key)
         if unsent is not None:
             unsent.items[-1].amount += cost_usd
-            return None
+            return []
         item = Item.spend(key, expiry, cost_usd)
-        unsent = self._unsent[key] = Unsent(items=[item], owner=owner, charge=(demand.whose[0], budget.usd))
-        return unsent
+        unsent = self._unsent[key] = Unsent(items=[item], owner=owner, charge=budget)
+        return [unsent]
 
     def sending(self) -> None:
         """The items waiting are being sent (or dropped): a later settlement makes a new one."""

@@ -119,3 +119,38 @@ async def test_a_budget_spent_on_redis_stays_spent_while_redis_is_away(tmp_path:
     finally:
         await governor.close()
         server.stop()
+
+
+async def test_spend_of_requests_admitted_while_redis_was_away_reaches_it_once_back(tmp_path: Path) -> None:
+    limits = RateLimits(concurrent_requests=1, budget=Budget(usd=1.0, period=BudgetPeriod.DAY))  # each asks Redis
+    budgeted = limits_config(keys=(api_key("a", limits=limits),))
+    server = RedisProcess(tmp_path)
+    server.start()
+    clock = Clock()
+    governor = redis_governor(server.url, budgeted, clock=clock, retry_seconds=5)
+    route = budgeted.routes["fast"]
+    other = None
+    try:
+        shared = await governor.admit("a", route, tokens=0)
+        assert shared is not None and isinstance(shared.handle, Held)
+        governor.settle(shared, tokens=None, cost_usd=0.25)
+        server.stop()
+        for _ in range(2):
+            admission = await governor.admit("a", route, tokens=0)
+            assert admission is not None and isinstance(admission.handle, Taken)
+            governor.settle(admission, tokens=None, cost_usd=0.125)  # counted here, and kept for Redis
+        server.start()  # empty: a restarted Redis
+        clock.now += 6  # past retry_seconds: the next admission's call carries what waited
+        back = await governor.admit("a", route, tokens=0)
+        assert back is not None and isinstance(back.handle, Held)
+        other = redis_governor(server.url, budgeted)  # another replica reads the spend from Redis
+
+        async def spend_in_redis() -> bool:
+            return bool((await other.usage("a"))["limits"]["budget"]["spent_usd"] == 0.5)
+
+        await eventually(spend_in_redis, what="the spend of both outage admissions and the one before in Redis")
+    finally:
+        await governor.close()
+        if other is not None:
+            await other.close()
+        server.stop()
