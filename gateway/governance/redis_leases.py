@@ -51,13 +51,16 @@ class BucketLease:
         self.open = True  # False once given back for good (closed): settlements then go to Redis
 
     def resize(self, capacity: int) -> None:
-        """Take a new limit (a reload's or a PATCH's); of what it holds, no more than a lease under it keeps.
+        """Take a new limit (a reload's or a PATCH's); lowered, it drops what it holds (a debt stays owed).
 
-        The rest is dropped, not given back: Redis cuts the bucket to the new limit as well.
+        Kept, a lease would add to the bucket Redis caps at the new limit: every replica up to a
+        tenth of it over. Given back, it would refill the bucket after other replicas drained it
+        under the new limit: as much over. Dropped, it is lost for the minute the bucket takes to
+        refill (Redis caps the bucket to the new limit as well).
         """
-        self.capacity = capacity
-        self.rate = capacity / SECONDS_PER_REFILL
-        self.left = min(self.left, capacity // LEASE_SHARE)
+        lowered, self.capacity, self.rate = capacity < self.capacity, capacity, capacity / SECONDS_PER_REFILL
+        if lowered:
+            self.left = min(self.left, 0.0)
 
     def has_room(self) -> bool:
         """Whether it covers a request's part of at least one."""

@@ -91,7 +91,12 @@ def test_a_lowered_limit_is_kept_at_once_by_what_the_leases_hold() -> None:
     tokens, slots = holding.bucket(TOKENS, 1000), holding.slot(SLOTS, 100)
     tokens.left = 100
     slots.leased, slots.in_flight = 11, 4
-    assert holding.bucket(TOKENS, 200) is tokens and tokens.left == 20  # a lease under 200 keeps 20
+    assert holding.bucket(TOKENS, 200) is tokens and tokens.left == 0  # dropped: Redis' bucket alone is the limit
+    assert holding.take_resized() == []  # given back, it would refill a bucket other replicas drained meanwhile
+    tokens.left = -30
+    assert holding.bucket(TOKENS, 100) is tokens and tokens.left == -30  # a debt stays owed
+    tokens.left = 10
+    assert holding.bucket(TOKENS, 400) is tokens and (tokens.capacity, tokens.left) == (400, 10)  # raised: kept
     assert holding.slot(SLOTS, 5) is slots and holding.take_resized() == [Item.slots(SLOTS, 0, -7)]  # unused: back
     assert (slots.leased, slots.in_flight, slots.has_room()) == (4, 4, False)
     assert slots.free() == [Item.slots(SLOTS, 0, -1)]  # it keeps none unused until Redis grants it slots again

@@ -16,7 +16,7 @@ from gateway.governance.admission import Admission
 from gateway.governance.local import Taken
 from gateway.governance.policies import Policies
 from gateway.governance.redis import RedisGovernor
-from gateway.governance.redis_script import slots_key
+from gateway.governance.redis_script import bucket_key, slots_key
 from tests.support.governance import api_key, limits_config, redis_governor
 from tests.support.servers import flush_redis
 
@@ -122,3 +122,23 @@ async def test_a_lowered_concurrency_limit_holds_across_replicas_at_once(redis_u
         for governor in replicas:
             await governor.close()
         await client.aclose()
+
+
+async def test_a_lowered_requests_limit_holds_across_replicas_at_once(redis_url: str) -> None:
+    """600 a minute, each replica holding a lease of 60; lowered to 60: together never more than 60 (and its refill)."""
+    await flush_redis(redis_url)
+    config = limits_config(keys=(api_key("a", limits=RateLimits(requests_per_minute=600)),))
+    replicas = redis_governor(redis_url, config), redis_governor(redis_url, config)
+    try:
+        for governor in replicas:
+            await governor.admit("a", config.routes["fast"], tokens=0)
+            assert governor.holding.buckets[bucket_key("key", "a", "requests")].left == 60
+        lowered = limits_config(keys=(api_key("a", limits=RateLimits(requests_per_minute=60)),))
+        started = time.monotonic()
+        for governor in replicas:
+            governor.policies = Policies(lowered)
+        let_in = await wave(replicas, lowered, tokens=0)
+        assert len(let_in) <= 60 + (time.monotonic() - started) + 1  # 1 a second refills, and the one under way
+    finally:
+        for governor in replicas:
+            await governor.close()
