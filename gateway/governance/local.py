@@ -119,7 +119,7 @@ class Held:
             tokens = counts.tokens_bucket(limits.tokens_per_minute, now)
         return cls(counts, limits, requests=requests, tokens=tokens)
 
-    def refusal(self, *, tokens: int, now: float) -> Refusal | None:
+    def refusal(self, tokens: int, now: float) -> Refusal | None:
         """The first limit that refuses one more request needing `tokens` now (None: none does); takes nothing."""
         slots = self.limits.concurrent_requests
         if slots is not None and self.counts.in_use >= slots:
@@ -132,7 +132,7 @@ class Held:
             return Refusal(LimitKind.TOKENS, bucket.capacity, bucket.wait_seconds(tokens, now))
         return None
 
-    def take(self, *, tokens: int, now: float) -> int:
+    def take(self, tokens: int, now: float) -> int:
         """Take one request needing `tokens`, once `refusal` found none; the tokens taken."""
         if self.limits.concurrent_requests is not None:
             self.counts.in_use += 1
@@ -211,25 +211,23 @@ class LocalGovernor:
                 if spent[0] == span.id:
                     self._refused(tenant, route, LimitKind.BUDGET)
                     raise budget_spent(tenant, budget, span=span, now=wall, quotas=key.quotas(now))
-        refusal = key.refusal(tokens=tokens, now=now)
+        refusal = key.refusal(tokens, now)
         if refusal is not None:
             raise self._refusal(refusal, subject=f"key '{tenant}'", where=(tenant, route), quotas=key.quotas(now))
         held = terms.route_held
         if held is not None:
-            refusal = held.refusal(tokens=tokens, now=now)
+            refusal = held.refusal(tokens, now)
             if refusal is not None:
                 quotas = route_refusal_quotas(refusal.kind, key=key.quotas(now), route=held.quotas(now))
                 raise self._refusal(refusal, subject=f"route '{route.name}'", where=(tenant, route), quotas=quotas)
-        handle = Taken(
-            key_tokens=key.take(tokens=tokens, now=now),
-            route_tokens=held.take(tokens=tokens, now=now) if held is not None else 0,
-            key_slot=key.limits.concurrent_requests is not None,
-            route_slot=held is not None and held.limits.concurrent_requests is not None,
-            budget=budget,
-        )
+        key_tokens = key.take(tokens, now)
+        route_tokens = held.take(tokens, now) if held is not None else 0
+        key_slot = key.limits.concurrent_requests is not None
+        route_slot = held is not None and held.limits.concurrent_requests is not None
+        handle = Taken(key_tokens, route_tokens, key_slot, route_slot=route_slot, budget=budget)
         requests, tokens_shown = terms.requests, terms.tokens
         return Admission(
-            tenant=tenant, route=route.name, reserved_tokens=tokens, handle=handle,
+            tenant, route.name, tokens, handle=handle,
             requests=requests.quota(now) if requests is not None else None,
             tokens=tokens_shown.quota(now) if tokens_shown is not None else None,
         )  # fmt: skip

@@ -66,7 +66,7 @@ async def admit(request: web.Request, route: Route, payload: Mapping[str, Any], 
     if admission is not None:
         state = request_state(request)  # the request's own dict: request[...] goes through MutableMapping's methods
         state[ADMISSION] = admission
-        state[METER] = Meter(prompt_tokens=prompt)
+        state[METER] = Meter(prompt)
 
 
 def governed(handler: Handler) -> Handler:
