@@ -33,7 +33,8 @@ def open_governor(
 
     if not isinstance(previous, RedisGovernor):
         return RedisGovernor(policies, limits_redis(config), listener=listener)
-    previous.hand_over()  # the same process: its slots stay alive, under its id, renewed by the successor
+    # the same process: its slots stay alive, under its id, renewed by the successor; whichever of the two closes
+    # last (the predecessor once the reload is committed, the successor when the reload failed) gives them back
     governor = RedisGovernor(
         policies, limits_redis(config), listener=listener, process_id=previous.process_id,
         ledger=previous.fallback.ledger, holding=previous.holding,

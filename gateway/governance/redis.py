@@ -81,7 +81,7 @@ class RedisGovernor:
         self.process_id = process_id or os.urandom(8).hex()  # this process's slots and liveness record
         self.fallback = LocalGovernor(policies, listener=listener, ledger=ledger, clock=clock, wall=wall)
         self._connection = connection
-        self._listener = self.spending = Spending(listener, fallback=self.fallback)
+        self._listener = self.spending = Spending(listener, fallback=self.fallback, owner=self.process_id)
         self._retry_seconds = retry_seconds
         self._live_ms = max(1, round(live_seconds * 1000))
         self._renew_seconds = min(live_seconds / 3, idle_seconds)
@@ -99,9 +99,9 @@ class RedisGovernor:
         self._tasks: set[asyncio.Task[None]] = set()
         self._renewing: asyncio.Task[None] | None = None
         self.holding = holding if holding is not None else Holding()  # leases, shared with a successor taking the id
+        self.holding.holders.add(self._instance)
         self.holds_slots = False  # once a slot was taken: the liveness record is renewed from then on
         self._correcting = False  # a correction of this process's slots is under way: no other call goes
-        self.retire_on_close = True  # False once a successor took the process id over
         self._down = False
         self._down_until = 0.0
         self._client: RedisClient | None = None
@@ -188,7 +188,7 @@ class RedisGovernor:
             self.fallback.settle(admission, tokens=tokens, cost_usd=cost_usd)
             if held.budget is not None and cost_usd > 0:
                 span = self.fallback.spans.at(held.budget.period, self._wall())
-                self._queue(self.spending.add_alone(admission.tenant, held.budget, cost_usd, span=span, owner=self.process_id))
+                self._queue(self.spending.add_alone(admission.tenant, held.budget, cost_usd, span=span))
             return
         if not isinstance(held, Held):
             return
@@ -196,7 +196,7 @@ class RedisGovernor:
         back = held.settle(tokens)
         demand = held.demand
         if demand.spend is not None and cost_usd > 0:
-            self._queue(self.spending.add(demand, cost_usd, owner=self.process_id))
+            self._queue(self.spending.add(demand, cost_usd))
         self._give_back(back, held=held)  # more than a lease keeps, or its leases were given back for good (closed)
 
     async def usage(self, tenant: str) -> dict[str, Any]:
@@ -218,11 +218,11 @@ class RedisGovernor:
         self._send_resized()
         return usage_report(tenant, limits, quotas=quotas, in_use=in_use, spent_usd=spent, span=span)
 
-    def hand_over(self) -> None:
-        """A successor (a reload's) takes this process id: its liveness record and leases stay, the successor's."""
-        self.retire_on_close = False
-
     async def close(self) -> None:
+        """Stop; the last of the governors sharing its leases (a reload's successor and the one it replaces, which
+        closes first when the reload is committed, last when it failed) gives them back and retires the process id."""
+        self.holding.holders.discard(self._instance)
+        last = not self.holding.holders
         if self._renewing is not None:
             self._renewing.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -235,12 +235,12 @@ class RedisGovernor:
         self._waiting.clear()
         if self._sending is not None:
             self._sending.cancel()
-        if self.retire_on_close:  # what it leased goes back; its requests still in flight settle to Redis
+        if last:  # what it leased goes back; its requests still in flight settle to Redis
             self._unsent.append(Unsent(items=self.holding.give_all_back(), owner=self.process_id))
         if self._client is not None and self._clock() >= self._down_until:
             with contextlib.suppress(Exception):  # a last call, if it is quick: the rest expires on its own
                 async with asyncio.timeout(1.0):
-                    await self._send_unsent(retire=self.retire_on_close and self.holds_slots)
+                    await self._send_unsent(retire=last and (self.holds_slots or bool(self.holding.slots)))
         if self._lean is not None:
             await self._lean.close()
         if self._client is not None:

@@ -171,6 +171,7 @@ class Holding:
     buckets: dict[str, BucketLease] = field(default_factory=dict)
     slots: dict[str, SlotsLease] = field(default_factory=dict)
     resized: list[Item] = field(default_factory=list)  # what leases gave back under a lowered limit, to send
+    holders: set[str] = field(default_factory=set)  # the governors sharing it: the last to close gives it back
 
     def bucket(self, key: str, capacity: int) -> BucketLease:
         """The lease of the bucket `key`, under the limit `capacity`."""

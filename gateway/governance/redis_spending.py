@@ -26,9 +26,10 @@ class Spending:
     telling `listener` (if any), and `fallback`: while Redis is unreachable, a key counts on from its last spend
     reported, not from $0 (a spent budget stays spent)."""
 
-    def __init__(self, listener: GovernanceListener | None, *, fallback: LocalGovernor) -> None:
+    def __init__(self, listener: GovernanceListener | None, *, fallback: LocalGovernor, owner: str) -> None:
         self._listener = listener
         self._fallback = fallback
+        self._owner = owner  # the process id its items go under
         self.reported: dict[str, float] = {}  # spend key: USD, as Redis last said
         self.pending: dict[str, float] = {}  # spend key: USD settled here, not yet in a reply
         self._unsent: dict[str, Unsent] = {}  # spend key: its item waiting for the next call
@@ -52,19 +53,17 @@ class Spending:
         self.reported[key] = spent_usd
         self._fallback.seen_spent(tenant, spent_usd)
 
-    def add(self, demand: Demand, cost_usd: float, *, owner: str) -> list[Unsent]:
+    def add(self, demand: Demand, cost_usd: float) -> list[Unsent]:
         """Charge `cost_usd` to the budget of `demand`'s key: a new item to queue, or none (added to the one waiting)."""
         budget = demand.made_for[0].budget
         assert demand.spend is not None and budget is not None
-        return self._charge(demand.spend, cost_usd, budget=(demand.whose[0], budget.usd), owner=owner)
+        return self._charge(demand.spend, cost_usd, budget=(demand.whose[0], budget.usd))
 
-    def add_alone(self, tenant: str, budget: Budget, cost_usd: float, *, span: Span, owner: str) -> list[Unsent]:
+    def add_alone(self, tenant: str, budget: Budget, cost_usd: float, *, span: Span) -> list[Unsent]:
         """Charge `cost_usd` of a request admitted while Redis was away to `tenant`'s `budget` in its period `span`."""
-        return self._charge(spend_of(tenant, span), cost_usd, budget=(tenant, budget.usd), owner=owner)
+        return self._charge(spend_of(tenant, span), cost_usd, budget=(tenant, budget.usd))
 
-    def _charge(
-        self, spend: tuple[str, float], cost_usd: float, *, budget: tuple[str, float], owner: str
-    ) -> list[Unsent]:
+    def _charge(self, spend: tuple[str, float], cost_usd: float, *, budget: tuple[str, float]) -> list[Unsent]:
         """Charge `cost_usd` to `spend` (its key and expiry), the spend of `budget` (its tenant and USD)."""
         key, expiry = spend
         self.pending[key] = self.pending.get(key, 0.0) + cost_usd
@@ -73,7 +72,7 @@ class Spending:
             unsent.items[-1].amount += cost_usd
             return []
         item = Item.spend(key, expiry, cost_usd)
-        unsent = self._unsent[key] = Unsent(items=[item], owner=owner, charge=budget)
+        unsent = self._unsent[key] = Unsent(items=[item], owner=self._owner, charge=budget)
         return [unsent]
 
     def sending(self) -> None:

@@ -69,3 +69,29 @@ async def test_a_redis_successor_keeps_the_process_id_and_its_slots(redis_url: s
     finally:
         await successor.close()
         await another.close()
+
+
+async def test_a_successor_closed_before_it_served_leaves_the_serving_governor_as_it_was(redis_url: str) -> None:
+    """A reload that fails once open_governor made its governor (its app fails to set up, or SIGTERM) closes it."""
+    await flush_redis(redis_url)
+    config = limits_config(keys=(api_key("a", limits=RateLimits(requests_per_minute=600, concurrent_requests=100)),),
+                           store=LimitStoreKind.REDIS, url=redis_url)
+    serving = open_governor(config)
+    assert isinstance(serving, RedisGovernor)
+    in_flight = [await serving.admit("a", config.routes["fast"], tokens=0) for _ in range(5)]
+    another = open_governor(config)  # another replica's view
+    try:
+        failed = open_governor(config, previous=serving)
+        await failed.close()
+        assert all(lease.open for lease in serving.holding.all())
+        assert (await another.usage("a"))["limits"]["concurrency"]["in_use"] >= 5  # in flight (and leased, till idle)
+        successor = open_governor(config, previous=serving)  # the next reload, committed
+        await serving.close()
+        assert (await another.usage("a"))["limits"]["concurrency"]["in_use"] >= 5
+        for admission in in_flight:
+            assert admission is not None
+            successor.settle(admission, tokens=None, cost_usd=0.0)
+        await successor.close()  # the last: every lease back, the process id retired
+        assert (await another.usage("a"))["limits"]["concurrency"]["in_use"] == 0
+    finally:
+        await another.close()

@@ -40,16 +40,16 @@ def demand() -> Demand:
 
 def test_spend_settled_goes_as_one_item_per_key_and_counts_until_redis_answers() -> None:
     heard = Heard()
-    spending = Spending(heard, fallback=LocalGovernor(Policies(CONFIG)))
+    spending = Spending(heard, fallback=LocalGovernor(Policies(CONFIG)), owner="p")
     assert not spending.left(SPENT, 1.0)  # nothing reported yet: Redis is asked
     spending.seen("a", SPENT, 0.5)
     assert spending.left(SPENT, 1.0)
-    [first] = spending.add(demand(), 0.25, owner="p")
-    assert spending.add(demand(), 0.125, owner="p") == []  # added to the item waiting
+    [first] = spending.add(demand(), 0.25)
+    assert spending.add(demand(), 0.125) == []  # added to the item waiting
     assert first.items[0].amount == 0.375 and first.charge == ("a", 1.0)
     assert not spending.left(SPENT, 0.8)  # 0.5 reported and 0.375 on its way
     spending.sending()
-    [second] = spending.add(demand(), 0.0625, owner="p")
+    [second] = spending.add(demand(), 0.0625)
     assert second is not first
     spending.told([[first]], [Outcome(refused=None, wait_seconds=0, values=(("0.875", 0),))])
     assert spending.reported[SPENT] == 0.875 and spending.pending[SPENT] == 0.0625
