@@ -42,8 +42,8 @@ class Check:
 
 @dataclass(slots=True)
 class Held:
-    """What an admission holds until it ends: `tokens` of each tokens lease of `demand` (at most its capacity), and
-    a slot of each of its slots leases."""
+    """What an admission holds until it ends: `tokens` of each tokens lease of `demand` (at most its capacity when
+    `demand` was made: a limit changed since does not change what it reserved), and a slot of each slots lease."""
 
     demand: Demand
     tokens: int
@@ -59,8 +59,8 @@ class Held:
             items += slots.free()
         tokens = self.tokens
         if used is not None and tokens > 0:
-            for lease in self.demand.tokens:
-                items += lease.settle((tokens if tokens < lease.capacity else lease.capacity) - used)
+            for lease, capacity in zip(self.demand.tokens, self.demand.capacities, strict=True):
+                items += lease.settle((tokens if tokens < capacity else capacity) - used)
         return items
 
     def admission(self, route: str, now: float) -> Admission:
@@ -73,8 +73,8 @@ class Held:
         items = []
         for slots in self.demand.slots:
             items += slots.free()
-        for lease in self.demand.tokens:
-            items += lease.settle(min(self.tokens, lease.capacity))
+        for lease, capacity in zip(self.demand.tokens, self.demand.capacities, strict=True):
+            items += lease.settle(min(self.tokens, capacity))
         return items
 
 
@@ -117,6 +117,7 @@ class Demand:
     slots: tuple[SlotsLease, ...]
     requests: tuple[BucketLease, ...]
     tokens: tuple[BucketLease, ...]
+    capacities: tuple[int, ...]  # of each tokens lease, when made: the most of it an admission reserved
     shown: tuple[BucketLease | None, BucketLease | None]
     made_for: tuple[RateLimits, RateLimits]  # the key's limits, the route's
     whose: tuple[str, str]  # the tenant, and the process id of the governor whose leases these are
@@ -140,6 +141,7 @@ class Demand:
             spend = spend_of(whose[0], span)
         return cls(
             checks=checks, leases=leases, requests=requests, tokens=tokens, made_for=made_for, whose=whose, spend=spend,
+            capacities=tuple(int(check.item.limit) for check in checks if check.kind is LimitKind.TOKENS),
             until=span.ends_at if span is not None and span.ends_at is not None else math.inf,
             slots=tuple(lease for lease in by_kind.get(LimitKind.CONCURRENCY, ()) if isinstance(lease, SlotsLease)),
             shown=(requests[0] if requests else None, tokens[0] if tokens else None),

@@ -153,3 +153,17 @@ def test_no_request_is_taken_from_slots_leased_before_the_concurrency_limit_was_
     lowered = made("a", holding)  # KEY_LIMITS: 2 concurrent requests; other replicas may hold slots leased under 20
     assert holding.take_resized() == [Item.slots(slots_key("key", "a"), 0, -4)]
     assert not lowered.take(1, NOW)  # until Redis grants slots under 2
+
+
+def test_a_settlement_gives_back_what_was_reserved_under_the_limit_of_its_admission() -> None:
+    holding = Holding()
+    demand = made("a", holding)
+    lease_all(demand, left=100, slots=1)
+    assert demand.take(80, NOW)  # the route's 60 tokens a minute: 60 of it reserved
+    raised = dataclasses.replace(ROUTE_LIMITS, tokens_per_minute=600)
+    Demand.of(admission_checks("a", KEY_LIMITS, route=("r", raised), tokens=0, span=None), holding=holding,
+              made_for=(KEY_LIMITS, raised), whose=("a", "p"))  # a reload raised it meanwhile
+    route_tokens = demand.tokens[1]
+    assert route_tokens.capacity == 600 and route_tokens.left == 40
+    back = demand.held(80).settle(10)  # 60 reserved, 10 used: 50 back (not 80 - 10), over a lease of 60 to Redis
+    assert back[-1] == Item.bucket(route_tokens.key, 600, 40 + 50 - 60) and route_tokens.left == 60
