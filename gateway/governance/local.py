@@ -2,8 +2,10 @@
 
 The same rules as the Redis governor, without a store: a request's route is checked, then the
 key's budget, then the key's concurrency, requests and tokens, then the route's; a request is
-taken from all of them or from none. The counts (a Ledger) outlive a reload: the governor a
-SIGHUP builds takes its predecessor's ledger, and buckets take the new limits as they are used.
+taken from all of them or from none. What a tenant's requests on a route are held to (Terms) is
+worked out once per policy and route; each request then only counts. The counts (a Ledger)
+outlive a reload: the governor a SIGHUP builds takes its predecessor's ledger, and a bucket
+takes its new limit at the first request held to it (a PATCH makes a new policy, so new Terms).
 """
 
 from __future__ import annotations
