@@ -347,10 +347,8 @@ class RedisGovernor:
             self.spending.told(settled, outcomes)
 
     def keep_alive(self) -> None:
-        """Renew this process's liveness record every second from now on (its slots count while it exists).
-
-        Outside a running loop, renewing starts at the next admission that takes a slot.
-        """
+        """Renew this process's liveness record every second from now on (its slots count while it exists); outside
+        a running loop, from the next admission that takes a slot."""
         self._tend(slots=True)
 
     def _tend(self, *, slots: bool) -> None:
@@ -391,10 +389,12 @@ class RedisGovernor:
         self._down_until = self._clock() + self._retry_seconds
         if not self._down:
             self._down = True
+            self.holding.lend(self.fallback.ledger)  # its requests in flight count in the fallback too
             problem = masked(str(exc), self._connection)
             log.warning("limits: redis unreachable (%s); each process counts alone until it is back", problem)
 
     def _reached(self) -> None:
         if self._down:
             self._down = False
+            self.holding.reclaim()
             log.warning("limits: redis reachable again; limits are shared again")

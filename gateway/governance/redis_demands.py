@@ -17,11 +17,11 @@ from gateway.core.errors import RateLimitedError
 from gateway.core.governance import LimitKind, Quota, RateLimits
 from gateway.core.periods import Span
 from gateway.governance.admission import Admission
-from gateway.governance.redis_leases import Asked, BucketLease, Holding, Lease, SlotsLease, ask
+from gateway.governance.redis_leases import ROUTE, Asked, BucketLease, Holding, Lease, SlotsLease, ask
 from gateway.governance.redis_script import Call, Item, Op, Outcome, bucket_key, slots_key, spent_key
 from gateway.governance.refusals import rate_limited
 
-KEY, ROUTE = "key", "route"
+KEY = "key"
 SPEND_KEPT_SECONDS = 86_400  # a period's spend is kept a day past its end
 
 
@@ -204,7 +204,7 @@ def spend_of(tenant: str, span: Span) -> tuple[str, float]:
 def lease_of(check: Check, holding: Holding) -> Lease | None:
     """The lease `check` draws on (None: a budget, checked against the spend Redis reported)."""
     if check.kind is LimitKind.CONCURRENCY:
-        return holding.slot(check.item.key, int(check.item.limit))
+        return holding.slot(check.item.key, int(check.item.limit), whose=(check.subject, check.name))
     if check.kind is LimitKind.BUDGET:
         return None
     return holding.bucket(check.item.key, int(check.item.limit))

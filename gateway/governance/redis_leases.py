@@ -28,9 +28,11 @@ from typing import Final
 
 from gateway.core.buckets import SECONDS_PER_REFILL
 from gateway.core.governance import Quota
+from gateway.governance.local import Counts, Ledger
 from gateway.governance.redis_script import Item, ItemKind, Outcome
 
 IDLE_SECONDS: Final = 1.0  # a lease unused this long is given back
+ROUTE: Final = "route"  # the subject of a route's limits (a key's: "key")
 LEASE_SHARE: Final = 10  # a lease keeps at most limit // LEASE_SHARE unused (the script's top-up is as large)
 
 
@@ -104,7 +106,7 @@ class BucketLease:
 class SlotsLease:
     """The slots of the concurrency key `key` this process leased, and how many its requests in flight hold."""
 
-    __slots__ = ("asking", "in_flight", "key", "leased", "limit", "open", "stale", "used_at")
+    __slots__ = ("asking", "counts", "in_flight", "key", "leased", "lent", "limit", "open", "stale", "used_at", "whose")
 
     def __init__(self, key: str, limit: int) -> None:
         self.key = key
@@ -115,6 +117,9 @@ class SlotsLease:
         self.used_at = 0.0
         self.open = True
         self.stale = False  # the limit was lowered since Redis last granted it slots: it covers no request
+        self.whose: tuple[str, str] | None = None  # the subject (key or route) and name whose concurrency it is
+        self.counts: Counts | None = None  # the same concurrency as the local fallback counts it, once Redis was lost
+        self.lent = 0  # of its requests in flight, those the fallback counts too (Redis is away)
 
     def resize(self, limit: int) -> list[Item]:
         """Take a new limit (a reload's or a PATCH's); lowered, items giving back at once the slots no request holds.
@@ -143,6 +148,9 @@ class SlotsLease:
         """A request holding one of its slots ended; items freeing in Redis what exceeds a full lease (a stale
         lease keeps none unused)."""
         self.in_flight = max(0, self.in_flight - 1)
+        if self.lent and self.counts is not None:  # Redis is away: the fallback counted it too
+            self.lent -= 1
+            self.counts.in_use = max(0, self.counts.in_use - 1)
         surplus = self.leased - self.in_flight - (0 if self.stale else self.limit // LEASE_SHARE)
         if surplus <= 0 or not self.open:
             return []
@@ -182,11 +190,12 @@ class Holding:
             lease.resize(capacity)
         return lease
 
-    def slot(self, key: str, limit: int) -> SlotsLease:
-        """The lease of the concurrency key `key`, under the limit `limit`."""
+    def slot(self, key: str, limit: int, *, whose: tuple[str, str] | None = None) -> SlotsLease:
+        """The lease of the concurrency key `key` (of `whose`: a subject and a name), under the limit `limit`."""
         lease = self.slots.get(key)
         if lease is None:
             lease = self.slots[key] = SlotsLease(key, limit)
+            lease.whose = whose
         elif lease.limit != limit:
             self.resized += lease.resize(limit)
         return lease
@@ -201,8 +210,28 @@ class Holding:
         return (*self.buckets.values(), *self.slots.values())
 
     def corrections(self) -> list[Item]:
-        """An item setting each slots field of this process to what it leased (none: the field goes)."""
-        return [Item.slots(key, 0, lease.leased) for key, lease in self.slots.items()]
+        """An item setting each slots field of this process to what it leased, and the requests the fallback
+        admitted while Redis was away still hold (none: the field goes)."""
+        return [Item.slots(key, 0, lease.leased + (lease.counts.in_use - lease.lent if lease.counts else 0))
+                for key, lease in self.slots.items()]  # fmt: skip
+
+    def lend(self, ledger: Ledger) -> None:
+        """Redis is lost: the fallback's `ledger` counts this process's requests in flight under each lease too,
+        so that it admits no more than the limit with them."""
+        for lease in self.slots.values():
+            if lease.whose is not None and lease.counts is None:
+                subject, name = lease.whose
+                lease.counts = (ledger.routes if subject == ROUTE else ledger.keys).setdefault(name, Counts())
+            if lease.counts is not None:
+                lease.counts.in_use += lease.in_flight - lease.lent
+                lease.lent = lease.in_flight
+
+    def reclaim(self) -> None:
+        """Redis is back: the fallback counts only the requests it admitted (the corrections add them to Redis')."""
+        for lease in self.slots.values():
+            if lease.counts is not None:
+                lease.counts.in_use = max(0, lease.counts.in_use - lease.lent)
+            lease.lent = 0
 
     def idle(self, now: float, *, seconds: float = IDLE_SECONDS) -> list[Item]:
         """Items giving back what the leases unused for `seconds` hold (they hold nothing unused after)."""

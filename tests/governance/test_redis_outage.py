@@ -154,3 +154,41 @@ async def test_spend_of_requests_admitted_while_redis_was_away_reaches_it_once_b
         if other is not None:
             await other.close()
         server.stop()
+
+
+async def test_requests_in_flight_count_across_a_switch_to_the_fallback_and_back(tmp_path: Path) -> None:
+    """4 concurrent requests: those admitted through Redis count in the fallback, the fallback's count in Redis."""
+    four = limits_config(keys=(api_key("a", limits=RateLimits(concurrent_requests=4)),))
+    server = RedisProcess(tmp_path)
+    server.start()
+    clock = Clock()
+    governor = redis_governor(server.url, four, clock=clock, retry_seconds=5)
+    route = four.routes["fast"]
+    other = None
+    try:
+        shared = [await governor.admit("a", route, tokens=0) for _ in range(3)]
+        assert all(admission is not None and isinstance(admission.handle, Held) for admission in shared)
+        server.stop()
+        alone = await governor.admit("a", route, tokens=0)
+        assert alone is not None and isinstance(alone.handle, Taken)
+        with pytest.raises(RateLimitedError):  # 3 admitted through Redis, and this one: 4
+            await governor.admit("a", route, tokens=0)
+        assert shared[0] is not None
+        governor.settle(shared[0], tokens=None, cost_usd=0.0)  # ended while Redis is away: its slot is free here
+        again = await governor.admit("a", route, tokens=0)
+        assert again is not None and isinstance(again.handle, Taken)
+        server.start()  # empty: a restarted Redis
+        clock.now += 6
+        other = redis_governor(server.url, four)
+
+        async def all_four_in_redis() -> bool:  # the renewal's correction: 2 through Redis, 2 by the fallback
+            return bool((await other.usage("a"))["limits"]["concurrency"]["in_use"] == 4)
+
+        await eventually(all_four_in_redis, what="the fallback's requests in flight counted in Redis")
+        with pytest.raises(RateLimitedError):
+            await other.admit("a", route, tokens=0)
+    finally:
+        await governor.close()
+        if other is not None:
+            await other.close()
+        server.stop()
