@@ -3,7 +3,9 @@
 `Governor.admit` runs once per model request, after its route is resolved and before memory or an
 upstream is touched: it refuses a route the key may not use (403 route_not_allowed) or a limit
 that is reached (429, RateLimitedError), and otherwise takes what the request needs of every limit
-that applies to it (the key's and the route's), at most one store round trip. `Governor.settle`
+that applies to it (the key's and the route's): on Redis most admissions are taken from what the
+process leased and need no round trip, the others one, shared by admissions arriving together
+(a request refused while a neighbour's lease grew may try once more). `Governor.settle`
 runs once when the request ended, whatever its outcome: it gives back a concurrency slot,
 reconciles the reserved tokens with the upstream's usage and adds the spend to the key's budget.
 """
