@@ -322,11 +322,11 @@ class RedisGovernor:
         try:
             reply = await self._script(keys=call.keys, args=call.args)
         except Exception as exc:  # whatever the client raised: Redis is unavailable
-            self._lost(exc)
             self._unsent[:0] = unsent  # sent when Redis is back, first
-            self._queue([])
-            for each in waiting:
+            for each in waiting:  # first: what their leases covered is not in flight when the fallback counts it
                 each.unanswered()
+            self._lost(exc)
+            self._queue([])
             return
         self._reached()
         outcomes = [Outcome.read(answer) for answer in reply]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from pathlib import Path
 
@@ -191,4 +192,23 @@ async def test_requests_in_flight_count_across_a_switch_to_the_fallback_and_back
         await governor.close()
         if other is not None:
             await other.close()
+        server.stop()
+
+
+async def test_admissions_redis_never_answered_are_counted_once_by_the_fallback(tmp_path: Path) -> None:
+    """Slots a lease covered for admissions whose call failed are back before the fallback counts those in flight."""
+    limited = limits_config(keys=(api_key("a", limits=RateLimits(concurrent_requests=40, requests_per_minute=5)),))
+    server = RedisProcess(tmp_path)
+    server.start()
+    governor = redis_governor(server.url, limited, retry_seconds=60)
+    route = limited.routes["fast"]
+    try:
+        first = await governor.admit("a", route, tokens=0)  # takes a slot and leases 4 more
+        assert first is not None and isinstance(first.handle, Held)
+        server.stop()
+        alone = await asyncio.gather(*(governor.admit("a", route, tokens=0) for _ in range(3)))  # slots covered
+        assert all(admission is not None and isinstance(admission.handle, Taken) for admission in alone)
+        assert governor.fallback.ledger.keys["a"].in_use == 4  # the one through Redis, the 3 by the fallback
+    finally:
+        await governor.close()
         server.stop()
