@@ -87,16 +87,14 @@ class Bucket:
     def quota(self, now: float) -> Quota:
         """The limit, what is left (whole, floored) and when it is full again, for the x-ratelimit-* headers.
 
-        The quota it gave last is given again when all three are the same, as they are for a bucket
-        full again before each request (one far from its limit): a frozen Quota costs more to build
-        than the rest of an admission's arithmetic (bench/README.md, issue 25).
+        The quota it gave last is given again when all three are the same (Quota.again), as they
+        are for a bucket full again before each request (one far from its limit).
         """
         level = self.level if now == self.at else self.refill(now)  # a take at `now` just brought it there
         reset = (self.capacity - level) / self.rate if self.capacity > 0 else 0.0
         remaining = math.floor(level)
         shown = self.shown
-        if shown is None or shown.remaining != remaining or shown.reset_seconds != reset or shown.limit != self.capacity:
-            self.shown = shown = Quota(limit=self.capacity, remaining=remaining, reset_seconds=reset)
+        self.shown = shown = Quota(self.capacity, remaining, reset) if shown is None else shown.again(self.capacity, remaining, reset)
         return shown
 
     def resize(self, capacity: int, now: float) -> None:

@@ -39,7 +39,7 @@ LEASE_SHARE: Final = 10  # a lease keeps at most limit // LEASE_SHARE unused (th
 class BucketLease:
     """What this process holds of the bucket `key` of `capacity`, and the level Redis last reported of it."""
 
-    __slots__ = ("asking", "at", "capacity", "key", "left", "open", "rate", "seen", "used_at")
+    __slots__ = ("asking", "at", "capacity", "key", "left", "open", "rate", "seen", "shown", "used_at")
 
     def __init__(self, key: str, capacity: int) -> None:
         self.key = key
@@ -51,6 +51,7 @@ class BucketLease:
         self.seen = float(capacity)  # Redis' level, reported at `at` (this process's clock)
         self.at = 0.0
         self.open = True  # False once given back for good (closed): settlements then go to Redis
+        self.shown: Quota | None = None  # the quota it gave last (see `quota`)
 
     def resize(self, capacity: int) -> None:
         """Take a new limit (a reload's or a PATCH's); lowered, it drops what it holds (a debt stays owed).
@@ -74,14 +75,20 @@ class BucketLease:
         self.at = now
 
     def quota(self, now: float) -> Quota:
-        """The limit, what is left (Redis' last level, refilled since, and this lease) and when it is full again."""
+        """The limit, what is left (Redis' last level, refilled since, and this lease) and when it is full again.
+
+        The quota it gave last is given again when it says the same (Quota.again), as it does for a
+        bucket far from its limit.
+        """
         capacity = self.capacity
         level = self.seen + (now - self.at) * self.rate
         level = (level if level < capacity else capacity) + self.left
         if level > capacity:
             level = capacity
         reset = (capacity - level) / self.rate if capacity > 0 else 0.0
-        return Quota(limit=capacity, remaining=floor(level), reset_seconds=reset)
+        shown = self.shown
+        self.shown = shown = Quota(capacity, floor(level), reset) if shown is None else shown.again(capacity, floor(level), reset)
+        return shown
 
     def settle(self, amount: float) -> list[Item]:
         """`amount` back (reserved - used: below 0, more taken); items returning to Redis what exceeds a full lease.

@@ -107,3 +107,14 @@ def test_a_lowered_limit_is_kept_at_once_by_what_the_leases_hold() -> None:
     asked.answered(Outcome(refused=None, wait_seconds=0, values=((5, 0),), granted=(0,)), 8.0)
     assert (slots.leased, slots.in_flight, slots.has_room()) == (7, 5, True)
     assert holding.slot(SLOTS, 8) is slots and holding.take_resized() == [] and slots.has_room()  # raised: kept
+
+
+def test_a_lease_far_from_its_limit_shows_the_same_quota_again_and_a_new_one_once_it_changed() -> None:
+    lease = BucketLease(TOKENS, 600)
+    lease.reported(600, 0.0)
+    lease.left = 60
+    first = lease.quota(0.0)
+    assert lease.quota(1.0) is first  # full, then full again: the same figures, the same (frozen) quota
+    lease.reported(500, 1.0)
+    second = lease.quota(1.0)
+    assert second is not first and second == Quota(limit=600, remaining=560, reset_seconds=4.0)
