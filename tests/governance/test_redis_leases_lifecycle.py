@@ -4,9 +4,6 @@ at most the lease, and a reload's successor keeps it."""
 from __future__ import annotations
 
 import asyncio
-import sys
-from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 import redis.asyncio as aioredis
@@ -17,27 +14,16 @@ from gateway.governance.admission import Admission
 from gateway.governance.build import open_governor
 from gateway.governance.redis import RedisGovernor
 from gateway.governance.redis_script import bucket_key, slots_key
-from tests.support.governance import api_key, limits_config, redis_governor
+from tests.support.governance import api_key, holding_replica, limits_config, redis_governor
 from tests.support.redis_monitor import watched
-from tests.support.servers import flush_redis
 from tests.support.waiting import eventually
 
-ROOT = Path(__file__).resolve().parents[2]
 REQUESTS = bucket_key("key", "a", "requests")
 TOKENS = bucket_key("key", "a", "tokens")
 SLOTS = slots_key("key", "a")
 LIMITS = RateLimits(requests_per_minute=600, tokens_per_minute=6000, concurrent_requests=100)
 CONFIG = limits_config(keys=(api_key("a", limits=LIMITS),))
 FAST = CONFIG.routes["fast"]
-
-
-@pytest.fixture
-async def client(redis_url: str) -> AsyncIterator[aioredis.Redis]:
-    """A client of the session's Redis, emptied."""
-    await flush_redis(redis_url)
-    client = aioredis.Redis.from_url(redis_url)
-    yield client
-    await client.aclose()
 
 
 async def stored(client: aioredis.Redis, key: str) -> tuple[float, int]:
@@ -171,36 +157,15 @@ async def test_a_reloads_successor_admits_from_the_leases_it_takes_over(redis_ur
         await successor.close()
 
 
-# A replica: takes two requests (the first leases), says so, and waits to be killed.
-REPLICA = """
-import asyncio, sys
-from gateway.core.governance import RateLimits
-from tests.support.governance import api_key, limits_config, redis_governor
-
-async def main() -> None:
-    config = limits_config(keys=(api_key("a", limits=RateLimits(requests_per_minute=600, concurrent_requests=100)),))
-    governor = redis_governor(sys.argv[1], config)
-    for _ in range(2):
-        await governor.admit("a", config.routes["fast"], tokens=0)
-    print("holding", flush=True)
-    await asyncio.Event().wait()
-
-asyncio.run(main())
-"""
-
-
 async def test_a_killed_replica_strands_at_most_its_lease_and_its_slots_free(
     redis_url: str, client: aioredis.Redis
 ) -> None:
-    replica = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", REPLICA, redis_url, cwd=ROOT, stdout=asyncio.subprocess.PIPE,
-    )  # fmt: skip
+    limits = RateLimits(requests_per_minute=600, concurrent_requests=100)  # its first request leases
     survivor = redis_governor(redis_url, CONFIG)
     try:
-        assert replica.stdout is not None
-        assert await asyncio.wait_for(replica.stdout.readline(), 60) == b"holding\n"
-        replica.kill()
-        await replica.wait()
+        async with holding_replica(redis_url, limits) as replica:
+            replica.kill()
+            await replica.wait()
 
         async def slots_freed() -> bool:
             return bool((await survivor.usage("a"))["limits"]["concurrency"]["in_use"] == 0)
@@ -211,6 +176,3 @@ async def test_a_killed_replica_strands_at_most_its_lease_and_its_slots_free(
         assert (await survivor.usage("a"))["limits"]["requests"]["remaining"] >= 600 - 1 - 60
     finally:
         await survivor.close()
-        if replica.returncode is None:
-            replica.kill()
-            await replica.wait()

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import sys
 from pathlib import Path
 
 import pytest
@@ -11,31 +9,11 @@ import redis.asyncio as aioredis
 
 from gateway.core.governance import RateLimits
 from gateway.governance.redis_script import live_key, slots_key
-from tests.support.governance import api_key, limits_config, redis_governor
+from tests.support.governance import api_key, holding_replica, limits_config, redis_governor
 from tests.support.servers import RedisProcess, flush_redis
 from tests.support.waiting import eventually
 
-ROOT = Path(__file__).resolve().parents[2]
 THREE = limits_config(keys=(api_key("a", limits=RateLimits(concurrent_requests=3)),))
-
-# A replica: holds two slots of "a", says so, and waits to be killed.
-REPLICA = """
-import asyncio, sys
-from gateway.core.governance import RateLimits
-from gateway.governance.redis_script import live_key, slots_key
-from tests.support.governance import api_key, limits_config, redis_governor
-
-async def main() -> None:
-    config = limits_config(keys=(api_key("a", limits=RateLimits(concurrent_requests=3)),))
-    governor = redis_governor(sys.argv[1], config)
-    for _ in range(2):
-        await governor.admit("a", config.routes["fast"], tokens=0)
-    print("holding", flush=True)
-    await asyncio.Event().wait()
-
-asyncio.run(main())
-"""
-
 
 async def in_use(url: str) -> int:
     reader = redis_governor(url, THREE)
@@ -57,12 +35,7 @@ async def test_a_closed_governors_slots_free_at_once(redis_url: str) -> None:
 
 async def test_a_killed_replicas_slots_free_within_seconds(redis_url: str) -> None:
     await flush_redis(redis_url)
-    replica = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", REPLICA, redis_url, cwd=ROOT, stdout=asyncio.subprocess.PIPE,
-    )  # fmt: skip
-    try:
-        assert replica.stdout is not None
-        assert await asyncio.wait_for(replica.stdout.readline(), 60) == b"holding\n"
+    async with holding_replica(redis_url, RateLimits(concurrent_requests=3)) as replica:
         survivor = redis_governor(redis_url, THREE)
         try:
             assert await in_use(redis_url) == 2
@@ -79,10 +52,6 @@ async def test_a_killed_replicas_slots_free_within_seconds(redis_url: str) -> No
             await survivor.admit("a", THREE.routes["fast"], tokens=0)
         finally:
             await survivor.close()
-    finally:
-        if replica.returncode is None:
-            replica.kill()
-            await replica.wait()
 
 
 async def test_a_live_governor_renews_its_liveness_record(redis_url: str) -> None:

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
-import pytest
 import redis.asyncio as aioredis
 
 from gateway.governance.redis_script import (
@@ -20,16 +17,6 @@ from gateway.governance.redis_script import (
     slots_key,
     spent_key,
 )
-from tests.support.servers import flush_redis
-
-
-@pytest.fixture
-async def client(redis_url: str) -> AsyncIterator[aioredis.Redis]:
-    """A client of the session's Redis, emptied."""
-    await flush_redis(redis_url)
-    client = aioredis.Redis.from_url(redis_url)
-    yield client
-    await client.aclose()
 
 
 async def run(client: aioredis.Redis, call: Call) -> list[Outcome]:

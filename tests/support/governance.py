@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import dataclasses
 import hashlib
-from collections.abc import Mapping
+import json
+import sys
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from gateway.config.loader import parse_config
@@ -15,6 +20,8 @@ from gateway.core.stores import RedisConnection
 from gateway.core.tree import Route
 from gateway.governance.policies import Policies
 from gateway.governance.redis import RedisGovernor
+
+ROOT = Path(__file__).resolve().parents[2]
 
 ROUTES = "routes: {fast: {provider: mock}, smart: {provider: mock}}"
 
@@ -80,3 +87,41 @@ def redis_governor(url: str, config: Config, **options: object) -> RedisGovernor
     settings: dict[str, Any] = {"timeout": 10.0, **options}
     return RedisGovernor(Policies(config), RedisConnection(url=url, cluster=bool(settings.pop("cluster", False))),
                          **settings)
+
+
+# A replica in a process of its own: admits `count` requests of key "a" under the limits given
+# (RateLimits' fields as JSON), says "holding", and waits to be killed.
+_HOLDING_REPLICA = """
+import asyncio, json, sys
+from gateway.core.governance import RateLimits
+from tests.support.governance import api_key, limits_config, redis_governor
+
+async def main() -> None:
+    limits = RateLimits(**json.loads(sys.argv[2]))
+    config = limits_config(keys=(api_key("a", limits=limits),))
+    governor = redis_governor(sys.argv[1], config)
+    for _ in range(int(sys.argv[3])):
+        await governor.admit("a", config.routes["fast"], tokens=0)
+    print("holding", flush=True)
+    await asyncio.Event().wait()
+
+asyncio.run(main())
+"""
+
+
+@contextlib.asynccontextmanager
+async def holding_replica(url: str, limits: RateLimits, *, count: int = 2) -> AsyncIterator[asyncio.subprocess.Process]:
+    """A replica process on the Redis at `url` holding `count` admissions of key "a" under `limits`; killed on exit."""
+    fields = {name: value for name, value in dataclasses.asdict(limits).items() if value is not None}
+    replica = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", _HOLDING_REPLICA, url, json.dumps(fields), str(count),
+        cwd=ROOT, stdout=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        assert replica.stdout is not None
+        assert await asyncio.wait_for(replica.stdout.readline(), 60) == b"holding\n"
+        yield replica
+    finally:
+        if replica.returncode is None:
+            replica.kill()
+            await replica.wait()
