@@ -183,17 +183,7 @@ async def test_an_admission_whose_caller_left_gives_back_what_it_took(url: str) 
         await asyncio.sleep(0)  # queued for the call at the end of this pass
         leaving.cancel()
 
-        admissions: list[Admission] = []
-
-        async def let_in() -> bool:  # refused (taking nothing) until the slot of the one that left is back
-            try:
-                admissions.append(await admitted(governor, "a", route, tokens=50))
-            except RateLimitedError:
-                return False
-            return True
-
-        await eventually(let_in, what="the slot of an admission nobody awaited came back")
-        assert admissions[0].tokens is not None and admissions[0].tokens.remaining == 50  # its tokens too
+        await admitted_once_given_back(governor, route, what="the slot of an admission nobody awaited came back")
     finally:
         await governor.close()
 
@@ -216,19 +206,24 @@ async def test_an_admission_cancelled_once_redis_answered_gives_back_what_it_too
         with pytest.raises(asyncio.CancelledError):
             await leaving
         monkeypatch.setattr(governor, "_script", script)
-        admissions: list[Admission] = []
-
-        async def let_in() -> bool:  # refused (taking nothing) until the slot of the one cancelled is back
-            try:
-                admissions.append(await admitted(governor, "a", route, tokens=50))
-            except RateLimitedError:
-                return False
-            return True
-
-        await eventually(let_in, what="the slot of an admission cancelled after Redis took it came back")
-        assert admissions[0].tokens is not None and admissions[0].tokens.remaining == 50  # its tokens too
+        await admitted_once_given_back(governor, route, what="the slot of an admission cancelled after Redis took it came back")
     finally:
         await governor.close()
+
+
+async def admitted_once_given_back(governor: RedisGovernor, route: Route, *, what: str) -> None:
+    """Admit 50 tokens of "a", refused (taking nothing) until what another admission took is back: its slot and its tokens."""
+    admissions: list[Admission] = []
+
+    async def let_in() -> bool:
+        try:
+            admissions.append(await admitted(governor, "a", route, tokens=50))
+        except RateLimitedError:
+            return False
+        return True
+
+    await eventually(let_in, what=what)
+    assert admissions[0].tokens is not None and admissions[0].tokens.remaining == 50  # its tokens too
 
 
 async def attempts(governors: tuple[RedisGovernor, ...], tenant: str, route: Route, *, each: int) -> list[Admission]:
