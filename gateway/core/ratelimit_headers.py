@@ -7,7 +7,6 @@ and retry-after-ms is the header the OpenAI SDK reads before retry-after.
 from __future__ import annotations
 
 import math
-from collections.abc import MutableMapping
 from typing import Final
 
 from gateway.core.governance import Quota
@@ -15,29 +14,39 @@ from gateway.core.governance import Quota
 REQUESTS_HEADERS: Final = ("x-ratelimit-limit-requests", "x-ratelimit-remaining-requests", "x-ratelimit-reset-requests")
 TOKENS_HEADERS: Final = ("x-ratelimit-limit-tokens", "x-ratelimit-remaining-tokens", "x-ratelimit-reset-tokens")
 HALF_A_MILLISECOND: Final = 0.0005  # what rounds to 0ms
+# The headers of the quotas written lately. A key far from its limits shows the same quotas
+# request after request (Quota.again), whose headers are then neither formatted again nor added
+# one by one. Bounded: cleared when full, as it fills fast for a key near its limits.
+WRITTEN: dict[tuple[Quota | None, Quota | None], tuple[tuple[str, str], ...]] = {}
+MOST_WRITTEN: Final = 1024
 
 
 def quota_headers(requests: Quota | None, tokens: Quota | None) -> dict[str, str]:
     """The x-ratelimit-{limit,remaining,reset}-{requests,tokens} headers of the quotas given (None: left out)."""
-    headers: dict[str, str] = {}
-    put_quotas(headers, requests, tokens)
-    return headers
+    return dict(quota_pairs(requests, tokens))
 
 
-def put_quotas(headers: MutableMapping[str, str], requests: Quota | None, tokens: Quota | None) -> None:
-    """Set the x-ratelimit-* headers of the quotas given (None: left out) in `headers`: an answer's, as they are."""
-    if requests is not None:
-        put_quota(headers, REQUESTS_HEADERS, requests)
-    if tokens is not None:
-        put_quota(headers, TOKENS_HEADERS, tokens)
+def quota_pairs(requests: Quota | None, tokens: Quota | None) -> tuple[tuple[str, str], ...]:
+    """quota_headers as (name, value) pairs, kept for the quotas written lately (WRITTEN): one call adds them all."""
+    shown = (requests, tokens)
+    pairs = WRITTEN.get(shown)
+    if pairs is None:
+        if len(WRITTEN) >= MOST_WRITTEN:
+            WRITTEN.clear()
+        pairs = WRITTEN[shown] = written_pairs(requests, tokens)
+    return pairs
 
 
-def put_quota(headers: MutableMapping[str, str], names: tuple[str, str, str], quota: Quota) -> None:
-    """Set the three headers `names` (limit, remaining, reset) of `quota` in `headers`."""
-    limit, remaining, reset = names
-    headers[limit] = str(quota.limit)
-    headers[remaining] = str(quota.remaining) if quota.remaining > 0 else "0"
-    headers[reset] = duration_text(quota.reset_seconds)
+def written_pairs(requests: Quota | None, tokens: Quota | None) -> tuple[tuple[str, str], ...]:
+    """The headers of the quotas given (None: left out), written anew."""
+    pairs: list[tuple[str, str]] = []
+    for names, quota in ((REQUESTS_HEADERS, requests), (TOKENS_HEADERS, tokens)):
+        if quota is not None:
+            limit, remaining, reset = names
+            pairs.append((limit, str(quota.limit)))
+            pairs.append((remaining, str(quota.remaining) if quota.remaining > 0 else "0"))
+            pairs.append((reset, duration_text(quota.reset_seconds)))
+    return tuple(pairs)
 
 
 def retry_headers(seconds: float) -> dict[str, str]:

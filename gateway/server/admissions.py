@@ -21,7 +21,7 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from gateway.core.estimate import answer_limit, prompt_tokens
-from gateway.core.ratelimit_headers import put_quotas
+from gateway.core.ratelimit_headers import quota_pairs
 from gateway.core.tree import Route
 from gateway.governance.admission import Admission, Unlimited
 from gateway.observe.metrics.prices import load_prices, price_of
@@ -142,7 +142,7 @@ async def add_quota_headers(request: web.Request, response: web.StreamResponse) 
         del headers[name]
         for value in values:
             headers.add(UPSTREAM_RATE_LIMIT_PREFIX + name[len(RATE_LIMIT_PREFIX) :], value)
-    put_quotas(headers, admission.requests, admission.tokens)
+    headers.extend(quota_pairs(admission.requests, admission.tokens))  # none of their names is left: added, not set
 
 
 def rate_limit_names(names: Iterable[str]) -> list[str]:

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from multidict import CIMultiDict
 
+from gateway.core import ratelimit_headers
 from gateway.core.governance import Quota
-from gateway.core.ratelimit_headers import duration_text, put_quotas, quota_headers, retry_headers
+from gateway.core.ratelimit_headers import duration_text, quota_headers, quota_pairs, retry_headers
 
 
 def test_both_trios_from_both_quotas() -> None:
@@ -58,9 +58,13 @@ def test_about_no_time_and_never_read_0s(seconds: float, text: str) -> None:
     assert duration_text(seconds) == text
 
 
-def test_put_into_an_answer_s_headers_they_replace_any_of_the_same_name() -> None:
-    headers = CIMultiDict({"X-RateLimit-Limit-Requests": "1", "Content-Type": "application/json"})
-    put_quotas(headers, Quota(limit=600, remaining=599, reset_seconds=0.1), None)
-    assert headers.getall("x-ratelimit-limit-requests") == ["600"]
-    assert dict(headers) == {"Content-Type": "application/json", "x-ratelimit-limit-requests": "600",
-                             "x-ratelimit-remaining-requests": "599", "x-ratelimit-reset-requests": "100ms"}
+def test_the_pairs_of_quotas_written_lately_are_kept_and_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ratelimit_headers, "WRITTEN", {})
+    monkeypatch.setattr(ratelimit_headers, "MOST_WRITTEN", 2)
+    first = quota_pairs(Quota(limit=600, remaining=599, reset_seconds=0.1), None)
+    assert first == (("x-ratelimit-limit-requests", "600"), ("x-ratelimit-remaining-requests", "599"),
+                     ("x-ratelimit-reset-requests", "100ms"))
+    assert quota_pairs(Quota(limit=600, remaining=599, reset_seconds=0.1), None) is first  # the same quota: kept
+    assert quota_pairs(Quota(limit=600, remaining=598, reset_seconds=0.1), None)[1] == ("x-ratelimit-remaining-requests", "598")
+    quota_pairs(None, Quota(limit=10, remaining=3, reset_seconds=1.0))  # a third: the full memo starts again
+    assert len(ratelimit_headers.WRITTEN) == 1
