@@ -75,9 +75,11 @@ def output_message(response: Any) -> dict[str, Any] | None:
             custom = kind == "custom_tool_call"
             arguments = orjson.dumps({"input": item.get("input")}).decode() if custom else item.get("arguments")
             calls.append({"id": item.get("call_id"), "type": "function", "function": {"name": name, "arguments": arguments}})
-    message: dict[str, Any] = {"role": "assistant", "content": "".join(texts) if texts or not calls else None}
-    if refusals:
-        message["refusal"] = "".join(refusals)
+    refusal = "".join(refusals)
+    text = "".join(texts) or refusal  # a refusal alone is the text too, as memory keeps it (gateway.core.memory.messages)
+    message: dict[str, Any] = {"role": "assistant", "content": text if text or not calls else None}
+    if refusal:
+        message["refusal"] = refusal
     if calls:
         message["tool_calls"] = calls
     return message

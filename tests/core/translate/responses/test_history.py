@@ -64,7 +64,7 @@ def test_an_output_of_calls_alone_has_no_content_and_a_refusal_is_kept() -> None
                                              "arguments": '{"city":"Paris"}'}]})  # fmt: skip
     assert calls_only == {"role": "assistant", "content": None, "tool_calls": [CALL]}
     refused = output_message({"output": [{"type": "message", "content": [{"type": "refusal", "refusal": "No."}]}]})
-    assert refused == {"role": "assistant", "content": "", "refusal": "No."}
+    assert refused == {"role": "assistant", "content": "No.", "refusal": "No."}  # its text for upstreams reading content
     assert output_message({"status": "failed"}) is None and output_message(None) is None
 
 
