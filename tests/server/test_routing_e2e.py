@@ -61,6 +61,18 @@ async def test_no_fallback_on_400_when_codes_are_429(gateway: Gateway, make_upst
     assert second.calls == 0
 
 
+async def test_without_on_status_codes_any_error_moves_on_and_an_empty_list_none(gateway: Gateway, make_upstream) -> None:
+    first, second = await make_upstream(), await make_upstream()
+    first.then(Step(status=500, body=error_body(500)), Step(status=500, body=error_body(500)))
+    moving = await gateway(fallback_config(first, second))
+    raw = await moving.chat.completions.with_raw_response.create(model="chat", messages=MESSAGES)
+    assert raw.headers["x-gateway-target"] == "second"
+    staying = await gateway(fallback_config(first, second).replace("mode: fallback", "mode: fallback, onStatusCodes: []"))
+    with pytest.raises(openai.InternalServerError):  # the first target's own answer, not a fallback
+        await staying.chat.completions.create(model="chat", messages=MESSAGES)
+    assert (first.calls, second.calls) == (2, 1)
+
+
 async def test_everything_failed_lists_every_attempt(gateway: Gateway, make_upstream) -> None:
     first, second = await make_upstream(), await make_upstream()
     first.then(Step(status=503, body=error_body(503, "overloaded")))
