@@ -33,6 +33,10 @@ class ReplyTooLarge(Exception):
     """A streamed reply grew past what the gateway buffers to store."""
 
 
+class MalformedReply(Exception):
+    """A streamed reply holds what memory cannot keep (its message says what)."""
+
+
 # What a tool call costs before its first character (its objects; in JSON, its skeleton is ~60
 # bytes), counted against the reply's limit: an upstream opening call after call with nothing in
 # them fills the limit, not the memory.
@@ -72,6 +76,7 @@ class ReplyAssembler:
         self._calls: dict[int, _Call] = {}
         self._size = 0
         self._max_bytes = max_bytes
+        self._problem: str | None = None  # what makes the reply unfit to store, once a delta showed it
         self.finished = False
 
     def feed(self, chunk: Any) -> None:
@@ -89,17 +94,33 @@ class ReplyAssembler:
         if self._size > self._max_bytes:  # past the limit: keep nothing more, message() refuses
             return
         content = delta.get("content")
-        if isinstance(content, str) and content:
-            self._content.add(content)
-            self._size += _utf8_size(content)
+        if type(content) is str:
+            self._add(self._content, content)
+        elif content is not None:
+            self._feed_parts(content)
         refusal = delta.get("refusal")
-        if isinstance(refusal, str) and refusal:
-            self._refusal.add(refusal)
-            self._size += _utf8_size(refusal)
+        if type(refusal) is str:
+            self._add(self._refusal, refusal)
+        elif refusal is not None:
+            self._problem = "a delta's refusal is not a string"
         fragments = delta.get("tool_calls")
         for fragment in fragments if isinstance(fragments, list) else ():
             if isinstance(fragment, dict):
                 self._feed_call(fragment)
+
+    def _add(self, pieces: TextPieces, text: str) -> None:
+        if text:
+            pieces.add(text)
+            self._size += _utf8_size(text)
+
+    def _feed_parts(self, content: Any) -> None:
+        """A delta's content as an array of parts (some upstreams): its text and refusal parts add their text."""
+        if type(content) is not list or not all(map(_is_part, content)):
+            self._problem = "a delta's content is not a string or an array of text parts"
+            return
+        for part in content:
+            kind = part["type"]
+            self._add(self._content if kind == "text" else self._refusal, part[kind])
 
     def _feed_call(self, fragment: dict[str, Any]) -> None:
         index = fragment.get("index")
@@ -125,11 +146,13 @@ class ReplyAssembler:
             self._size += _utf8_size(arguments)
 
     def message(self) -> Message:
-        """The assembled reply; ReplyTooLarge past the limit."""
+        """The assembled reply; ReplyTooLarge past the limit, MalformedReply when a delta held what memory cannot keep."""
         if self._size > self._max_bytes:
             raise ReplyTooLarge(
                 f"The streamed reply is larger than server.maxResponseBytes ({self._max_bytes} bytes)"
             )
+        if self._problem is not None:
+            raise MalformedReply(self._problem)
         message: Message = {"role": "assistant", "content": self._content.text() or None}
         refusal = self._refusal.text()
         if refusal:
@@ -140,8 +163,46 @@ class ReplyAssembler:
 
 
 def malformed_reply(message: Message) -> str | None:
-    """What makes an assistant reply unfit to store (and to resend on later turns), if anything."""
-    calls = message.get("tool_calls")
+    """What makes an assistant reply unfit to store (and to resend on later turns), if anything.
+
+    What OpenAI's chat API takes back of an assistant: role `assistant`; content a string, none,
+    or a non-empty array of text and refusal parts (some upstreams answer so); tool calls with an
+    id, a function name and string arguments; a string name. Anything else, stored, would be
+    resent with every later turn of the conversation, and refused by the upstream each time.
+    """
+    if len(message) == 2 and type(message.get("content")) is str and message.get("role") == "assistant":
+        return None  # the common reply, in shape
+    if message.get("role") != "assistant":
+        return "role is not assistant"
+    problem = _malformed_content(message.get("content"))
+    if problem is None and "name" in message and type(message["name"]) is not str:
+        problem = "name is not a string"
+    return problem if problem is not None else _malformed_calls(message.get("tool_calls"))
+
+
+# What a part of an assistant's content array may hold, by its type
+_PART_KEYS: Final = {"text": frozenset({"type", "text"}), "refusal": frozenset({"type", "refusal"})}
+
+
+def _malformed_content(content: Any) -> str | None:
+    if content is None or type(content) is str:
+        return None
+    if type(content) is not list or not content:
+        return "content is not a string, null or a non-empty array of text parts"
+    for i, part in enumerate(content):
+        if not _is_part(part):
+            return f"content[{i}] is not a text or refusal part"
+    return None
+
+
+def _is_part(part: Any) -> bool:
+    """Whether `part` is a text or a refusal part of an assistant's content, and nothing more."""
+    kind = part.get("type") if type(part) is dict else None
+    keys = _PART_KEYS.get(kind) if type(kind) is str else None
+    return keys is not None and part.keys() == keys and type(part[kind]) is str
+
+
+def _malformed_calls(calls: Any) -> str | None:
     if calls is None:
         return None
     if not isinstance(calls, list):

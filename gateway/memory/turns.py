@@ -33,7 +33,13 @@ from gateway.memory.counting import (
 )
 from gateway.memory.errors import UnstorableReplyError, unavailable
 from gateway.memory.hold import Hold
-from gateway.memory.replies import ReplyAssembler, ReplyTooLarge, malformed_reply, reply_message
+from gateway.memory.replies import (
+    MalformedReply,
+    ReplyAssembler,
+    ReplyTooLarge,
+    malformed_reply,
+    reply_message,
+)
 from gateway.memory.store import Key, MemoryStore, StoreUnavailable
 from gateway.memory.summaries import Summaries
 from gateway.observe.trace import Observer, Trace
@@ -151,6 +157,8 @@ class Turn(Hold):
             message = self.assembler.message()
         except ReplyTooLarge as exc:
             raise UnstorableReplyError(f"{exc}; the turn was not stored.", code="response_too_large") from None
+        except MalformedReply as exc:
+            raise UnstorableReplyError(f"The upstream's reply is malformed ({exc}); the turn was not stored.") from None
         await self._commit(message)
 
     def commit_answer(self, answer: Any) -> Awaitable[None]:
@@ -164,10 +172,9 @@ class Turn(Hold):
         return self._commit(message)
 
     async def _commit(self, reply: Message) -> None:
-        if "tool_calls" in reply:  # only tool calls can be malformed
-            problem = malformed_reply(reply)
-            if problem is not None:
-                raise UnstorableReplyError(f"The upstream's reply is malformed ({problem}); the turn was not stored.")
+        problem = malformed_reply(reply)
+        if problem is not None:
+            raise UnstorableReplyError(f"The upstream's reply is malformed ({problem}); the turn was not stored.")
         plan, encoding = self.plan, self._encoding
         turn, counts = plan.new_turn, plan.turn_tokens
         entries = None
