@@ -12,18 +12,15 @@ stream holds back its `response.completed` until the turn is stored, and ends wi
 
 from __future__ import annotations
 
-import dataclasses
+import functools
 from collections.abc import Awaitable, Mapping, Sequence
 from typing import Any
 
-import orjson
 from aiohttp import web
 
-from gateway.core.errors import GatewayError
 from gateway.core.memory.entries import Message
 from gateway.core.memory.messages import SYSTEM_ROLES
 from gateway.core.memory.policies import Plan
-from gateway.core.sse import Event
 from gateway.core.translate.responses.history import items_of, output_message
 from gateway.core.translate.responses.items import messages_to_chat
 from gateway.core.translate.responses.names import tool_names
@@ -37,13 +34,8 @@ from gateway.server.handlers import gateway_headers
 from gateway.server.keys import DISPATCHER, MEMORY, TRACE, tenant_of
 from gateway.server.relay import relay_stream
 from gateway.server.summary_calls import memory_turn
-from gateway.upstream.dispatch import Request, Result
-from gateway.upstream.providers.apis import RESPONSES, RESPONSES_API, chat_usage, data_of, event_type
-from gateway.upstream.providers.base import EventStream
-
-# The ends of an answer the model gave (an incomplete one stopped at max_output_tokens, as a chat
-# answer's finish_reason "length" does, and is kept likewise); a failed one is not kept.
-_ANSWERED = frozenset({b"response.completed", b"response.incomplete"})
+from gateway.upstream.dispatch import Request
+from gateway.upstream.providers.apis import RESPONSES, RESPONSES_API, chat_usage
 
 
 async def native_conversation_turn(
@@ -74,9 +66,8 @@ async def native_conversation_turn(
                 await _commit(turn, data)
             headers["Content-Type"] = reply.content_type
             return web.Response(body=reply.body, status=reply.status, headers=headers)
-        assert result.stream is not None  # a Result is a reply or a stream
-        stored = _StoredStream(result, turn)
-        return await relay_stream(request, dataclasses.replace(result, stream=stored, rest=()), headers, trace=trace, api=RESPONSES_API)
+        keep = functools.partial(_keep, turn)  # at the stream's end, as a chat turn's sink is finished
+        return await relay_stream(request, result, headers, trace=trace, api=RESPONSES_API, keep=keep)
 
 
 def _history(plan: Plan, messages: Sequence[Mapping[str, Any]]) -> list[Message]:
@@ -96,45 +87,12 @@ def _history(plan: Plan, messages: Sequence[Mapping[str, Any]]) -> list[Message]
     return [*before[len(plan.system) :], *kept] if own_system else [*before, *kept]
 
 
+def _keep(turn: Turn, end: dict[str, Any]) -> Awaitable[None]:
+    """Store the turn with the answer that `end` (a stream's `response.completed` or `.incomplete` event) carries."""
+    return _commit(turn, end.get("response"))
+
+
 def _commit(turn: Turn, response: Any) -> Awaitable[None]:
     """Store the turn with the response's output as its reply (a chat completion's shape, as Turn takes answers)."""
     message = output_message(response)
     return turn.commit_answer({"choices": [{"message": message}]} if message is not None else None)
-
-
-class _StoredStream(EventStream):
-    """The upstream's stream, its turn stored before `response.completed` goes on (an `error` event instead when it cannot be)."""
-
-    def __init__(self, result: Result, turn: Turn) -> None:
-        assert result.stream is not None
-        inner = result.stream
-        super().__init__(inner.status, inner.headers)
-        self._inner = inner
-        self._turn = turn
-        self._first: list[Event] = list(result.rest)  # the first read's events after the first one
-
-    def next_batch(self) -> Awaitable[list[Event]]:
-        """Every batch, the first read's rest included, looked at before it goes on."""
-        return self._read()
-
-    async def _read(self) -> list[Event]:
-        if self._first:
-            batch, self._first = self._first, []
-        else:
-            batch = await self._inner.next_batch()
-        return await self._checked(batch)
-
-    async def _checked(self, batch: list[Event]) -> list[Event]:
-        for index, event in enumerate(batch):
-            if event_type(event) in _ANSWERED:
-                try:
-                    await _commit(self._turn, data_of(event).get("response"))
-                except GatewayError as exc:
-                    error = {"type": "error", "code": exc.code, "message": exc.message, "param": None}
-                    return [*batch[:index], Event(b"event: error\ndata: " + orjson.dumps(error) + b"\n\n", orjson.dumps(error), b"error")]
-                break
-        return batch
-
-    async def close(self) -> None:
-        await self._inner.close()
-

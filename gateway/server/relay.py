@@ -21,9 +21,15 @@ from gateway.core.translate.reshape import StreamReshape
 from gateway.core.tree import Target
 from gateway.observe.trace import STREAM_ERROR, TIMEOUT, Trace
 from gateway.server.aiohttp_internals import EventStreamResponse, request_state
-from gateway.server.api_events import ApiEvents
+from gateway.server.api_events import ApiEvents, Keep
 from gateway.server.keys import STREAM_STARTED
-from gateway.server.stream_reader import EventReader, StreamFailure, error_event, upstream_failure
+from gateway.server.stream_reader import (
+    EventReader,
+    StreamFailure,
+    error_event,
+    gateway_failure,
+    upstream_failure,
+)
 from gateway.upstream.deadline import IdleDeadline
 from gateway.upstream.dispatch import Result
 from gateway.upstream.providers.apis import Api
@@ -146,7 +152,7 @@ class _Chunks:
             try:
                 await self.sink.finish()
             except GatewayError as exc:
-                raise StreamFailure(exc.message, exc.code or "internal_error", kind=exc.type, status=exc.status) from None
+                raise gateway_failure(exc) from None
         # an answer the translator cannot end (a tool call that never got its name) is the upstream's, as in _fed
         return event.raw if self.translator is None else self._translated(self.translator.finish, self.usage)
 
@@ -221,6 +227,7 @@ async def relay_stream(
     hide_usage: bool = False,
     translator: Translator | None = None,
     api: Api | None = None,
+    keep: Keep | None = None,
 ) -> web.StreamResponse:
     """Write the stream to the client, ending with `[DONE]` only when the answer is complete.
 
@@ -234,13 +241,20 @@ async def relay_stream(
     With `api` the stream is already in that API (Responses, Anthropic Messages): its events are
     relayed as they came, its own last event (`response.completed`, `message_stop`, ...) ends
     it, and a failure after the commit ends with that API's `error` event instead; a `sink` is
-    fed the payload of each event that carries answer text (a governed request's count of it).
+    fed the payload of each event that carries answer text (a governed request's count of it),
+    and `keep` the JSON of the event that ends an answer (a memory turn's store) before the client
+    gets it, as a chat `sink` is finished: not under the upstream's idle deadline, which bounds
+    waits for the upstream alone.
     """
     assert result.stream is not None and result.first_event is not None
     stream, target = result.stream, result.target
     # As headers, not through aiohttp's content_type setter, which parses the header it replaces.
     response = EventStreamResponse(status=200, headers={**headers, **_SSE_HEADERS})
-    chunks: EventReader = _Chunks(target, sink=sink, translator=translator, hide_usage=hide_usage) if api is None else ApiEvents(target, api, sink=sink)
+    chunks: EventReader = (
+        _Chunks(target, sink=sink, translator=translator, hide_usage=hide_usage)
+        if api is None
+        else ApiEvents(target, api, sink=sink, keep=keep)
+    )
     plain = isinstance(chunks, _Chunks) and chunks.plain  # its finish() would give `[DONE]` as it came
     out: list[bytes] = []  # the current read's bytes for the client, written once it is looked at
     outcome: str | None = None  # how the attempt ended, when not as the upstream's status (_SHORTAGE: none of its own)

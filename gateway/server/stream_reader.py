@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from gateway.core.errors import GatewayError
 from gateway.core.sse import Event, encode
 from gateway.core.tree import Target
 from gateway.upstream.redaction import redact
@@ -45,6 +46,11 @@ class EventReader(Protocol):
 def upstream_failure(target: Target, message: str) -> StreamFailure:
     """The failure an upstream's error event or malformed event is, its message redacted."""
     return StreamFailure(f"{target.name}: {redact(message, target)}", "upstream_stream_error")
+
+
+def gateway_failure(exc: GatewayError) -> StreamFailure:
+    """The failure a GatewayError of the gateway's own is (a turn memory cannot store): its code, type and status, no target named."""
+    return StreamFailure(exc.message, exc.code or "internal_error", kind=exc.type, status=exc.status)
 
 
 def error_event(message: str, code: str | None, kind: str = "upstream_error") -> bytes:

@@ -1,4 +1,4 @@
-"""gateway.server.api_events: a Responses or Anthropic Messages stream relayed as the upstream's bytes, read only where a guarantee needs it.
+"""gateway.server.api_events: a Responses or Anthropic Messages stream relayed as the upstream's bytes, each event checked as JSON.
 
 The events are parsed from bytes by the gateway's own SSE parser; the streams end to end are in
 test_messages_api_native_e2e.py and test_responses_api_native_e2e.py.
@@ -12,6 +12,7 @@ import orjson
 import pytest
 
 from gateway.config.loader import parse_config
+from gateway.core.errors import GatewayError
 from gateway.core.sse import Event, EventParser
 from gateway.core.tree import Target
 from gateway.server.api_events import ApiEvents
@@ -101,3 +102,69 @@ def test_the_messages_error_event_is_anthropics(target: Target) -> None:
     event = reader.error(StreamFailure("up: cut off", "upstream_stream_error", status=504))
     assert event.startswith(b"event: error\n")
     assert data(event) == {"type": "error", "error": {"type": "timeout_error", "message": "up: cut off"}}
+
+
+@pytest.mark.parametrize("api", [MESSAGES_API, RESPONSES_API], ids=["messages", "responses"])
+@pytest.mark.parametrize(("corrupted", "said"), [
+    (b"event: delta\ndata: {not json\n\n", "not JSON: b'{not json'"),
+    (b"event: delta\ndata: [1, 2]\n\n", "not a JSON object: b'[1, 2]'"),
+    (b"data: null\n\n", "not a JSON object: b'null'"),
+], ids=["not-json", "an-array", "null"])  # fmt: skip
+def test_an_event_that_is_not_a_json_object_ends_the_stream_where_it_came(
+    target: Target, api: Any, corrupted: bytes, said: str
+) -> None:
+    reader = ApiEvents(target, api)
+    before = events({"type": "ping"})
+    after = events({"type": "ping"})
+    out: list[bytes] = []
+    with pytest.raises(StreamFailure) as caught:
+        reader.relay([*before, *EventParser().feed(corrupted), *after], out)
+    assert caught.value.message == f"up: upstream sent a stream event that is {said}"
+    assert caught.value.code == "upstream_stream_error"
+    assert out == [before[0].raw]  # what came before it went on; nothing after it does
+
+
+def test_chats_done_where_the_answers_end_was_due_is_a_cut_off(target: Target) -> None:
+    reader = ApiEvents(target, RESPONSES_API)
+    with pytest.raises(StreamFailure) as caught:
+        reader.relay(EventParser().feed(b"data: [DONE]\n\n"), [])
+    assert caught.value.message == "up: upstream stream ended without response.completed"
+
+
+def test_an_error_event_whose_data_is_not_json_is_still_the_upstreams_error(target: Target) -> None:
+    reader = ApiEvents(target, RESPONSES_API)
+    with pytest.raises(StreamFailure) as caught:
+        reader.relay(EventParser().feed(b"event: error\ndata: overloaded\n\n"), [])
+    assert caught.value.message == "up: the upstream reported a failure"
+
+
+async def test_keep_gets_the_answers_end_before_the_client_does_and_a_failed_answer_is_not_kept(target: Target) -> None:
+    kept: list[dict[str, Any]] = []
+
+    async def keep(end: dict[str, Any]) -> None:
+        kept.append(end)
+
+    completed = {"type": "response.completed", "response": {"id": "r1", "status": "completed"}}
+    [end] = events(completed)
+    reader = ApiEvents(target, RESPONSES_API, keep=keep)
+    assert reader.opening(end, completed, [], out=[]) is end  # the commit read it: the end at once
+    assert await reader.finish(end) == end.raw and kept == [completed]
+    [failed] = events({"type": "response.failed", "response": {"id": "r2", "status": "failed"}})
+    reader = ApiEvents(target, RESPONSES_API, keep=keep)
+    assert reader.relay([failed], []) is failed
+    await reader.finish(failed)
+    assert kept == [completed]
+
+
+async def test_a_turn_keep_cannot_store_ends_the_stream_with_the_gateways_error_naming_no_target(target: Target) -> None:
+    async def keep(end: dict[str, Any]) -> None:
+        raise GatewayError("The memory store is unavailable", code="memory_unavailable", status=503, type="server_error")
+
+    reader = ApiEvents(target, RESPONSES_API, keep=keep)
+    [end] = events({"type": "response.completed", "response": {"id": "r1"}})
+    reader.relay([end], [])
+    with pytest.raises(StreamFailure) as caught:
+        await reader.finish(end)
+    failure = caught.value
+    assert (failure.message, failure.code, failure.kind, failure.status) == (
+        "The memory store is unavailable", "memory_unavailable", "server_error", 503)  # fmt: skip

@@ -184,6 +184,15 @@ async def test_a_stream_that_ends_without_message_stop_is_cut_off(start: Start, 
     assert "ended without message_stop" in error.body["error"]["message"]  # type: ignore[index]
 
 
+async def test_an_event_that_is_not_json_ends_the_stream_with_an_anthropic_error(start: Start, claude: FakeAnthropic) -> None:
+    corrupted = b"event: content_block_delta\ndata: {not json\n\n"
+    claude.then(Answer(events=[*message_events("Hel", complete=False), corrupted, *message_events("lo")[3:]]))
+    clients = await start(claude_route(claude))
+    seen, error = await read_until_error(clients.anthropic_client)
+    assert seen[-1] == "content_block_delta" and "message_stop" not in seen  # nothing after it relayed
+    assert "claude: upstream sent a stream event that is not JSON" in error.body["error"]["message"]  # type: ignore[index]
+
+
 async def test_a_translated_attempt_is_refused_for_what_only_anthropic_can_do(
     start: Start, claude: FakeAnthropic, upstream: FakeUpstream
 ) -> None:
