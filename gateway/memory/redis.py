@@ -29,8 +29,6 @@ from contextlib import AbstractAsyncContextManager
 from typing import Any, TypeVar
 
 import orjson
-from redis.asyncio.retry import Retry
-from redis.backoff import ExponentialWithJitterBackoff
 from redis.exceptions import ResponseError
 
 from gateway.core.memory.about import About
@@ -57,6 +55,7 @@ from gateway.stores.redis import (
     open_client,
     open_lean,
     replicated,
+    retrying_lost_connections,
 )
 
 LEASE_SECONDS = 30.0  # a lock's own expiry, extended while held (see Liveness): ends a lock nobody let go
@@ -90,11 +89,7 @@ class RedisStore:
         self._scripts: Scripts | None = None
         self._refusal = ""
         self._unavailable = Unavailable(self._connection)
-        patience = Patience(
-            socket_seconds=10,
-            connect_seconds=5,
-            retry=Retry(ExponentialWithJitterBackoff(base=0.05, cap=0.5), retries=3),
-        )
+        patience = Patience(socket_seconds=10, connect_seconds=5, retry=retrying_lost_connections(3))
         try:
             self._client = open_client(self._connection, patience)
             if wait_replicas:

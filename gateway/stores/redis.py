@@ -25,7 +25,9 @@ from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.connection import parse_url
 from redis.asyncio.retry import Retry
 from redis.asyncio.sentinel import Sentinel, SentinelConnectionPool
+from redis.backoff import ExponentialWithJitterBackoff
 from redis.commands.core import AsyncScript
+from redis.exceptions import ConnectionError as ConnectionLost
 from redis.typing import EncodableT, KeyT
 
 from gateway.core.masks import mask_password
@@ -69,6 +71,16 @@ class Patience:
     socket_seconds: float
     connect_seconds: float
     retry: Retry
+
+
+def retrying_lost_connections(retries: int) -> Retry:
+    """redis-py's retries of a command whose connection was lost (or refused): `retries` more, soon; a timeout is never retried.
+
+    A reply that does not come within the socket timeout says the Redis hangs (stopped, swapping,
+    a blocked script): each retry would wait as long again, and the caller's 503 would come after
+    retries + 1 timeouts (40 s for a store's 10 s) instead of one.
+    """
+    return Retry(ExponentialWithJitterBackoff(base=0.05, cap=0.5), retries, supported_errors=(ConnectionLost,))
 
 
 def open_client(connection: RedisConnection, patience: Patience) -> RedisClient:
