@@ -5,7 +5,8 @@ there, and `GET` / `DELETE /v1/responses/{id}` read or remove it there. Every an
 recorded in the memory store for the store's TTL, by id, with the tenant it was answered to and
 the names of its route and target; a request about it is then pinned to that target alone, and
 only the same tenant's requests may refer to it (all tenants call upstreams with the operator's
-keys: one key must never continue or read another's response).
+keys: one key must never continue or read another's response). The record is bookkeeping: an
+answer waits for it a second at most, and a store that failed is skipped a few seconds (`bookkeeping`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import orjson
 from gateway.core.settings import Config
 from gateway.core.tree import Route, Target, iter_targets
 from gateway.memory.store import MemoryStore, StoreUnavailable
+from gateway.server import bookkeeping
 from gateway.upstream.dispatch import Result
 from gateway.upstream.providers.apis import data_of
 
@@ -35,22 +37,20 @@ class NotYours(Exception):
 async def record(store: MemoryStore, tenant: str, response_id: object, *, route: Route, target: Target) -> None:
     """Remember that `target` of `route` produced `response_id` (a non-string id is no response's).
 
-    A store that fails costs only the pin: the answer itself stands, and the failure is logged.
+    A store that fails, is late or is skipped costs only the pin: the answer itself stands (bookkeeping logs it).
     """
     if not isinstance(response_id, str) or not response_id:
         return
-    try:
-        await store.put_value(_key(response_id), orjson.dumps([tenant, route.name, target.name]).decode())
-    except StoreUnavailable as exc:
-        log.warning("response %s: which target produced it could not be recorded (%s)", response_id, exc)
+    await bookkeeping.of(store).write(_key(response_id), orjson.dumps([tenant, route.name, target.name]).decode())
 
 
 async def find(store: MemoryStore, config: Config, *, tenant: str, response_id: str) -> tuple[Route, Target] | None:
     """The route and target that produced `response_id` for `tenant`; None when unknown (or gone from the config).
 
-    Raises NotYours when another tenant's answer carried it, StoreUnavailable when the store cannot say.
+    Raises NotYours when another tenant's answer carried it, StoreUnavailable when the store cannot say
+    (at once while bookkeeping skips it).
     """
-    value = await store.get_value(_key(response_id))
+    value = await bookkeeping.of(store).read(_key(response_id))
     if value is None:
         return None
     try:

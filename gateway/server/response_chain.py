@@ -12,7 +12,9 @@ so two requests may continue the same response (a fork), each its own way.
 
 The turn is a memory turn (gateway.memory.turns.Turn) over `ResponseChain`, a store made for
 the one request: the same windows, counting, and storing only a complete answer (a stream once
-it reached its end). A record that cannot be written costs only its continuation (logged).
+it reached its end). A record that cannot be written costs only its continuation (logged): it is
+bookkeeping, which an answer waits for a second at most, skipped a few seconds after the store
+failed (`bookkeeping`).
 """
 
 from __future__ import annotations
@@ -36,9 +38,10 @@ from gateway.core.memory.reach import Reach
 from gateway.core.translate.reshape import ResponsesReshape
 from gateway.core.tree import Route
 from gateway.memory.errors import UnstorableReplyError, store_errors
-from gateway.memory.store import Key, MemoryStore, StoreUnavailable
+from gateway.memory.store import Key, MemoryStore
 from gateway.memory.turns import Memory, Turn
 from gateway.observe.trace import Trace
+from gateway.server import bookkeeping
 from gateway.server.handlers import forward
 from gateway.server.keys import MEMORY, TRACE, tenant_of
 from gateway.tokens import encoding_name
@@ -68,7 +71,7 @@ async def read_link(store: MemoryStore, tenant: str, response_id: str) -> Link |
 
     Raises StoreUnavailable when the store cannot say.
     """
-    value = await store.get_value(_key(response_id))
+    value = await bookkeeping.of(store).read(_key(response_id))
     if value is None:
         return None
     try:
@@ -127,7 +130,7 @@ class ResponseChain:
         return await self.load_tail(key, Reach(messages=self._previous.length if self._previous else 0))
 
     async def append(self, key: Key, entries: Sequence[Entry], *, system: Sequence[Message] | None) -> None:
-        """Record the answered response; a store that fails costs only its continuation (logged)."""
+        """Record the answered response; a store that fails, is late or is skipped costs only its continuation (logged)."""
         if not self._keep:
             return
         previous = self._previous
@@ -139,10 +142,7 @@ class ResponseChain:
             "model": self._model,
             "entries": [orjson.Fragment(dump_entry(entry)) for entry in entries],
         }
-        try:
-            await self._store.put_value(_key(key[1]), orjson.dumps(record).decode())
-        except StoreUnavailable as exc:
-            log.warning("response %s: it could not be recorded for previous_response_id (%s)", key[1], exc)
+        await bookkeeping.of(self._store).write(_key(key[1]), orjson.dumps(record).decode())
 
     def lock(self, key: Key) -> AbstractAsyncContextManager[None]:
         """No lock: a record is written once, by the request that answered it, and a fork writes another."""
