@@ -92,7 +92,7 @@ class ApiEvents:
         return event.raw
 
     def _read(self, event: Event) -> dict[str, Any]:
-        """The event's JSON object; raises StreamFailure when its data is none (an error event's is read as empty)."""
+        """The event's JSON object; raises StreamFailure when its data is not one (an error event's then reads as empty)."""
         text = event.data or b""  # data events only
         try:
             data = loads(text)
