@@ -7,6 +7,9 @@ may call, and every attempt's outcome goes to the target's breaker; a target ski
 circuit is listed among the attempts (status 503, "skipped") without a call. A route of one
 target whose circuit is closed (the common case) takes no walk at all.
 
+A call whose provider is still loading (litellm's import, seconds: `deferred.Loading`) is no
+attempt: it is waited for before the attempt's deadline starts, and tells the breaker nothing.
+
 A call that fails for the gateway's own shortage (OverloadedError: out of file descriptors, ...)
 ends the request at once as the client's 503: it is no attempt of the target, tells its breaker
 nothing, and moves on to no other target, whose call would need the same resource.
@@ -30,6 +33,7 @@ from gateway.observe.trace import CLIENT_CLOSED, STREAM_ERROR, TIMEOUT, Trace
 from gateway.upstream.breakers.board import Breakers
 from gateway.upstream.deadline import Deadline, Deadlines
 from gateway.upstream.providers.base import JSON, Call, EventStream, Provider, Reply, TransportError
+from gateway.upstream.providers.deferred import Loading
 from gateway.upstream.redaction import redact
 from gateway.upstream.results import OK, Failed, Replied, Result, streamed
 from gateway.upstream.verdict import TIMED_OUT, ErrorFields, broken, error_fields, judge_reply, replay_reply
@@ -207,6 +211,8 @@ class Dispatcher:
         except TimeoutError:
             detail = f"timed out after {target.timeout:g}s"
             tried = Failed(target=target, attempts=attempts, outcome=TIMED_OUT, detail=detail, kind=TIMEOUT, started=started)
+        except Loading as loading:  # before the call: no attempt yet
+            return await self._loaded(loading, call, request, attempts=attempts, admitted=admitted, settles=settles)
         except BaseException as exc:
             if admitted is PROBE and breakers is not None:  # no verdict: the next request may take the trial
                 breakers.release(target)
@@ -227,6 +233,19 @@ class Dispatcher:
         if settles is not None and not outcome.ok:
             raise self._failure(settles, tried)
         return tried
+
+    async def _loaded(
+        self, loading: Loading, call: Call, request: Request, *, attempts: list[Attempt], admitted: Admission,
+        settles: Route | None,
+    ) -> Result:  # fmt: skip
+        """The attempt, once its provider has loaded: the wait is no attempt's, timed by no deadline, told to no breaker."""
+        try:
+            await loading.wait()
+        except BaseException:
+            if admitted is PROBE and self._breakers is not None:  # no verdict: the next request may take the trial
+                self._breakers.release(call.target)
+            raise
+        return await self._attempt(call, request, attempts, admitted=admitted, settles=settles)
 
     @staticmethod
     def _call_for(target: Target, request: Request) -> Call:

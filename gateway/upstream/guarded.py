@@ -35,7 +35,7 @@ from gateway.core.hosts import HostPolicy, parse_address
 from gateway.core.settings import Config
 from gateway.core.tree import Target, iter_targets
 from gateway.upstream.providers.base import Call, EventStream, OwnWords, Provider, Reply, TransportError
-from gateway.upstream.providers.registry import Resources, factory_of
+from gateway.upstream.providers.registry import Resources, factory_of, loads
 
 INLINE_PROVIDERS: Final = ("openai", "mock")  # what a client's tree may name (server.inline checks it)
 REDIRECTS: Final = frozenset({301, 302, 303, 307, 308})
@@ -235,10 +235,15 @@ def split_providers(
 async def guarded_providers(
     config: Config, providers: Mapping[str, Provider], *, client_timeout: aiohttp.ClientTimeout
 ) -> AsyncIterator[Mapping[str, Provider]]:
-    """The providers to dispatch with: `providers` as they are unless requestConfig is enabled.
+    """The providers to dispatch with, once what they need is loaded: `providers` as they are unless requestConfig is enabled.
 
+    What they need loaded (litellm's import: `registry.loads`) loads on a thread while the loop
+    serves on (at a reload, the configuration before); a failure to load fails this configuration.
     Enabled, a second session (closed on exit) serves every target that is not in the config.
     """
+    for load in loads(providers):
+        await load.wait()
+        load.result()
     if not config.request_config.enabled:
         yield providers
         return

@@ -1,32 +1,95 @@
-"""A provider made on its first call, on a thread: for one whose import costs seconds (litellm).
+"""Providers whose import costs seconds (litellm): made on a thread, and waited for outside any attempt.
 
-An anthropic target answers `/v1/messages` natively and needs litellm only for chat completions;
-a gateway that never sends it one never imports litellm.
+A `Load` runs its work once per process on a thread of its own, never on an event loop. A
+`Deferred` provider is made from it: a call that finds it still loading raises `Loading`, which
+the dispatcher waits out before it starts the attempt's clock, so the import never counts
+against a route's timeout and never reaches its breaker. An anthropic target answers
+`/v1/messages` natively and needs litellm only for chat completions: a gateway that never sends
+it one never imports litellm.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextlib
+import threading
 from collections.abc import Callable
+from typing import Any, Generic, TypeVar
 
 from gateway.upstream.providers.base import Call, EventStream, Provider, Reply
 
+T = TypeVar("T")
 
-class Deferred:
-    """`make()` runs once, off the event loop, when the first call needs the provider it makes."""
 
-    def __init__(self, make: Callable[[], Provider]) -> None:
+class Load(Generic[T]):
+    """`work()` run once per process, on a thread of its own, from the first `start()`."""
+
+    def __init__(self, work: Callable[[], T], *, name: str) -> None:
+        self.name = name
+        self._work = work
+        self._lock = threading.Lock()
+        self._future: concurrent.futures.Future[T] | None = None
+
+    def start(self) -> None:
+        """Begin the work now, on its thread (once: later calls change nothing)."""
+        with self._lock:
+            if self._future is not None:
+                return
+            future = self._future = concurrent.futures.Future()
+        threading.Thread(target=self._run, args=(future,), name=f"gateway-load-{self.name}", daemon=True).start()
+
+    def _run(self, future: concurrent.futures.Future[T]) -> None:
+        future.set_running_or_notify_cancel()
+        try:
+            future.set_result(self._work())
+        except BaseException as exc:  # handed to whoever waits for the work
+            future.set_exception(exc)
+
+    def result(self) -> T:
+        """What the work made; Loading (the work started if it was not) until it is done; its error if it failed."""
+        future = self._future
+        if future is None or not future.done():
+            self.start()
+            raise Loading(self)
+        return future.result()
+
+    async def wait(self) -> None:
+        """Return once the work is done (started if it was not), whether it succeeded or not."""
+        self.start()
+        assert self._future is not None
+        # Shielded: a caller that gives up must not cancel the others' wait for the one load.
+        await asyncio.shield(asyncio.wrap_future(self._future))
+
+
+class Loading(Exception):
+    """A call found its provider still loading: wait (`wait()`) and call again. No attempt was made."""
+
+    def __init__(self, load: Load[Any]) -> None:
+        super().__init__(f"{load.name} is still loading")
+        self.load = load
+
+    async def wait(self) -> None:
+        """Return once the load is done (its failure, if any, is the next call's to raise)."""
+        with contextlib.suppress(Exception):
+            await self.load.wait()
+
+
+class Deferred(Generic[T]):
+    """The provider `make(load's result)`, made at the first call after `load` is done; before that, calls raise Loading."""
+
+    def __init__(self, load: Load[T], make: Callable[[T], Provider]) -> None:
+        self._load = load
         self._make = make
-        self._made: asyncio.Future[Provider] | None = None
+        self._made: Provider | None = None
 
-    async def _provider(self) -> Provider:
+    def _provider(self) -> Provider:
         if self._made is None:
-            self._made = asyncio.ensure_future(asyncio.to_thread(self._make))
-        # Shielded: a caller that gives up must not cancel the others' wait for the one import.
-        return await asyncio.shield(self._made)
+            self._made = self._make(self._load.result())
+        return self._made
 
     async def complete(self, call: Call) -> Reply:
-        return await (await self._provider()).complete(call)
+        return await self._provider().complete(call)
 
     async def stream(self, call: Call) -> Reply | EventStream:
-        return await (await self._provider()).stream(call)
+        return await self._provider().stream(call)

@@ -3,16 +3,17 @@
 Each kind's Provider is a `Bridge`: the client APIs its upstream serves as they are
 (`core.kinds`: `native_apis`) pass through, the others are translated to chat completions.
 `openai` and `mock` are ours; every other kind is served by the litellm provider, whose module
-(and litellm with it) is imported only when a config names such a kind, and for anthropic only
-when a call needs it (its Messages API is passed through without litellm).
+(and litellm with it: seconds of import) is imported on a thread of its own (`LITELLM`), never on
+the event loop: before a configuration that names such a kind is served (`loads`, which
+`guarded_providers` waits for), and for anthropic at its first chat call instead (its Messages
+API is passed through without litellm), a wait the dispatcher keeps out of the attempt's time.
 """
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 import aiohttp
 
@@ -20,7 +21,7 @@ from gateway.upstream.providers.anthropic import AnthropicMessages
 from gateway.upstream.providers.apis import COUNT_TOKENS, DELETE, MESSAGES, RESPONSES, RETRIEVE
 from gateway.upstream.providers.base import Provider
 from gateway.upstream.providers.bridge import Bridge
-from gateway.upstream.providers.deferred import Deferred
+from gateway.upstream.providers.deferred import Deferred, Load
 from gateway.upstream.providers.mock import MockProvider
 from gateway.upstream.providers.openai import OpenAIProvider, StoredResponses
 
@@ -43,22 +44,30 @@ def _mock(resources: Resources) -> Provider:
     return Bridge(MockProvider())
 
 
-def _litellm_provider(resources: Resources) -> Provider:
+def _import_litellm() -> Callable[..., Provider]:
+    """The litellm provider's class (run by LITELLM, on its thread)."""
     # Lazy for start-up cost: the module imports litellm, which takes seconds.
     from gateway.upstream.providers.litellm import LitellmProvider
 
-    return LitellmProvider(max_response_bytes=resources.max_response_bytes)
+    return LitellmProvider
+
+
+LITELLM: Final = Load(_import_litellm, name="litellm")  # once per process: the import is the process's
+
+
+def _litellm_chat(resources: Resources) -> Deferred[Callable[..., Provider]]:
+    return Deferred(LITELLM, lambda provider: provider(max_response_bytes=resources.max_response_bytes))
 
 
 def _litellm(resources: Resources) -> Provider:
-    return Bridge(_litellm_provider(resources))
+    """Every endpoint through litellm (a configuration naming such a kind waits for its import: see `loads`)."""
+    return Bridge(_litellm_chat(resources))
 
 
 def _anthropic(resources: Resources) -> Provider:
     """The Messages API natively; chat completions and the rest through litellm, imported at first need."""
     native = AnthropicMessages(resources.session, max_response_bytes=resources.max_response_bytes)
-    chat = Deferred(functools.partial(_litellm_provider, resources))
-    return Bridge(chat, {MESSAGES: native, COUNT_TOKENS: native})
+    return Bridge(_litellm_chat(resources), {MESSAGES: native, COUNT_TOKENS: native})
 
 
 _FACTORIES: Final[Mapping[str, Callable[[Resources], Provider]]] = {
@@ -71,3 +80,8 @@ _FACTORIES: Final[Mapping[str, Callable[[Resources], Provider]]] = {
 def factory_of(provider: str) -> Callable[[Resources], Provider]:
     """How the Provider of a kind is made; every litellm-backed kind shares one factory (one LitellmProvider)."""
     return _FACTORIES.get(provider, _litellm)
+
+
+def loads(providers: Iterable[str]) -> list[Load[Any]]:
+    """What the providers of these kinds need loaded before they serve: litellm, for a kind served by it alone."""
+    return [LITELLM] if any(provider not in _FACTORIES for provider in providers) else []

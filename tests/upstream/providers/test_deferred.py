@@ -1,4 +1,4 @@
-"""gateway.upstream.providers.deferred: the provider is made once, on a thread, and a caller giving up cancels no one's wait."""
+"""gateway.upstream.providers.deferred: a load runs once on a thread of its own; a provider made from it says when it is not there yet."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 from gateway.core.tree import Target
 from gateway.upstream.providers.base import Call, EventStream, Reply
-from gateway.upstream.providers.deferred import Deferred
+from gateway.upstream.providers.deferred import Deferred, Load, Loading
 
 CALL = Call(target=Target(name="t", provider="anthropic", base_url="", api_key=""), endpoint="chat/completions", payload={})
 
@@ -27,42 +27,71 @@ class Answering:
         return Reply(status=200, body=b"stream from " + self.name.encode())
 
 
-class Maker:
-    """`make` for Deferred: blocks until `go` is set, and records the thread it ran on."""
+class Work:
+    """The work of a Load: blocks until `go` is set, records the thread it ran on, fails when told to."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, fails: bool = False) -> None:
         self.started = threading.Event()
         self.go = threading.Event()
         self.threads: list[int] = []
+        self.fails = fails
 
-    def __call__(self) -> Answering:
+    def __call__(self) -> str:
         self.threads.append(threading.get_ident())
         self.started.set()
-        assert self.go.wait(30), "the test never let the provider be made"
-        return Answering(f"made {len(self.threads)}")
+        assert self.go.wait(30), "the test never let the work finish"
+        if self.fails:
+            raise ImportError("no such module")
+        return f"made {len(self.threads)}"
 
 
-async def test_every_call_waits_for_the_one_provider_made_off_the_loop() -> None:
-    maker = Maker()
-    deferred = Deferred(maker)
-    first = asyncio.create_task(deferred.complete(CALL))
-    assert await asyncio.to_thread(maker.started.wait, 30)
-    others = [asyncio.create_task(deferred.complete(CALL)), asyncio.create_task(deferred.stream(CALL))]
-    maker.go.set()
-    replies = await asyncio.gather(first, *others)
-    assert [reply.body for reply in replies if isinstance(reply, Reply)] == [b"made 1", b"made 1", b"stream from made 1"]
+async def test_a_call_before_the_load_is_done_raises_loading_and_starts_it_once_on_a_thread_of_its_own() -> None:
+    work = Work()
+    deferred = Deferred(Load(work, name="w"), Answering)
+    for call in (deferred.complete, deferred.stream):
+        with pytest.raises(Loading) as raised:
+            await call(CALL)
+    assert await asyncio.to_thread(work.started.wait, 30)
+    work.go.set()
+    await raised.value.wait()
     assert await deferred.complete(CALL) == Reply(status=200, body=b"made 1")
-    assert len(maker.threads) == 1 and maker.threads[0] != threading.get_ident()
+    assert await deferred.stream(CALL) == Reply(status=200, body=b"stream from made 1")
+    assert len(work.threads) == 1 and work.threads[0] != threading.get_ident()
 
 
-async def test_a_caller_that_gives_up_leaves_the_provider_being_made_for_the_next() -> None:
-    maker = Maker()
-    deferred = Deferred(maker)
-    first = asyncio.create_task(deferred.complete(CALL))
-    assert await asyncio.to_thread(maker.started.wait, 30)
+async def test_a_load_started_ahead_is_not_started_again() -> None:
+    work = Work()
+    load = Load(work, name="w")
+    load.start()
+    load.start()
+    assert await asyncio.to_thread(work.started.wait, 30)
+    with pytest.raises(Loading):
+        load.result()
+    work.go.set()
+    await load.wait()
+    assert load.result() == "made 1" and len(work.threads) == 1
+
+
+async def test_a_waiter_that_gives_up_leaves_the_load_to_the_others() -> None:
+    work = Work()
+    load = Load(work, name="w")
+    first, second = asyncio.create_task(load.wait()), asyncio.create_task(load.wait())
+    assert await asyncio.to_thread(work.started.wait, 30)
     first.cancel()
     with pytest.raises(asyncio.CancelledError):
         await first
-    maker.go.set()
-    assert (await deferred.complete(CALL)).body == b"made 1"
-    assert len(maker.threads) == 1
+    work.go.set()
+    await second
+    assert load.result() == "made 1"
+
+
+async def test_a_failed_load_is_waited_out_and_then_raised_by_every_call() -> None:
+    work = Work(fails=True)
+    deferred = Deferred(Load(work, name="w"), Answering)
+    with pytest.raises(Loading) as raised:
+        await deferred.complete(CALL)
+    work.go.set()
+    await raised.value.wait()  # the failure is the call's to raise, not the wait's
+    for _ in range(2):
+        with pytest.raises(ImportError, match="no such module"):
+            await deferred.complete(CALL)

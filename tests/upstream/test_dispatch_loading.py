@@ -1,0 +1,91 @@
+"""A provider still loading (litellm's import, for an anthropic target's chat) is no attempt: its wait is timed by no deadline and told to no breaker.
+
+The import is made to outlast the target's timeout for certain: it finishes only once a request
+started after it, with the same timeout, has timed out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import aiohttp
+import openai
+import pytest
+
+from gateway.upstream.providers import registry
+from gateway.upstream.providers.base import Provider
+from gateway.upstream.providers.deferred import Load
+from gateway.upstream.providers.litellm import LitellmProvider
+from tests.support.fakes import FakeUpstream, Step
+from tests.support.fakes_anthropic import message, message_events
+from tests.support.gateway import GATEWAY_KEY, Gateway
+from tests.support.memory_turns import u
+
+TIMEOUT = 5  # seconds: the import outlasts it; the call after the import has all of it
+
+
+class HeldImport:
+    """The litellm provider's class, handed over only once `go` is set (on the load's thread)."""
+
+    def __init__(self) -> None:
+        self.started = threading.Event()
+        self.go = threading.Event()
+
+    def __call__(self) -> Callable[..., Provider]:
+        self.started.set()
+        assert self.go.wait(60), "the test never let the import finish"
+        return LitellmProvider
+
+
+def config(claude: FakeUpstream, hanging: FakeUpstream) -> str:
+    return f"""
+auth: {{keys: [{{name: team, key: {GATEWAY_KEY}}}]}}
+routes:
+  claude:
+    provider: anthropic
+    baseUrl: "{claude.url.removesuffix('/v1')}"
+    apiKey: k
+    timeout: {TIMEOUT}
+    breaker: {{failures: 1, cooldownSeconds: 60}}
+  hanging: {{provider: openai, baseUrl: "{hanging.url}", apiKey: k, timeout: {TIMEOUT}}}
+"""
+
+
+async def target_health(client: openai.AsyncOpenAI, route: str) -> Any:
+    root = str(client.base_url).removesuffix("/").removesuffix("/v1")
+    async with aiohttp.ClientSession() as session, session.get(
+        root + "/v1/gateway/health", headers={"Authorization": f"Bearer {GATEWAY_KEY}"}
+    ) as response:
+        return (await response.json())["routes"][route]["targets"][0]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["json", "stream"])
+async def test_a_chat_call_waits_for_litellm_to_load_outside_its_timeout_and_breaker(
+    gateway: Gateway, make_upstream: Any, monkeypatch: pytest.MonkeyPatch, stream: bool
+) -> None:
+    held = HeldImport()
+    monkeypatch.setattr(registry, "LITELLM", Load(held, name="litellm"))
+    claude = await make_upstream(Step(events=list(message_events("Loaded."))) if stream else Step(body=message("Loaded.")))
+    never = asyncio.Event()
+    hanging = await make_upstream(Step(gate=never))
+    client = await gateway(config(claude, hanging), timeout=60)
+    asked = asyncio.create_task(
+        client.chat.completions.create(model="claude", messages=[u("q")], stream=stream)  # type: ignore[call-overload]
+    )
+    assert await asyncio.to_thread(held.started.wait, 60)
+    with pytest.raises(openai.APIStatusError) as timed_out:  # started later, with the same timeout: it has passed
+        await client.chat.completions.create(model="hanging", messages=[u("q")])
+    assert timed_out.value.status_code == 504
+    held.go.set()
+    answer = await asked
+    if stream:
+        text = "".join([part.choices[0].delta.content or "" async for part in answer if part.choices])
+    else:
+        text = answer.choices[0].message.content
+    assert text == "Loaded." and claude.calls == 1
+    health = await target_health(client, "claude")
+    assert (health["state"], health["requests"], health["failures"]) == ("closed", 1, 0)
+    never.set()

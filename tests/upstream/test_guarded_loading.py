@@ -1,0 +1,78 @@
+"""gateway.upstream.guarded.guarded_providers: a configuration whose providers need litellm is served once it has loaded, off the loop.
+
+At start-up the gateway listens once it has; at a reload the configuration before serves meanwhile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import aiohttp
+import pytest
+
+from gateway.config.loader import parse_config
+from gateway.upstream.guarded import guarded_providers
+from gateway.upstream.providers import registry
+from gateway.upstream.providers.deferred import Load
+
+ROUTES = """
+routes:
+  fast: {provider: deepseek, baseUrl: "http://127.0.0.1:9/v1", apiKey: k}
+"""
+
+
+class HeldWork:
+    """A load's work that ends once `go` is set, failing when told to; `thread` is where it ran."""
+
+    def __init__(self, *, fails: bool = False) -> None:
+        self.started = threading.Event()
+        self.go = threading.Event()
+        self.fails = fails
+        self.thread: int | None = None
+
+    def __call__(self) -> str:
+        self.thread = threading.get_ident()
+        self.started.set()
+        assert self.go.wait(60), "the test never let the load end"
+        if self.fails:
+            raise ImportError("litellm is broken")
+        return "loaded"
+
+
+async def serve(providers: dict[str, object], served: asyncio.Event, done: asyncio.Event) -> None:
+    config = parse_config(ROUTES)
+    async with guarded_providers(config, providers, client_timeout=aiohttp.ClientTimeout()):  # type: ignore[arg-type]
+        served.set()
+        await done.wait()
+
+
+async def test_a_configuration_naming_a_litellm_kind_is_served_once_litellm_has_loaded(monkeypatch: pytest.MonkeyPatch) -> None:
+    work = HeldWork()
+    load = Load(work, name="litellm")
+    monkeypatch.setattr(registry, "LITELLM", load)
+    served, done = asyncio.Event(), asyncio.Event()
+    serving = asyncio.create_task(serve({"deepseek": object()}, served, done))
+    assert await asyncio.to_thread(work.started.wait, 60)  # answered through the loop: it turns while the work runs
+    assert work.thread != threading.get_ident()
+    assert not served.is_set()
+    work.go.set()
+    await served.wait()
+    done.set()
+    await serving
+
+
+async def test_a_configuration_whose_load_fails_is_not_served(monkeypatch: pytest.MonkeyPatch) -> None:
+    work = HeldWork(fails=True)
+    work.go.set()
+    monkeypatch.setattr(registry, "LITELLM", Load(work, name="litellm"))
+    served, done = asyncio.Event(), asyncio.Event()
+    with pytest.raises(ImportError, match="litellm is broken"):
+        await serve({"deepseek": object()}, served, done)
+    assert not served.is_set()
+
+
+def test_only_kinds_served_by_litellm_alone_wait_for_it() -> None:
+    """anthropic answers /v1/messages without it: its chat calls wait for it instead (tests/upstream/test_dispatch_loading.py)."""
+    assert registry.loads(["openai", "mock", "anthropic"]) == []
+    assert registry.loads(["openai", "bedrock"]) == [registry.LITELLM]
