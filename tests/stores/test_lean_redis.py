@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +17,7 @@ from gateway.memory.store import StoreUnavailable
 from gateway.stores.lean_redis import Find, LeanRedis, Login
 from gateway.stores.redis import LEAN_SWITCH
 from tests.support.processes import free_port
+from tests.support.redis_hangs import hung
 from tests.support.redis_stores import entry, redis_store
 from tests.support.servers import RedisProcess, redis_server
 from tests.support.tcp_relay import relay_to
@@ -131,13 +130,8 @@ async def test_a_reply_that_never_comes_fails_the_call_without_retrying(redis_ur
 @pytest.fixture
 def stopped(tmp_path: Path) -> Iterator[RedisProcess]:
     """A redis-server that stops (SIGSTOP) once it accepted connections: it never answers."""
-    with redis_server(tmp_path) as server:
-        assert server.process is not None
-        os.kill(server.process.pid, signal.SIGSTOP)
-        try:
-            yield server
-        finally:
-            os.kill(server.process.pid, signal.SIGCONT)
+    with redis_server(tmp_path) as server, hung(server):
+        yield server
 
 
 async def test_a_stopped_redis_fails_the_login_within_the_connect_timeout(stopped: RedisProcess) -> None:
