@@ -7,6 +7,7 @@ started after it, with the same timeout, has timed out.
 from __future__ import annotations
 
 import asyncio
+import random
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -15,10 +16,15 @@ import aiohttp
 import openai
 import pytest
 
+from gateway.core.breaker import PROBE
+from gateway.upstream.breakers.board import LocalBreakers
+from gateway.upstream.dispatch import Dispatcher, Request
 from gateway.upstream.providers import registry
 from gateway.upstream.providers.base import Provider
-from gateway.upstream.providers.deferred import Load
+from gateway.upstream.providers.deferred import Deferred, Load
 from gateway.upstream.providers.litellm import LitellmProvider
+from gateway.upstream.providers.mock import MockProvider
+from tests.support.breakers import FAIL, POLICY, Clock, route, t
 from tests.support.fakes import FakeUpstream, Step
 from tests.support.fakes_anthropic import message, message_events
 from tests.support.gateway import GATEWAY_KEY, Gateway
@@ -89,3 +95,21 @@ async def test_a_chat_call_waits_for_litellm_to_load_outside_its_timeout_and_bre
     health = await target_health(client, "claude")
     assert (health["state"], health["requests"], health["failures"]) == ("closed", 1, 0)
     never.set()
+
+
+async def test_a_half_open_trial_whose_caller_leaves_while_the_provider_loads_is_given_back() -> None:
+    target = t("a")
+    clock, served = Clock(), route(target)
+    board = LocalBreakers({"r": served}, clock=clock)
+    for _ in range(3):
+        board.record(target, FAIL)
+    clock.now += POLICY.cooldown_seconds  # half-open: the next call is its trial
+    held = HeldImport()
+    dispatcher = Dispatcher({"mock": Deferred(Load(held, name="litellm"), lambda made: MockProvider())}, rng=random.Random(1), breakers=board)
+    trial = asyncio.create_task(dispatcher.dispatch(served, Request("chat/completions", {"messages": [u("q")]}, None)))
+    assert await asyncio.to_thread(held.started.wait, 60)  # the trial taken, its call found the provider loading
+    trial.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await trial
+    held.go.set()
+    assert await board.admit(target) == PROBE
