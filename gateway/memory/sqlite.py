@@ -16,6 +16,8 @@ the cache serves, and the write is the same one statement. Each write first puts
 in the conversation's slot of the lock file (on the thread, before its statements); a process
 serves its cached copy, and its thread appends by what it remembers of the row, only while the
 slot holds the version they were recorded with: no other process wrote the conversation since.
+When other processes only appended to it since (its change slot did not move), the copy is
+brought up to date by the rows written after it (sqlite_moved), not read again.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import functools
 import logging
 import sqlite3
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -41,6 +43,7 @@ from gateway.memory.sqlite_cache import ConversationCache
 from gateway.memory.sqlite_connection import StoreFile
 from gateway.memory.sqlite_conversations import Conversations
 from gateway.memory.sqlite_locks import Holding, SharedLocks
+from gateway.memory.sqlite_moved import Copy, HeldRead, Mark, read_appended
 from gateway.memory.sqlite_writes import TurnWriter, Write
 from gateway.memory.store import Key, KeyLocks, StoreUnavailable
 from gateway.memory.worker import Worker
@@ -83,6 +86,7 @@ class SQLiteStore:
         self._shared = shared
         self._cache = ConversationCache(cache_entries, ttl=ttl_seconds, cap=max_messages, clock=clock, versions=shared)
         self._locks = KeyLocks(lock_timeout)
+        self._cap = max_messages
         # the thread's own
         self._turns = TurnWriter(cap=max_messages)
         self._conversations = Conversations(
@@ -170,14 +174,22 @@ class SQLiteStore:
                 self._turns.forget(write.key)  # rolled back: the row is not as remembered
 
     def _stamp(self, writes: list[Write]) -> None:
-        """Shared mode: a fresh version in each write's slot, before its statements (see sqlite_lockfile)."""
-        stamp = self._file.opened_lock_file().stamp
+        """Shared mode: a fresh version in each write's slot, before its statements; a new system prompt marks a change too.
+
+        See sqlite_lockfile.
+        """
+        lock_file = self._file.opened_lock_file()
+        stamp, changes = lock_file.stamp, lock_file.changes
         for write in writes:
-            write.seen, write.version = stamp(write.slot)
+            slot = write.slot
+            write.seen, write.version = stamp(slot)
+            write.changes = changes[slot] if write.new_system is None else lock_file.mark_changed(slot)
 
     def _stamped(self, slot: int, work: Callable[[sqlite3.Connection], T], db: sqlite3.Connection) -> T:
-        """`work`, which changes a conversation, after a fresh version was put in its slot (shared mode)."""
-        self._file.opened_lock_file().stamp(slot)
+        """`work`, which changes a conversation otherwise than by appending, after fresh values in its slots (shared mode)."""
+        lock_file = self._file.opened_lock_file()
+        lock_file.stamp(slot)
+        lock_file.mark_changed(slot)
         return work(db)
 
     # on the loop
@@ -219,38 +231,60 @@ class SQLiteStore:
         holding = self._shared_locks.held.get(key)
         return holding is not None and self._cache.version(key) == holding.version()
 
-    def _read(self, key: Key, reach: Reach | None) -> asyncio.Future[Conversation | None]:
-        """Read the conversation on the thread, kept in the cache by `_remember_held` (shared mode: see `_read_held`)."""
+    def _read(self, key: Key, reach: Reach | None) -> Awaitable[Conversation | None]:
+        """Read the conversation on the thread, kept in the cache (shared mode: see `_read_held`)."""
         read = functools.partial(self._conversations.read, key=key, reach=reach)
         if not self._shared:
             return self._submit(read, functools.partial(self._cache.remember, key))
         holding = self._shared_locks.held.get(key)
         if holding is None:  # another process may be writing it: what was read may be older than its version says
             return self._submit(read)
-        done = self._submit(
-            functools.partial(self._read_held, read, key=key, slot=holding.place.slot),
-            functools.partial(self._remember_held, key, holding),
-        )
+        copy = None if reach is None else self._cache.out_of_date(key, reach, changes=holding.changes())
+        work = functools.partial(self._read_held, read, key=key, slot=holding.place.slot, copy=copy, generation=self._cache.generation)
+        done: asyncio.Future[HeldRead] = self._submit(work, functools.partial(self._remember_held, key, holding))
         self._shared_locks.writing(key, done)  # the lock stays until it is served, as for a write (see `_read_held`)
-        return done
+        return self._settled(done)
+
+    async def _settled(self, done: asyncio.Future[HeldRead]) -> Conversation | None:
+        """The conversation a read under this process's lock gives, once served."""
+        return (await done).settled(cap=self._cap)
 
     def _read_held(
-        self, read: Callable[[sqlite3.Connection], Conversation | None], db: sqlite3.Connection, *, key: Key, slot: int
-    ) -> Conversation | None:
-        """On the thread, shared mode, under this process's lock: `read`, and what the thread remembers of the row learned.
+        self,
+        read: Callable[[sqlite3.Connection], Conversation | None],
+        db: sqlite3.Connection,
+        *,
+        key: Key,
+        slot: int,
+        copy: Copy | None,
+        generation: int,
+    ) -> HeldRead:
+        """On the thread, shared mode, under this process's lock: what was appended to `copy` since, or `read`.
 
-        So the turn's write after a read (another process wrote the conversation last) is its
-        message row alone, as after this process's own write: the row is learned at the version
-        its slot holds, which no other process changes while this one holds the conversation.
+        The messages appended alone when only appends followed the copy (see sqlite_moved): its
+        change slot holds what it was recorded with, in the file it was read from (`generation`).
+        Either way the thread learns the row, so the turn's write after it is its message row
+        alone, as after this process's own write: the row is learned at the version its slot
+        holds, which no other process changes while this one holds the conversation.
         """
+        lock_file = self._file.opened_lock_file()
+        version, changes = lock_file.slots[slot], lock_file.changes[slot]
+        if copy is not None and copy.mark.changes == changes and generation == self._file.generation:
+            state = self._turns.learn(db, key, version=version)
+            now = self._clock()
+            appended = None if state is None else read_appended(db, key, state, copy=copy, cap=self._cap, ttl=self._ttl, now=now)
+            if appended is not None and state is not None:
+                log.debug("memory %s: %d messages another process appended read alone", key[1], len(appended.entries))
+                return HeldRead(None, Mark(version, changes, state[3]), copy=copy, appended=appended)
         conversation = read(db)
-        self._turns.learn(db, key, version=self._file.opened_lock_file().slots[slot])
-        return conversation
+        state = self._turns.learn(db, key, version=version)
+        return HeldRead(conversation, Mark(version, changes, 0 if state is None else state[3]))
 
-    def _remember_held(self, key: Key, holding: Holding, conversation: Conversation | None) -> None:
-        """Cache a read made under `holding`, with the version its slot holds, if still held the same way."""
+    def _remember_held(self, key: Key, holding: Holding, read: HeldRead) -> None:
+        """Cache a read made under `holding`, with the slots' values it was read at, if still held the same way."""
+        conversation = read.settled(cap=self._cap)
         if self._shared_locks.held.get(key) is holding:
-            self._cache.remember(key, conversation, version=holding.version())
+            self._cache.remember(key, conversation, mark=read.mark)
 
     async def load(self, key: Key) -> Conversation | None:
         """Read from the file, never the cache: the file has when each message was written (the memory API's, not a turn's)."""

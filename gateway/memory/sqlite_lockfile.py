@@ -19,6 +19,12 @@ holds two things, both written without a transaction or a hop to the store's thr
   holds the value a process recorded for a conversation, no other process wrote it since. Random
   values, not counters: two processes' read-modify-write of a shared counter could race and
   bring an old value back. Conversations sharing a slot only cost each other a read of the file.
+- Change slots: the next SLOTS * 8 bytes (`changes`), alike, but given a fresh value only by a
+  change that is not an append of messages (`mark_changed`: an undo, a redo, a delete, a new
+  system prompt...). While a conversation's change slot holds what a process recorded with its
+  copy, every write since only appended messages after it, so the process reads just those
+  (see sqlite_moved). A gateway from before change slots does not mark them: processes sharing
+  a file must all run one version.
 
 Where the kernel has no OFD locks (not Linux), POSIX record locks (`fcntl.lockf`) stand in:
 the same here, since a process opens the file once and never closes another descriptor of it,
@@ -39,6 +45,7 @@ from typing import Final, NamedTuple
 from gateway.memory.store import Key
 
 SLOTS: Final = 1 << 16  # 512 KiB of slots: a write of another conversation re-reads this one's about once in 65,536
+SIZE: Final = 2 * SLOTS * 8  # the version slots, then the change slots
 _FIRST_BYTE: Final = 1 << 62
 _OFD_SETLK: Final[int | None] = getattr(fcntl, "F_OFD_SETLK", None)
 # Linux's struct flock on 64-bit: l_type, l_whence, l_start, l_len, l_pid (0, as OFD locks require), padded to 32 bytes
@@ -79,8 +86,11 @@ class LockFile:
         self._fd = fd
         self.inode = inode
         self._ofd_setlk = _OFD_SETLK if ofd else None  # None: POSIX record locks (see the module docstring)
-        self._map = mmap.mmap(fd, SLOTS * 8)
-        self.slots = memoryview(self._map).cast("Q")  # native 64-bit integers, each written by one aligned store
+        self._map = mmap.mmap(fd, SIZE)
+        every = memoryview(self._map).cast("Q")  # native 64-bit integers, each written by one aligned store
+        self.slots = every[:SLOTS]
+        self.changes = every[SLOTS:]
+        every.release()
         self._holds: dict[int, int] = {}  # byte -> this process's holds of it
         self.retired = False  # replaced at its path: closed once its last lock is let go
 
@@ -135,6 +145,11 @@ class LockFile:
         version = slots[slot] = fresh_version()
         return seen, version
 
+    def mark_changed(self, slot: int) -> int:
+        """Put a fresh value in change slot `slot` before a change that is not an append (on the store's thread); the value."""
+        change = self.changes[slot] = fresh_version()
+        return change
+
     def retire(self) -> None:
         """Another file is at the path now: close this one once its last lock is let go."""
         self.retired = True
@@ -146,6 +161,7 @@ class LockFile:
         if self._fd < 0:
             return
         self.slots.release()
+        self.changes.release()
         self._map.close()
         os.close(self._fd)
         self._fd = -1
@@ -172,8 +188,8 @@ def open_lock_file(database: str, *, ofd: bool = True) -> LockFile:
                 os.fchmod(fd, mode)
             if os.geteuid() == 0 and (found.st_uid, found.st_gid) != (owner.st_uid, owner.st_gid):
                 os.fchown(fd, owner.st_uid, owner.st_gid)
-        if found.st_size < SLOTS * 8:  # never shrunk: a process with the file mapped would fault on the lost pages
-            os.ftruncate(fd, SLOTS * 8)
+        if found.st_size < SIZE:  # never shrunk: a process with the file mapped would fault on the lost pages
+            os.ftruncate(fd, SIZE)
         return LockFile(fd, inode=(found.st_dev, found.st_ino), ofd=ofd)
     except BaseException:
         os.close(fd)

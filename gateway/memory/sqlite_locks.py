@@ -56,6 +56,10 @@ class Holding:
         """The conversation's version slot as it is now."""
         return self.file.slots[self.place.slot]
 
+    def changes(self) -> int:
+        """The conversation's change slot as it is now (see sqlite_lockfile)."""
+        return self.file.changes[self.place.slot]
+
 
 class SharedLocks:
     """This process's locks on the conversations of a file it shares with other processes.

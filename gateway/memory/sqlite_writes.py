@@ -27,7 +27,7 @@ import orjson
 
 from gateway.core.memory.conversation import Conversation
 from gateway.core.memory.entries import Entry, Message
-from gateway.memory.sqlite_file import DAY, STATE, live_state, transaction
+from gateway.memory.sqlite_file import DAY, STATE, State, live_state, transaction
 from gateway.memory.sqlite_rows import MOST_IN_A_ROW, message_rows, row_floor
 from gateway.memory.store import Key
 
@@ -79,7 +79,9 @@ KnownRange = tuple[int, int, float, tuple[int, int, float, int], int]
 class Write:
     """One turn to append, queued for the thread; `cached` is its conversation as cached before, out of the cache until written."""
 
-    __slots__ = ("cached", "done", "entries", "error", "insert", "key", "new_system", "rows", "seen", "slot", "updated_at", "version")
+    __slots__ = (
+        "cached", "changes", "done", "entries", "error", "insert", "key", "new_system", "rows", "seen", "slot", "updated_at", "version"
+    )
 
     def __init__(self, key: Key, entries: Sequence[Entry], system: Sequence[Message] | None) -> None:
         """The turn `entries` to append to `key`, with `system` the system messages to store (None: keep the stored ones).
@@ -94,12 +96,17 @@ class Write:
         self.insert: list[Any] = [*key, 0, 0.0, *params]
         self.new_system = system
         # Shared mode (see sqlite_lockfile): the conversation's version slot, the version the thread
-        # found there before this write and the one it put there; 0 all three for the file's only writer.
-        self.slot = self.seen = self.version = 0
+        # found there before this write and the one it put there, and its change slot's value once
+        # written; 0 all four for the file's only writer.
+        self.slot = self.seen = self.version = self.changes = 0
         self.cached: Conversation | None = None
         self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.updated_at = 0.0  # set by the thread once written
         self.error: BaseException | None = None
+
+    def numbered_last(self) -> int:
+        """The number of the turn's last message in its conversation, once written (the one before it for no messages)."""
+        return int(self.insert[2]) + len(self.entries) - 1
 
     def system_json(self) -> str:
         """The write's system messages as bound (on the thread, off the loop): '' keeps the stored ones."""
@@ -222,18 +229,23 @@ class TurnWriter:
         insert[3] = now
         return first, last, now, row, write.version
 
-    def learn(self, db: sqlite3.Connection, key: Key, *, version: int) -> None:
-        """Remember the conversation's row as the file holds it, at `version` (read while no other process can write it)."""
+    def learn(self, db: sqlite3.Connection, key: Key, *, version: int) -> State | None:
+        """Remember the conversation's row as the file holds it, at `version` (read while no other process can write it).
+
+        Its state (see sqlite_file), None when there is no row.
+        """
         found = db.execute(_ROW_STATE, key).fetchone()
         if found is None:
             self.ranges.pop(key, None)
-            return
+            return None
         touched_day, _, row_updated_at, row_first, row_last, cap = found[:6]
-        _, updated_at, first, last = live_state(found[1:])
+        state = live_state(found[1:])
+        _, updated_at, first, last = state
         if cap == self._cap:  # else its next write rewrites the row, which says where the range is
             self._remember(key, (first, last, float(updated_at), (row_first, row_last, row_updated_at, touched_day), version))
         else:
             self.ranges.pop(key, None)
+        return state
 
     def _remember(self, key: Key, known: KnownRange) -> None:
         ranges = self.ranges
@@ -264,10 +276,10 @@ class TurnWriter:
         self._remember(key, (first, last, now, (first, last, now, today), write.version))
         start = last - added + 1
         rows = write.rows
+        insert = write.insert
+        insert[2] = start  # where the turn went, whatever its rows (see `numbered_last`)
+        insert[3] = now
         if 0 < rows <= MOST_IN_A_ROW:  # the common case: the turn's rows in one statement
-            insert = write.insert
-            insert[2] = start
-            insert[3] = now
             cursor.execute(insert_rows(rows), insert)
         elif rows:
             params = write.insert[4:]

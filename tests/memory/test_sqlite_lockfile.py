@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.memory.sqlite_lockfile import SLOTS, LockFile, lock_path, open_lock_file, place
+from gateway.memory.sqlite_lockfile import SIZE, SLOTS, LockFile, lock_path, open_lock_file, place
 
 KEY = ("team-a", "chat-1")
 
@@ -89,7 +89,7 @@ def test_the_lock_file_gets_the_databases_mode_whatever_the_umask(database: Path
         os.umask(umask)
     lock_file.close()
     found = os.stat(lock_path(str(database)))
-    assert stat.S_IMODE(found.st_mode) == mode and found.st_size == SLOTS * 8
+    assert stat.S_IMODE(found.st_mode) == mode and found.st_size == SIZE
 
 
 def test_an_existing_lock_file_keeps_its_mode_and_slots(database: Path) -> None:

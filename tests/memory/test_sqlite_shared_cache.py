@@ -8,47 +8,18 @@ from pathlib import Path
 
 import pytest
 
-from gateway.core.memory.entries import Entry
-from gateway.core.memory.reach import Reach
 from gateway.memory.sqlite import SQLiteStore
 from gateway.memory.sqlite_lockfile import place
 from gateway.memory.sqlite_writes import INSERT
-from gateway.memory.store import Key
+from tests.support.shared_sqlite import KEY, REACH, said, shared_stores, traced, turn
 from tests.support.waiting import eventually
-
-KEY: Key = ("team-a", "conv-1")
-REACH = Reach(messages=100)
-
-
-def said(text: str) -> list[Entry]:
-    return [Entry({"role": "user", "content": text}, {"o200k_base": 3}), Entry({"role": "assistant", "content": "ok"}, {})]
 
 
 @pytest.fixture
 async def stores(tmp_path: Path) -> AsyncIterator[tuple[SQLiteStore, SQLiteStore]]:
     """Two stores on one file, as two worker processes open it."""
-    path = str(tmp_path / "shared.db")
-    one, two = (SQLiteStore(path, ttl_seconds=60, max_messages=100, lock_timeout=1, shared=True) for _ in range(2))
-    yield one, two
-    for store in (one, two):
-        await store.close()
-
-
-async def turn(store: SQLiteStore, text: str) -> list[str]:
-    """A turn as the gateway runs one: under the lock, read the conversation, append; the user messages it read."""
-    async with store.lock(KEY):
-        conversation = await store.load_tail(KEY, REACH)  # the cached copy itself: read before the append changes it
-        users = [] if conversation is None else [m["content"] for m in conversation.messages if m["role"] == "user"]
-        await store.append(KEY, said(text), system=None)
-    return users
-
-
-def traced(store: SQLiteStore) -> list[str]:
-    """The statements `store` runs on its file from now on (its file must be open)."""
-    statements: list[str] = []
-    assert store._file.db is not None
-    store._file.db.set_trace_callback(statements.append)  # called on the store's thread, for each statement
-    return statements
+    async with shared_stores(tmp_path / "shared.db") as both:
+        yield both
 
 
 async def test_alternating_turns_each_see_the_other_stores_turns(stores: tuple[SQLiteStore, SQLiteStore]) -> None:
@@ -70,7 +41,7 @@ async def test_a_conversation_unchanged_since_is_served_from_the_cache(stores: t
 
 
 async def test_a_conversation_another_store_wrote_is_read_from_the_file(stores: tuple[SQLiteStore, SQLiteStore]) -> None:
-    """Its version slot moved on: the cached copy is not served; the row learned with the read, the write is its message row alone."""
+    """Its version slot moved on: the cached copy is not served as it is; the row learned with the read, the write is its message row alone."""
     one, two = stores
     await turn(one, "a")
     await turn(one, "b")
@@ -78,9 +49,23 @@ async def test_a_conversation_another_store_wrote_is_read_from_the_file(stores: 
     statements = traced(one)
     assert await turn(one, "d") == ["a", "b", "c"]
     reads = [s for s in statements if s.lstrip().startswith("SELECT")]
-    assert any("ORDER BY seq DESC" in read for read in reads)  # the messages read
+    assert any("FROM messages" in read for read in reads)  # the messages read (those after the copy: see test_sqlite_moved)
     writes = [s for s in statements if not s.lstrip().startswith("SELECT")]
     assert len(writes) == 1 and writes[0].startswith(INSERT)  # no transaction, no row written
+
+
+async def test_a_turn_appended_without_a_read_leaves_no_stale_copy(stores: tuple[SQLiteStore, SQLiteStore]) -> None:
+    """Items added by the Conversations API (an append with no read first) to a copy another store's write made stale.
+
+    The write is not taken onto the stale copy, which its version would then vouch for.
+    """
+    one, two = stores
+    await turn(one, "a")
+    await turn(one, "b")  # one's copy
+    await turn(two, "c")
+    async with one.lock(KEY):
+        await one.append(KEY, said("added"), system=None)
+    assert await turn(one, "d") == ["a", "b", "c", "added"]
 
 
 async def test_a_store_that_wrote_last_appends_by_its_row_after_the_other_read(stores: tuple[SQLiteStore, SQLiteStore]) -> None:

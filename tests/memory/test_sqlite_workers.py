@@ -18,6 +18,7 @@ import pytest
 from gateway.memory.sqlite_lockfile import lock_path, place
 from tests.support.fakes import FakeUpstream, Step, chat_completion
 from tests.support.file_locks import lock_holders
+from tests.support.memory_turns import stored
 from tests.support.processes import spawn_gateway, stopped_at_exit, wait_for_listeners
 from tests.support.servers import free_port, wait_for_port
 
@@ -25,13 +26,13 @@ HEADERS = {"memoryId": "shared", "maxMessages": "200"}
 
 
 @contextlib.contextmanager
-def two_gateways(config: Path) -> Iterator[list[str]]:
-    """Two `gateway serve --workers 2` on `config`: four processes on its SQLite file; their /v1 URLs."""
+def two_gateways(config: Path, *extra: str, output: int = subprocess.DEVNULL) -> Iterator[list[str]]:
+    """Two `gateway serve --workers 2` on `config` (and `extra` options): four processes on its SQLite file; their /v1 URLs."""
     with stopped_at_exit() as started:
         urls = []
         for _ in range(2):
             port = free_port()
-            process = spawn_gateway(config, port, "--workers", "2", output=subprocess.DEVNULL)
+            process = spawn_gateway(config, port, "--workers", "2", *extra, output=output)
             started.append(process)
             wait_for_port(port, process, timeout=60)
             wait_for_listeners(port, 2, process)
@@ -60,6 +61,35 @@ async def test_turns_taken_in_turn_by_two_gateways_each_see_all_before(tmp_path:
             answer = await ask(urls[index % 2], f"turn {index}")
             match = re.search(r"received (\d+) messages", answer)
             assert match is not None and int(match.group(1)) == 2 * index + 1, (index, answer)
+
+
+async def test_turns_moving_between_workers_read_what_the_others_appended_and_store_each_turn_once(
+    tmp_path: Path, upstream: FakeUpstream
+) -> None:
+    """Turns alternating between two gateways (four processes), through the openai SDK, past the cap.
+
+    Each turn sends the whole window, stored once and in order; the workers' log says turns that
+    moved read only the rows the other processes appended.
+    """
+    config = tmp_path / "gateway.yaml"
+    config.write_text(
+        f'memory: {{store: sqlite, path: "{tmp_path / "m.db"}", lockTimeoutSeconds: 30, maxStoredMessages: 16}}\n'
+        f'routes:\n  chat: {{provider: openai, baseUrl: "{upstream.url}", apiKey: k}}\n'
+    )
+    turns = 14
+    log = tmp_path / "gateway.log"
+    with log.open("wb") as output, two_gateways(config, "--log-level", "debug", output=output.fileno()) as urls:
+        for index in range(turns):
+            await ask(urls[index % 2], f"turn {index}")
+        async with openai.AsyncOpenAI(base_url=urls[1], api_key="x", max_retries=0, timeout=60) as client:
+            status, body = await stored(client, "shared")
+    history: list[str] = []
+    assert len(upstream.requests) == turns
+    for index, request in enumerate(upstream.requests):
+        assert [m["content"] for m in request.body["messages"]] == [*history[-16:], f"turn {index}"], index
+        history += [f"turn {index}", "Hello from upstream"]
+    assert status == 200 and [m["content"] for m in body["messages"]] == history[-16:]
+    assert "messages another process appended read alone" in log.read_text()
 
 
 def lock_holder(path: Path) -> int:
