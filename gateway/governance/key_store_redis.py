@@ -11,8 +11,6 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
-from redis.asyncio.retry import Retry
-from redis.backoff import ExponentialWithJitterBackoff
 from redis.exceptions import RedisError
 
 from gateway.core.settings import Config, limits_redis
@@ -24,7 +22,14 @@ from gateway.governance.stored_keys import (
     listing_of,
     readable_key,
 )
-from gateway.stores.redis import Patience, RedisClient, close_client, masked, open_client
+from gateway.stores.redis import (
+    Patience,
+    RedisClient,
+    close_client,
+    masked,
+    open_client,
+    retrying_lost_connections,
+)
 
 KEYS: Final = "{gateway-limits}:keys"
 GENERATION: Final = "{gateway-limits}:keys:generation"
@@ -45,10 +50,9 @@ if redis.call('HDEL', KEYS[1], ARGV[1]) == 0 then return 0 end
 redis.call('INCR', KEYS[2])
 return 1
 """
-# Calls are rare (the refresher's read every 0.5 s, the keys API): patient ones, retried a little.
-_PATIENCE: Final = Patience(
-    socket_seconds=5, connect_seconds=5, retry=Retry(ExponentialWithJitterBackoff(base=0.05, cap=0.5), retries=2)
-)
+# Calls are rare (the refresher's read every 0.5 s, the keys API): patient ones, retried a little when the
+# connection was lost, never when a reply did not come in time (a Redis that hangs: one wait, then the 503).
+_PATIENCE: Final = Patience(socket_seconds=5, connect_seconds=5, retry=retrying_lost_connections(2))
 
 
 class RedisKeyStore:

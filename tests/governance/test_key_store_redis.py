@@ -10,6 +10,7 @@ import redis.asyncio as aioredis
 
 from gateway.config.loader import parse_config
 from gateway.core.settings import Config
+from gateway.governance import key_store_redis
 from gateway.governance.key_store_redis import GENERATION, KEYS, RedisKeyStore
 from gateway.governance.stored_keys import KeyStoreUnavailable
 from tests.support.key_stores import (
@@ -20,6 +21,7 @@ from tests.support.key_stores import (
 )
 from tests.support.processes import free_port
 from tests.support.servers import flush_redis, redis_server
+from tests.support.silent_server import silent_server
 
 
 @pytest.fixture(scope="module")
@@ -107,3 +109,17 @@ async def test_a_generation_set_by_hand_to_no_number_is_unavailable_not_a_crash(
     with pytest.raises(KeyStoreUnavailable, match="not a number"):
         await store.generation()
     await store.close()
+
+
+async def test_a_redis_that_hangs_is_waited_for_once_not_once_a_retry(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reply that does not come is not retried (each retry would wait as long again); a lost connection is."""
+    patience = dataclasses.replace(key_store_redis._PATIENCE, socket_seconds=0.5, connect_seconds=5)
+    monkeypatch.setattr(key_store_redis, "_PATIENCE", patience)
+    async with silent_server() as hung:
+        store = RedisKeyStore(config(hung.url))
+        try:
+            with pytest.raises(KeyStoreUnavailable):
+                await store.list()
+        finally:
+            await store.close()
+        assert hung.connections == 1

@@ -253,10 +253,10 @@ class RedisBreakers(LocalBreakers):
             guard.token = ""
 
     async def snapshot(self) -> dict[str, list[TargetHealth]]:
-        if self._clock() >= self._down_until:
-            for entry in self._routes.values():
-                if entry.guards:
-                    await self._refresh(entry)
+        for entry in self._routes.values():
+            # checked for each route: once a read failed (a Redis that hangs), the rest are this process's view
+            if entry.guards and self._clock() >= self._down_until:
+                await self._refresh(entry)
         return self._snapshot()
 
     async def settled(self) -> None:
