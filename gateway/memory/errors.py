@@ -6,7 +6,7 @@ import logging
 from types import TracebackType
 
 from gateway.core.errors import ConflictError, GatewayError
-from gateway.memory.store import Key, LockLost, LockTimeout, StoreUnavailable
+from gateway.memory.store import Key, LockLost, LockTimeout, StoreUnavailable, Unconfirmed
 
 log = logging.getLogger("gateway.memory")
 
@@ -42,6 +42,11 @@ def unavailable(exc: StoreUnavailable) -> MemoryUnavailableError:
             "The conversation's lock was lost while the answer was produced (the memory store was "
             "unreachable for longer than the lock's lease); the turn was not stored.",
             code="memory_lock_lost",
+        )
+    if isinstance(exc, Unconfirmed):
+        return MemoryUnavailableError(
+            "The memory store did not confirm the turn in time; it may still be stored when the store "
+            "recovers. Read the conversation before sending the turn again."
         )
     return MemoryUnavailableError("The memory store is unavailable; nothing was stored. Try again later.")
 

@@ -30,6 +30,7 @@ from typing import Any, TypeVar
 
 import orjson
 from redis.exceptions import ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from gateway.core.memory.about import About
 from gateway.core.memory.conversation import Conversation
@@ -45,7 +46,7 @@ from gateway.memory.redis_faults import Unavailable
 from gateway.memory.redis_history import key_prefix
 from gateway.memory.redis_locks import Holding, Liveness, RedisHold
 from gateway.memory.redis_scripts import APPEND, Scripts, Taken
-from gateway.memory.store import Key, KeyLocks, LockLost, StoreUnavailable, new_item_id
+from gateway.memory.store import Key, KeyLocks, LockLost, StoreUnavailable, Unconfirmed, new_item_id
 from gateway.stores.lean_redis import LeanRedis
 from gateway.stores.redis import (
     Patience,
@@ -225,6 +226,8 @@ class RedisStore:
                 if holding is not None:
                     holding.locked = False  # another's now: nothing to let go
                 raise LockLost(f"redis store: {cause}") from None
+            if isinstance(cause, RedisTimeoutError):  # sent, and never answered: it may run yet
+                raise Unconfirmed(str(exc)) from cause
             raise
         if holding is not None:
             holding.locked, holding.seen = False, write_id

@@ -74,6 +74,10 @@ class StoreUnavailable(Exception):
     """The store's backend failed (Redis unreachable, SQLite file unwritable); each store maps its own errors."""
 
 
+class Unconfirmed(StoreUnavailable):
+    """A write's reply did not come in time: the store may still have taken it (a Redis that hangs runs it when it resumes)."""
+
+
 class LockLost(StoreUnavailable):
     """The conversation's lock expired or passed to another holder before the write; nothing was written."""
 

@@ -14,7 +14,7 @@ from gateway.memory.errors import (
     store_errors,
     unavailable,
 )
-from gateway.memory.store import LockLost, LockTimeout, StoreUnavailable
+from gateway.memory.store import LockLost, LockTimeout, StoreUnavailable, Unconfirmed
 
 
 def test_a_busy_conversation_is_a_409_that_names_it_and_says_not_to_retry() -> None:
@@ -38,6 +38,12 @@ def test_a_lease_lost_says_so() -> None:
     error = unavailable(LockLost("the lease passed to another holder"))
     assert (error.status, error.code) == (503, "memory_lock_lost")
     assert "the turn was not stored" in error.message
+
+
+def test_a_write_not_confirmed_in_time_does_not_claim_nothing_was_stored() -> None:
+    error = unavailable(Unconfirmed("redis at 127.0.0.1:6379 sent no reply within 10s"))
+    assert (error.status, error.code) == (503, "memory_unavailable")
+    assert "nothing was stored" not in error.message and "may still be stored" in error.message
 
 
 def test_store_errors_turns_a_store_failure_into_the_503_and_lets_anything_else_through() -> None:
