@@ -30,8 +30,10 @@ from gateway.memory.headers import MemoryAsk
 from gateway.memory.turns import Turn
 from gateway.observe.trace import Trace
 from gateway.server import pins
+from gateway.server.aiohttp_internals import request_state
 from gateway.server.handlers import gateway_headers
 from gateway.server.keys import DISPATCHER, MEMORY, TRACE, tenant_of
+from gateway.server.metering import METER
 from gateway.server.relay import relay_stream
 from gateway.server.summary_calls import memory_turn
 from gateway.upstream.dispatch import Request
@@ -67,7 +69,9 @@ async def native_conversation_turn(
             headers["Content-Type"] = reply.content_type
             return web.Response(body=reply.body, status=reply.status, headers=headers)
         keep = functools.partial(_keep, turn)  # at the stream's end, as a chat turn's sink is finished
-        return await relay_stream(request, result, headers, trace=trace, api=RESPONSES_API, keep=keep)
+        meter = request_state(request).get(METER)  # a governed request's: counts the text relayed (see forward)
+        sink = meter.counting(None) if meter is not None else None
+        return await relay_stream(request, result, headers, trace=trace, sink=sink, api=RESPONSES_API, keep=keep)
 
 
 def _history(plan: Plan, messages: Sequence[Mapping[str, Any]]) -> list[Message]:

@@ -22,6 +22,8 @@ import pytest
 from tests.support.anthropic_clients import fake_claude  # noqa: F401  (the `claude` fixture)
 from tests.support.fakes import FakeUpstream, Step, chat_completion, chunk, error_body, usage_chunk
 from tests.support.fakes_anthropic import Answer, FakeAnthropic, message_events
+from tests.support.fakes_responses import Answer as ResponsesAnswer
+from tests.support.fakes_responses import response_events, start_responses
 from tests.support.gateway import GATEWAY_KEY, Gateway, requests_ended
 from tests.support.openai_errors import error_object
 from tests.support.scrape import Samples, get, samples
@@ -122,6 +124,26 @@ async def test_a_client_that_leaves_an_anthropic_stream_early_is_charged_what_it
         with pytest.raises(anthropic.RateLimitError):
             await sdk.messages.create(model="chat", max_tokens=50, messages=HELLO)  # type: ignore[arg-type]
     assert claude.calls == 1
+
+
+async def test_a_client_that_leaves_a_responses_conversation_stream_early_is_charged_what_it_was_relayed(
+    gateway: Gateway, aiohttp_server: Any, tmp_path: Path
+) -> None:
+    """A native Responses stream with server-side memory (`conversation`), left mid-way: 3 + 100 tokens taken."""
+    native = await start_responses(aiohttp_server)
+    hold = asyncio.Event()
+    native.then(ResponsesAnswer(events=[*response_events(TEXT, response_id="resp_1", complete=False), hold]))
+    client = await gateway(config(native.url, tmp_path, "{tokensPerMinute: 120}"))
+    stream = await client.responses.create(model="chat", input="hello there", conversation="c1", stream=True, store=False)
+    async for event in stream:
+        if event.type == "response.output_text.delta":
+            break
+    await stream.close()
+    await requests_ended(client)
+    hold.set()
+    with pytest.raises(openai.RateLimitError):
+        await client.chat.completions.create(model="chat", messages=HELLO, max_tokens=50)
+    assert native.calls == 1
 
 
 async def test_a_stream_read_to_its_end_is_charged_its_usage_not_its_text(
