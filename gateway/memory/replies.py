@@ -33,6 +33,12 @@ class ReplyTooLarge(Exception):
     """A streamed reply grew past what the gateway buffers to store."""
 
 
+# Content parts that are the model's reasoning, not its answer (Mistral's Magistral answers
+# `{"type": "thinking", "thinking": [...]}` parts before its text): not kept, as OpenAI's own
+# reasoning is not, and not resent to an upstream that would refuse them.
+REASONING_PARTS: Final = frozenset({"thinking", "reasoning"})
+
+
 class MalformedReply(Exception):
     """A streamed reply holds what memory cannot keep (its message says what)."""
 
@@ -114,7 +120,12 @@ class ReplyAssembler:
             self._size += _utf8_size(text)
 
     def _feed_parts(self, content: Any) -> None:
-        """A delta's content as an array of parts (some upstreams): its text and refusal parts add their text."""
+        """A delta's content as an array of parts (some upstreams): its text and refusal parts add their text.
+
+        Reasoning parts (REASONING_PARTS) are left out, as a reply's are (`without_reasoning`).
+        """
+        if type(content) is list:
+            content = [part for part in content if not _is_reasoning(part)]
         if type(content) is not list or not all(map(_is_part, content)):
             self._problem = "a delta's content is not a string or an array of text parts"
             return
@@ -160,6 +171,19 @@ class ReplyAssembler:
         if self._calls:
             message["tool_calls"] = [self._calls[i].message() for i in sorted(self._calls)]
         return normalize(message)
+
+
+def without_reasoning(message: Message) -> Message:
+    """`message` without the reasoning parts of its content array, if it has any (a copy then; else `message` itself)."""
+    content = message.get("content")
+    if type(content) is not list or not any(map(_is_reasoning, content)):
+        return message
+    answer = [part for part in content if not _is_reasoning(part)]
+    return {**message, "content": answer or None}
+
+
+def _is_reasoning(part: Any) -> bool:
+    return type(part) is dict and part.get("type") in REASONING_PARTS
 
 
 def malformed_reply(message: Message) -> str | None:

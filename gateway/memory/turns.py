@@ -39,6 +39,7 @@ from gateway.memory.replies import (
     ReplyTooLarge,
     malformed_reply,
     reply_message,
+    without_reasoning,
 )
 from gateway.memory.store import Key, MemoryStore, StoreUnavailable
 from gateway.memory.summaries import Summaries
@@ -172,6 +173,7 @@ class Turn(Hold):
         return self._commit(message)
 
     async def _commit(self, reply: Message) -> None:
+        reply = without_reasoning(reply)
         problem = malformed_reply(reply)
         if problem is not None:
             raise UnstorableReplyError(f"The upstream's reply is malformed ({problem}); the turn was not stored.")

@@ -72,3 +72,31 @@ async def test_stream_whose_content_memory_cannot_keep_ends_with_an_error_and_st
     assert response.status == 200 and b"[DONE]" not in text
     assert text.rsplit(b"\n\n", 2)[-2].startswith(b'data: {"error"') and b'"unstorable_reply"' in text
     assert (await stored(client, "odd"))[0] == 404
+
+
+THINKING = {"type": "thinking", "thinking": [{"type": "text", "text": "The user greets me."}]}  # Mistral's Magistral
+
+
+async def test_json_reply_with_reasoning_parts_is_stored_without_them(
+    gateway: Gateway, upstream: FakeUpstream, tmp_path: Path
+) -> None:
+    """The reasoning is not the answer: kept out of memory, as OpenAI's own is, so no upstream is sent parts it refuses."""
+    client = await gateway(config(upstream, tmp_path))
+    upstream.then(Step(body=answer_with([THINKING, *TEXT_PARTS])), Step(body=chat_completion("ok")))
+    headers = {"memoryId": "magistral"}
+    first = await client.chat.completions.create(model="chat", messages=[u("q1")], extra_headers=headers)
+    assert first.choices[0].message.content == [THINKING, *TEXT_PARTS]  # type: ignore[comparison-overlap]  # the client's, whole
+    await client.chat.completions.create(model="chat", messages=[u("q2")], extra_headers=headers)
+    assert received(upstream)[1] == [u("q1"), {"role": "assistant", "content": TEXT_PARTS}, u("q2")]
+
+
+async def test_streamed_reasoning_parts_are_left_out_of_the_stored_reply(
+    gateway: Gateway, upstream: FakeUpstream, tmp_path: Path
+) -> None:
+    client = await gateway(config(upstream, tmp_path))
+    upstream.then(Step(events=[chunk({"role": "assistant", "content": [THINKING]}), chunk({"content": [TEXT_PARTS[0]]}),
+                               chunk({"content": "ny."}), chunk({}, "stop"), b"data: [DONE]\n\n"]))  # fmt: skip
+    stream = await client.chat.completions.create(model="chat", messages=[u("q")], stream=True, extra_headers={"memoryId": "m"})
+    async for _ in stream:
+        pass
+    assert (await stored(client, "m"))[1]["messages"] == [u("q"), {"role": "assistant", "content": "Sunny."}]
