@@ -125,7 +125,8 @@ class ConversationCache:
         """
         key = write.key
         versions = self._versions
-        if write.error is not None or (versions is not None and self.version(key) != write.seen):
+        mark = None if versions is None else versions.get(key)
+        if write.error is not None or (versions is not None and (mark is None or mark.version != write.seen)):
             self.remember(key, None)  # the file is the truth: the next turn reads it
             return
         cached = self._conversations.pop(key, None)  # read while the write was queued: before it
