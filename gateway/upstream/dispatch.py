@@ -41,6 +41,9 @@ from gateway.upstream.verdict import TIMED_OUT, ErrorFields, broken, error_field
 __all__ = ["Dispatcher", "Request", "Result"]  # Result: what the server reads (gateway.upstream.results)
 
 
+LOAD_SECONDS = 30.0  # the longest a call waits for its provider to load (litellm's import takes seconds)
+
+
 @dataclass(slots=True)
 class Request:
     """What the client asked for, parsed once, and the trace its events go to.
@@ -238,13 +241,30 @@ class Dispatcher:
         self, loading: Loading, call: Call, request: Request, *, attempts: list[Attempt], admitted: Admission,
         settles: Route | None,
     ) -> Result:  # fmt: skip
-        """The attempt, once its provider has loaded: the wait is no attempt's, timed by no deadline, told to no breaker."""
+        """The attempt, once its provider has loaded: the wait is no attempt's and is told to no breaker.
+
+        The wait has a bound of its own (LOAD_SECONDS, or the target's timeout when longer): a
+        provider that has not loaded by then (an import that hangs) fails the target as a timeout
+        the route moves on from, still unknown to its breaker (the upstream was never called).
+        """
+        target = call.target
+        started = time.monotonic()
+        patience = max(LOAD_SECONDS, target.timeout)
         try:
-            await loading.wait()
-        except BaseException:
+            async with asyncio.timeout(patience):
+                await loading.wait()
+        except BaseException as exc:
             if admitted is PROBE and self._breakers is not None:  # no verdict: the next request may take the trial
-                self._breakers.release(call.target)
-            raise
+                self._breakers.release(target)
+            if not isinstance(exc, TimeoutError):
+                raise
+            detail = f"its provider did not load within {patience:g}s"
+            attempts.append(Attempt(target.name, TIMED_OUT.status, detail))
+            request.trace.attempt_ended(target, TIMEOUT, time.monotonic() - started)
+            tried = Failed(target=target, attempts=attempts, outcome=TIMED_OUT, detail=detail, kind=TIMEOUT, started=started)
+            if settles is not None:
+                raise self._failure(settles, tried) from None
+            return tried
         return await self._attempt(call, request, attempts, admitted=admitted, settles=settles)
 
     @staticmethod

@@ -17,6 +17,8 @@ import openai
 import pytest
 
 from gateway.core.breaker import PROBE
+from gateway.core.tree import Fallback, Target
+from gateway.upstream import dispatch
 from gateway.upstream.breakers.board import LocalBreakers
 from gateway.upstream.dispatch import Dispatcher, Request
 from gateway.upstream.providers import registry
@@ -113,3 +115,25 @@ async def test_a_half_open_trial_whose_caller_leaves_while_the_provider_loads_is
         await trial
     held.go.set()
     assert await board.admit(target) == PROBE
+
+
+async def test_a_provider_that_never_loads_fails_its_target_after_a_bound_and_the_fallback_answers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An import that hangs: the route moves on once LOAD_SECONDS passed, and the target's breaker heard nothing."""
+    monkeypatch.setattr(dispatch, "LOAD_SECONDS", 0.2)
+    loading = t("loading", timeout=0.1)
+    plain = Target(name="plain", provider="plain", base_url="", api_key="", breaker=POLICY)
+    served = route(Fallback("f", 1, (loading, plain)))
+    board = LocalBreakers({"r": served}, clock=Clock())
+    held = HeldImport()
+    providers = {"mock": Deferred(Load(held, name="litellm"), lambda made: MockProvider()), "plain": MockProvider()}
+    dispatcher = Dispatcher(providers, rng=random.Random(1), breakers=board)
+    try:
+        result = await dispatcher.dispatch(served, Request("chat/completions", {"messages": [u("q")]}, None))
+    finally:
+        held.go.set()
+    assert result.target is plain
+    assert result.attempts[0].detail == "its provider did not load within 0.2s"
+    [health] = [each for each in (await board.snapshot())["r"] if each.name == "loading"]
+    assert (health.calls, health.failures) == (0, 0)
