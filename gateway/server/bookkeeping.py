@@ -3,11 +3,13 @@
 Which target produced a response (`pins`) and a translated response's record (`response_chain`)
 only let a later request continue, read or delete it: an answer waits for its record at most
 `WAIT_SECONDS`. A write still under way then goes on by itself (it lands if the store was only
-slow) and the answer goes without waiting for it. After a write that failed or was late, or a
-read that failed, the store is skipped for `PAUSE_SECONDS`: records are not written, and reads
-of them fail at once as the store being unavailable, instead of every request waiting on a store
-that hangs. A late write that lands ends the pause early. A read of a record this process is
-still writing waits for that write first, so a continuation that comes quickly is not refused.
+slow), and for `PAUSE_SECONDS` after such a late write, or until one lands, answers do not wait
+for their records at all: each is written in the background (at most MOST_BEHIND at once), and
+reads of other records fail at once as the store being unavailable (a 503 to retry). After
+a write or a read that failed, the store is skipped for `PAUSE_SECONDS`: records are not written,
+and reads of them fail at once as the store being unavailable, instead of every request waiting
+on a store that is down or hangs. A read of a record this process is still writing waits for
+that write first, so a continuation that comes quickly is not refused.
 
 One `Bookkeeping` per store (`of`): the process's store outlives reloads of the configuration.
 """
@@ -24,6 +26,7 @@ from gateway.memory.store import MemoryStore, StoreUnavailable
 
 WAIT_SECONDS = 1.0  # the longest an answer waits for its record
 PAUSE_SECONDS = 5.0  # records skipped after a failure, as the limits governor leaves a Redis that failed
+MOST_BEHIND = 1000  # records written in the background at once while the store is slow; more are skipped
 log = logging.getLogger("gateway")
 
 
@@ -43,19 +46,29 @@ class Bookkeeping:
         self._pause = pause
         self._clock = clock
         self._skip_until = 0.0
+        self._behind_until = 0.0
         self._writing: dict[str, asyncio.Future[None]] = {}  # writes the answer stopped waiting for, by key
 
     @property
     def skipping(self) -> bool:
-        """Whether records are skipped now (a write or read failed, or a write was late, less than `pause` ago)."""
+        """Whether records are skipped now (a write or a read failed less than `pause` ago)."""
         return self._clock() < self._skip_until
 
+    @property
+    def behind(self) -> bool:
+        """Whether answers go on without waiting for their records (a write was late less than `pause` ago, none landed since)."""
+        return self._clock() < self._behind_until
+
     async def write(self, key: str, value: str) -> bool:
-        """Write `value` under `key`; False when it was skipped, failed, or is still under way after `wait` seconds (logged)."""
-        if self.skipping:
-            log.debug("record %s: skipped while the memory store is paused", key)
+        """Write `value` under `key`; False when it was skipped, failed, or is still under way (after `wait` seconds, or
+        at once while the store is behind)."""
+        if self.skipping or (len(self._writing) >= MOST_BEHIND and self.behind):
+            log.debug("record %s: skipped while the memory store is paused or behind", key)
             return False
         writing = asyncio.ensure_future(self._store.put_value(key, value))
+        if self.behind:  # the store is slow: the answer goes on, the record lands when it can
+            self._left(key, writing)
+            return False
         try:
             await asyncio.wait([writing], timeout=self._wait)
         except asyncio.CancelledError:  # the request ended: its record goes on by itself
@@ -76,12 +89,15 @@ class Bookkeeping:
     async def read(self, key: str) -> str | None:
         """The value under `key`, None when there is none; StoreUnavailable at once while the store is skipped.
 
-        A write of `key` this process is still making is waited for first (for as long as the store's own timeout).
+        A write of `key` this process is still making is waited for first, `pause` seconds at most (a store
+        slow for a moment, not one that hangs): one that landed is read.
         """
         writing = self._writing.get(key)
         if writing is not None:
-            await asyncio.wait([writing])  # ended: a write that landed has ended the pause, one that failed extended it
-        if self.skipping:
+            await asyncio.wait([writing], timeout=self._pause)
+            if writing.done() and not writing.cancelled() and writing.exception() is None:
+                return await self._store.get_value(key)
+        if self.skipping or self.behind:  # at once, a 503 the client may retry, rather than a wait on a slow store
             raise StoreUnavailable("the memory store is skipped for a few seconds after it failed or was late")
         try:
             return await self._store.get_value(key)
@@ -90,22 +106,30 @@ class Bookkeeping:
             raise
 
     def _late(self, key: str, writing: asyncio.Future[None]) -> None:
-        """The answer goes on without the write, which goes on by itself; the store is skipped meanwhile."""
-        log.warning("record %s: the memory store did not confirm it within %gs; the answer goes on without it", key, self._wait)
-        self._pause_after(TimeoutError(f"a write took more than {self._wait:g}s"))
+        """The answer goes on without the write, which goes on by itself; the next answers do not wait for theirs either."""
+        log.warning(
+            "record %s: the memory store did not confirm it within %gs; answers go on without waiting for records "
+            "for %gs or until one lands", key, self._wait, self._pause,
+        )  # fmt: skip
+        self._behind_until = self._clock() + self._pause
+        self._left(key, writing)
+
+    def _left(self, key: str, writing: asyncio.Future[None]) -> None:
+        """`writing` goes on without its answer: a read of `key` here waits for it, its end is learned from."""
         self._writing[key] = writing
         writing.add_done_callback(lambda done: self._settled(key, done))
 
     def _settled(self, key: str, writing: asyncio.Future[None]) -> None:
-        """A late write ended: one that landed ends the pause, one that failed extends it."""
+        """A write left to itself ended: one that landed ends the store's being behind, one that failed pauses it."""
         if self._writing.get(key) is writing:
             del self._writing[key]
         if writing.cancelled():  # the loop ended first: nothing learned
             return
         failure = writing.exception()
         if failure is None:
-            self._skip_until = 0.0
-            log.warning("record %s: written late; the memory store is used for records again", key)
+            if self.behind:
+                log.warning("record %s: written late; answers wait for their records again", key)
+            self._behind_until = 0.0
         else:
             self._pause_after(failure)
 
