@@ -137,3 +137,19 @@ async def test_a_provider_that_never_loads_fails_its_target_after_a_bound_and_th
     assert result.attempts[0].detail == "its provider did not load within 0.2s"
     [health] = [each for each in (await board.snapshot())["r"] if each.name == "loading"]
     assert (health.calls, health.failures) == (0, 0)
+
+
+async def test_a_provider_whose_load_failed_fails_its_target_and_the_fallback_answers() -> None:
+    """A failed import (litellm broken in the environment) is a failed attempt the route moves on from, not a 500."""
+
+    def broken() -> Callable[..., Provider]:
+        raise ImportError("No module named 'litellm'")
+
+    loading = t("loading")
+    plain = Target(name="plain", provider="plain", base_url="", api_key="", breaker=POLICY)
+    served = route(Fallback("f", 1, (loading, plain)))
+    providers = {"mock": Deferred(Load(broken, name="litellm"), lambda made: MockProvider()), "plain": MockProvider()}
+    dispatcher = Dispatcher(providers, rng=random.Random(1))
+    result = await dispatcher.dispatch(served, Request("chat/completions", {"messages": [u("q")]}, None))
+    assert result.target is plain
+    assert result.attempts[0].detail == "its provider could not be loaded (ImportError)"

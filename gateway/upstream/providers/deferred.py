@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
-from gateway.upstream.providers.base import Call, EventStream, Provider, Reply
+from gateway.upstream.providers.base import Call, EventStream, Provider, Reply, TransportError
 
 T = TypeVar("T")
 
@@ -84,8 +84,15 @@ class Deferred(Generic[T]):
         self._made: Provider | None = None
 
     def _provider(self) -> Provider:
+        """The provider; Loading while its load runs, a TransportError when the load failed (a failed attempt, not a 500)."""
         if self._made is None:
-            self._made = self._make(self._load.result())
+            try:
+                loaded = self._load.result()
+            except Loading:
+                raise
+            except Exception as exc:  # the import failed: the target cannot be called, the route moves on
+                raise TransportError(f"its provider could not be loaded ({type(exc).__name__})") from exc
+            self._made = self._make(loaded)
         return self._made
 
     async def complete(self, call: Call) -> Reply:

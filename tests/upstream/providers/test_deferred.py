@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from gateway.core.tree import Target
-from gateway.upstream.providers.base import Call, EventStream, Reply
+from gateway.upstream.providers.base import Call, EventStream, Reply, TransportError
 from gateway.upstream.providers.deferred import Deferred, Load, Loading
 
 CALL = Call(target=Target(name="t", provider="anthropic", base_url="", api_key=""), endpoint="chat/completions", payload={})
@@ -85,7 +85,8 @@ async def test_a_waiter_that_gives_up_leaves_the_load_to_the_others() -> None:
     assert load.result() == "made 1"
 
 
-async def test_a_failed_load_is_waited_out_and_then_raised_by_every_call() -> None:
+async def test_a_failed_load_is_waited_out_and_then_raised_by_every_call_as_a_transport_failure() -> None:
+    """A failed attempt the route moves on from (dispatch), not an error of the gateway's own (a 500)."""
     work = Work(fails=True)
     deferred = Deferred(Load(work, name="w"), Answering)
     with pytest.raises(Loading) as raised:
@@ -93,5 +94,6 @@ async def test_a_failed_load_is_waited_out_and_then_raised_by_every_call() -> No
     work.go.set()
     await raised.value.wait()  # the failure is the call's to raise, not the wait's
     for _ in range(2):
-        with pytest.raises(ImportError, match="no such module"):
+        with pytest.raises(TransportError, match=r"could not be loaded \(ImportError\)") as failed:
             await deferred.complete(CALL)
+        assert isinstance(failed.value.__cause__, ImportError)
