@@ -87,17 +87,17 @@ class Bookkeeping:
         return True
 
     async def read(self, key: str) -> str | None:
-        """The value under `key`, None when there is none; StoreUnavailable at once while the store is skipped.
+        """The value under `key`, None when there is none; StoreUnavailable at once while the store is skipped or behind.
 
         A write of `key` this process is still making is waited for first, `pause` seconds at most (a store
         slow for a moment, not one that hangs): one that landed is read.
         """
         writing = self._writing.get(key)
+        landed = False
         if writing is not None:
             await asyncio.wait([writing], timeout=self._pause)
-            if writing.done() and not writing.cancelled() and writing.exception() is None:
-                return await self._store.get_value(key)
-        if self.skipping or self.behind:  # at once, a 503 the client may retry, rather than a wait on a slow store
+            landed = writing.done() and not writing.cancelled() and writing.exception() is None
+        if not landed and (self.skipping or self.behind):  # at once, a 503 the client may retry, not a wait on a slow store
             raise StoreUnavailable("the memory store is skipped for a few seconds after it failed or was late")
         try:
             return await self._store.get_value(key)
