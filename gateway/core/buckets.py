@@ -24,14 +24,15 @@ SECONDS_PER_REFILL = 60.0  # a bucket refills from empty to full in a minute
 class Bucket:
     """A bucket of `capacity` holding `level` at clock time `at` (seconds)."""
 
-    __slots__ = ("at", "capacity", "level", "rate", "shown")
+    __slots__ = ("at", "capacity", "level", "rate", "shown", "shown_level")
 
     def __init__(self, capacity: int, *, level: float, at: float) -> None:
         self.capacity = capacity
         self.rate = capacity / SECONDS_PER_REFILL  # what it regains a second
         self.level = level
         self.at = at
-        self.shown: Quota | None = None  # the quota it gave last (see `quota`)
+        self.shown: Quota | None = None  # the quota it gave last, at the level `shown_level` (see `quota`)
+        self.shown_level = 0.0
 
     @classmethod
     def full(cls, capacity: int, now: float) -> Bucket:
@@ -87,14 +88,16 @@ class Bucket:
     def quota(self, now: float) -> Quota:
         """The limit, what is left (whole, floored) and when it is full again, for the x-ratelimit-* headers.
 
-        The quota it gave last is given again when all three are the same (Quota.again), as they
-        are for a bucket full again before each request (one far from its limit).
+        A quota follows from the level alone (until a resize): the one it gave last is given again
+        at the same level, as it is for a bucket full again before each request (one far from its
+        limit), which then neither works it out nor builds another.
         """
         level = self.level if now == self.at else self.refill(now)  # a take at `now` just brought it there
-        reset = (self.capacity - level) / self.rate if self.capacity > 0 else 0.0
-        remaining = math.floor(level)
         shown = self.shown
-        self.shown = shown = Quota(self.capacity, remaining, reset) if shown is None else shown.again(self.capacity, remaining, reset)
+        if shown is None or level != self.shown_level:
+            reset = (self.capacity - level) / self.rate if self.capacity > 0 else 0.0
+            self.shown = shown = Quota(self.capacity, math.floor(level), reset)
+            self.shown_level = level
         return shown
 
     def resize(self, capacity: int, now: float) -> None:
@@ -104,3 +107,4 @@ class Bucket:
             self.at = now
             self.capacity = capacity
             self.rate = capacity / SECONDS_PER_REFILL
+            self.shown = None  # its quotas say the new limit

@@ -69,15 +69,6 @@ class Quota:
     remaining: int
     reset_seconds: float
 
-    def again(self, limit: int, remaining: int, reset_seconds: float) -> Quota:
-        """This quota when it says the same, else a new one: a bucket far from its limit shows the same quota each request.
-
-        A frozen Quota costs more to build than the rest of an admission's arithmetic (bench/README.md, issue 25).
-        """
-        if self.remaining == remaining and self.reset_seconds == reset_seconds and self.limit == limit:
-            return self
-        return Quota(limit, remaining, reset_seconds)
-
 
 @dataclass(frozen=True, slots=True)
 class KeyPolicy:

@@ -15,7 +15,7 @@ REQUESTS_HEADERS: Final = ("x-ratelimit-limit-requests", "x-ratelimit-remaining-
 TOKENS_HEADERS: Final = ("x-ratelimit-limit-tokens", "x-ratelimit-remaining-tokens", "x-ratelimit-reset-tokens")
 HALF_A_MILLISECOND: Final = 0.0005  # what rounds to 0ms
 # The headers of the quotas written lately. A key far from its limits shows the same quotas
-# request after request (Quota.again), whose headers are then neither formatted again nor added
+# request after request (the same Quota object: Bucket.quota), whose headers are then neither formatted again nor added
 # one by one. Bounded: cleared when full, as it fills fast for a key near its limits.
 WRITTEN: dict[tuple[Quota | None, Quota | None], tuple[tuple[str, str], ...]] = {}
 MOST_WRITTEN: Final = 1024

@@ -39,7 +39,7 @@ LEASE_SHARE: Final = 10  # a lease keeps at most limit // LEASE_SHARE unused (th
 class BucketLease:
     """What this process holds of the bucket `key` of `capacity`, and the level Redis last reported of it."""
 
-    __slots__ = ("asking", "at", "capacity", "key", "left", "open", "rate", "seen", "shown", "used_at")
+    __slots__ = ("asking", "at", "capacity", "key", "left", "open", "rate", "seen", "shown", "shown_level", "used_at")
 
     def __init__(self, key: str, capacity: int) -> None:
         self.key = key
@@ -51,7 +51,8 @@ class BucketLease:
         self.seen = float(capacity)  # Redis' level, reported at `at` (this process's clock)
         self.at = 0.0
         self.open = True  # False once given back for good (closed): settlements then go to Redis
-        self.shown: Quota | None = None  # the quota it gave last (see `quota`)
+        self.shown: Quota | None = None  # the quota it gave last, at the level `shown_level` (see `quota`)
+        self.shown_level = 0.0
 
     def resize(self, capacity: int) -> None:
         """Take a new limit (a reload's or a PATCH's); lowered, it drops what it holds (a debt stays owed).
@@ -62,6 +63,7 @@ class BucketLease:
         refill (Redis caps the bucket to the new limit as well).
         """
         lowered, self.capacity, self.rate = capacity < self.capacity, capacity, capacity / SECONDS_PER_REFILL
+        self.shown = None  # its quotas say the new limit
         if lowered:
             self.left = min(self.left, 0.0)
 
@@ -77,17 +79,19 @@ class BucketLease:
     def quota(self, now: float) -> Quota:
         """The limit, what is left (Redis' last level, refilled since, and this lease) and when it is full again.
 
-        The quota it gave last is given again when it says the same (Quota.again), as it does for a
-        bucket far from its limit.
+        A quota follows from the level alone (until a resize): the one it gave last is given again
+        at the same level, as it is for a bucket far from its limit.
         """
         capacity = self.capacity
         level = self.seen + (now - self.at) * self.rate
         level = (level if level < capacity else capacity) + self.left
         if level > capacity:
             level = capacity
-        reset = (capacity - level) / self.rate if capacity > 0 else 0.0
         shown = self.shown
-        self.shown = shown = Quota(capacity, floor(level), reset) if shown is None else shown.again(capacity, floor(level), reset)
+        if shown is None or level != self.shown_level:
+            reset = (capacity - level) / self.rate if capacity > 0 else 0.0
+            self.shown = shown = Quota(capacity, floor(level), reset)
+            self.shown_level = level
         return shown
 
     def settle(self, amount: float) -> list[Item]:

@@ -105,5 +105,7 @@ def test_a_quota_unchanged_is_the_one_given_last_and_a_changed_one_is_new() -> N
     bucket.take(1, now=1.0)
     second = bucket.quota(1.0)
     assert second is not first and second == Quota(limit=600, remaining=598, reset_seconds=pytest.approx(0.2))
+    bucket.resize(700, now=1.0)  # a higher limit: the same level, another quota
+    assert bucket.quota(1.0) == Quota(limit=700, remaining=598, reset_seconds=pytest.approx(102 / (700 / 60)))
     bucket.resize(300, now=1.0)
     assert bucket.quota(1.0) == Quota(limit=300, remaining=300, reset_seconds=0.0)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from gateway.core.governance import Quota
 from gateway.governance.redis_leases import BucketLease, Holding, SlotsLease, ask
 from gateway.governance.redis_script import Item, ItemKind, Outcome, bucket_key, slots_key
@@ -118,3 +120,5 @@ def test_a_lease_far_from_its_limit_shows_the_same_quota_again_and_a_new_one_onc
     lease.reported(500, 1.0)
     second = lease.quota(1.0)
     assert second is not first and second == Quota(limit=600, remaining=560, reset_seconds=4.0)
+    lease.resize(700)  # a higher limit at the same level: another quota
+    assert lease.quota(1.0) == Quota(limit=700, remaining=560, reset_seconds=pytest.approx(140 / (700 / 60)))
