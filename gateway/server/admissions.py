@@ -2,12 +2,12 @@
 
 Every handler of a model request calls `admit` right after resolving its route. With no limits
 configured the app's governor is `Unlimited` and `admit` returns at once: nothing is estimated,
-nothing is stored, and neither `governed` nor `add_quota_headers` is wired in (gateway.server.app
+nothing is stored, and neither settlement nor `add_quota_headers` is wired in (gateway.server.app
 decides that once per configuration). Otherwise the request's tokens are estimated (on a body
 thread for a large body), the governor takes them, and what it let through is kept at
-request[ADMISSION]: `governed` settles it when the handler ends, whatever the outcome, and
-`add_quota_headers` puts the key's x-ratelimit-* headers on the answer, the upstream's own then
-relayed as x-upstream-ratelimit-*.
+request[ADMISSION]: the gateway middleware settles it when the handler ends, whatever the
+outcome (`settle_ended`), and `add_quota_headers` puts the key's x-ratelimit-* headers on the
+answer, the upstream's own then relayed as x-upstream-ratelimit-*.
 """
 
 from __future__ import annotations
@@ -18,12 +18,11 @@ from enum import Enum
 from typing import Any, Final
 
 from aiohttp import web
-from aiohttp.typedefs import Handler
 
 from gateway.core.estimate import answer_limit, prompt_tokens
 from gateway.core.ratelimit_headers import quota_pairs
 from gateway.core.tree import Route
-from gateway.governance.admission import Admission, Unlimited
+from gateway.governance.admission import Admission, Governor, Unlimited
 from gateway.observe.metrics.prices import load_prices, price_of
 from gateway.observe.trace import Trace
 from gateway.server.aiohttp_internals import Store, request_state
@@ -40,9 +39,9 @@ OTHER_NAMES: set[str] = set()
 MOST_OTHER_NAMES: Final = 1024
 
 
-def is_governed(app: web.Application) -> bool:
-    """Whether `app`'s governor may limit anything (else admission is skipped and nothing is wired in)."""
-    return not isinstance(app[GOVERNOR], Unlimited)
+def is_governed(governor: Governor) -> bool:
+    """Whether `governor` may limit anything (else admission is skipped and nothing is wired in)."""
+    return not isinstance(governor, Unlimited)
 
 
 async def admit(request: web.Request, route: Route, payload: Mapping[str, Any], *, raw: bytes | None = None, counted: bool = True) -> None:
@@ -69,34 +68,31 @@ async def admit(request: web.Request, route: Route, payload: Mapping[str, Any], 
         state[METER] = Meter(prompt)
 
 
-def governed(handler: Handler) -> Handler:
-    """`handler`, its request's admission settled once when it ends: answered, failed, or left by its client."""
-
-    async def handle(request: web.Request) -> web.StreamResponse:
-        ending = Ending.LEFT  # until the handler returns or raises an error of its own: cancelled, or the client went away
-        try:
-            response = await handler(request)
-            ending = Ending.FAILED if response.status >= 400 else Ending.ANSWERED
-            return response
-        except Exception as exc:
-            if not isinstance(exc, ConnectionResetError):
-                ending = Ending.FAILED
-            raise
-        finally:
-            state = request_state(request)
-            admission = state.get(ADMISSION)
-            if admission is not None:
-                settle(request, admission, ending=ending, state=state)
-
-    return handle
-
-
 class Ending(Enum):
     """How a governed request ended, as its settle reads it."""
 
     ANSWERED = "answered"  # an answer the client took (a stream maybe cut short by its upstream)
     FAILED = "failed"  # an error answer: the request's checks, the upstream's 4xx/5xx, every attempt failed
     LEFT = "left"  # the client went away before the handler was done
+
+
+def settle_ended(request: web.Request, state: Store, *, status: int | None, failed: bool) -> None:
+    """Settle `request`'s admission, if it had one, once its handler is done; `state`: the request's own dict.
+
+    The gateway middleware calls it as every request of a governed configuration ends, whatever
+    the outcome. `status`: the answer's, None when the client went away before the handler was
+    done (cancelled, or its connection reset). `failed`: the handler raised an error of its own.
+    """
+    admission = state.get(ADMISSION)
+    if admission is None:
+        return
+    if status is None:
+        ending = Ending.LEFT
+    elif failed or status >= 400:
+        ending = Ending.FAILED
+    else:
+        ending = Ending.ANSWERED
+    settle(request, admission, ending=ending, state=state)
 
 
 def settle(request: web.Request, admission: Admission, *, ending: Ending, state: Store) -> None:

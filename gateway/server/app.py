@@ -41,7 +41,7 @@ from gateway.server import (
     responses_api,
     surface,
 )
-from gateway.server.admissions import add_quota_headers, governed, is_governed
+from gateway.server.admissions import add_quota_headers, is_governed
 from gateway.server.aiohttp_internals import announce_mode, answer_errors_in_json
 from gateway.server.connections import REASON as CONNECTIONS_REFUSED
 from gateway.server.connections import limit_connections
@@ -221,14 +221,17 @@ def config_app(
     observer = combine([*([metrics] if metrics is not None else []), RequestLog(quiet_paths=("/healthz", "/readyz", config.metrics.path))])
     inflight = InFlight()
     model_paths = {**handlers.MODEL_PATHS, **surface.SURFACE_PATHS}
+    handover = handover or Handover()
+    governor = open_governor(config, stored=stored, listener=metrics, previous=handover.governor)
+    governed = is_governed(governor)  # admissions are settled and their headers added; nothing of it otherwise
     app = web.Application(
-        middlewares=[*cors_middlewares(config.cors), gateway_middleware(auth, observer, model_paths, inflight=inflight)],
+        middlewares=[*cors_middlewares(config.cors), gateway_middleware(auth, observer, model_paths, inflight=inflight, governed=governed)],
         client_max_size=config.server.max_body_bytes,
     )
     app[CONFIG] = config
-    app[HANDOVER] = handover = handover or Handover()
+    app[HANDOVER] = handover
     app[STORED_KEYS] = stored
-    app[GOVERNOR] = open_governor(config, stored=stored, listener=metrics, previous=handover.governor)
+    app[GOVERNOR] = governor
     key_store = open_key_store(config)  # nothing opened yet: its first call does that
     if key_store is not None:
         app[KEY_STORE] = key_store
@@ -238,22 +241,20 @@ def config_app(
     app[INFLIGHT] = inflight
     if metrics is not None:
         app[METRICS] = metrics
-    model = _as_is
-    if is_governed(app):  # admissions are settled and their headers added; nothing of it otherwise
-        model = governed
+    if governed:
         app.on_response_prepare.append(add_quota_headers)  # before CORS's, which exposes the names it leaves
     if config.cors.enabled:
         app.on_response_prepare.append(cors_response_hook(config.cors))
-    app.router.add_post("/v1/chat/completions", model(handlers.chat_completions))
-    app.router.add_post("/v1/completions", model(handlers.completions))
-    app.router.add_post("/v1/embeddings", model(handlers.embeddings))
-    app.router.add_post("/v1/messages", model(messages_api.messages))
-    app.router.add_post("/v1/messages/count_tokens", model(messages_api.count_tokens))
-    app.router.add_post("/v1/responses", model(responses_api.responses))
+    app.router.add_post("/v1/chat/completions", (handlers.chat_completions))
+    app.router.add_post("/v1/completions", (handlers.completions))
+    app.router.add_post("/v1/embeddings", (handlers.embeddings))
+    app.router.add_post("/v1/messages", (messages_api.messages))
+    app.router.add_post("/v1/messages/count_tokens", (messages_api.count_tokens))
+    app.router.add_post("/v1/responses", (responses_api.responses))
     app.router.add_get("/v1/responses/{response_id}", responses_api.get_response)
     app.router.add_delete("/v1/responses/{response_id}", responses_api.delete_response)
     for path, handler in surface.HANDLERS.items():
-        app.router.add_post(path, model(handler))
+        app.router.add_post(path, handler)
     app.router.add_get("/v1/models", handlers.list_models)
     app.router.add_get("/v1/models/{model:.+}", handlers.get_model)
     app.router.add_get("/v1/memory", memory_api.list_memory)
@@ -269,10 +270,6 @@ def config_app(
     if metrics is not None:
         app.router.add_get(config.metrics.path, metrics_handler(metrics, auth if config.metrics.require_auth else None))
     return app
-
-
-def _as_is(handler: Handler) -> Handler:
-    return handler
 
 
 def is_open(config: Config) -> bool:

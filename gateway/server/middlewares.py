@@ -27,6 +27,7 @@ from gateway.core.translate.messages import error_body as anthropic_error_body
 from gateway.governance.stored_keys import KeyStoreUnavailableError, StoredKey, StoredKeys
 from gateway.observe import trace as observe
 from gateway.observe.trace import Observer, Trace
+from gateway.server.admissions import settle_ended
 from gateway.server.aiohttp_internals import request_state, status_and_unsent
 from gateway.server.keys import STREAM_STARTED, TRACE, InFlight
 
@@ -216,13 +217,15 @@ def gateway_middleware(
     model_paths: Mapping[str, str] | None = None,
     *,
     inflight: InFlight | None = None,
+    governed: bool = False,
 ) -> Middleware:
     """Request id, auth on /v1, an OpenAI-shaped body for every failure, and the request's Trace.
 
     `model_paths` maps the paths of model requests to their endpoint, so that they are counted
     as such even when they fail before a handler runs (a wrong key). `inflight` counts the
     requests being answered, from their start to their end, so that a reload knows when the
-    configuration it replaced has no request left.
+    configuration it replaced has no request left. `governed`: the configuration may limit
+    requests, whose admissions are then settled here as they end (admissions.settle_ended).
 
     One middleware layer rather than four: each layer is another coroutine frame resumed on
     every I/O wake-up of the request, and none of these steps needs to await.
@@ -246,10 +249,12 @@ def gateway_middleware(
             request_id = new_request_id()
         elif not _REQUEST_ID.fullmatch(request_id):
             request_id, invalid_id = new_request_id(), True
-        trace = request_state(request)[TRACE] = Trace(observer, request_id, method=request.method, path=path)
+        state = request_state(request)
+        trace = state[TRACE] = Trace(observer, request_id, method=request.method, path=path)
         trace.endpoint = endpoint
         observe.current.set(trace)  # this task serves only this request: no reset needed
         status, code = observe.CLIENT_CLOSED, None  # unless an answer is settled below
+        left, failed = True, False  # until the handler returns or raises an error of its own
         inflight.count += 1
         try:
             try:
@@ -262,9 +267,11 @@ def gateway_middleware(
                 if path.startswith("/v1/"):
                     trace.tenant = auth.tenant(request)
                 response = await handler(request)
+                left = False
             except ConnectionResetError:
                 raise
             except Exception as exc:
+                left, failed = False, True
                 started: web.StreamResponse | None = request.get(STREAM_STARTED)
                 if started is not None:  # a second status line would corrupt the answer already under way
                     log.error("failure after the response to request %s started", request_id, exc_info=exc)
@@ -278,6 +285,8 @@ def gateway_middleware(
                 unsent["x-request-id"] = request_id
             return response
         finally:  # a cancelled handler (the client left) ends here too
+            if governed:
+                settle_ended(request, state, status=None if left else status, failed=failed)
             inflight.ended()
             trace.end(status, code)
 

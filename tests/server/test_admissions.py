@@ -22,6 +22,7 @@ from gateway.core.errors import PermissionDeniedError, RateLimitedError
 from gateway.core.ratelimit_headers import quota_headers, retry_headers
 from gateway.server import admissions
 from gateway.server.bodies import OFF_LOOP_BYTES
+from gateway.server.keys import GOVERNOR
 from tests.support.fakes import FakeUpstream, Step, chat_completion, stream_of, usage_chunk
 from tests.support.gateway import GATEWAY_KEY, KEYS, Gateway, app_of, requests_ended
 from tests.support.governors import REQUESTS, TOKENS, Recorder, recorder
@@ -221,7 +222,7 @@ async def test_without_limits_nothing_is_wired_in_and_headers_pass_as_they_came(
     upstream.default = Step(body=chat_completion(), headers=UPSTREAM_LIMITS)
     client = await gateway(config(upstream, tmp_path))
     app = app_of(client)
-    assert not admissions.is_governed(app)
+    assert not admissions.is_governed(app[GOVERNOR])
     assert admissions.add_quota_headers not in app.on_response_prepare
     raw = await client.chat.completions.with_raw_response.create(model="chat", messages=HELLO)
     assert raw.headers["x-ratelimit-limit-requests"] == "10000"
