@@ -9,7 +9,8 @@ page at a time from the last key seen, so a scan can resume after any key.
 A restore writes the conversation whole in one transaction: its row (its range held exactly:
 `cap` NULL) and its messages, grouped in rows by when they were stored, with their item ids.
 Its redo stack is written undone at the conversation's last write, so that it holds until a
-message is written after it (see sqlite_conversations).
+message is written after it (see sqlite_conversations). Gateways may be running on the file: a
+restore holds the conversation as their turns do, and marks it changed (see transfer_sqlite_locks).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from gateway.memory.sqlite_rows import message_rows
 from gateway.memory.sqlite_writes import TurnWriter, insert_rows
 from gateway.memory.store import Key, new_item_id
 from gateway.memory.transfer_record import Record
+from gateway.memory.transfer_sqlite_locks import LOCK_WAIT, ImportLocks
 from gateway.memory.transfer_store import Restored
 
 _PAGE: Final = "SELECT tenant, memory_id FROM conversations WHERE (tenant, memory_id) > (?, ?) ORDER BY tenant, memory_id LIMIT ?"
@@ -47,12 +49,16 @@ _NEVER: Final = float("inf")  # the TTL reads here go by: an export reads what i
 
 
 class SQLiteTransfer:
-    """The conversations of the SQLite file at `path` (made when there is none: an import's target)."""
+    """The conversations of the SQLite file at `path` (made when there is none: an import's target).
+
+    `lock_wait`: how long a restore waits for a conversation a running gateway holds.
+    """
 
     ordered = True
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, *, lock_wait: float = LOCK_WAIT) -> None:
         self._db = open_file(path, busy_timeout_ms=10_000)
+        self._locks = ImportLocks(path, wait=lock_wait)
         self._conversations = Conversations(TurnWriter(cap=2**62), ttl=_NEVER, cap=2**62, plain=False)
 
     async def scan(self, after: Key | None, page: int) -> AsyncIterator[list[Key]]:
@@ -81,30 +87,39 @@ class SQLiteTransfer:
     async def restore(self, record: Record, *, replace: bool) -> tuple[Restored, int]:
         """Write the conversation whole in one transaction; one already there is kept unless `replace`."""
         key = record.key
-        with transaction(self._db):
-            there = self._db.execute(_EXISTS, key).fetchone() is not None
-            if there and not replace:
-                return Restored.SKIPPED, 0
-            self._db.execute("DELETE FROM messages WHERE tenant = ? AND memory_id = ?", key)
-            self._db.execute("DELETE FROM conversations WHERE tenant = ? AND memory_id = ?", key)
-            system = orjson.dumps(record.system).decode()
-            metadata = orjson.dumps(record.about.metadata).decode()
-            day = int(record.updated_at // DAY)
-            count = len(record.entries)
-            redo = _redo_column(record)
-            self._db.execute(_INSERT, (*key, system, record.updated_at, count, day, record.about.created_at, metadata, redo))
-            seq = 1
-            for written_at, group in itertools.groupby(record.entries, key=lambda entry: entry.created_at):
-                grouped = list(group)
-                rows, params = message_rows(grouped)
-                self._db.execute(insert_rows(rows), (*key, seq, written_at, *params))
-                seq += len(grouped)
-            if record.summary is not None:
-                self._db.execute(_PUT_VALUE, (summary_key(*key), record.summary, record.updated_at))
-        return (Restored.REPLACED if there else Restored.WRITTEN), seq - 1
+        async with self._locks.hold(key):
+            with transaction(self._db):
+                there = self._db.execute(_EXISTS, key).fetchone() is not None
+                if there and not replace:
+                    return Restored.SKIPPED, 0
+                self._locks.mark_changed(key)
+                messages = self._write(record)
+        return (Restored.REPLACED if there else Restored.WRITTEN), messages
+
+    def _write(self, record: Record) -> int:
+        """Write the conversation in place of any under its key (in the restore's transaction); how many messages it holds."""
+        key = record.key
+        self._db.execute("DELETE FROM messages WHERE tenant = ? AND memory_id = ?", key)
+        self._db.execute("DELETE FROM conversations WHERE tenant = ? AND memory_id = ?", key)
+        system = orjson.dumps(record.system).decode()
+        metadata = orjson.dumps(record.about.metadata).decode()
+        day = int(record.updated_at // DAY)
+        count = len(record.entries)
+        redo = _redo_column(record)
+        self._db.execute(_INSERT, (*key, system, record.updated_at, count, day, record.about.created_at, metadata, redo))
+        seq = 1
+        for written_at, group in itertools.groupby(record.entries, key=lambda entry: entry.created_at):
+            grouped = list(group)
+            rows, params = message_rows(grouped)
+            self._db.execute(insert_rows(rows), (*key, seq, written_at, *params))
+            seq += len(grouped)
+        if record.summary is not None:
+            self._db.execute(_PUT_VALUE, (summary_key(*key), record.summary, record.updated_at))
+        return seq - 1
 
     async def close(self) -> None:
         self._db.close()
+        self._locks.close()
 
 
 def _redo_turns(text: str | None, newest_write: float | None) -> list[list[Entry]]:
