@@ -62,12 +62,10 @@ class Counts:
             tokens = self.tokens_bucket(limits.tokens_per_minute, now).quota(now)
         return requests, tokens
 
-    def release(self, *, slot: bool, reserved: int, used: int | None, now: float) -> None:
-        """A request it let through ended: its slot back, and the tokens `reserved` and not `used` (None: unknown)."""
-        if slot:
-            self.in_use = max(0, self.in_use - 1)
-        if used is not None and reserved and self.tokens is not None:
-            self.tokens.give_back(reserved - used, now)
+    def release_slot(self) -> None:
+        """A request in flight ended (never below none: a reload or a lost store may have forgotten it)."""
+        if self.in_use > 0:
+            self.in_use -= 1
 
 
 @dataclass(slots=True)
@@ -77,17 +75,6 @@ class Ledger:
     keys: dict[str, Counts] = field(default_factory=dict)
     routes: dict[str, Counts] = field(default_factory=dict)
     spent: dict[str, tuple[str, float]] = field(default_factory=dict)  # tenant: (period id, USD)
-
-
-@dataclass(slots=True)
-class Taken:
-    """What a local admission took: tokens of the key's and the route's buckets, their slots, and the budget to charge."""
-
-    key_tokens: int
-    route_tokens: int
-    key_slot: bool
-    route_slot: bool
-    budget: Budget | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +133,13 @@ class Held:
         """Its requests and tokens quotas at `now` (None: that one is not limited)."""
         return self.counts.quotas(self.limits, now)
 
+    def release(self, reserved: int, used: int | None, now: float) -> None:
+        """A request `take` let through ended: its slot back, and the tokens `reserved` and not `used` (None: unknown)."""
+        if self.limits.concurrent_requests is not None:
+            self.counts.release_slot()
+        if used is not None and reserved and self.tokens is not None:
+            self.tokens.give_back(reserved - used, now)
+
 
 @dataclass(frozen=True, slots=True)
 class Terms:
@@ -163,6 +157,15 @@ class Terms:
     budget: Budget | None = None
     requests: Bucket | None = None
     tokens: Bucket | None = None
+
+
+@dataclass(slots=True)
+class Taken:
+    """What a local admission took: one request of `terms`' counts, and these tokens of the key's and the route's buckets."""
+
+    terms: Terms
+    key_tokens: int
+    route_tokens: int
 
 
 def shown(key: Bucket | None, route: Bucket | None) -> Bucket | None:
@@ -223,10 +226,7 @@ class LocalGovernor:
                 quotas = route_refusal_quotas(refusal.kind, key=key.quotas(now), route=held.quotas(now))
                 raise self._refusal(refusal, subject=f"route '{route.name}'", where=(tenant, route), quotas=quotas)
         key_tokens = key.take(tokens, now)
-        route_tokens = held.take(tokens, now) if held is not None else 0
-        key_slot = key.limits.concurrent_requests is not None
-        route_slot = held is not None and held.limits.concurrent_requests is not None
-        handle = Taken(key_tokens, route_tokens, key_slot, route_slot=route_slot, budget=budget)
+        handle = Taken(terms, key_tokens, held.take(tokens, now) if held is not None else 0)
         requests, tokens_shown = terms.requests, terms.tokens
         return Admission(
             tenant, route.name, tokens, handle=handle,
@@ -263,17 +263,14 @@ class LocalGovernor:
         if admission.settled or not isinstance(taken, Taken):
             return
         admission.settled = True
+        terms = taken.terms
         now = self._clock()
-        if taken.key_slot or taken.key_tokens:
-            key = self.ledger.keys.get(admission.tenant)
-            if key is not None:
-                key.release(slot=taken.key_slot, reserved=taken.key_tokens, used=tokens, now=now)
-        if taken.route_slot or taken.route_tokens:
-            counts = self.ledger.routes.get(admission.route)
-            if counts is not None:
-                counts.release(slot=taken.route_slot, reserved=taken.route_tokens, used=tokens, now=now)
-        if taken.budget is not None and cost_usd > 0:
-            self.spend(admission.tenant, taken.budget, cost_usd=cost_usd)
+        if terms.key is not None:  # always: a request nothing limits has no admission
+            terms.key.release(taken.key_tokens, tokens, now)
+        if terms.route_held is not None:
+            terms.route_held.release(taken.route_tokens, tokens, now)
+        if terms.budget is not None and cost_usd > 0:
+            self.spend(admission.tenant, terms.budget, cost_usd=cost_usd)
 
     def spent(self, tenant: str, period: str) -> float:
         """What `tenant` spent in the budget period `period` (an id of core.periods)."""

@@ -186,9 +186,10 @@ class RedisGovernor:
             return
         if isinstance(held, Taken):  # admitted while Redis was away: counted here, and its spend sent when it is back
             self.fallback.settle(admission, tokens=tokens, cost_usd=cost_usd)
-            if held.budget is not None and cost_usd > 0:
-                span = self.fallback.spans.at(held.budget.period, self._wall())
-                self._queue(self.spending.add_alone(admission.tenant, held.budget, cost_usd, span=span))
+            budget = held.terms.budget
+            if budget is not None and cost_usd > 0:
+                span = self.fallback.spans.at(budget.period, self._wall())
+                self._queue(self.spending.add_alone(admission.tenant, budget, cost_usd, span=span))
             return
         if not isinstance(held, Held):
             return

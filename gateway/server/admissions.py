@@ -76,8 +76,8 @@ class Ending(Enum):
     LEFT = "left"  # the client went away before the handler was done
 
 
-def settle_ended(request: web.Request, state: Store, *, status: int | None, failed: bool) -> None:
-    """Settle `request`'s admission, if it had one, once its handler is done; `state`: the request's own dict.
+def settle_ended(governor: Governor, state: Store, *, status: int | None, failed: bool) -> None:
+    """Settle with `governor` the admission of the request whose own dict is `state`, if it had one, once its handler is done.
 
     The gateway middleware calls it as every request of a governed configuration ends, whatever
     the outcome. `status`: the answer's, None when the client went away before the handler was
@@ -92,17 +92,17 @@ def settle_ended(request: web.Request, state: Store, *, status: int | None, fail
         ending = Ending.FAILED
     else:
         ending = Ending.ANSWERED
-    settle(request, admission, ending=ending, state=state)
+    settle(governor, admission, ending=ending, state=state)
 
 
-def settle(request: web.Request, admission: Admission, *, ending: Ending, state: Store) -> None:
+def settle(governor: Governor, admission: Admission, *, ending: Ending, state: Store) -> None:
     """Tell the governor what `admission`'s request used and spent, once (see `used`); `state`: the request's own dict."""
     if admission.settled:
         return
     trace: Trace = state[TRACE]
     relayed = state[METER] if ending is Ending.LEFT or STREAM_STARTED in state else None
     tokens, cost = used(trace, ending=ending, relayed=relayed)
-    request.app[GOVERNOR].settle(admission, tokens=tokens, cost_usd=cost)
+    governor.settle(admission, tokens=tokens, cost_usd=cost)
     admission.settled = True
 
 

@@ -225,7 +225,7 @@ def config_app(
     governor = open_governor(config, stored=stored, listener=metrics, previous=handover.governor)
     governed = is_governed(governor)  # admissions are settled and their headers added; nothing of it otherwise
     app = web.Application(
-        middlewares=[*cors_middlewares(config.cors), gateway_middleware(auth, observer, model_paths, inflight=inflight, governed=governed)],
+        middlewares=[*cors_middlewares(config.cors), gateway_middleware(auth, observer, model_paths, inflight=inflight, governor=governor if governed else None)],
         client_max_size=config.server.max_body_bytes,
     )
     app[CONFIG] = config

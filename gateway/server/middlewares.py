@@ -24,6 +24,7 @@ from gateway.core.errors import (
 )
 from gateway.core.settings import ApiKey
 from gateway.core.translate.messages import error_body as anthropic_error_body
+from gateway.governance.admission import Governor
 from gateway.governance.stored_keys import KeyStoreUnavailableError, StoredKey, StoredKeys
 from gateway.observe import trace as observe
 from gateway.observe.trace import Observer, Trace
@@ -217,15 +218,15 @@ def gateway_middleware(
     model_paths: Mapping[str, str] | None = None,
     *,
     inflight: InFlight | None = None,
-    governed: bool = False,
+    governor: Governor | None = None,
 ) -> Middleware:
     """Request id, auth on /v1, an OpenAI-shaped body for every failure, and the request's Trace.
 
     `model_paths` maps the paths of model requests to their endpoint, so that they are counted
     as such even when they fail before a handler runs (a wrong key). `inflight` counts the
     requests being answered, from their start to their end, so that a reload knows when the
-    configuration it replaced has no request left. `governed`: the configuration may limit
-    requests, whose admissions are then settled here as they end (admissions.settle_ended).
+    configuration it replaced has no request left. `governor`: the configuration's when it may
+    limit requests, whose admissions are then settled here as they end (admissions.settle_ended).
 
     One middleware layer rather than four: each layer is another coroutine frame resumed on
     every I/O wake-up of the request, and none of these steps needs to await.
@@ -285,8 +286,8 @@ def gateway_middleware(
                 unsent["x-request-id"] = request_id
             return response
         finally:  # a cancelled handler (the client left) ends here too
-            if governed:
-                settle_ended(request, state, status=None if left else status, failed=failed)
+            if governor is not None:
+                settle_ended(governor, state, status=None if left else status, failed=failed)
             inflight.ended()
             trace.end(status, code)
 
