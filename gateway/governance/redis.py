@@ -197,7 +197,9 @@ class RedisGovernor:
         back = held.settle(tokens)
         demand = held.demand
         if demand.spend is not None and cost_usd > 0:
-            self._queue(self.spending.add(demand, cost_usd))
+            charge = self.spending.add(demand, cost_usd)
+            if charge:  # else added to the charge queued already, whose send is due
+                self._queue(charge)
         self._give_back(back, held=held)  # more than a lease keeps, or its leases were given back for good (closed)
 
     async def usage(self, tenant: str) -> dict[str, Any]:
