@@ -38,6 +38,7 @@ class ImportLocks:
     def __init__(self, database: str, *, wait: float = LOCK_WAIT) -> None:
         self._database = database
         self._file: LockFile | None = None
+        self._wait = wait
         self._locks = SharedLocks(KeyLocks(wait), current=lambda: self._file, opened=self._open, barrier=_no_barrier)
 
     async def _open(self) -> None:
@@ -47,14 +48,17 @@ class ImportLocks:
     @asynccontextmanager
     async def hold(self, key: Key) -> AsyncIterator[None]:
         """Hold the conversation as a turn does; StoreUnavailable when a gateway holds it past the wait."""
-        await self._open()
         locks = self._locks
-        if not locks.take_now(key):
-            log.warning("memory %s:%s is held by a running gateway: waiting for its turn to end", *key)
-            try:
-                await locks.take(key)
-            except LockTimeout as exc:
-                raise StoreUnavailable(f"conversation {key[0]}:{key[1]}: {exc} (held by a running gateway)") from None
+        # `take` gives the loop a turn only while the byte is busy: then, and only then, this says why the import stalls
+        waiting = asyncio.get_running_loop().call_soon(
+            log.warning, "memory %s:%s is held by a running gateway: waiting up to %gs for its turn to end", *key, self._wait
+        )
+        try:
+            await locks.take(key)
+        except LockTimeout as exc:
+            raise StoreUnavailable(f"conversation {key[0]}:{key[1]}: {exc} (held by a running gateway)") from None
+        finally:
+            waiting.cancel()
         try:
             yield
         finally:

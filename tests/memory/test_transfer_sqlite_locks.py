@@ -150,3 +150,22 @@ async def test_a_conversation_held_past_the_wait_is_left_as_it_was(tmp_path: Pat
         finally:
             await target.close()
         assert await turn(one, "b") == ["a"]
+
+
+async def test_a_conversation_no_turn_holds_is_written_without_a_word_of_waiting(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    await written(tmp_path / "other.db", ["x1"])
+    record = await exported(tmp_path / "other.db")
+    async with shared_stores(tmp_path / "m.db") as (one, _):
+        await turn(one, "a")
+        target = SQLiteTransfer(str(tmp_path / "m.db"))
+        try:
+            with caplog.at_level(logging.WARNING, logger="gateway.memory"):
+                assert await target.restore(record, replace=True) == (Restored.REPLACED, 2)
+                assert await target.restore(record, replace=False) == (Restored.SKIPPED, 0)
+                await asyncio.sleep(0)  # a warning scheduled and not cancelled would run here
+        finally:
+            await target.close()
+        assert "held by a running gateway" not in caplog.text
+        assert await turn(one, "b") == ["x1"]
