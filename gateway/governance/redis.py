@@ -87,8 +87,7 @@ class RedisGovernor:
         self._renew_seconds = min(live_seconds / 3, idle_seconds)
         self._settle_seconds = settle_seconds
         self._idle_seconds = idle_seconds
-        self._clock = clock
-        self._wall = wall
+        self._clock, self._wall = clock, wall
         self._calls = itertools.count()
         self._instance = os.urandom(4).hex()  # call ids stay unique when a successor takes the process id
         self._waiting: list[Waiting] = []
@@ -102,8 +101,7 @@ class RedisGovernor:
         self.holding.holders.add(self._instance)
         self.holds_slots = False  # once a slot was taken: the liveness record is renewed from then on
         self._correcting = False  # a correction of this process's slots is under way: no other call goes
-        self._down = False
-        self._down_until = 0.0
+        self._down, self._down_until = False, 0.0
         self._client: RedisClient | None = None
         self._lean: LeanRedis | None = None
         patience = Patience(socket_seconds=timeout, connect_seconds=timeout, retry=Retry(NoBackoff(), 0))
@@ -186,8 +184,7 @@ class RedisGovernor:
             return
         if isinstance(held, Taken):  # admitted while Redis was away: counted here, and its spend sent when it is back
             self.fallback.settle(admission, tokens=tokens, cost_usd=cost_usd)
-            budget = held.terms.budget
-            if budget is not None and cost_usd > 0:
+            if (budget := held.terms.budget) is not None and cost_usd > 0:
                 span = self.fallback.spans.at(budget.period, self._wall())
                 self._queue(self.spending.add_alone(admission.tenant, budget, cost_usd, span=span))
             return
@@ -197,9 +194,7 @@ class RedisGovernor:
         back = held.settle(tokens)
         demand = held.demand
         if demand.spend is not None and cost_usd > 0:
-            charge = self.spending.add(demand, cost_usd)
-            if charge:  # else added to the charge queued already, whose send is due
-                self._queue(charge)
+            self._queue(self.spending.add(demand, cost_usd))
         self._give_back(back, held=held)  # more than a lease keeps, or its leases were given back for good (closed)
 
     async def usage(self, tenant: str) -> dict[str, Any]:
@@ -275,6 +270,8 @@ class RedisGovernor:
         return Call(process=self.process_id, live_ms=self._live_ms, call_id=f"{self._instance}:{next(self._calls)}")
 
     def _queue(self, unsent: list[Unsent]) -> None:
+        if not unsent:  # a spend added to an item queued already, whose send is due
+            return
         self._unsent += unsent
         if len(self._unsent) > MOST_UNSENT:
             del self._unsent[: len(self._unsent) - MOST_UNSENT]
@@ -329,7 +326,7 @@ class RedisGovernor:
             for each in waiting:  # first: what their leases covered is not in flight when the fallback counts it
                 each.unanswered()
             self._lost(exc)
-            self._queue([])
+            self._send_soon(self._settle_seconds)
             return
         self._reached()
         outcomes = [Outcome.read(answer) for answer in reply]

@@ -22,7 +22,7 @@ from aiohttp import web
 from gateway.core.estimate import answer_limit, prompt_tokens
 from gateway.core.ratelimit_headers import quota_pairs
 from gateway.core.tree import Route
-from gateway.governance.admission import Admission, Governor, Unlimited
+from gateway.governance.admission import Governor, Unlimited
 from gateway.observe.metrics.prices import load_prices, price_of
 from gateway.observe.trace import Trace
 from gateway.server.aiohttp_internals import Store, request_state
@@ -77,14 +77,15 @@ class Ending(Enum):
 
 
 def settle_ended(governor: Governor, state: Store, *, status: int | None, failed: bool) -> None:
-    """Settle with `governor` the admission of the request whose own dict is `state`, if it had one, once its handler is done.
+    """Tell `governor` what the request whose own dict is `state` used and spent, if it was admitted; once, as it ends.
 
     The gateway middleware calls it as every request of a governed configuration ends, whatever
     the outcome. `status`: the answer's, None when the client went away before the handler was
     done (cancelled, or its connection reset). `failed`: the handler raised an error of its own.
+    What it used: see `used`.
     """
     admission = state.get(ADMISSION)
-    if admission is None:
+    if admission is None or admission.settled:
         return
     if status is None:
         ending = Ending.LEFT
@@ -92,16 +93,8 @@ def settle_ended(governor: Governor, state: Store, *, status: int | None, failed
         ending = Ending.FAILED
     else:
         ending = Ending.ANSWERED
-    settle(governor, admission, ending=ending, state=state)
-
-
-def settle(governor: Governor, admission: Admission, *, ending: Ending, state: Store) -> None:
-    """Tell the governor what `admission`'s request used and spent, once (see `used`); `state`: the request's own dict."""
-    if admission.settled:
-        return
-    trace: Trace = state[TRACE]
     relayed = state[METER] if ending is Ending.LEFT or STREAM_STARTED in state else None
-    tokens, cost = used(trace, ending=ending, relayed=relayed)
+    tokens, cost = used(state[TRACE], ending=ending, relayed=relayed)
     governor.settle(admission, tokens=tokens, cost_usd=cost)
     admission.settled = True
 
@@ -133,11 +126,12 @@ async def add_quota_headers(request: web.Request, response: web.StreamResponse) 
     if admission is None or (admission.requests is None and admission.tokens is None):
         return
     headers = response.headers
-    for name in rate_limit_names(headers):
-        values = headers.getall(name)
-        del headers[name]
-        for value in values:
-            headers.add(UPSTREAM_RATE_LIMIT_PREFIX + name[len(RATE_LIMIT_PREFIX) :], value)
+    if not OTHER_NAMES.issuperset(headers):  # some name may be the upstream's x-ratelimit-* (see rate_limit_names)
+        for name in rate_limit_names(headers):
+            values = headers.getall(name)
+            del headers[name]
+            for value in values:
+                headers.add(UPSTREAM_RATE_LIMIT_PREFIX + name[len(RATE_LIMIT_PREFIX) :], value)
     headers.extend(quota_pairs(admission.requests, admission.tokens))  # none of their names is left: added, not set
 
 
@@ -145,10 +139,9 @@ def rate_limit_names(names: Iterable[str]) -> list[str]:
     """The x-ratelimit-* names among `names` (any case), each once, in order: the upstream's, relayed.
 
     Names found not to be such are remembered (OTHER_NAMES, bounded): an answer without any
-    (the usual one) is passed over by one set check in C instead of a loop over its headers.
+    (the usual one) is passed over by one set check in C, `OTHER_NAMES.issuperset(names)`,
+    before this loop over its headers (add_quota_headers).
     """
-    if OTHER_NAMES.issuperset(names):
-        return []
     found: dict[str, None] = {}
     for name in names:
         if name in OTHER_NAMES:
