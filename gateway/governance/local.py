@@ -62,11 +62,6 @@ class Counts:
             tokens = self.tokens_bucket(limits.tokens_per_minute, now).quota(now)
         return requests, tokens
 
-    def release_slot(self) -> None:
-        """A request in flight ended (never below none: a reload or a lost store may have forgotten it)."""
-        if self.in_use > 0:
-            self.in_use -= 1
-
 
 @dataclass(slots=True)
 class Ledger:
@@ -135,8 +130,8 @@ class Held:
 
     def release(self, reserved: int, used: int | None, now: float) -> None:
         """A request `take` let through ended: its slot back, and the tokens `reserved` and not `used` (None: unknown)."""
-        if self.limits.concurrent_requests is not None:
-            self.counts.release_slot()
+        if self.limits.concurrent_requests is not None and self.counts.in_use > 0:  # a reload may have forgotten it
+            self.counts.in_use -= 1
         if used is not None and reserved and self.tokens is not None:
             self.tokens.give_back(reserved - used, now)
 
@@ -286,7 +281,8 @@ class LocalGovernor:
     def spend(self, tenant: str, budget: Budget, *, cost_usd: float) -> None:
         """Add `cost_usd` to `tenant`'s spend in `budget`'s period now, and tell the listener."""
         period = self.spans.at(budget.period, self._wall()).id
-        total = self.spent(tenant, period) + cost_usd
+        spent = self.ledger.spent.get(tenant)
+        total = (spent[1] if spent is not None and spent[0] == period else 0.0) + cost_usd  # as `spent` reads it
         self.ledger.spent[tenant] = (period, total)
         if self._listener is not None:
             self._listener.budget_spent(tenant, spent_usd=total, budget_usd=budget.usd)

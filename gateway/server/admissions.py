@@ -82,40 +82,42 @@ def settle_ended(governor: Governor, state: Store, *, status: int | None, failed
     The gateway middleware calls it as every request of a governed configuration ends, whatever
     the outcome. `status`: the answer's, None when the client went away before the handler was
     done (cancelled, or its connection reset). `failed`: the handler raised an error of its own.
-    What it used: see `used`.
+    What it used is the upstream's usage when it came, whatever the ending; else see `unreported`.
     """
     admission = state.get(ADMISSION)
     if admission is None or admission.settled:
         return
-    if status is None:
-        ending = Ending.LEFT
-    elif failed or status >= 400:
-        ending = Ending.FAILED
+    trace: Trace = state[TRACE]
+    prompt = trace.prompt_tokens
+    tokens: int | None
+    if prompt is not None:
+        tokens, cost = priced(trace, prompt=prompt, completion=trace.completion_tokens or 0)
+    elif status is None:
+        tokens, cost = unreported(trace, ending=Ending.LEFT, relayed=state[METER])
     else:
-        ending = Ending.ANSWERED
-    relayed = state[METER] if ending is Ending.LEFT or STREAM_STARTED in state else None
-    tokens, cost = used(state[TRACE], ending=ending, relayed=relayed)
+        ending = Ending.FAILED if failed or status >= 400 else Ending.ANSWERED
+        tokens, cost = unreported(trace, ending=ending, relayed=state[METER] if STREAM_STARTED in state else None)
     governor.settle(admission, tokens=tokens, cost_usd=cost)
     admission.settled = True
 
 
-def used(trace: Trace, *, ending: Ending, relayed: Meter | None) -> tuple[int | None, float]:
-    """The tokens `trace`'s request used (None: unknown, its reservation stands) and their cost in USD.
+def unreported(trace: Trace, *, ending: Ending, relayed: Meter | None) -> tuple[int | None, float]:
+    """The tokens a request whose usage never came used (None: unknown, its reservation stands), and their cost in USD.
 
-    The upstream's usage when it came. Without it: nothing for an error answer or a request that
-    reached no upstream (the upstream generated nothing); for a stream under way or a client that
-    left, what `relayed` counted: the prompt's estimate and the answer's text relayed to the
-    client, so closing a stream early escapes neither a token limit nor a budget. The cost is
-    that of the model sent upstream (trace.model_sent), as gateway_cost_usd_total prices it.
+    Nothing for an error answer or a request that reached no upstream (the upstream generated
+    nothing); for a stream under way or a client that left, what `relayed` counted: the prompt's
+    estimate and the answer's text relayed to the client, so closing a stream early escapes
+    neither a token limit nor a budget.
     """
-    prompt, completion = trace.prompt_tokens, trace.completion_tokens
-    if prompt is None:
-        if ending is Ending.FAILED or (trace.attempts == 0 and ending is not Ending.LEFT):
-            return 0, 0.0
-        if relayed is None:
-            return None, 0.0
-        prompt, completion = relayed.prompt_tokens, relayed.completion_tokens
-    completion = completion or 0
+    if ending is Ending.FAILED or (trace.attempts == 0 and ending is not Ending.LEFT):
+        return 0, 0.0
+    if relayed is None:
+        return None, 0.0
+    return priced(trace, prompt=relayed.prompt_tokens, completion=relayed.completion_tokens)
+
+
+def priced(trace: Trace, *, prompt: int, completion: int) -> tuple[int, float]:
+    """`prompt` + `completion` tokens, and their cost: the model sent upstream's (trace.model_sent), as gateway_cost_usd_total prices it."""
     price = price_of(trace.model_sent(trace.target), load_prices())
     return prompt + completion, price.of(prompt, completion) if price is not None else 0.0
 
