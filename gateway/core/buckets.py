@@ -9,7 +9,8 @@ does the same arithmetic in milliseconds.
 
 A bucket is changed in place: it is on every limited request's path, where a new object per
 take cost more than the arithmetic (bench/README.md, issue 25). Several buckets taken from all
-or none are checked first (`holds`), then taken from (`take`).
+or none are taken from in turn (`take`), and what was taken is given back when a later one
+refuses (`give_back`).
 """
 
 from __future__ import annotations
@@ -59,16 +60,13 @@ class Bucket:
             self.at = now
         return self.level
 
-    def holds(self, amount: int, now: float) -> bool:
-        """Whether a take of `amount` (at most its capacity) would succeed at `now` (nothing is taken)."""
-        return self.refill(now) >= (amount if amount < self.capacity else self.capacity)
-
-    def take(self, amount: int, now: float) -> int:
-        """Take `amount`, at most its capacity, at `now` (checked by `holds`); what was taken."""
+    def take(self, amount: int, now: float) -> bool:
+        """Take `amount`, at most its capacity, at `now` if it holds that much: whether it did (refused: nothing taken)."""
         taken = amount if amount < self.capacity else self.capacity
-        # `holds` brought it to `now` already, the usual case: no refill to call
-        self.level = (self.level if now == self.at else self.refill(now)) - taken
-        return taken
+        if self.refill(now) < taken:
+            return False
+        self.level -= taken
+        return True
 
     def give_back(self, amount: float, now: float) -> None:
         """Return `amount` at `now` (negative: more is taken), never above its capacity."""

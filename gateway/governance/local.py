@@ -103,26 +103,40 @@ class Held:
             tokens = counts.tokens_bucket(limits.tokens_per_minute, now)
         return cls(counts, limits, requests=requests, tokens=tokens)
 
-    def refusal(self, tokens: int, now: float) -> Refusal | None:
-        """The first limit that refuses one more request needing `tokens` now (None: none does); takes nothing."""
+    def take(self, tokens: int, now: float) -> Refusal | None:
+        """Take one request needing `tokens` at `now` from every limit or from none: the first that refuses it (None: taken).
+
+        Its slot, then its requests, then its tokens: a bucket that refuses has what the ones
+        before it took given back. `give_back` undoes a take (a route refused what a key let through).
+        """
         slots = self.limits.concurrent_requests
         if slots is not None and self.counts.in_use >= slots:
             return Refusal(LimitKind.CONCURRENCY, slots)
-        bucket = self.requests
-        if bucket is not None and not bucket.holds(1, now):
-            return Refusal(LimitKind.REQUESTS, bucket.capacity, bucket.wait_seconds(1, now))
+        requests = self.requests
+        if requests is not None and not requests.take(1, now):
+            return Refusal(LimitKind.REQUESTS, requests.capacity, requests.wait_seconds(1, now))
         bucket = self.tokens
-        if bucket is not None and not bucket.holds(tokens, now):
+        if bucket is not None and not bucket.take(tokens, now):
+            if requests is not None:
+                requests.give_back(1, now)
             return Refusal(LimitKind.TOKENS, bucket.capacity, bucket.wait_seconds(tokens, now))
+        if slots is not None:
+            self.counts.in_use += 1
         return None
 
-    def take(self, tokens: int, now: float) -> int:
-        """Take one request needing `tokens`, once `refusal` found none; the tokens taken."""
+    def tokens_taken(self, tokens: int) -> int:
+        """What a take of a request needing `tokens` took of its tokens bucket: at most its capacity (0: none)."""
+        bucket = self.tokens
+        return 0 if bucket is None else tokens if tokens < bucket.capacity else bucket.capacity
+
+    def give_back(self, tokens: int, now: float) -> None:
+        """Undo a take of one request needing `tokens` at `now`."""
         if self.limits.concurrent_requests is not None:
-            self.counts.in_use += 1
+            self.counts.in_use -= 1
         if self.requests is not None:
-            self.requests.take(1, now)
-        return self.tokens.take(tokens, now) if self.tokens is not None else 0
+            self.requests.give_back(1, now)
+        if self.tokens is not None:
+            self.tokens.give_back(self.tokens_taken(tokens), now)
 
     def quotas(self, now: float) -> tuple[Quota | None, Quota | None]:
         """Its requests and tokens quotas at `now` (None: that one is not limited)."""
@@ -211,17 +225,17 @@ class LocalGovernor:
                 if spent[0] == span.id:
                     self._refused(tenant, route, LimitKind.BUDGET)
                     raise budget_spent(tenant, budget, span=span, now=wall, quotas=key.quotas(now))
-        refusal = key.refusal(tokens, now)
+        refusal = key.take(tokens, now)
         if refusal is not None:
             raise self._refusal(refusal, subject=f"key '{tenant}'", where=(tenant, route), quotas=key.quotas(now))
         held = terms.route_held
         if held is not None:
-            refusal = held.refusal(tokens, now)
+            refusal = held.take(tokens, now)
             if refusal is not None:
+                key.give_back(tokens, now)
                 quotas = route_refusal_quotas(refusal.kind, key=key.quotas(now), route=held.quotas(now))
                 raise self._refusal(refusal, subject=f"route '{route.name}'", where=(tenant, route), quotas=quotas)
-        key_tokens = key.take(tokens, now)
-        handle = Taken(terms, key_tokens, held.take(tokens, now) if held is not None else 0)
+        handle = Taken(terms, key.tokens_taken(tokens), held.tokens_taken(tokens) if held is not None else 0)
         requests, tokens_shown = terms.requests, terms.tokens
         return Admission(
             tenant, route.name, tokens, handle=handle,

@@ -1,4 +1,4 @@
-"""Token buckets: refill at limit/60 a second, takes checked then made, give-backs, and what the headers show."""
+"""Token buckets: refill at limit/60 a second, takes made only when held, give-backs, and what the headers show."""
 
 from __future__ import annotations
 
@@ -13,24 +13,24 @@ from gateway.core.governance import Quota
 def test_a_full_bucket_lets_the_whole_minute_through_at_once_then_refuses() -> None:
     bucket = Bucket.full(60, now=0.0)
     for _ in range(60):
-        assert bucket.holds(1, now=0.0)
-        assert bucket.take(1, now=0.0) == 1
-    assert not bucket.holds(1, now=0.0)
+        assert bucket.take(1, now=0.0)
+    assert not bucket.take(1, now=0.0)
+    assert bucket.level == 0.0
 
 
 def test_it_refills_limit_over_sixty_a_second() -> None:
     bucket = Bucket(120, level=0.0, at=10.0)
     assert bucket.level_at(10.5) == pytest.approx(1.0)
-    assert not bucket.holds(1, now=10.4)
-    assert bucket.holds(1, now=10.5)
+    assert not bucket.take(1, now=10.4)
+    assert bucket.take(1, now=10.5)
     assert bucket.level_at(1000.0) == 120  # never above its capacity
 
 
-def test_holds_takes_nothing() -> None:
+def test_a_refused_take_takes_nothing() -> None:
     bucket = Bucket(60, level=5.0, at=0.0)
-    assert not bucket.holds(6, now=0.0)
-    assert bucket.holds(6, now=1.0)  # refilled by one
-    assert bucket.level_at(1.0) == 6.0 and bucket.holds(6, now=1.0)
+    assert not bucket.take(6, now=0.0) and bucket.level == 5.0
+    assert bucket.take(6, now=1.0)  # refilled by one
+    assert bucket.level == 0.0
 
 
 def test_refill_brings_it_to_now_and_no_further_back() -> None:
@@ -41,9 +41,8 @@ def test_refill_brings_it_to_now_and_no_further_back() -> None:
 
 def test_a_take_larger_than_the_capacity_takes_the_capacity() -> None:
     bucket = Bucket.full(100, now=0.0)
-    assert bucket.holds(10_000, now=0.0)
     assert bucket.wait_seconds(10_000, now=0.0) == 0.0
-    assert bucket.take(10_000, now=0.0) == 100
+    assert bucket.take(10_000, now=0.0)
     assert bucket.level == 0.0
 
 
@@ -85,7 +84,7 @@ def test_resizing_keeps_what_it_holds_up_to_the_new_capacity() -> None:
 
 def test_an_empty_capacity_takes_nothing_and_never_refills() -> None:
     bucket = Bucket(0, level=0.0, at=0.0)
-    assert bucket.holds(1, now=0.0) and bucket.take(1, now=0.0) == 0  # min(1, capacity) is nothing
+    assert bucket.take(1, now=0.0) and bucket.level == 0.0  # min(1, capacity) is nothing
     assert bucket.reset_seconds(0.0) == 0.0 and bucket.quota(0.0).reset_seconds == 0.0
     assert math.isinf(Bucket(0, level=-1.0, at=0.0).wait_seconds(1, now=0.0))
 

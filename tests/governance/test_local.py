@@ -96,7 +96,8 @@ async def test_concurrency_slots_are_held_until_settled() -> None:
 
 async def test_a_refusal_by_the_route_takes_nothing_of_the_key() -> None:
     config = limits_config(
-        keys=(api_key("a", limits=RateLimits(requests_per_minute=10, tokens_per_minute=100)), api_key("b")),
+        keys=(api_key("a", limits=RateLimits(requests_per_minute=10, tokens_per_minute=100, concurrent_requests=1)),
+              api_key("b")),
         routes={"smart": RateLimits(requests_per_minute=1)},
     )
     governor, _, heard = governor_of(config)
@@ -112,7 +113,7 @@ async def test_a_refusal_by_the_route_takes_nothing_of_the_key() -> None:
     usage = (await governor.usage("a"))["limits"]
     assert (usage["requests"]["remaining"], usage["tokens"]["remaining"]) == (10, 100)
     assert heard.refusals == [("a", "smart", LimitKind.REQUESTS)]
-    await admitted(governor, "a", config.routes["fast"])  # another route is not limited
+    await admitted(governor, "a", config.routes["fast"])  # another route is not limited, and the key's one slot is free
 
 
 async def test_budget_refuses_once_spent_until_the_period_ends() -> None:
