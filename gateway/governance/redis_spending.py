@@ -55,24 +55,35 @@ class Spending:
 
     def add(self, demand: Demand, cost_usd: float) -> list[Unsent]:
         """Charge `cost_usd` to the budget of `demand`'s key: a new item to queue, or none (added to the one waiting)."""
+        assert demand.spend is not None
+        if self._added(demand.spend[0], cost_usd):
+            return []
         budget = demand.made_for[0].budget
-        assert demand.spend is not None and budget is not None
+        assert budget is not None
         return self._charge(demand.spend, cost_usd, budget=(demand.whose[0], budget.usd))
 
     def add_alone(self, tenant: str, budget: Budget, cost_usd: float, *, span: Span) -> list[Unsent]:
         """Charge `cost_usd` of a request admitted while Redis was away to `tenant`'s `budget` in its period `span`."""
-        return self._charge(spend_of(tenant, span), cost_usd, budget=(tenant, budget.usd))
+        spend = spend_of(tenant, span)
+        if self._added(spend[0], cost_usd):
+            return []
+        return self._charge(spend, cost_usd, budget=(tenant, budget.usd))
+
+    def _added(self, key: str, cost_usd: float) -> bool:
+        """Whether `cost_usd` was added to the charge of the spend `key` waiting for the next call (else there is none)."""
+        unsent = self._unsent.get(key)
+        if unsent is None:
+            return False
+        self.pending[key] = self.pending.get(key, 0.0) + cost_usd
+        unsent.items[-1].amount += cost_usd
+        return True
 
     def _charge(self, spend: tuple[str, float], cost_usd: float, *, budget: tuple[str, float]) -> list[Unsent]:
-        """Charge `cost_usd` to `spend` (its key and expiry), the spend of `budget` (its tenant and USD)."""
+        """A new item charging `cost_usd` to `spend` (its key and expiry), the spend of `budget` (its tenant and USD)."""
         key, expiry = spend
         self.pending[key] = self.pending.get(key, 0.0) + cost_usd
-        unsent = self._unsent.get(key)
-        if unsent is not None:
-            unsent.items[-1].amount += cost_usd
-            return []
         item = Item.spend(key, expiry, cost_usd)
-        unsent = self._unsent[key] = Unsent(items=[item], owner=self._owner, charge=budget)
+        self._unsent[key] = unsent = Unsent(items=[item], owner=self._owner, charge=budget)
         return [unsent]
 
     def sending(self) -> None:
