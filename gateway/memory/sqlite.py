@@ -109,11 +109,8 @@ class SQLiteStore:
     def _closed(self) -> StoreUnavailable:
         return StoreUnavailable(f"sqlite store at {self._file.shown_path}: the store is closed")
 
-    async def _run(self, work: Callable[[sqlite3.Connection], T], then: Callable[[T], None] | None = None) -> T:
+    def _run(self, work: Callable[[sqlite3.Connection], T], then: Callable[[T], None] | None = None) -> asyncio.Future[T]:
         """Run `work` on the store's thread with the open file; its sqlite errors are StoreUnavailable."""
-        return await self._submit(work, then)
-
-    def _submit(self, work: Callable[[sqlite3.Connection], T], then: Callable[[T], None] | None = None) -> asyncio.Future[T]:
         done: asyncio.Future[T] = asyncio.get_running_loop().create_future()
         self._worker.submit(_Call(functools.partial(self._with_db, work), done, then))
         return done
@@ -235,13 +232,13 @@ class SQLiteStore:
         """Read the conversation on the thread, kept in the cache (shared mode: see `_read_held`)."""
         read = functools.partial(self._conversations.read, key=key, reach=reach)
         if not self._shared:
-            return self._submit(read, functools.partial(self._cache.remember, key))
+            return self._run(read, functools.partial(self._cache.remember, key))
         holding = self._shared_locks.held.get(key)
         if holding is None:  # another process may be writing it: what was read may be older than its version says
-            return self._submit(read)
+            return self._run(read)
         copy = None if reach is None else self._cache.out_of_date(key, reach, changes=holding.changes())
         work = functools.partial(self._read_held, read, key=key, slot=holding.place.slot, copy=copy, generation=self._cache.generation)
-        done: asyncio.Future[HeldRead] = self._submit(work, functools.partial(self._remember_held, key, holding))
+        done: asyncio.Future[HeldRead] = self._run(work, functools.partial(self._remember_held, key, holding))
         self._shared_locks.writing(key, done)  # the lock stays until it is served, as for a write (see `_read_held`)
         return self._settled(done)
 
@@ -305,6 +302,10 @@ class SQLiteStore:
         self._worker.submit(write)
         return write.done
 
+    def write_pending(self) -> float:
+        """How long the thread has been on its batch in flight: reads run in order with the writes, and only writes wait on the file."""
+        return self._worker.busy_for()
+
     async def unwritable(self) -> str | None:
         """Why memory writes fail, or None while they go through; after a failure, a write is tried first.
 
@@ -348,7 +349,7 @@ class SQLiteStore:
         self._cache.forget(key)
         forget = functools.partial(self._cache.forget, key)
         if not self._shared:
-            return self._submit(work, forget)
+            return self._run(work, forget)
         done: asyncio.Future[T] = asyncio.get_running_loop().create_future()
         stamped = functools.partial(self._stamped, self._shared_locks.writing(key, done), work)
         self._worker.submit(_Call(functools.partial(self._with_db, stamped), done, forget))

@@ -165,10 +165,14 @@ class ItemStore(Protocol):
 
 @runtime_checkable
 class Writability(Protocol):
-    """A store that can say whether its writes go through: the gateway is not ready while they fail."""
+    """A store that can say whether its writes go through: the gateway is not ready while they fail or stall."""
 
     async def unwritable(self) -> str | None:
         """Why writes fail now (no path or secret in it: /readyz shows it), or None while they go through."""
+        ...
+
+    def write_pending(self) -> float:
+        """Seconds the oldest write still in flight has been going (0.0: none); cheap, and never waits on the store."""
         ...
 
 

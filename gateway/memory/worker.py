@@ -3,7 +3,9 @@
 The hand-off is a queue; the owner's `serve` hands a batch's results back to the loop in one
 `call_soon_threadsafe`: no executor work items, no concurrent futures chained to asyncio ones.
 The thread takes every job queued while it was busy at once, so its owner can serve several
-(appends) in one statement or one transaction.
+(appends) in one statement or one transaction. `busy_for` says how long the batch in flight has
+been served: read from the loop, so a batch stalled on its file shows there (/readyz) without
+waiting on the thread.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
@@ -30,11 +33,17 @@ class Worker(Generic[J]):
         self._closed = closed
         self._jobs: queue.SimpleQueue[J | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
+        self._serving_since: float | None = None  # time.monotonic() when the batch in flight began
         self.stopped = False
 
     @property
     def started(self) -> bool:
         return self._thread is not None
+
+    def busy_for(self) -> float:
+        """Seconds the batch in flight has been served so far; 0.0 while the thread waits for jobs."""
+        since = self._serving_since  # one read: the thread may clear it meanwhile
+        return 0.0 if since is None else time.monotonic() - since
 
     def submit(self, job: J) -> None:
         if self._thread is None or self.stopped:
@@ -67,9 +76,11 @@ class Worker(Generic[J]):
             stopping = batch[-1] is None
             jobs: list[J] = batch[:-1] if stopping else batch  # type: ignore[assignment]  # no None but the last
             if jobs:
+                self._serving_since = time.monotonic()
                 try:
                     self._serve(jobs)
                 except BaseException:  # serve settles its own jobs; this is a bug, and must not end the thread
                     log.exception("%s: serving a batch of jobs failed", self._name)
+                self._serving_since = None
             if stopping:
                 return

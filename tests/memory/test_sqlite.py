@@ -92,3 +92,24 @@ async def test_shared_sqlite_locks_across_stores_on_one_file(tmp_path: Path) -> 
         pass
     for store in (one, two):
         await store.close()
+
+
+async def test_write_pending_counts_while_a_write_waits_for_the_file_and_is_zero_once_it_is_done(tmp_path: Path) -> None:
+    """What /readyz reads: a write in SQLite's busy wait (another connection holds the write lock) shows as pending."""
+    path = tmp_path / "pending.db"
+    store = SQLiteStore(str(path), ttl_seconds=60, max_messages=10, lock_timeout=60, busy_timeout=120)
+    await store.append(KEY, [e("user", "q1")], system=None)
+    # The thread ends its batch just after handing it to the loop: the caller may be answered first.
+    await eventually(lambda: store.write_pending() == 0.0, what="no write pending")
+    competitor = sqlite3.connect(path, isolation_level=None)
+    competitor.execute("BEGIN IMMEDIATE")
+    try:
+        write = store.append(KEY, [e("assistant", "a1")], system=None)
+        await eventually(lambda: store.write_pending() > 0.1, what="the write pending")
+        assert not write.done()
+    finally:
+        competitor.execute("ROLLBACK")
+        competitor.close()
+    await write
+    await eventually(lambda: store.write_pending() == 0.0, what="no write pending")
+    await store.close()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 
 import pytest
 
@@ -62,3 +63,25 @@ def test_a_stopped_worker_refuses_jobs_with_its_owners_error() -> None:
     assert worker.stopped
     with pytest.raises(Closed, match="the store is closed"):
         worker.submit("two")
+
+
+def test_busy_for_counts_while_a_batch_is_served_and_is_zero_between_batches() -> None:
+    """Read from another thread, as /readyz reads it from the loop while the store's thread is stalled."""
+    busy, go = threading.Event(), threading.Event()
+
+    def serve(jobs: list[str]) -> None:
+        busy.set()
+        assert go.wait(10)
+
+    worker: Worker[str] = Worker(serve, name="test-worker", closed=Closed)
+    assert worker.busy_for() == 0.0  # no thread yet
+    worker.submit("stalls")
+    assert busy.wait(10)
+    deadline = time.monotonic() + 10
+    while worker.busy_for() == 0.0:  # the clock may not have moved yet
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    assert worker.busy_for() > 0.0
+    go.set()
+    worker.stop()
+    assert worker.busy_for() == 0.0
