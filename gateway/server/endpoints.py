@@ -313,8 +313,10 @@ ENDPOINTS: Final = (
     ),
     Endpoint("GET", "/healthz", "Liveness: 200 while the process serves. No key needed."),
     Endpoint(
-        "GET", "/readyz", "Readiness: 200, or 503 while draining or while the memory store's writes fail. No key needed.",
-        failures=(Failure(503, None, "draining (after SIGTERM), or the memory store's writes fail: {status, reason}"),),
+        "GET", "/readyz",
+        "Readiness: 200, or 503 while draining, or while the memory store's writes fail or one has been pending "
+        "for over 5 s. No key needed.",
+        failures=(Failure(503, None, "draining (after SIGTERM), or the memory store's writes fail or stall: {status, reason}"),),
     ),
     Endpoint(
         "GET", METRICS_PATH,

@@ -71,6 +71,20 @@ async def test_tokens_take_at_most_the_capacity_and_settle_gives_back_what_was_n
     assert (await governor.usage("a"))["limits"]["tokens"]["remaining"] == 0
 
 
+async def test_a_refusal_by_the_tokens_takes_nothing_of_the_requests_or_the_slot() -> None:
+    limits = RateLimits(requests_per_minute=10, tokens_per_minute=100, concurrent_requests=2)
+    config = limits_config(keys=(api_key("a", limits=limits),))
+    governor, _, _ = governor_of(config)
+    route = config.routes["fast"]
+    await admitted(governor, "a", route, tokens=100)
+    with pytest.raises(RateLimitedError) as refused:
+        await governor.admit("a", route, tokens=50)
+    assert refused.value.type == "tokens"
+    usage = (await governor.usage("a"))["limits"]
+    assert (usage["requests"]["remaining"], usage["tokens"]["remaining"]) == (9, 0)
+    assert usage["concurrency"] == {"limit": 2, "in_use": 1}
+
+
 async def test_unknown_usage_leaves_the_reservation() -> None:
     config = limits_config(keys=(api_key("a", limits=RateLimits(tokens_per_minute=100)),))
     governor, _, _ = governor_of(config)
