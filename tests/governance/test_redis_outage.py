@@ -157,6 +157,36 @@ async def test_spend_of_requests_admitted_while_redis_was_away_reaches_it_once_b
         server.stop()
 
 
+async def test_a_spend_whose_send_failed_reaches_redis_once_back_without_another_request(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    limits = RateLimits(budget=Budget(usd=1.0, period=BudgetPeriod.DAY))  # no slots: no liveness renewals to carry it
+    budgeted = limits_config(keys=(api_key("a", limits=limits),))
+    server = RedisProcess(tmp_path)
+    server.start()
+    governor = redis_governor(server.url, budgeted, retry_seconds=0.2)
+    other = None
+    try:
+        admission = await governor.admit("a", budgeted.routes["fast"], tokens=0)
+        assert admission is not None and isinstance(admission.handle, Held)
+        server.stop()
+        with caplog.at_level(logging.WARNING, logger="gateway.governance"):
+            governor.settle(admission, tokens=None, cost_usd=0.25)  # its send fails: kept, and sent again later
+            await eventually(lambda: "redis unreachable" in caplog.text, what="the failed send")
+        server.start()  # no request comes after: the governor's own retries must carry it
+        other = redis_governor(server.url, budgeted)
+
+        async def spend_in_redis() -> bool:
+            return bool((await other.usage("a"))["limits"]["budget"]["spent_usd"] == 0.25)
+
+        await eventually(spend_in_redis, what="the spend settled while Redis was away, in Redis")
+    finally:
+        await governor.close()
+        if other is not None:
+            await other.close()
+        server.stop()
+
+
 async def test_requests_in_flight_count_across_a_switch_to_the_fallback_and_back(tmp_path: Path) -> None:
     """4 concurrent requests: those admitted through Redis count in the fallback, the fallback's count in Redis."""
     four = limits_config(keys=(api_key("a", limits=RateLimits(concurrent_requests=4)),))
