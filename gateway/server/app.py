@@ -245,12 +245,12 @@ def config_app(
         app.on_response_prepare.append(add_quota_headers)  # before CORS's, which exposes the names it leaves
     if config.cors.enabled:
         app.on_response_prepare.append(cors_response_hook(config.cors))
-    app.router.add_post("/v1/chat/completions", (handlers.chat_completions))
-    app.router.add_post("/v1/completions", (handlers.completions))
-    app.router.add_post("/v1/embeddings", (handlers.embeddings))
-    app.router.add_post("/v1/messages", (messages_api.messages))
-    app.router.add_post("/v1/messages/count_tokens", (messages_api.count_tokens))
-    app.router.add_post("/v1/responses", (responses_api.responses))
+    app.router.add_post("/v1/chat/completions", handlers.chat_completions)
+    app.router.add_post("/v1/completions", handlers.completions)
+    app.router.add_post("/v1/embeddings", handlers.embeddings)
+    app.router.add_post("/v1/messages", messages_api.messages)
+    app.router.add_post("/v1/messages/count_tokens", messages_api.count_tokens)
+    app.router.add_post("/v1/responses", responses_api.responses)
     app.router.add_get("/v1/responses/{response_id}", responses_api.get_response)
     app.router.add_delete("/v1/responses/{response_id}", responses_api.delete_response)
     for path, handler in surface.HANDLERS.items():

@@ -17,12 +17,16 @@ import aiohttp
 import anthropic
 import openai
 import pytest
+from aiohttp import web
 
 from gateway.core.errors import PermissionDeniedError, RateLimitedError
 from gateway.core.ratelimit_headers import quota_headers, retry_headers
+from gateway.governance.admission import Admission
+from gateway.observe.trace import Trace
 from gateway.server import admissions
 from gateway.server.bodies import OFF_LOOP_BYTES
-from gateway.server.keys import GOVERNOR
+from gateway.server.keys import ADMISSION, GOVERNOR, STREAM_STARTED, TRACE
+from gateway.server.metering import METER, Meter
 from tests.support.fakes import FakeUpstream, Step, chat_completion, stream_of, usage_chunk
 from tests.support.gateway import GATEWAY_KEY, KEYS, Gateway, app_of, requests_ended
 from tests.support.governors import REQUESTS, TOKENS, Recorder, recorder
@@ -237,3 +241,16 @@ def test_the_upstream_s_rate_limit_names_are_found_after_answers_without_any() -
     relayed = [*plain, "x-ratelimit-limit-requests", "X-RateLimit-Reset-Tokens", "x-ratelimit-limit-requests"]
     assert admissions.rate_limit_names(relayed) == ["x-ratelimit-limit-requests", "X-RateLimit-Reset-Tokens"]
     assert not admissions.OTHER_NAMES & {"x-ratelimit-limit-requests", "X-RateLimit-Reset-Tokens"}
+
+
+@pytest.mark.parametrize(("failed", "tokens"), [(False, 5 + 10), (True, 0)])
+def test_a_stream_that_raised_after_it_started_is_settled_as_failed(failed: bool, tokens: int) -> None:
+    """Without usage, a stream under way is charged what it relayed, unless its handler raised: then nothing."""
+    governor = Recorder()
+    trace = Trace()
+    trace.attempts = 1  # it reached an upstream
+    meter = Meter(5)
+    meter.characters = 40  # 10 tokens of answer relayed
+    state = {ADMISSION: Admission("a", "chat", 20), TRACE: trace, METER: meter, STREAM_STARTED: web.StreamResponse()}
+    admissions.settle_ended(governor, state, status=200, failed=failed)
+    assert [settled.tokens for settled in governor.settled] == [tokens]
