@@ -1,16 +1,15 @@
 """Limits shared by every process and replica through Redis: one script call checks and takes, for many requests at once.
 
 Most admissions make no round trip: they are taken from what this process leased of each limit
-(redis_leases), and the budget is checked against the spend Redis last reported plus what this
-process settled since. An admission the leases do not cover (or a budget that looks spent: a
-refusal is always Redis' word) goes to Redis, and takes a new lease with it. Admissions that
-arrive in one pass of the event loop go in one call (redis_script's SCRIPT), through the lean
-client where stores.redis.open_lean gives one (redis-py on a Cluster); settlements (spend, and
-leases given back) wait for the next call, or go on their own within `settle_seconds`.
+(redis_leases), the budget checked against the spend Redis last reported plus what this process
+settled since. The others (and a budget that looks spent: a refusal is always Redis' word) go to
+Redis and take a new lease, those of one pass of the event loop in one call (redis_script's SCRIPT,
+through stores.redis.open_lean's client, or redis-py on a Cluster); settlements (spend, leases
+given back) wait for the next call, or go on their own within `settle_seconds`.
 
-When Redis cannot be reached no request fails: this process counts alone (a LocalGovernor with
-the same limits), one warning is logged, and Redis is tried again after `retry_seconds`.
-Settlements of requests admitted through Redis wait meanwhile and are sent when it is back.
+When Redis cannot be reached no request fails: this process counts alone (a LocalGovernor with the
+same limits), one warning is logged, and Redis is tried again after `retry_seconds`; settlements of
+requests admitted through Redis wait, sent when it is back (by a reload's successor, if need be).
 """
 
 from __future__ import annotations
@@ -37,7 +36,6 @@ from gateway.governance.policies import Policies, check_route
 from gateway.governance.redis_demands import (
     Demand,
     Held,
-    Unsent,
     Waiting,
     admission_checks,
     peeked,
@@ -45,7 +43,7 @@ from gateway.governance.redis_demands import (
     settle_in,
 )
 from gateway.governance.redis_leases import IDLE_SECONDS, Holding
-from gateway.governance.redis_script import SCRIPT, Call, Item, Op, Outcome
+from gateway.governance.redis_script import SCRIPT, Call, Item, Op, Outcome, Unsent
 from gateway.governance.redis_spending import Spending
 from gateway.governance.refusals import budget_spent
 from gateway.governance.usage import usage_report
@@ -85,8 +83,7 @@ class RedisGovernor:
         self._retry_seconds = retry_seconds
         self._live_ms = max(1, round(live_seconds * 1000))
         self._renew_seconds = min(live_seconds / 3, idle_seconds)
-        self._settle_seconds = settle_seconds
-        self._idle_seconds = idle_seconds
+        self._settle_seconds, self._idle_seconds = settle_seconds, idle_seconds
         self._clock, self._wall = clock, wall
         self._calls = itertools.count()
         self._instance = os.urandom(4).hex()  # call ids stay unique when a successor takes the process id
@@ -213,12 +210,12 @@ class RedisGovernor:
             return await self.fallback.usage(tenant)
         self._reached()
         quotas, in_use, spent = peeked(checks, Outcome.read(reply[0]), holding=self.holding, now=self._clock())
-        self._send_resized()
+        self._send_back(self.holding.take_resized())
         return usage_report(tenant, limits, quotas=quotas, in_use=in_use, spent_usd=spent, span=span)
 
     async def close(self) -> None:
-        """Stop; the last of the governors sharing its leases (a reload's successor and the one it replaces, which
-        closes first when the reload is committed, last when it failed) gives them back and retires the process id."""
+        """Stop; the last governor sharing its leases (a reload's successor and the one it replaces: Holding) gives
+        them back and retires the process id; one not last hands it the settlements it could not send."""
         self.holding.holders.discard(self._instance)
         last = not self.holding.holders
         if self._renewing is not None:
@@ -239,6 +236,8 @@ class RedisGovernor:
             with contextlib.suppress(Exception):  # a last call, if it is quick: the rest expires on its own
                 async with asyncio.timeout(1.0):
                     await self._send_unsent(retire=last and (self.holds_slots or bool(self.holding.slots)))
+        if self._unsent and not last:  # not sent (Redis away): the governor sharing its leases sends them
+            self.holding.handed += self._unsent
         if self._lean is not None:
             await self._lean.close()
         if self._client is not None:
@@ -252,14 +251,13 @@ class RedisGovernor:
         made_for, whose = (limits, route.limits), (tenant, self.process_id)
         demand = Demand.of(checks, holding=self.holding, made_for=made_for, whose=whose, span=span)
         self._demands[(tenant, route.name)] = demand
-        self._send_resized()
+        self._send_back(self.holding.take_resized())
         return demand
 
-    def _send_resized(self) -> None:
-        """Queue what leases gave back under a lowered limit (SlotsLease.resize), for the next call."""
-        resized = self.holding.take_resized()
-        if resized:
-            self._queue([Unsent(items=resized, owner=self.process_id)])
+    def _send_back(self, items: list[Item]) -> None:
+        """Queue `items` of this process's leases (given back under a lowered limit, or idle) for the next call."""
+        if items:
+            self._queue([Unsent(items=items, owner=self.process_id)])
 
     def _give_back(self, items: list[Item], *, held: Held) -> None:
         """Queue `items` freeing what `held` took beyond what its leases keep."""
@@ -342,13 +340,16 @@ class RedisGovernor:
         if retire:
             call.add(Op.RETIRE, [])
         if call.operations:
-            reply = await self._script(keys=call.keys, args=call.args)
+            try:
+                reply = await self._script(keys=call.keys, args=call.args)
+            except BaseException:  # failed or cut short: kept, for `close` to hand over
+                self._unsent[:0] = unsent
+                raise
             outcomes = [Outcome.read(answer) for answer in reply[: len(settled)]]
             self.spending.told(settled, outcomes)
 
     def keep_alive(self) -> None:
-        """Renew this process's liveness record every second from now on (its slots count while it exists); outside
-        a running loop, from the next admission that takes a slot."""
+        """Renew this process's liveness record every second from now on (outside a running loop: from the next slot)."""
         self._tend(slots=True)
 
     def _tend(self, *, slots: bool) -> None:
@@ -359,15 +360,13 @@ class RedisGovernor:
                 self._renewing = asyncio.get_running_loop().create_task(self._renew())
 
     async def _renew(self) -> None:
-        """Give back idle leases; renew the liveness record; when no other call is under way, set this process's
-        slots to what it leased."""
+        """Give back idle leases, send what a closed governor handed over, renew liveness, and correct the slots."""
         while True:
             await asyncio.sleep(self._renew_seconds)
             if self._clock() < self._down_until:
                 continue
-            back = self.holding.idle(self._clock(), seconds=self._idle_seconds)
-            if back:
-                self._queue([Unsent(items=back, owner=self.process_id)])
+            self._send_back(self.holding.idle(self._clock(), seconds=self._idle_seconds))
+            self._queue(self.holding.take_handed())
             if not self.holds_slots:
                 continue
             call = self._call()

@@ -18,7 +18,7 @@ from gateway.core.governance import LimitKind, Quota, RateLimits
 from gateway.core.periods import Span
 from gateway.governance.admission import Admission
 from gateway.governance.redis_leases import ROUTE, Asked, BucketLease, Holding, Lease, SlotsLease, ask
-from gateway.governance.redis_script import Call, Item, Op, Outcome, bucket_key, slots_key, spent_key
+from gateway.governance.redis_script import Call, Item, Op, Outcome, Unsent, bucket_key, slots_key, spent_key
 from gateway.governance.refusals import rate_limited
 
 KEY = "key"
@@ -297,16 +297,6 @@ def peeked(
         elif check.kind is LimitKind.BUDGET:
             spent = float(value)
     return quotas_of(checks, leases, now, key_only=True), in_use, spent
-
-
-@dataclass(slots=True)
-class Unsent:
-    """A settlement not yet sent: its items, the process whose slots they free, and for a spend (its last item)
-    the key and budget it charges, to tell the listener."""
-
-    items: list[Item]
-    owner: str
-    charge: tuple[str, float] | None = None
 
 
 def settle_in(call: Call, unsent: list[Unsent]) -> list[list[Unsent]]:

@@ -29,7 +29,7 @@ from typing import Final
 from gateway.core.buckets import SECONDS_PER_REFILL
 from gateway.core.governance import Quota
 from gateway.governance.local import Counts, Ledger
-from gateway.governance.redis_script import Item, ItemKind, Outcome
+from gateway.governance.redis_script import Item, ItemKind, Outcome, Unsent
 
 IDLE_SECONDS: Final = 1.0  # a lease unused this long is given back
 ROUTE: Final = "route"  # the subject of a route's limits (a key's: "key")
@@ -184,13 +184,15 @@ Lease = BucketLease | SlotsLease
 class Holding:
     """Every lease this process holds, by Redis key.
 
-    A reload's successor (the same process id) takes it over: leases and slots stay the process's.
+    A reload's successor (the same process id) takes it over: leases and slots stay the process's, and
+    the settlements the governor it replaces could not send (Redis away) are `handed` to it.
     """
 
     buckets: dict[str, BucketLease] = field(default_factory=dict)
     slots: dict[str, SlotsLease] = field(default_factory=dict)
     resized: list[Item] = field(default_factory=list)  # what leases gave back under a lowered limit, to send
     holders: set[str] = field(default_factory=set)  # the governors sharing it: the last to close gives it back
+    handed: list[Unsent] = field(default_factory=list)  # a closed governor's settlements, for its successor to send
 
     def bucket(self, key: str, capacity: int) -> BucketLease:
         """The lease of the bucket `key`, under the limit `capacity`."""
@@ -215,6 +217,11 @@ class Holding:
         """What leases gave back under a lowered limit since last asked (see SlotsLease.resize)."""
         resized, self.resized = self.resized, []
         return resized
+
+    def take_handed(self) -> list[Unsent]:
+        """The settlements a closed governor handed over since last asked."""
+        handed, self.handed = self.handed, []
+        return handed
 
     def all(self) -> tuple[Lease, ...]:
         """Every lease it holds."""

@@ -201,6 +201,16 @@ class Item:
         return cls(kind=ItemKind.SPEND, key=key, limit=limit, amount=amount)
 
 
+@dataclass(slots=True)
+class Unsent:
+    """A settlement not yet sent: its items, the process whose slots they free, and for a spend (its last item)
+    the key and budget it charges, to tell the listener."""
+
+    items: list[Item]
+    owner: str
+    charge: tuple[str, float] | None = None
+
+
 def bucket_key(subject: str, name: str, what: str) -> str:
     """The key of `subject` ("key" or "route") `name`'s `what` ("requests" or "tokens") bucket."""
     return f"{PREFIX}bucket:{subject}:{name}:{what}"

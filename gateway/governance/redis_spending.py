@@ -17,8 +17,8 @@ from gateway.core.governance import Budget, LimitKind
 from gateway.core.periods import Span
 from gateway.governance.admission import GovernanceListener
 from gateway.governance.local import LocalGovernor
-from gateway.governance.redis_demands import Demand, Unsent, spend_of
-from gateway.governance.redis_script import Item, Outcome
+from gateway.governance.redis_demands import Demand, spend_of
+from gateway.governance.redis_script import Item, Outcome, Unsent
 
 
 class Spending:

@@ -187,6 +187,44 @@ async def test_a_spend_whose_send_failed_reaches_redis_once_back_without_another
         server.stop()
 
 
+@pytest.mark.parametrize("last_call", [False, True])  # True: its retry is due, so it tries a last call, which fails
+async def test_a_reload_while_redis_is_away_hands_the_unsent_spend_to_the_successor(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, last_call: bool
+) -> None:
+    budgeted = limits_config(keys=(api_key("a", limits=RateLimits(budget=Budget(usd=1.0, period=BudgetPeriod.DAY))),))
+    server = RedisProcess(tmp_path)
+    server.start()
+    clock = Clock()
+    replaced = redis_governor(server.url, budgeted, retry_seconds=5, clock=clock)
+    successor = other = None
+    try:
+        admission = await replaced.admit("a", budgeted.routes["fast"], tokens=0)
+        assert admission is not None and isinstance(admission.handle, Held)
+        server.stop()
+        with caplog.at_level(logging.WARNING, logger="gateway.governance"):
+            replaced.settle(admission, tokens=None, cost_usd=0.5)
+            await eventually(lambda: "redis unreachable" in caplog.text, what="the failed send")
+        # a SIGHUP: the successor takes the process's id, counts and leases (build.open_governor), then the
+        # replaced governor closes, Redis still away
+        successor = redis_governor(server.url, budgeted, retry_seconds=0.2, live_seconds=0.3, process_id=replaced.process_id,
+                                   ledger=replaced.fallback.ledger, holding=replaced.holding)
+        if last_call:
+            clock.now += 6
+        await replaced.close()
+        server.start()
+        other = redis_governor(server.url, budgeted)
+
+        async def spend_in_redis() -> bool:
+            return bool((await other.usage("a"))["limits"]["budget"]["spent_usd"] == 0.5)
+
+        await eventually(spend_in_redis, what="the spend the replaced governor could not send, sent by its successor")
+    finally:
+        for governor in (replaced, successor, other):
+            if governor is not None:
+                await governor.close()
+        server.stop()
+
+
 async def test_requests_in_flight_count_across_a_switch_to_the_fallback_and_back(tmp_path: Path) -> None:
     """4 concurrent requests: those admitted through Redis count in the fallback, the fallback's count in Redis."""
     four = limits_config(keys=(api_key("a", limits=RateLimits(concurrent_requests=4)),))
