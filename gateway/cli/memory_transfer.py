@@ -51,7 +51,8 @@ def _store(url: str | None, *, config: str | None, cluster: bool, source: bool =
         shown = memory.shown_path or memory.path
         if source and not os.path.isfile(memory.path):
             raise Refused(f"{shown}: no such file")
-        return SQLiteTransfer(memory.path), f"sqlite:{shown}"
+        # a restore waits for a conversation a running gateway holds as long as one of its turns would
+        return SQLiteTransfer(memory.path, lock_wait=memory.lock_timeout_seconds), f"sqlite:{shown}"
     if memory.store is not StoreKind.REDIS:
         raise Refused(f"memory.store {memory.store.value!r} keeps nothing to move (sqlite or redis only)")
     connection = memory.redis

@@ -169,3 +169,21 @@ async def test_a_conversation_no_turn_holds_is_written_without_a_word_of_waiting
             await target.close()
         assert "held by a running gateway" not in caplog.text
         assert await turn(one, "b") == ["x1"]
+
+
+async def test_an_import_into_a_config_s_store_waits_as_long_as_its_lock_timeout(tmp_path: Path) -> None:
+    await written(tmp_path / "other.db", ["x1"])
+    lines = tmp_path / "other.jsonl"
+    exported = await asyncio.to_thread(run_memory, "export", "--store", f"sqlite:{tmp_path / 'other.db'}", "--output", str(lines))
+    assert exported.returncode == 0, exported.stderr
+    config = tmp_path / "gateway.yaml"
+    config.write_text(f"routes:\n  m: {{provider: mock}}\nmemory:\n  store: sqlite\n  path: {tmp_path / 'm.db'}\n"
+                      "  lockTimeoutSeconds: 0.2\n")
+    async with shared_stores(tmp_path / "m.db") as (one, _):
+        await turn(one, "a")
+        async with one.lock(KEY):  # held past the config's 0.2 s (the default would wait 120 s)
+            done = await asyncio.wait_for(
+                asyncio.to_thread(run_memory, "import", "--input", str(lines), "--config", str(config), "--replace"), DEADLINE
+            )
+        assert done.returncode == 1 and b"held by a running gateway" in done.stderr, done.stderr
+        assert await turn(one, "b") == ["a"]
