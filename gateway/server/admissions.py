@@ -13,6 +13,7 @@ answer, the upstream's own then relayed as x-upstream-ratelimit-*.
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Iterable, Mapping
 from enum import Enum
 from typing import Any, Final
@@ -29,6 +30,8 @@ from gateway.server.aiohttp_internals import Store, request_state
 from gateway.server.bodies import is_large, off_loop
 from gateway.server.keys import ADMISSION, GOVERNOR, STREAM_STARTED, TRACE, tenant_of
 from gateway.server.metering import METER, Meter
+
+log = logging.getLogger("gateway")
 
 RATE_LIMIT_PREFIX: Final = "x-ratelimit-"
 UPSTREAM_RATE_LIMIT_PREFIX: Final = "x-upstream-ratelimit-"
@@ -87,17 +90,20 @@ def settle_ended(governor: Governor, state: Store, *, status: int | None, failed
     admission = state.get(ADMISSION)
     if admission is None or admission.settled:
         return
-    trace: Trace = state[TRACE]
-    prompt = trace.prompt_tokens
-    tokens: int | None
-    if prompt is not None:
-        tokens, cost = priced(trace, prompt=prompt, completion=trace.completion_tokens or 0)
-    elif status is None:
-        tokens, cost = unreported(trace, ending=Ending.LEFT, relayed=state[METER])
-    else:
-        ending = Ending.FAILED if failed or status >= 400 else Ending.ANSWERED
-        tokens, cost = unreported(trace, ending=ending, relayed=state[METER] if STREAM_STARTED in state else None)
-    governor.settle(admission, tokens=tokens, cost_usd=cost)
+    try:
+        trace: Trace = state[TRACE]
+        prompt = trace.prompt_tokens
+        tokens: int | None
+        if prompt is not None:
+            tokens, cost = priced(trace, prompt=prompt, completion=trace.completion_tokens or 0)
+        elif status is None:
+            tokens, cost = unreported(trace, ending=Ending.LEFT, relayed=state[METER])
+        else:
+            ending = Ending.FAILED if failed or status >= 400 else Ending.ANSWERED
+            tokens, cost = unreported(trace, ending=ending, relayed=state[METER] if STREAM_STARTED in state else None)
+        governor.settle(admission, tokens=tokens, cost_usd=cost)
+    except Exception:  # the answer is given and the request must still end: its reservation stands
+        log.exception("limits: settling a request of key '%s' failed", admission.tenant)
     admission.settled = True
 
 

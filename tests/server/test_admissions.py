@@ -9,6 +9,7 @@ upstream's own renamed x-upstream-ratelimit-*. The limits themselves are tests/g
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from pathlib import Path
 from typing import Any
@@ -254,3 +255,20 @@ def test_a_stream_that_raised_after_it_started_is_settled_as_failed(failed: bool
     state = {ADMISSION: Admission("a", "chat", 20), TRACE: trace, METER: meter, STREAM_STARTED: web.StreamResponse()}
     admissions.settle_ended(governor, state, status=200, failed=failed)
     assert [settled.tokens for settled in governor.settled] == [tokens]
+
+
+async def test_a_governor_failing_to_settle_fails_neither_the_answer_nor_the_request_s_end(
+    gateway: Gateway, upstream: FakeUpstream, recorder: Recorder, tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+) -> None:
+    def broken(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("the governor broke")
+
+    monkeypatch.setattr(recorder, "settle", broken)
+    client = await gateway(config(upstream, tmp_path))
+    with caplog.at_level(logging.ERROR, logger="gateway"):
+        answer = await client.chat.completions.create(model="chat", messages=HELLO)
+        await requests_ended(client)  # the request ended: a reload would not wait for it for ever
+    assert answer.choices[0].message.content == "Hello from upstream"
+    assert "limits: settling a request of key 'team-a' failed" in caplog.text
+    assert (await client.chat.completions.create(model="chat", messages=HELLO)).choices  # and the next is served
