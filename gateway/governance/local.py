@@ -295,8 +295,7 @@ class LocalGovernor:
     def spend(self, tenant: str, budget: Budget, *, cost_usd: float) -> None:
         """Add `cost_usd` to `tenant`'s spend in `budget`'s period now, and tell the listener."""
         period = self.spans.at(budget.period, self._wall()).id
-        spent = self.ledger.spent.get(tenant)
-        total = (spent[1] if spent is not None and spent[0] == period else 0.0) + cost_usd  # as `spent` reads it
+        total = self.spent(tenant, period) + cost_usd
         self.ledger.spent[tenant] = (period, total)
         if self._listener is not None:
             self._listener.budget_spent(tenant, spent_usd=total, budget_usd=budget.usd)

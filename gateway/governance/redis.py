@@ -268,7 +268,7 @@ class RedisGovernor:
         return Call(process=self.process_id, live_ms=self._live_ms, call_id=f"{self._instance}:{next(self._calls)}")
 
     def _queue(self, unsent: list[Unsent]) -> None:
-        if not unsent:  # a spend added to an item queued already, whose send is due
+        if not unsent:  # nothing new (a spend added to an item queued already, whose send is due)
             return
         self._unsent += unsent
         if len(self._unsent) > MOST_UNSENT:
