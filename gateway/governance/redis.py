@@ -43,7 +43,7 @@ from gateway.governance.redis_demands import (
     settle_in,
 )
 from gateway.governance.redis_leases import IDLE_SECONDS, Holding
-from gateway.governance.redis_script import SCRIPT, Call, Item, Op, Outcome, Unsent
+from gateway.governance.redis_script import SCRIPT, Call, Item, ItemKind, Op, Outcome, Unsent
 from gateway.governance.redis_spending import Spending
 from gateway.governance.refusals import budget_spent
 from gateway.governance.usage import usage_report
@@ -80,8 +80,7 @@ class RedisGovernor:
         self.fallback = LocalGovernor(policies, listener=listener, ledger=ledger, clock=clock, wall=wall)
         self._connection = connection
         self._listener = self.spending = Spending(listener, fallback=self.fallback, owner=self.process_id)
-        self._retry_seconds = retry_seconds
-        self._live_ms = max(1, round(live_seconds * 1000))
+        self._retry_seconds, self._live_ms = retry_seconds, max(1, round(live_seconds * 1000))
         self._renew_seconds = min(live_seconds / 3, idle_seconds)
         self._settle_seconds, self._idle_seconds = settle_seconds, idle_seconds
         self._clock, self._wall = clock, wall
@@ -260,21 +259,23 @@ class RedisGovernor:
             self._queue([Unsent(items=items, owner=self.process_id)])
 
     def _give_back(self, items: list[Item], *, held: Held) -> None:
-        """Queue `items` freeing what `held` took beyond what its leases keep."""
+        """Queue `items` freeing what `held` took beyond what its leases keep: slots go at once (another replica's
+        request may be refused for want of one), tokens with the next call or within `settle_seconds`."""
         if items:
-            self._queue([Unsent(items=items, owner=held.demand.whose[1])])
+            slots = any(item.kind is ItemKind.SLOTS for item in items)
+            self._queue([Unsent(items=items, owner=held.demand.whose[1])], delay=0.0 if slots else None)
 
     def _call(self) -> Call:
         return Call(process=self.process_id, live_ms=self._live_ms, call_id=f"{self._instance}:{next(self._calls)}")
 
-    def _queue(self, unsent: list[Unsent]) -> None:
+    def _queue(self, unsent: list[Unsent], *, delay: float | None = None) -> None:
         if not unsent:  # nothing new (a spend added to an item queued already, whose send is due)
             return
         self._unsent += unsent
         if len(self._unsent) > MOST_UNSENT:
             del self._unsent[: len(self._unsent) - MOST_UNSENT]
             self.spending.sending()  # a later spend makes a new item rather than add to one dropped
-        self._send_soon(self._settle_seconds)
+        self._send_soon(self._settle_seconds if delay is None else delay)
 
     def _send_soon(self, delay: float) -> None:
         """Send what waits at the end of this pass of the loop (admissions), or within `delay` (settlements alone)."""

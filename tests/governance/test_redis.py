@@ -282,6 +282,22 @@ async def twelve_let_in(url: str, config: Config) -> None:
             await governor.close()
 
 
+async def test_a_slot_freed_on_one_replica_admits_on_another_at_once(url: str) -> None:
+    """One concurrent request across two replicas, a client taking turns between them: no 429 while
+    the first replica's freed slot waits for the settlements' timer (here an hour)."""
+    config = limits_config(keys=(api_key("a", limits=RateLimits(concurrent_requests=1)),))
+    route = config.routes["fast"]
+    replicas = (redis_governor(url, config, settle_seconds=3600), redis_governor(url, config, settle_seconds=3600))
+    try:
+        for turn in range(4):
+            governor = replicas[turn % 2]
+            admission = await admitted(governor, "a", route)
+            governor.settle(admission, tokens=None, cost_usd=0.0)
+    finally:
+        for governor in replicas:
+            await governor.close()
+
+
 @pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
 def test_an_admission_does_not_wait_for_the_settlements_timer(redis_url: str, loop: str) -> None:
     config = limits_config(keys=(api_key("a", limits=RateLimits(concurrent_requests=5)),))
