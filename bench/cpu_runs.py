@@ -17,6 +17,12 @@ ran other processes (/proc/stat less the gateway's own): other work on the machi
 the gateway's CPU per request either way (cold caches; requests that queue while it waits are
 served together).
 
+Every gateway of a run has the same PYTHONHASHSEED (drawn for the run, or `--hash-seed`): a process's
+string hashes place its dicts' and sets' entries, and a seed each moved one setup's CPU per
+request against another's by a few per cent from run to run (limits local against off, one
+tree: 1.11, 1.11, 1.11 at one seed, 1.13, 1.13, 1.14 at another, 1.13-1.21 in seven runs with a
+seed each); the seed varies from run to run instead, and is printed.
+
 The gateways are pinned to the first CPU of this process's affinity, the rest (nginx as the
 upstream, send.py, redis-server) to the second, when there are two. Takes the lock
 bench/instructions.sh takes (both need nginx on 18080). `--tree DIR` runs the gateway package
@@ -31,6 +37,7 @@ import contextlib
 import datetime
 import fcntl
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -75,10 +82,11 @@ class Bench:
     `note` (after them, the table's last column).
     """
 
-    def __init__(self, work: Path, *, tree: Path | None, conns: int) -> None:
+    def __init__(self, work: Path, *, tree: Path | None, conns: int, hash_seed: int) -> None:
         self.work = work
         self.tree = tree
         self.conns = conns
+        self.hash_seed = hash_seed  # every gateway's PYTHONHASHSEED in this run
         cpus = sorted(os.sched_getaffinity(0))
         self.pinned = len(cpus) >= 2
         self.gateway_cpu, self.rest_cpu = (str(cpus[0]), str(cpus[1])) if self.pinned else ("", "")
@@ -134,6 +142,7 @@ class Bench:
         port = free_port()
         env = {**os.environ, "BENCH_REDIS_URL": self.redis_url(index),
                "BENCH_SQLITE_PATH": str(self.work / f"memory-{index}.db")}  # fmt: skip
+        env["PYTHONHASHSEED"] = str(self.hash_seed)
         if self.tree is not None:
             env["PYTHONPATH"] = str(self.tree)
         command = [sys.executable, "-m", "gateway", "serve", "--config", str(HERE / setup.config),
@@ -311,9 +320,10 @@ def measure(
 def run(
     make: Callable[..., Bench], setups: Sequence[Setup], *, doc: str, words: Words, argv: Sequence[str] | None
 ) -> int:
-    """A benchmark's command line: `--turns`, `--conns`, `--rounds`, `--only`, `--tree`; prints the run and its table.
+    """A benchmark's command line: `--turns`, `--conns`, `--rounds`, `--only`, `--tree`, `--hash-seed`; prints the run
+    and its table.
 
-    `make(work, tree=, conns=)` makes the benchmark's Bench.
+    `make(work, tree=, conns=, hash_seed=)` makes the benchmark's Bench.
     """
     parser = argparse.ArgumentParser(description=doc.split("\n", 1)[0])
     parser.add_argument("--turns", type=int, default=3000, help="measured requests a setup, over all rounds")
@@ -323,7 +333,11 @@ def run(
         "--only", default="", help="comma-separated setups: " + ", ".join(s.name for s in setups)
     )
     parser.add_argument("--tree", type=Path, help="a source tree whose gateway package to run")
+    parser.add_argument(
+        "--hash-seed", type=int, default=None, help="every gateway's PYTHONHASHSEED (default: one drawn for the run)"
+    )
     args = parser.parse_args(argv)
+    hash_seed = args.hash_seed if args.hash_seed is not None else random.randrange(2**32)
     wanted = args.only.split(",") if args.only else [s.name for s in setups]
     if unknown := set(wanted) - {s.name for s in setups}:
         parser.error(f"unknown setups: {', '.join(sorted(unknown))}")
@@ -334,7 +348,8 @@ def run(
         )
     chosen = [s for s in setups if s.name in wanted]
     with bench_lock(), tempfile.TemporaryDirectory(prefix=f"gateway-{script()}.") as tmp:
-        bench = make(Path(tmp), tree=args.tree.resolve() if args.tree else None, conns=args.conns)
+        tree = args.tree.resolve() if args.tree else None
+        bench = make(Path(tmp), tree=tree, conns=args.conns, hash_seed=hash_seed)
         started = f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC, load {os.getloadavg()[0]:.2f}"
         bench.start_upstream()
         bench.start_redis()
@@ -349,7 +364,7 @@ def run(
     )  # fmt: skip
     ended = f"{datetime.datetime.now(datetime.UTC):%H:%M} UTC, load {os.getloadavg()[0]:.2f}"
     print(f"\n# {started} to {ended}; code: {code_of(bench.tree)}")
-    print(f"# {os.cpu_count()} CPUs, {pinning}; upstream: {bench.upstream}")
+    print(f"# {os.cpu_count()} CPUs, {pinning}; upstream: {bench.upstream}; PYTHONHASHSEED {hash_seed} for every gateway")
     print(f"# {segment * args.rounds:,} {words.request}s a setup at {args.conns} connections, in {args.rounds} segments "
           f"of {segment:,} (setups forward, then backward)\n")  # fmt: skip
     print(render(readings, chosen, notes, words=words))
