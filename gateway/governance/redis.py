@@ -127,7 +127,7 @@ class RedisGovernor:
         if demand is None or not demand.fits(limits, route.limits, self._wall()):
             demand = self._demand(tenant, route, limits=limits)
         budget, spend = limits.budget, demand.spend  # a budget that looks spent is Redis' to refuse
-        budget_left = budget is None or (spend is not None and self.spending.left(spend[0], budget.usd))
+        budget_left = budget is None or (spend is not None and self.spending.left(spend[0], budget.usd, now=now))
         if budget_left and demand.take(tokens, now):
             requests, taken = demand.quotas(now)
             return Admission(tenant, route.name, tokens, requests=requests, tokens=taken, handle=demand.held(tokens))
@@ -157,7 +157,7 @@ class RedisGovernor:
             return self.fallback.take(tenant, route, tokens=tokens)
         now, checks = self._clock(), demand.checks
         if budget is not None and demand.spend is not None:
-            self.spending.seen(tenant, demand.spend[0], float(outcome.values[0][0]))
+            self.spending.seen(tenant, demand.spend[0], float(outcome.values[0][0]), now=now)
         if outcome.refused is None:
             self._tend(slots=bool(demand.slots))
             return held.admission(route.name, now)
@@ -328,9 +328,8 @@ class RedisGovernor:
             self._send_soon(self._settle_seconds)
             return
         self._reached()
-        outcomes = [Outcome.read(answer) for answer in reply]
-        self.spending.told(settled, outcomes[: len(settled)])
-        now = self._clock()
+        outcomes, now = [Outcome.read(answer) for answer in reply], self._clock()
+        self.spending.told(settled, outcomes[: len(settled)], now=now)
         for each, outcome in zip(waiting, outcomes[len(settled) :], strict=True):
             self._give_back(each.answered(outcome, now), held=each.held)  # taken for a caller that left: back
 
@@ -347,7 +346,7 @@ class RedisGovernor:
                 self._unsent[:0] = unsent
                 raise
             outcomes = [Outcome.read(answer) for answer in reply[: len(settled)]]
-            self.spending.told(settled, outcomes)
+            self.spending.told(settled, outcomes, now=self._clock())
 
     def keep_alive(self) -> None:
         """Renew this process's liveness record every second from now on (outside a running loop: from the next slot)."""

@@ -3,9 +3,12 @@
 What Redis last reported of a key's spend in its period (every reply that reads or adds to it
 says: admissions, settlements), plus what this process settled since and Redis has not answered
 for yet. A budget that this says is spent is confirmed by Redis before a request is refused (the
-admission goes to Redis): a refusal is always Redis' word. A budget that looks unspent while
-other replicas spent it is overshot by what they spend before their settlements reach Redis
-(within `settle_seconds`) and this process sees a reply.
+admission goes to Redis): a refusal is always Redis' word. A report older than `FRESH_SECONDS`
+is not trusted either: the admission goes to Redis, whose reply is the next report. So a budget
+that looks unspent while other replicas spent it is overshot by what they spend before their
+settlements reach Redis (within `settle_seconds`) and this process sees a reply (within
+`FRESH_SECONDS`, however long it was idle: a busy process's own settlements bring a report every
+`settle_seconds`).
 
 Settlements add to one unsent item per key and period, however many requests settle before the
 next call: one INCRBYFLOAT a call per key, not one a request.
@@ -13,12 +16,16 @@ next call: one INCRBYFLOAT a call per key, not one a request.
 
 from __future__ import annotations
 
+from typing import Final
+
 from gateway.core.governance import Budget, LimitKind
 from gateway.core.periods import Span
 from gateway.governance.admission import GovernanceListener
 from gateway.governance.local import LocalGovernor
 from gateway.governance.redis_demands import Demand, spend_of
 from gateway.governance.redis_script import Item, Outcome, Unsent
+
+FRESH_SECONDS: Final = 0.25  # a spend reported longer ago than this is asked of Redis again
 
 
 class Spending:
@@ -31,6 +38,7 @@ class Spending:
         self._fallback = fallback
         self._owner = owner  # the process id its items go under
         self.reported: dict[str, float] = {}  # spend key: USD, as Redis last said
+        self.reported_at: dict[str, float] = {}  # spend key: when Redis said it (the governor's clock)
         self.pending: dict[str, float] = {}  # spend key: USD settled here, not yet in a reply
         self._unsent: dict[str, Unsent] = {}  # spend key: its item waiting for the next call
 
@@ -43,14 +51,19 @@ class Spending:
         if self._listener is not None:
             self._listener.budget_spent(tenant, spent_usd=spent_usd, budget_usd=budget_usd)
 
-    def left(self, key: str, usd: float) -> bool:
-        """Whether the spend `key` (reported, and settled here since) leaves some of `usd` (unknown: it does not)."""
+    def left(self, key: str, usd: float, *, now: float) -> bool:
+        """Whether the spend `key` (reported, and settled here since) leaves some of `usd` at `now` (unknown, or
+        reported over FRESH_SECONDS ago: it does not)."""
         reported = self.reported.get(key)
-        return reported is not None and reported + self.pending.get(key, 0.0) < usd
+        return (
+            reported is not None
+            and now - self.reported_at[key] < FRESH_SECONDS
+            and reported + self.pending.get(key, 0.0) < usd
+        )
 
-    def seen(self, tenant: str, key: str, spent_usd: float) -> None:
-        """An admission's reply: `tenant` spent `spent_usd` so far (the spend `key`)."""
-        self.reported[key] = spent_usd
+    def seen(self, tenant: str, key: str, spent_usd: float, *, now: float) -> None:
+        """An admission's reply at `now`: `tenant` spent `spent_usd` so far (the spend `key`)."""
+        self.reported[key], self.reported_at[key] = spent_usd, now
         self._fallback.seen_spent(tenant, spent_usd)
 
     def add(self, demand: Demand, cost_usd: float) -> list[Unsent]:
@@ -90,8 +103,8 @@ class Spending:
         """The items waiting are being sent (or dropped): a later settlement makes a new one."""
         self._unsent.clear()
 
-    def told(self, settled: list[list[Unsent]], outcomes: list[Outcome]) -> None:
-        """The settlements' replies (`outcomes`, one per operation): each key's spend reported, and told."""
+    def told(self, settled: list[list[Unsent]], outcomes: list[Outcome], *, now: float) -> None:
+        """The settlements' replies (`outcomes`, one per operation) at `now`: each key's spend reported, and told."""
         for settlements, outcome in zip(settled, outcomes, strict=True):
             at = 0
             for each in settlements:
@@ -100,5 +113,5 @@ class Spending:
                     tenant, usd = each.charge
                     item, total = each.items[-1], float(outcome.values[at - 1][0])
                     self.pending[item.key] = max(0.0, self.pending.get(item.key, 0.0) - item.amount)
-                    self.reported[item.key] = total
+                    self.reported[item.key], self.reported_at[item.key] = total, now
                     self.budget_spent(tenant, spent_usd=total, budget_usd=usd)

@@ -17,7 +17,7 @@ from gateway.governance.policies import Policies
 from gateway.governance.redis_demands import Demand, admission_checks
 from gateway.governance.redis_leases import Holding
 from gateway.governance.redis_script import Outcome, spent_key
-from gateway.governance.redis_spending import Spending
+from gateway.governance.redis_spending import FRESH_SECONDS, Spending
 from tests.support.governance import Clock, Heard, api_key, limits_config, redis_governor
 from tests.support.redis_monitor import watched
 from tests.support.servers import flush_redis
@@ -41,18 +41,20 @@ def demand() -> Demand:
 def test_spend_settled_goes_as_one_item_per_key_and_counts_until_redis_answers() -> None:
     heard = Heard()
     spending = Spending(heard, fallback=LocalGovernor(Policies(CONFIG)), owner="p")
-    assert not spending.left(SPENT, 1.0)  # nothing reported yet: Redis is asked
-    spending.seen("a", SPENT, 0.5)
-    assert spending.left(SPENT, 1.0)
+    assert not spending.left(SPENT, 1.0, now=10.0)  # nothing reported yet: Redis is asked
+    spending.seen("a", SPENT, 0.5, now=10.0)
+    assert spending.left(SPENT, 1.0, now=10.0)
+    assert not spending.left(SPENT, 1.0, now=10.0 + FRESH_SECONDS)  # reported too long ago: Redis is asked
     [first] = spending.add(demand(), 0.25)
     assert spending.add(demand(), 0.125) == []  # added to the item waiting
     assert first.items[0].amount == 0.375 and first.charge == ("a", 1.0)
-    assert not spending.left(SPENT, 0.8)  # 0.5 reported and 0.375 on its way
+    assert not spending.left(SPENT, 0.8, now=10.0)  # 0.5 reported and 0.375 on its way
     spending.sending()
     [second] = spending.add(demand(), 0.0625)
     assert second is not first
-    spending.told([[first]], [Outcome(refused=None, wait_seconds=0, values=(("0.875", 0),))])
+    spending.told([[first]], [Outcome(refused=None, wait_seconds=0, values=(("0.875", 0),))], now=11.0)
     assert spending.reported[SPENT] == 0.875 and spending.pending[SPENT] == 0.0625
+    assert spending.left(SPENT, 1.0, now=11.0)  # the settlement's reply is a report too
     assert heard.spends == [("a", 0.875, 1.0)]
 
 
@@ -100,3 +102,26 @@ async def test_a_budget_that_looks_spent_is_refused_only_on_redis_word(url: str)
     finally:
         await governor.close()
         await client.aclose()
+
+
+async def test_a_replica_idle_since_its_last_report_asks_redis_before_it_admits(url: str) -> None:
+    """Another replica spent the budget while this one was idle: its next admission is refused, not let through
+    on the spend it last heard of."""
+    clock = Clock()
+    idle, other = redis_governor(url, CONFIG, wall=Clock(NOON), clock=clock), redis_governor(url, CONFIG, wall=Clock(NOON))
+    route = CONFIG.routes["fast"]
+    try:
+        first = await idle.admit("a", route, tokens=0)  # its lease and the spend reported ($0)
+        assert first is not None
+        idle.settle(first, tokens=None, cost_usd=0.0)
+        spent = await other.admit("a", route, tokens=0)
+        assert spent is not None
+        other.settle(spent, tokens=None, cost_usd=1.5)
+        await eventually(lambda: other.spending.reported.get(SPENT) == 1.5, what="the other replica's spend in Redis")
+        clock.now += FRESH_SECONDS  # idle since
+        with pytest.raises(RateLimitedError) as refused:
+            await idle.admit("a", route, tokens=0)
+        assert refused.value.code == "insufficient_quota"
+    finally:
+        await idle.close()
+        await other.close()
