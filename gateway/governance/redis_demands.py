@@ -300,11 +300,13 @@ def peeked(
 
 
 def settle_in(call: Call, unsent: list[Unsent]) -> list[list[Unsent]]:
-    """Add `unsent` to `call`: one settlement per process whose slots they free; each operation's settlements."""
-    by_owner: dict[str, list[Unsent]] = {}
+    """Add `unsent` to `call`: one settlement per process whose slots they free and call they were first sent in
+    (this one, for those never sent: Redis applies each once, however often it is sent); each operation's."""
+    batches: dict[tuple[str, str], list[Unsent]] = {}
     for each in unsent:
         if each.items:
-            by_owner.setdefault(each.owner, []).append(each)
-    for owner, settlements in by_owner.items():
-        call.add(Op.SETTLE, [item for each in settlements for item in each.items], owner=owner)
-    return list(by_owner.values())
+            each.first_call = each.first_call or call.call_id
+            batches.setdefault((each.owner, each.first_call), []).append(each)
+    for (owner, first_call), settlements in batches.items():
+        call.add(Op.SETTLE, [item for each in settlements for item in each.items], owner=owner, first_call=first_call)
+    return list(batches.values())

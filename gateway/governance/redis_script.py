@@ -25,6 +25,10 @@ lost after the script ran, a Redis restarted empty) is right again within a seco
 
 A call is safe to run twice (a client may send it again after losing the reply): its reply is
 kept under the process's `reply` key with the call's sequence id, and a second run returns it.
+A settlement is applied once however it is sent again: it names the call it was first sent in
+(a call whose reply never came, Redis stalled past the client's timeout, may still run), and the
+first run of either records that name in the process's `settled` set for five minutes; a later
+one only reads what it would have changed.
 """
 
 from __future__ import annotations
@@ -36,16 +40,19 @@ from typing import Any, Final
 
 PREFIX: Final = "gw:lim:{gateway-limits}:"
 
-# KEYS: 1 the process's liveness record, 2 its last reply. The keys the items name are in ARGV:
-# they share the hash tag of these two, so they are in the slot the call was sent to.
+# KEYS: 1 the process's liveness record, 2 its last reply, 3 the settlements it applied. The keys
+# the items name are in ARGV: they share the hash tag of these, so they are in the slot the call
+# was sent to.
 # ARGV: process id, liveness ms, call id, liveness key prefix, then operations: a code (A admit,
 # S settle, P peek, C correct a process's slots to the amounts given, X retire), an item count,
-# the process whose slots a settlement frees, and per item its kind (ItemKind), key, limit
-# (capacity; slots; USD; for a settled spend the expiry, 0: none) and amount.
+# the process whose slots a settlement frees, the call a settlement was first sent in (else
+# empty), and per item its kind (ItemKind), key, limit (capacity; slots; USD; for a settled spend
+# the expiry, 0: none) and amount.
 # Per operation it returns: the first refusing item (0: none), ms until it would not refuse,
 # then per item three values: a bucket's whole level and ms until full, slots in use, or spend
 # as text; then the top-up leased (0 but for a leasing item of an admission that took).
 SCRIPT: Final = """
+local SETTLED_MS = 300000  -- the settlements applied are remembered five minutes (a late run of a call long lost)
 local pid, live_ms, call, live = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
 local last = redis.call('HMGET', KEYS[2], 'call', 'reply')
 if last[1] == call then return cjson.decode(last[2]) end
@@ -71,15 +78,15 @@ local function in_use(key)
   return n
 end
 local function spent(key) return tonumber(redis.call('GET', key) or '0') end
-local out, i, retired = {}, 5, false
+local out, i, retired, settled = {}, 5, false, false
 while i <= #ARGV do
-  local op, m, owner = ARGV[i], tonumber(ARGV[i + 1]), ARGV[i + 2]
+  local op, m, owner, first = ARGV[i], tonumber(ARGV[i + 1]), ARGV[i + 2], ARGV[i + 3]
   local items, seen, failed, wait = {}, {}, 0, 0
   for j = 1, m do
-    local b = i + 3 + (j - 1) * 4
+    local b = i + 4 + (j - 1) * 4
     items[j] = {ARGV[b], ARGV[b + 1], tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3])}
   end
-  i = i + 3 + m * 4
+  i = i + 4 + m * 4
   if op == 'X' then retired = true end
   if op == 'C' then
     for j, it in ipairs(items) do
@@ -88,9 +95,15 @@ while i <= #ARGV do
       seen[j] = {it[4], 0, 0}
     end
   elseif op == 'S' then
+    local again = first ~= '' and redis.call('ZSCORE', KEYS[3], first)
+    if first ~= '' and not again then redis.call('ZADD', KEYS[3], now, first); settled = true end
     for j, it in ipairs(items) do
       local kind, key, lim, amount = it[1], it[2], it[3], it[4]
-      if kind == 'q' then
+      if again then
+        if kind == 'q' then seen[j] = {math.floor(level(key, lim)), 0, 0}
+        elseif kind == 's' then seen[j] = {0, 0, 0}
+        else seen[j] = {string.format('%.17g', spent(key)), 0, 0} end
+      elseif kind == 'q' then
         local l = math.min(lim, level(key, lim) + amount)
         keep(key, lim, l)
         seen[j] = {math.floor(l), 0, 0}
@@ -146,6 +159,10 @@ while i <= #ARGV do
     reply[#reply + 1] = seen[j][1]; reply[#reply + 1] = seen[j][2]; reply[#reply + 1] = seen[j][3]
   end
   out[#out + 1] = reply
+end
+if settled then
+  redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now - SETTLED_MS)
+  redis.call('PEXPIRE', KEYS[3], SETTLED_MS)
 end
 if retired then redis.call('DEL', KEYS[1]) else redis.call('SET', KEYS[1], '1', 'PX', live_ms) end
 redis.call('HSET', KEYS[2], 'call', call, 'reply', cjson.encode(out))
@@ -209,6 +226,7 @@ class Unsent:
     items: list[Item]
     owner: str
     charge: tuple[str, float] | None = None
+    first_call: str = ""  # the call it was first sent in (set by `Call.settle`): sent again, it names it
 
 
 def bucket_key(subject: str, name: str, what: str) -> str:
@@ -234,9 +252,13 @@ def reply_key(process: str) -> str:
     return f"{PREFIX}reply:{process}"
 
 
+def settled_key(process: str) -> str:
+    return f"{PREFIX}settled:{process}"
+
+
 @dataclass(slots=True)
 class Call:
-    """One script call being written: its two keys and its arguments."""
+    """One script call being written: its three keys and its arguments."""
 
     process: str
     live_ms: int
@@ -246,19 +268,20 @@ class Call:
     operations: int = 0
 
     def __post_init__(self) -> None:
-        self.keys += [live_key(self.process), reply_key(self.process)]
+        self.keys += [live_key(self.process), reply_key(self.process), settled_key(self.process)]
         self.args += [self.process, self.live_ms, self.call_id, live_key("")]
 
-    def add(self, op: Op, items: Sequence[Item], *, owner: str = "") -> int:
-        """Append an operation (a settlement frees slots of the process `owner`, this one's by default); its place in the reply."""
+    def add(self, op: Op, items: Sequence[Item], *, owner: str = "", first_call: str = "") -> int:
+        """Append an operation (a settlement frees slots of the process `owner`, this one's by default, and is
+        applied once with every other naming `first_call`, the call it was first sent in); its place in the reply."""
         args: list[str | int | float] = []
         for item in items:
             args += (item.kind, item.key, item.limit, item.amount)
-        return self.add_arguments(op, args, owner=owner)
+        return self.add_arguments(op, args, owner=owner, first_call=first_call)
 
-    def add_arguments(self, op: Op, items: list[str | int | float], *, owner: str = "") -> int:
+    def add_arguments(self, op: Op, items: list[str | int | float], *, owner: str = "", first_call: str = "") -> int:
         """Append an operation of items already written as arguments (four each); its place in the reply."""
-        self.args += (op, len(items) // 4, owner or self.process)
+        self.args += (op, len(items) // 4, owner or self.process, first_call)
         self.args += items
         self.operations += 1
         return self.operations - 1

@@ -14,6 +14,7 @@ from gateway.governance.redis_script import (
     bucket_key,
     live_key,
     reply_key,
+    settled_key,
     slots_key,
     spent_key,
 )
@@ -27,20 +28,20 @@ async def run(client: aioredis.Redis, call: Call) -> list[Outcome]:
 
 def test_every_key_carries_the_hash_tag() -> None:
     for key in (bucket_key("key", "a}{b", "tokens"), slots_key("route", "r"), spent_key("a", "day:2026-11-29"),
-                live_key("p"), reply_key("p")):
+                live_key("p"), reply_key("p"), settled_key("p")):
         assert key.startswith("gw:lim:{gateway-limits}:")
 
 
-def test_a_call_names_its_two_keys_and_the_items_in_its_arguments() -> None:
+def test_a_call_names_its_three_keys_and_the_items_in_its_arguments() -> None:
     call = Call("p1", 3000, "c1")
     bucket = Item.bucket(bucket_key("key", "a", "requests"), 60, 1)
-    assert call.add(Op.SETTLE, [bucket], owner="p0") == 0
+    assert call.add(Op.SETTLE, [bucket], owner="p0", first_call="c0") == 0
     assert call.add(Op.ADMIT, [bucket, Item.slots(slots_key("key", "a"), 2, 1)]) == 1
-    assert call.keys == [live_key("p1"), reply_key("p1")]
+    assert call.keys == [live_key("p1"), reply_key("p1"), settled_key("p1")]
     assert call.args == [
         "p1", 3000, "c1", live_key(""),
-        "S", 1, "p0", "q", bucket.key, 60, 1,
-        "A", 2, "p1", "q", bucket.key, 60, 1, "s", slots_key("key", "a"), 2, 1,
+        "S", 1, "p0", "c0", "q", bucket.key, 60, 1,
+        "A", 2, "p1", "", "q", bucket.key, 60, 1, "s", slots_key("key", "a"), 2, 1,
     ]  # fmt: skip
 
 
@@ -60,6 +61,25 @@ async def test_a_call_run_twice_takes_once_and_answers_the_same(client: aioredis
     second = Call("p", 3000, "c2")
     second.add(Op.ADMIT, [bucket])
     assert (await run(client, second))[0].values[0][0] == 58
+
+
+async def test_a_settlement_sent_again_in_another_call_is_applied_once(client: aioredis.Redis) -> None:
+    """A call whose reply never came (Redis stalled past the client's timeout) may have run: its settlements,
+    sent again under a new call naming the first, add nothing twice, whichever of the two runs first."""
+    spend, tokens = Item.spend(spent_key("a", "total"), 0, 0.25), Item.bucket(bucket_key("key", "a", "tokens"), 600, -100)
+    lost, again, other = Call("p", 3000, "c1"), Call("p", 3000, "c2"), Call("p", 3000, "c3")
+    lost.add(Op.SETTLE, [spend, tokens], first_call="c1")
+    again.add(Op.SETTLE, [spend, tokens], first_call="c1")  # the lost call's settlement
+    again.add(Op.SETTLE, [Item.spend(spent_key("a", "total"), 0, 0.5)], first_call="c2")  # and a new one
+    await run(client, lost)
+    outcomes = await run(client, again)
+    assert [float(outcomes[0].values[0][0]), float(outcomes[1].values[0][0])] == [0.25, 0.75]
+    assert outcomes[0].values[1][0] == 500  # read, not taken again
+    other.add(Op.SETTLE, [spend], first_call="c3")
+    await run(client, other)
+    await run(client, lost)  # run last (a retry of its own id replays its reply): nothing again
+    assert float(await client.get(spent_key("a", "total"))) == 1.0
+    assert 0 < await client.pttl(settled_key("p")) <= 300_000
 
 
 async def test_a_settled_spend_expires_after_its_period_and_a_total_one_never(client: aioredis.Redis) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
@@ -125,3 +126,31 @@ async def test_a_replica_idle_since_its_last_report_asks_redis_before_it_admits(
     finally:
         await idle.close()
         await other.close()
+
+
+async def test_a_settlement_whose_reply_never_came_is_charged_once(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Redis ran the call but its reply never came (a stall past the client's timeout): the spend, sent again once
+    Redis answers, is added once."""
+    governor = redis_governor(url, CONFIG, wall=Clock(NOON), retry_seconds=0.1)
+    route = CONFIG.routes["fast"]
+    script, lost = governor._script, []
+
+    async def ran_but_lost(**call: Any) -> Any:
+        reply = await script(**call)
+        if not lost and any(arg == "S" for arg in call["args"]):
+            lost.append(call)
+            raise TimeoutError("the reply never came")
+        return reply
+
+    client = aioredis.Redis.from_url(url)
+    try:
+        admission = await governor.admit("a", route, tokens=0)
+        assert admission is not None
+        monkeypatch.setattr(governor, "_script", ran_but_lost)
+        governor.settle(admission, tokens=None, cost_usd=0.25)
+        await eventually(lambda: governor.spending.reported.get(SPENT, 0.0) > 0, what="the spend sent again, answered")
+        assert lost and governor.spending.reported[SPENT] == 0.25
+        assert float(await client.get(SPENT)) == 0.25
+    finally:
+        await governor.close()
+        await client.aclose()
