@@ -51,6 +51,8 @@ async def test_a_configuration_naming_a_litellm_kind_is_served_once_litellm_has_
     work = HeldWork()
     load = Load(work, name="litellm")
     monkeypatch.setattr(registry, "LITELLM", load)
+    monkeypatch.setattr(registry, "_WARM_UPS", {})
+    monkeypatch.setattr(registry, "_warm_up", lambda kind: None)  # warm-ups have a test of their own
     served, done = asyncio.Event(), asyncio.Event()
     serving = asyncio.create_task(serve({"deepseek": object()}, served, done))
     assert await asyncio.to_thread(work.started.wait, 60)  # answered through the loop: it turns while the work runs
@@ -75,4 +77,22 @@ async def test_a_configuration_whose_load_fails_is_not_served(monkeypatch: pytes
 def test_only_kinds_served_by_litellm_alone_wait_for_it() -> None:
     """anthropic answers /v1/messages without it: its chat calls wait for it instead (tests/upstream/test_dispatch_loading.py)."""
     assert registry.loads(["openai", "mock", "anthropic"]) == []
-    assert registry.loads(["openai", "bedrock"]) == [registry.LITELLM]
+    assert registry.loads(["openai", "bedrock"]) == [registry.LITELLM, registry.warm_up_of("bedrock")]
+
+
+async def test_a_configuration_naming_a_litellm_kind_is_served_once_the_kind_is_warmed_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What litellm makes at a kind's first call is made first (registry.warm_up_of), on a thread of its own."""
+    work, imported = HeldWork(), HeldWork()
+    imported.go.set()
+    monkeypatch.setattr(registry, "LITELLM", Load(imported, name="litellm"))
+    monkeypatch.setattr(registry, "_WARM_UPS", {})
+    monkeypatch.setattr(registry, "_warm_up", lambda kind: work())
+    served, done = asyncio.Event(), asyncio.Event()
+    serving = asyncio.create_task(serve({"deepseek": object()}, served, done))
+    assert await asyncio.to_thread(work.started.wait, 60)
+    assert work.thread != threading.get_ident()
+    assert not served.is_set()
+    work.go.set()
+    await served.wait()
+    done.set()
+    await serving

@@ -76,15 +76,25 @@ class Loading(Exception):
 
 
 class Deferred(Generic[T]):
-    """The provider `make(load's result)`, made at the first call after `load` is done; before that, calls raise Loading."""
+    """The provider `make(load's result)`, made at the first call after `load` is done; before that, calls raise Loading.
 
-    def __init__(self, load: Load[T], make: Callable[[T], Provider]) -> None:
+    With `warm_up`, a call to a target whose provider kind was not called yet also raises Loading
+    until `warm_up(kind)` is done: what the provider's first call would make (litellm's modules
+    for that kind) is made on a thread, out of the attempt. A warm-up is a head start, never a
+    condition: whether it succeeded or not, the call goes once it is done.
+    """
+
+    def __init__(
+        self, load: Load[T], make: Callable[[T], Provider], *, warm_up: Callable[[str], Load[Any]] | None = None
+    ) -> None:
         self._load = load
         self._make = make
+        self._warm_up = warm_up
         self._made: Provider | None = None
+        self._warm: set[str] = set()  # the provider kinds whose warm-up is done
 
-    def _provider(self) -> Provider:
-        """The provider; Loading while its load runs, a TransportError when the load failed (a failed attempt, not a 500)."""
+    def _provider(self, call: Call) -> Provider:
+        """The provider; Loading while its load (or the kind's warm-up) runs, a TransportError when the load failed (a failed attempt, not a 500)."""
         if self._made is None:
             try:
                 loaded = self._load.result()
@@ -93,10 +103,20 @@ class Deferred(Generic[T]):
             except Exception as exc:  # the import failed: the target cannot be called, the route moves on
                 raise TransportError(f"its provider could not be loaded ({type(exc).__name__})") from exc
             self._made = self._make(loaded)
+        kind = call.target.provider
+        if kind not in self._warm:
+            if self._warm_up is not None:
+                try:
+                    self._warm_up(kind).result()
+                except Loading:
+                    raise
+                except Exception:  # a warm-up that failed said so: the call makes what it needs itself
+                    pass
+            self._warm.add(kind)
         return self._made
 
     async def complete(self, call: Call) -> Reply:
-        return await self._provider().complete(call)
+        return await self._provider(call).complete(call)
 
     async def stream(self, call: Call) -> Reply | EventStream:
-        return await self._provider().stream(call)
+        return await self._provider(call).stream(call)

@@ -14,6 +14,13 @@ Each is needed for something litellm's public API cannot do:
   emptied; a callback that already made it into a private one stays there (in a gateway's own
   process none has: litellm was imported a moment before).
 
+- `_get_service_logger` of `litellm.litellm_core_utils.logging_utils` makes (once) the service
+  logger litellm times each upstream request with, and `_get_local_model_cost_map` of
+  `litellm.llms.bedrock.common_utils` reads (once) bedrock's copy of the bundled cost map: the
+  first call to any provider, and to bedrock, makes them otherwise, in its attempt. Called while
+  litellm warms up (`litellm.warm_up`). Fallback: the first call makes them (~7 ms and the 3
+  modules of LEFT_TO_FIRST_CALL; ~25 ms of JSON).
+
 Three more are attributes of litellm's stream wrappers, without an underscore but no part of
 its documented API:
 
@@ -46,6 +53,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any, Final
 
@@ -62,6 +70,10 @@ INNER_STREAM: Final = "completion_stream"
 FINISH_RECORDS: Final = ("received_finish_reason", "intermittent_finish_reason")
 PUBLIC_CALLBACK_LISTS: Final = (
     "callbacks", "input_callback", "success_callback", "failure_callback", "service_callback", "audit_log_callbacks",
+)  # fmt: skip
+# What a first call still imports after a warm-up without the private names: the service logger's.
+LEFT_TO_FIRST_CALL: Final = (
+    "litellm._service_logger", "litellm.integrations.prometheus_services", "litellm.types.integrations.prometheus",
 )  # fmt: skip
 PRIVATE_CALLBACK_LISTS: Final = ("_async_input_callback", "_async_success_callback", "_async_failure_callback")
 
@@ -115,6 +127,24 @@ def empty_callback_lists(litellm: ModuleType, *, private: bool = PRIVATE) -> Non
         names += PRIVATE_CALLBACK_LISTS
     for name in names:
         setattr(litellm, name, [])
+
+
+def make_first_call_state(provider: str, *, private: bool = PRIVATE) -> None:
+    """Make now, if `private`, what litellm keeps from its first call (to `provider`) in private caches.
+
+    Called while litellm warms up, litellm imported.
+    """
+    if not private:
+        return
+    # Lazy for start-up cost: this module is read without importing litellm (see litellm_calls).
+    from litellm.litellm_core_utils import logging_utils
+
+    make_service_logger: Callable[[], object] = logging_utils._get_service_logger  # untyped in litellm
+    make_service_logger()
+    if provider == "bedrock":
+        from litellm.llms.bedrock import common_utils
+
+        common_utils._get_local_model_cost_map()
 
 
 def provider_finished(stream: Any, *, private: bool = PRIVATE) -> bool:

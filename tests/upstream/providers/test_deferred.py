@@ -97,3 +97,30 @@ async def test_a_failed_load_is_waited_out_and_then_raised_by_every_call_as_a_tr
         with pytest.raises(TransportError, match=r"could not be loaded \(ImportError\)") as failed:
             await deferred.complete(CALL)
         assert isinstance(failed.value.__cause__, ImportError)
+
+
+async def test_a_kind_s_first_call_waits_for_its_warm_up_and_goes_whether_the_warm_up_failed_or_not() -> None:
+    """Each kind warms up once, at its first call after the load: the call raises Loading until then."""
+    load = Load(lambda: "made", name="w")
+    load.start()
+    await load.wait()
+    works = {"anthropic": Work(), "gemini": Work(fails=True)}
+    warm_ups = {kind: Load(work, name=kind) for kind, work in works.items()}
+    asked: list[str] = []
+
+    def warm_up(kind: str) -> Load[object]:
+        asked.append(kind)
+        return warm_ups[kind]
+
+    deferred = Deferred(load, Answering, warm_up=warm_up)
+    gemini = Call(target=Target(name="g", provider="gemini", base_url="", api_key=""), endpoint="chat/completions", payload={})
+    for call, kind in ((CALL, "anthropic"), (gemini, "gemini")):
+        with pytest.raises(Loading) as raised:
+            await deferred.stream(call)
+        assert raised.value.load is warm_ups[kind]
+        assert await asyncio.to_thread(works[kind].started.wait, 30)
+        works[kind].go.set()
+        await raised.value.wait()
+        assert await deferred.complete(call) == Reply(status=200, body=b"made")  # a failed warm-up too
+        assert await deferred.complete(call) == Reply(status=200, body=b"made")
+    assert asked == ["anthropic", "anthropic", "gemini", "gemini"]  # no more once a kind's warm-up is done
