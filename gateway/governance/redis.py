@@ -2,10 +2,10 @@
 
 Most admissions make no round trip: they are taken from what this process leased of each limit
 (redis_leases), the budget checked against the spend Redis last reported plus what this process
-settled since. The others (and a budget that looks spent: a refusal is always Redis' word) go to
-Redis and take a new lease, those of one pass of the event loop in one call (redis_script's SCRIPT,
-through stores.redis.open_lean's client, or redis-py on a Cluster); settlements (spend, leases
-given back) wait for the next call, or go on their own within `settle_seconds`.
+settled since. The others (and a budget that looks spent, or was reported too long ago: redis_spending)
+go to Redis and take a new lease, those of one pass of the event loop in one call (redis_script's
+SCRIPT, through stores.redis.open_lean's client, or redis-py on a Cluster); settlements (spend, leases
+given back) wait for the next call, or go on their own within `settle_seconds` (freed slots at once).
 
 When Redis cannot be reached no request fails: this process counts alone (a LocalGovernor with the
 same limits), one warning is logged, and Redis is tried again after `retry_seconds`; settlements of

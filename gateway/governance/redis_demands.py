@@ -300,12 +300,13 @@ def peeked(
 
 
 def settle_in(call: Call, unsent: list[Unsent]) -> list[list[Unsent]]:
-    """Add `unsent` to `call`: one settlement per process whose slots they free and call they were first sent in
-    (this one, for those never sent: Redis applies each once, however often it is sent); each operation's."""
+    """Add `unsent` to `call`: one settlement per process whose slots they free and, for spend, call it was first
+    sent in (this one, if never sent: Redis adds a spend once, however often it is sent); each operation's."""
     batches: dict[tuple[str, str], list[Unsent]] = {}
     for each in unsent:
         if each.items:
-            each.first_call = each.first_call or call.call_id
+            if each.charge is not None:
+                each.first_call = each.first_call or call.call_id
             batches.setdefault((each.owner, each.first_call), []).append(each)
     for (owner, first_call), settlements in batches.items():
         call.add(Op.SETTLE, [item for each in settlements for item in each.items], owner=owner, first_call=first_call)

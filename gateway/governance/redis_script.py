@@ -25,10 +25,12 @@ lost after the script ran, a Redis restarted empty) is right again within a seco
 
 A call is safe to run twice (a client may send it again after losing the reply): its reply is
 kept under the process's `reply` key with the call's sequence id, and a second run returns it.
-A settlement is applied once however it is sent again: it names the call it was first sent in
-(a call whose reply never came, Redis stalled past the client's timeout, may still run), and the
-first run of either records that name in the process's `settled` set for five minutes; a later
-one only reads what it would have changed.
+A settlement of spend is applied once however it is sent again: it names the call it was first
+sent in (a call whose reply never came, Redis stalled past the client's timeout, may still run),
+and the first run of either records that name in the process's `settled` set (for five minutes,
+the last 10,000 at most: ~1.2 MB); a later one only reads what it would have changed. Other
+settlements are not named: a slot freed twice is set right by the process's next correction
+(within a second), tokens given back twice refill a bucket a little early.
 """
 
 from __future__ import annotations
@@ -52,7 +54,8 @@ PREFIX: Final = "gw:lim:{gateway-limits}:"
 # then per item three values: a bucket's whole level and ms until full, slots in use, or spend
 # as text; then the top-up leased (0 but for a leasing item of an admission that took).
 SCRIPT: Final = """
-local SETTLED_MS = 300000  -- the settlements applied are remembered five minutes (a late run of a call long lost)
+-- the spends settled are remembered five minutes (a late run of a call long lost), the last 10,000 at most
+local SETTLED_MS, SETTLED_MOST = 300000, 10000
 local pid, live_ms, call, live = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
 local last = redis.call('HMGET', KEYS[2], 'call', 'reply')
 if last[1] == call then return cjson.decode(last[2]) end
@@ -96,7 +99,6 @@ while i <= #ARGV do
     end
   elseif op == 'S' then
     local again = first ~= '' and redis.call('ZSCORE', KEYS[3], first)
-    if first ~= '' and not again then redis.call('ZADD', KEYS[3], now, first); settled = true end
     for j, it in ipairs(items) do
       local kind, key, lim, amount = it[1], it[2], it[3], it[4]
       if again then
@@ -116,6 +118,7 @@ while i <= #ARGV do
         seen[j] = {total, 0, 0}
       end
     end
+    if first ~= '' and not again then redis.call('ZADD', KEYS[3], now, first); settled = true end
   else
     local values = {}
     for j, it in ipairs(items) do
@@ -162,6 +165,7 @@ while i <= #ARGV do
 end
 if settled then
   redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now - SETTLED_MS)
+  redis.call('ZREMRANGEBYRANK', KEYS[3], 0, -SETTLED_MOST - 1)
   redis.call('PEXPIRE', KEYS[3], SETTLED_MS)
 end
 if retired then redis.call('DEL', KEYS[1]) else redis.call('SET', KEYS[1], '1', 'PX', live_ms) end
@@ -226,7 +230,7 @@ class Unsent:
     items: list[Item]
     owner: str
     charge: tuple[str, float] | None = None
-    first_call: str = ""  # the call it was first sent in (set by `Call.settle`): sent again, it names it
+    first_call: str = ""  # a spend's: the call it was first sent in (set by redis_demands.settle_in), named again
 
 
 def bucket_key(subject: str, name: str, what: str) -> str:

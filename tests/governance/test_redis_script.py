@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import redis.asyncio as aioredis
 
+from gateway.governance.redis_demands import settle_in
 from gateway.governance.redis_script import (
     SCRIPT,
     Call,
@@ -11,6 +12,7 @@ from gateway.governance.redis_script import (
     ItemKind,
     Op,
     Outcome,
+    Unsent,
     bucket_key,
     live_key,
     reply_key,
@@ -80,6 +82,28 @@ async def test_a_settlement_sent_again_in_another_call_is_applied_once(client: a
     await run(client, lost)  # run last (a retry of its own id replays its reply): nothing again
     assert float(await client.get(spent_key("a", "total"))) == 1.0
     assert 0 < await client.pttl(settled_key("p")) <= 300_000
+
+
+async def test_the_spends_settled_are_remembered_ten_thousand_at_most(client: aioredis.Redis) -> None:
+    script = client.register_script(SCRIPT)
+    async with client.pipeline(transaction=False) as pipe:
+        for n in range(10_005):
+            call = Call("p", 3000, f"c{n}")
+            call.add(Op.SETTLE, [Item.spend(spent_key("a", "total"), 0, 0.0)], first_call=f"c{n}")
+            await script(keys=call.keys, args=call.args, client=pipe)
+        await pipe.execute()
+    assert await client.zcard(settled_key("p")) == 10_000
+    assert await client.zscore(settled_key("p"), "c10004")  # the oldest go (by time, then by name)
+
+
+def test_only_a_spend_settled_names_the_call_it_was_first_sent_in() -> None:
+    """A slot freed twice is corrected within a second and tokens given back twice only refill early: a spend
+    added twice would stand for the period."""
+    call = Call("p", 3000, "c1")
+    slot, spend = Item.slots(slots_key("key", "a"), 0, -1), Item.spend(spent_key("a", "total"), 0, 0.25)
+    settled = settle_in(call, [Unsent(items=[slot], owner="p"), Unsent(items=[spend], owner="p", charge=("a", 1.0))])
+    assert [each.first_call for batch in settled for each in batch] == ["", "c1"]
+    assert call.args[4:8] == ["S", 1, "p", ""] and call.args[12:16] == ["S", 1, "p", "c1"]
 
 
 async def test_a_settled_spend_expires_after_its_period_and_a_total_one_never(client: aioredis.Redis) -> None:
