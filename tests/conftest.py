@@ -5,11 +5,17 @@ from typing import Any
 
 import openai
 import pytest
+from hypothesis import settings
 
 from gateway.core.settings import Config
 from tests.support.fakes import FakeUpstream, Step
 from tests.support.gateway import Gateway, start_gateway, start_upstream
 from tests.support.servers import redis_server
+
+# Never time a test: hypothesis' default 200 ms deadline per example failed a property test on a
+# loaded machine (`-n auto` on 2 CPUs). Every test's settings start from this profile.
+settings.register_profile("gateway", deadline=None)
+settings.load_profile("gateway")
 
 
 @pytest.fixture
