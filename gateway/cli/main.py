@@ -184,6 +184,7 @@ def _serve(
 
     from gateway.cli.reload import Reloader
     from gateway.server.app import create_app
+    from gateway.upstream.guarded import ProvidersNotLoaded
 
     configure_logging(log_format, log_level, flush_seconds=access_log_flush)
     try:
@@ -205,17 +206,21 @@ def _serve(
     # the GIL for ~10 ms instead of ~60-200 ms (measured on a 250k-container body).
     gc.collect()
     gc.freeze()
-    web.run_app(
-        app,
-        host=host,
-        port=port,
-        backlog=config.server.backlog,
-        access_log=None,
-        print=None,
-        reuse_port=processes > 1 or None,
-        handler_cancellation=True,
-        shutdown_timeout=config.server.drain_seconds,
-    )
+    try:
+        web.run_app(
+            app,
+            host=host,
+            port=port,
+            backlog=config.server.backlog,
+            access_log=None,
+            print=None,
+            reuse_port=processes > 1 or None,
+            handler_cancellation=True,
+            shutdown_timeout=config.server.drain_seconds,
+        )
+    except ProvidersNotLoaded as exc:  # a line that says why, not a traceback
+        log.error("%s: the gateway cannot serve %s", exc, os.path.abspath(shown_as))
+        raise SystemExit(1) from None
 
 
 def serve_workers(

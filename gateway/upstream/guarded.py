@@ -18,6 +18,7 @@ in the config is guarded whatever else is true of it.
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import socket
 import time
@@ -41,6 +42,10 @@ INLINE_PROVIDERS: Final = ("openai", "mock")  # what a client's tree may name (s
 REDIRECTS: Final = frozenset({301, 302, 303, 307, 308})
 DNS_TTL_SECONDS: Final = 10.0  # aiohttp's default DNS cache lifetime
 DNS_CACHE_SIZE: Final = 1024
+# A configuration whose loads (litellm's import, seconds) are not done by then is not served: at
+# start-up the gateway exits saying so, at a reload the configuration before serves on, and the
+# next SIGHUP waits for the same load again rather than behind this one.
+LOAD_WAIT_SECONDS: Final = 120.0
 
 
 class RefusedDestination(aiohttp.ClientConnectionError, OwnWords):
@@ -231,6 +236,10 @@ def split_providers(
     return {name: split(name) for name in {*providers, *INLINE_PROVIDERS}}
 
 
+class ProvidersNotLoaded(Exception):
+    """What a configuration's providers need (litellm's import) failed to load, or not in time: it is not served."""
+
+
 @asynccontextmanager
 async def guarded_providers(
     config: Config, providers: Mapping[str, Provider], *, client_timeout: aiohttp.ClientTimeout
@@ -238,12 +247,22 @@ async def guarded_providers(
     """The providers to dispatch with, once what they need is loaded: `providers` as they are unless requestConfig is enabled.
 
     What they need loaded (litellm's import: `registry.loads`) loads on a thread while the loop
-    serves on (at a reload, the configuration before); a failure to load fails this configuration.
+    serves on (at a reload, the configuration before); a failure to load, or a load not done within
+    LOAD_WAIT_SECONDS, fails this configuration (ProvidersNotLoaded).
     Enabled, a second session (closed on exit) serves every target that is not in the config.
     """
-    for load in loads(providers):
-        await load.wait()
-        load.result()
+    needed = loads(providers)
+    for load in needed:  # all at once: a warm-up that hangs holds up none of the others
+        load.start()
+    for load in needed:
+        try:
+            async with asyncio.timeout(LOAD_WAIT_SECONDS):
+                await load.wait()
+            load.result()
+        except TimeoutError:
+            raise ProvidersNotLoaded(f"{load.name} did not load within {LOAD_WAIT_SECONDS:g} s") from None
+        except Exception as exc:  # an import's error names no secret: its module and what failed
+            raise ProvidersNotLoaded(f"{load.name} could not load ({type(exc).__name__}: {exc})") from exc
     if not config.request_config.enabled:
         yield providers
         return

@@ -221,3 +221,18 @@ def test_serve_freezes_what_start_up_made_before_it_serves(monkeypatch: pytest.M
         gc.unfreeze()
     assert frozen and frozen[0] > 0
 
+
+
+def test_serve_exits_1_with_one_line_saying_why_when_litellm_cannot_load(tmp_path: Path) -> None:
+    broken = tmp_path / "packages" / "litellm"
+    broken.mkdir(parents=True)
+    (broken / "__init__.py").write_text('raise ImportError("a broken litellm")\n')
+    config = tmp_path / "gateway.yaml"
+    config.write_text('routes:\n  d: {provider: bedrock, apiKey: k, baseUrl: "http://127.0.0.1:9/v1"}\n')
+    command = [sys.executable, "-m", "gateway", "serve", "--config", str(config), "--host", "127.0.0.1", "--port", str(free_port())]
+    env = {**os.environ, "PYTHONPATH": str(tmp_path / "packages")}
+    result = subprocess.run(command, capture_output=True, env=env, timeout=120, check=False)
+    output = (result.stdout + result.stderr).decode()
+    assert result.returncode == 1, output
+    assert f"litellm could not load (ImportError: a broken litellm): the gateway cannot serve {config}" in output
+    assert "Traceback" not in output

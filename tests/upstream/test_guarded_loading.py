@@ -12,7 +12,8 @@ import aiohttp
 import pytest
 
 from gateway.config.loader import parse_config
-from gateway.upstream.guarded import guarded_providers
+from gateway.upstream import guarded
+from gateway.upstream.guarded import ProvidersNotLoaded, guarded_providers
 from gateway.upstream.providers import registry
 from gateway.upstream.providers.deferred import Load
 
@@ -69,9 +70,29 @@ async def test_a_configuration_whose_load_fails_is_not_served(monkeypatch: pytes
     work.go.set()
     monkeypatch.setattr(registry, "LITELLM", Load(work, name="litellm"))
     served, done = asyncio.Event(), asyncio.Event()
-    with pytest.raises(ImportError, match="litellm is broken"):
+    with pytest.raises(ProvidersNotLoaded, match=r"litellm could not load \(ImportError: litellm is broken\)"):
         await serve({"deepseek": object()}, served, done)
     assert not served.is_set()
+
+
+async def test_a_configuration_whose_load_hangs_is_not_served_and_the_next_waits_for_the_same_load(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """At start-up the gateway exits saying so; at a reload the configuration before serves on, and the next
+    SIGHUP's configuration is served once the same load is done."""
+    work = HeldWork()
+    monkeypatch.setattr(registry, "LITELLM", Load(work, name="litellm"))
+    monkeypatch.setattr(registry, "_WARM_UPS", {})
+    monkeypatch.setattr(registry, "_warm_up", lambda kind: None)
+    monkeypatch.setattr(guarded, "LOAD_WAIT_SECONDS", 0.2)
+    served, done = asyncio.Event(), asyncio.Event()
+    with pytest.raises(ProvidersNotLoaded, match=r"litellm did not load within 0\.2 s"):
+        await serve({"deepseek": object()}, served, done)
+    assert not served.is_set() and work.started.is_set()
+    work.go.set()
+    done.set()
+    await serve({"deepseek": object()}, served, done)  # the same load, done: no second import
+    assert served.is_set()
 
 
 def test_only_kinds_served_by_litellm_alone_wait_for_it() -> None:
