@@ -16,6 +16,25 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+# The start of a probe a test runs with `python -c`: every host the process looks up or connects
+# to from then on, in `hosts`.
+HOSTS_AUDIT = """
+import sys
+
+
+hosts = set()
+
+
+def audit(event, args):
+    if event == "socket.getaddrinfo":
+        hosts.add(str(args[0]))
+    elif event == "socket.connect" and isinstance(args[1], tuple):
+        hosts.add(str(args[1][0]))
+
+
+sys.addaudithook(audit)
+"""
+
 
 def free_port() -> int:
     with socket.socket() as sock:

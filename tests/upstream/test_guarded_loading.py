@@ -41,6 +41,13 @@ class HeldWork:
         return "loaded"
 
 
+def litellm_loaded_by(monkeypatch: pytest.MonkeyPatch, work: HeldWork, *, warm_up: HeldWork | None = None) -> None:
+    """litellm's import is `work`; each kind's warm-up is `warm_up`, else nothing (warm-ups have a test of their own)."""
+    monkeypatch.setattr(registry, "LITELLM", Load(work, name="litellm"))
+    monkeypatch.setattr(registry, "_WARM_UPS", {})
+    monkeypatch.setattr(registry, "_warm_up", lambda kind: warm_up() if warm_up is not None else None)
+
+
 async def serve(providers: dict[str, object], served: asyncio.Event, done: asyncio.Event) -> None:
     config = parse_config(ROUTES)
     async with guarded_providers(config, providers, client_timeout=aiohttp.ClientTimeout()):  # type: ignore[arg-type]
@@ -48,12 +55,8 @@ async def serve(providers: dict[str, object], served: asyncio.Event, done: async
         await done.wait()
 
 
-async def test_a_configuration_naming_a_litellm_kind_is_served_once_litellm_has_loaded(monkeypatch: pytest.MonkeyPatch) -> None:
-    work = HeldWork()
-    load = Load(work, name="litellm")
-    monkeypatch.setattr(registry, "LITELLM", load)
-    monkeypatch.setattr(registry, "_WARM_UPS", {})
-    monkeypatch.setattr(registry, "_warm_up", lambda kind: None)  # warm-ups have a test of their own
+async def served_once_done(work: HeldWork) -> None:
+    """A configuration naming a litellm kind is not served while `work` runs (on a thread of its own), then is."""
     served, done = asyncio.Event(), asyncio.Event()
     serving = asyncio.create_task(serve({"deepseek": object()}, served, done))
     assert await asyncio.to_thread(work.started.wait, 60)  # answered through the loop: it turns while the work runs
@@ -65,10 +68,16 @@ async def test_a_configuration_naming_a_litellm_kind_is_served_once_litellm_has_
     await serving
 
 
+async def test_a_configuration_naming_a_litellm_kind_is_served_once_litellm_has_loaded(monkeypatch: pytest.MonkeyPatch) -> None:
+    work = HeldWork()
+    litellm_loaded_by(monkeypatch, work)
+    await served_once_done(work)
+
+
 async def test_a_configuration_whose_load_fails_is_not_served(monkeypatch: pytest.MonkeyPatch) -> None:
     work = HeldWork(fails=True)
     work.go.set()
-    monkeypatch.setattr(registry, "LITELLM", Load(work, name="litellm"))
+    litellm_loaded_by(monkeypatch, work)
     served, done = asyncio.Event(), asyncio.Event()
     with pytest.raises(ProvidersNotLoaded, match=r"litellm could not load \(ImportError: litellm is broken\)"):
         await serve({"deepseek": object()}, served, done)
@@ -81,9 +90,7 @@ async def test_a_configuration_whose_load_hangs_is_not_served_and_the_next_waits
     """At start-up the gateway exits saying so; at a reload the configuration before serves on, and the next
     SIGHUP's configuration is served once the same load is done."""
     work = HeldWork()
-    monkeypatch.setattr(registry, "LITELLM", Load(work, name="litellm"))
-    monkeypatch.setattr(registry, "_WARM_UPS", {})
-    monkeypatch.setattr(registry, "_warm_up", lambda kind: None)
+    litellm_loaded_by(monkeypatch, work)
     monkeypatch.setattr(guarded, "LOAD_WAIT_SECONDS", 0.2)
     served, done = asyncio.Event(), asyncio.Event()
     with pytest.raises(ProvidersNotLoaded, match=r"litellm did not load within 0\.2 s"):
@@ -105,15 +112,5 @@ async def test_a_configuration_naming_a_litellm_kind_is_served_once_the_kind_is_
     """What litellm makes at a kind's first call is made first (registry.warm_up_of), on a thread of its own."""
     work, imported = HeldWork(), HeldWork()
     imported.go.set()
-    monkeypatch.setattr(registry, "LITELLM", Load(imported, name="litellm"))
-    monkeypatch.setattr(registry, "_WARM_UPS", {})
-    monkeypatch.setattr(registry, "_warm_up", lambda kind: work())
-    served, done = asyncio.Event(), asyncio.Event()
-    serving = asyncio.create_task(serve({"deepseek": object()}, served, done))
-    assert await asyncio.to_thread(work.started.wait, 60)
-    assert work.thread != threading.get_ident()
-    assert not served.is_set()
-    work.go.set()
-    await served.wait()
-    done.set()
-    await serving
+    litellm_loaded_by(monkeypatch, imported, warm_up=work)
+    await served_once_done(work)

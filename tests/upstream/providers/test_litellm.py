@@ -42,6 +42,7 @@ from tests.support.fakes_anthropic import (
     start_anthropic,
 )
 from tests.support.gateway import GATEWAY_KEY, Gateway
+from tests.support.processes import HOSTS_AUDIT
 
 # litellm's pydantic types warn once per process when first built; litellm itself hides it, pytest shows it
 pytestmark = pytest.mark.filterwarnings("ignore:.*`ReadOnly` qualifier:UserWarning")
@@ -730,20 +731,8 @@ async def test_closing_the_events_closes_the_litellm_stream(nested: bool) -> Non
 
 # ---------------------------------------------------------------- litellm is imported only when needed
 
-_PROBE = """
+_PROBE = HOSTS_AUDIT + """
 import asyncio, json, os, sys
-
-hosts = set()
-
-
-def audit(event, args):
-    if event == "socket.getaddrinfo":
-        hosts.add(str(args[0]))
-    elif event == "socket.connect" and isinstance(args[1], tuple):
-        hosts.add(str(args[1][0]))
-
-
-sys.addaudithook(audit)
 
 from aiohttp import ClientSession
 from aiohttp.test_utils import TestServer

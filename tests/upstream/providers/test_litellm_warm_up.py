@@ -25,6 +25,7 @@ from gateway.upstream.providers.registry import LITELLM, loads, warm_up_of
 from tests.support.fakes import FakeUpstream
 from tests.support.fakes_anthropic import start_anthropic
 from tests.support.gateway import Gateway
+from tests.support.processes import HOSTS_AUDIT
 
 # litellm's pydantic types warn once per process when first built; litellm itself hides it, pytest shows it
 pytestmark = pytest.mark.filterwarnings("ignore:.*`ReadOnly` qualifier:UserWarning")
@@ -35,21 +36,9 @@ MESSAGES = [{"role": "user", "content": "hello"}]
 # A gateway on a config file: first calls to each litellm kind it names (JSON and stream), then a
 # reload that adds azure and first calls to it. Prints the modules each set of first calls loaded,
 # and every host the process looked up or connected to.
-_PROBE = """
+_PROBE = HOSTS_AUDIT + """
 import asyncio, json, random, sys
 from pathlib import Path
-
-hosts = set()
-
-
-def audit(event, args):
-    if event == "socket.getaddrinfo":
-        hosts.add(str(args[0]))
-    elif event == "socket.connect" and isinstance(args[1], tuple):
-        hosts.add(str(args[1][0]))
-
-
-sys.addaudithook(audit)
 
 from aiohttp import ClientSession
 from aiohttp.test_utils import TestServer
