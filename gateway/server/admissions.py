@@ -2,26 +2,24 @@
 
 Every handler of a model request calls `admit` right after resolving its route. With no limits
 configured the app's governor is `Unlimited` and `admit` returns at once: nothing is estimated,
-nothing is stored, and neither settlement nor `add_quota_headers` is wired in (gateway.server.app
-decides that once per configuration). Otherwise the request's tokens are estimated (on a body
-thread for a large body), the governor takes them, and what it let through is kept at
-request[ADMISSION]: the gateway middleware settles it when the handler ends, whatever the
-outcome (`settle_ended`), and `add_quota_headers` puts the key's x-ratelimit-* headers on the
-answer, the upstream's own then relayed as x-upstream-ratelimit-*.
+nothing is stored, and the gateway middleware settles nothing (gateway.server.app decides that
+once per configuration). Otherwise the request's tokens are estimated (on a body thread for a
+large body), the governor takes them, and what it let through is kept at request[ADMISSION]: the
+gateway middleware settles it when the handler ends, whatever the outcome (`settle_ended`), and
+gateway.server.limit_headers puts the key's x-ratelimit-* headers on the answer.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from enum import Enum
-from typing import Any, Final
+from typing import Any
 
 from aiohttp import web
 
 from gateway.core.estimate import answer_limit, prompt_tokens
-from gateway.core.ratelimit_headers import quota_pairs
 from gateway.core.tree import Route
 from gateway.governance.admission import Governor, Unlimited
 from gateway.observe.metrics.prices import load_prices, price_of
@@ -33,13 +31,6 @@ from gateway.server.metering import METER, Meter
 
 log = logging.getLogger("gateway")
 
-RATE_LIMIT_PREFIX: Final = "x-ratelimit-"
-UPSTREAM_RATE_LIMIT_PREFIX: Final = "x-upstream-ratelimit-"
-# Header names seen on answers that are not x-ratelimit-* (Content-Type, x-request-id, ...): an
-# answer that has only these (the usual one) is passed over by one C-level set check. Bounded,
-# so that names without end cost only the plain loop, never memory.
-OTHER_NAMES: set[str] = set()
-MOST_OTHER_NAMES: Final = 1024
 
 
 def is_governed(governor: Governor) -> bool:
@@ -126,36 +117,3 @@ def priced(trace: Trace, *, prompt: int, completion: int) -> tuple[int, float]:
     """`prompt` + `completion` tokens, and their cost: the model sent upstream's (trace.model_sent), as gateway_cost_usd_total prices it."""
     price = price_of(trace.model_sent(trace.target), load_prices())
     return prompt + completion, price.of(prompt, completion) if price is not None else 0.0
-
-
-async def add_quota_headers(request: web.Request, response: web.StreamResponse) -> None:
-    """An on_response_prepare hook: a limited key's x-ratelimit-* on its answer, the upstream's renamed x-upstream-ratelimit-*."""
-    admission = request_state(request).get(ADMISSION)
-    if admission is None or (admission.requests is None and admission.tokens is None):
-        return
-    headers = response.headers
-    for name in rate_limit_names(headers):
-        values = headers.getall(name)
-        del headers[name]
-        for value in values:
-            headers.add(UPSTREAM_RATE_LIMIT_PREFIX + name[len(RATE_LIMIT_PREFIX) :], value)
-    headers.extend(quota_pairs(admission.requests, admission.tokens))  # none of their names is left: added, not set
-
-
-def rate_limit_names(names: Iterable[str]) -> list[str]:
-    """The x-ratelimit-* names among `names` (any case), each once, in order: the upstream's, relayed.
-
-    Names found not to be such are remembered (OTHER_NAMES, bounded): an answer without any
-    (the usual one) is passed over by one set check in C instead of a loop over its headers.
-    """
-    if OTHER_NAMES.issuperset(names):
-        return []
-    found: dict[str, None] = {}
-    for name in names:
-        if name in OTHER_NAMES:
-            continue
-        if name.lower().startswith(RATE_LIMIT_PREFIX):
-            found[name] = None
-        elif len(OTHER_NAMES) < MOST_OTHER_NAMES:
-            OTHER_NAMES.add(str(name))
-    return list(found)

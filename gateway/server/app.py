@@ -41,7 +41,7 @@ from gateway.server import (
     responses_api,
     surface,
 )
-from gateway.server.admissions import add_quota_headers, is_governed
+from gateway.server.admissions import is_governed
 from gateway.server.aiohttp_internals import announce_mode, answer_errors_in_json
 from gateway.server.connections import REASON as CONNECTIONS_REFUSED
 from gateway.server.connections import limit_connections
@@ -241,8 +241,6 @@ def config_app(
     app[INFLIGHT] = inflight
     if metrics is not None:
         app[METRICS] = metrics
-    if governed:
-        app.on_response_prepare.append(add_quota_headers)  # before CORS's, which exposes the names it leaves
     if config.cors.enabled:
         app.on_response_prepare.append(cors_response_hook(config.cors))
     app.router.add_post("/v1/chat/completions", handlers.chat_completions)

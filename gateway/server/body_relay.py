@@ -10,7 +10,9 @@ from aiohttp import web
 
 from gateway.core.errors import OverloadedError
 from gateway.observe.trace import Trace
+from gateway.server.aiohttp_internals import request_state
 from gateway.server.keys import STREAM_STARTED
+from gateway.server.limit_headers import add_quota_headers
 from gateway.upstream.deadline import IdleDeadline
 from gateway.upstream.dispatch import Result
 from gateway.upstream.providers.base import TransportError
@@ -34,6 +36,7 @@ async def relay_body(request: web.Request, result: Result, headers: Mapping[str,
     idle = target.stream_idle_timeout
     deadline = IdleDeadline(loop, idle)
     try:
+        add_quota_headers(request_state(request), response.headers)  # a limited key's (see relay.relay_stream)
         await response.prepare(request)
         request[STREAM_STARTED] = response
         while True:

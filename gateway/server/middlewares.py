@@ -31,6 +31,7 @@ from gateway.observe.trace import Observer, Trace
 from gateway.server.admissions import settle_ended
 from gateway.server.aiohttp_internals import request_state, status_and_unsent
 from gateway.server.keys import STREAM_STARTED, TRACE, InFlight
+from gateway.server.limit_headers import add_quota_headers
 
 log = logging.getLogger("gateway")
 
@@ -226,7 +227,8 @@ def gateway_middleware(
     as such even when they fail before a handler runs (a wrong key). `inflight` counts the
     requests being answered, from their start to their end, so that a reload knows when the
     configuration it replaced has no request left. `governor`: the configuration's when it may
-    limit requests, whose admissions are then settled here as they end (admissions.settle_ended).
+    limit requests, whose admissions are then settled here as they end (admissions.settle_ended), and
+    whose answers not yet started get the key's x-ratelimit-* headers here (limit_headers.add_quota_headers).
 
     One middleware layer rather than four: each layer is another coroutine frame resumed on
     every I/O wake-up of the request, and none of these steps needs to await.
@@ -284,6 +286,8 @@ def gateway_middleware(
             status, unsent = status_and_unsent(response)
             if unsent is not None:  # not prepared: the headers have not gone out yet
                 unsent["x-request-id"] = request_id
+                if governor is not None:
+                    add_quota_headers(state, unsent)
             return response
         finally:  # a cancelled handler (the client left) ends here too
             if governor is not None:

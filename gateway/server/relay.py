@@ -23,6 +23,7 @@ from gateway.observe.trace import STREAM_ERROR, TIMEOUT, Trace
 from gateway.server.aiohttp_internals import EventStreamResponse, request_state
 from gateway.server.api_events import ApiEvents, Keep
 from gateway.server.keys import STREAM_STARTED
+from gateway.server.limit_headers import add_quota_headers
 from gateway.server.stream_reader import (
     EventReader,
     StreamFailure,
@@ -261,8 +262,10 @@ async def relay_stream(
     idle = target.stream_idle_timeout
     deadline: IdleDeadline | None = None  # set at the first wait: a stream that came in one read has none
     try:
+        state = request_state(request)
+        add_quota_headers(state, response.headers)  # a limited key's, as the gateway middleware adds them to answers returned
         await response.prepare(request)
-        request_state(request)[STREAM_STARTED] = response
+        state[STREAM_STARTED] = response
         trace.first_token(target)
         # the first event, and those that came in the same network read: one write for them all
         end = chunks.opening(result.first_event, result.first_chunk, result.rest, out=out)
