@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import NamedTuple
 
 from gateway.core.stores import SentinelSettings
 
@@ -61,9 +62,12 @@ class RateLimits:
 UNLIMITED = RateLimits()
 
 
-@dataclass(frozen=True, slots=True)
-class Quota:
-    """One limit as OpenAI's x-ratelimit-* headers tell it: the limit, what is left, and when it is whole again."""
+class Quota(NamedTuple):
+    """One limit as OpenAI's x-ratelimit-* headers tell it: the limit, what is left, and when it is whole again.
+
+    A named tuple rather than a frozen dataclass: a limited key's answers look its headers up by
+    their quotas (core.ratelimit_headers.WRITTEN), hashed and compared in C.
+    """
 
     limit: int
     remaining: int
