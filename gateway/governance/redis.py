@@ -116,17 +116,17 @@ class RedisGovernor:
 
     async def admit(self, tenant: str, route: Route, *, tokens: int) -> Admission | None:
         policy = self.policies.policy(tenant)
-        check_route(policy, route)
-        limits = self.policies.limits(policy)
-        if not limits.any and not route.limits.any:
-            return None
+        demand = self._demands.get((tenant, route.name))
+        if demand is None or not demand.fits(policy, route, self._wall()):  # else its route check and limits stand
+            check_route(policy, route)
+            limits = self.policies.limits(policy)
+            if not limits.any and not route.limits.any:
+                return None
+            demand = self._demand(tenant, route, policy=policy, limits=limits)
         now = self._clock()
         if now < self._down_until:
             return self.fallback.take(tenant, route, tokens=tokens)
-        demand = self._demands.get((tenant, route.name))
-        if demand is None or not demand.fits(limits, route.limits, self._wall()):
-            demand = self._demand(tenant, route, limits=limits)
-        budget, spend = limits.budget, demand.spend  # a budget that looks spent is Redis' to refuse
+        budget, spend = demand.budget, demand.spend  # a budget that looks spent is Redis' to refuse
         budget_left = budget is None or (spend is not None and self.spending.left(spend[0], budget.usd, now=now))
         if budget_left and demand.take(tokens, now):
             requests, taken = demand.quotas(now)
@@ -152,7 +152,7 @@ class RedisGovernor:
         """The admission Redis' answer to `waiting` makes: counted locally without one, else admitted or refused."""
         outcome = await waiting.outcome
         held = waiting.held
-        demand, tokens, budget = held.demand, held.tokens, held.demand.made_for[0].budget
+        demand, tokens, budget = held.demand, held.tokens, held.demand.budget
         if outcome is None:
             return self.fallback.take(tenant, route, tokens=tokens)
         now, checks = self._clock(), demand.checks
@@ -242,13 +242,14 @@ class RedisGovernor:
         if self._client is not None:
             await close_client(self._client)
 
-    def _demand(self, tenant: str, route: Route, *, limits: RateLimits) -> Demand:
-        """The checks of `tenant`'s requests on `route`, made anew when their limits or budget period changed."""
+    def _demand(self, tenant: str, route: Route, *, policy: KeyPolicy, limits: RateLimits) -> Demand:
+        """The checks of `tenant`'s requests on `route` under `policy`'s `limits`, made anew when the policy, the route
+        or the budget period changed."""
         budget = limits.budget
         span = self.fallback.spans.at(budget.period, self._wall()) if budget is not None else None
         checks = admission_checks(tenant, limits, route=(route.name, route.limits), tokens=0, span=span)
-        made_for, whose = (limits, route.limits), (tenant, self.process_id)
-        demand = Demand.of(checks, holding=self.holding, made_for=made_for, whose=whose, span=span)
+        made_for, whose = (policy, route), (tenant, self.process_id)
+        demand = Demand.of(checks, holding=self.holding, made_for=made_for, whose=whose, span=span, budget=budget)
         self._demands[(tenant, route.name)] = demand
         self._send_back(self.holding.take_resized())
         return demand

@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass
 
 from gateway.core.errors import RateLimitedError
-from gateway.core.governance import LimitKind, Quota, RateLimits
+from gateway.core.governance import Budget, LimitKind, Quota, RateLimits
 from gateway.core.periods import Span
 from gateway.governance.admission import Admission
 from gateway.governance.redis_leases import ROUTE, Asked, BucketLease, Holding, Lease, SlotsLease, ask
@@ -109,8 +109,9 @@ def admission_checks(
 
 @dataclass(slots=True)
 class Demand:
-    """Every check of a tenant's requests on a route, made once for their limits (`made_for`) and budget period,
-    with the lease each draws on (None: the budget's), the leases by what they count, and those the headers show."""
+    """Every check of a tenant's requests on a route, made once for its key's policy and the route (`made_for`) and
+    budget period, with the lease each draws on (None: the budget's), the leases by what they count, and those the
+    headers show."""
 
     checks: tuple[Check, ...]
     leases: tuple[Lease | None, ...]
@@ -119,15 +120,16 @@ class Demand:
     tokens: tuple[BucketLease, ...]
     capacities: tuple[int, ...]  # of each tokens lease, when made: the most of it an admission reserved
     shown: tuple[BucketLease | None, BucketLease | None]
-    made_for: tuple[RateLimits, RateLimits]  # the key's limits, the route's
+    made_for: tuple[object, object]  # the key's policy and the route: the same objects until a reload or a PATCH
+    budget: Budget | None  # the key's
     whose: tuple[str, str]  # the tenant, and the process id of the governor whose leases these are
     spend: tuple[str, float] | None  # the budget period's spend key, and when it expires
     until: float  # when the budget's period ends (epoch seconds): it is made anew then
 
     @classmethod
     def of(
-        cls, checks: tuple[Check, ...], *, holding: Holding, made_for: tuple[RateLimits, RateLimits],
-        whose: tuple[str, str], span: Span | None = None,
+        cls, checks: tuple[Check, ...], *, holding: Holding, made_for: tuple[object, object],
+        whose: tuple[str, str], span: Span | None = None, budget: Budget | None = None,
     ) -> Demand:  # fmt: skip
         leases = tuple(lease_of(check, holding) for check in checks)
         by_kind: dict[LimitKind, list[Lease]] = {}
@@ -140,18 +142,19 @@ class Demand:
         if span is not None and checks and checks[0].kind is LimitKind.BUDGET:
             spend = spend_of(whose[0], span)
         return cls(
-            checks=checks, leases=leases, requests=requests, tokens=tokens, made_for=made_for, whose=whose, spend=spend,
+            checks=checks, leases=leases, requests=requests, tokens=tokens, made_for=made_for, budget=budget, whose=whose,
+            spend=spend,
             capacities=tuple(int(check.item.limit) for check in checks if check.kind is LimitKind.TOKENS),
             until=span.ends_at if span is not None and span.ends_at is not None else math.inf,
             slots=tuple(lease for lease in by_kind.get(LimitKind.CONCURRENCY, ()) if isinstance(lease, SlotsLease)),
             shown=(requests[0] if requests else None, tokens[0] if tokens else None),
         )  # fmt: skip
 
-    def fits(self, limits: RateLimits, route: RateLimits, now: float) -> bool:
-        """Whether it was made for these limits (the same objects: a reload or a PATCH makes new ones), and its budget
-        period has not ended by `now` (epoch seconds)."""
-        key_limits, route_limits = self.made_for
-        return key_limits is limits and route_limits is route and now < self.until
+    def fits(self, policy: object, route: object, now: float) -> bool:
+        """Whether it was made for this policy and route (the same objects: a reload or a PATCH makes new ones, and the
+        policy's limits and routes with them), and its budget period has not ended by `now` (epoch seconds)."""
+        made_policy, made_route = self.made_for
+        return made_policy is policy and made_route is route and now < self.until
 
     def take(self, tokens: int, now: float) -> bool:
         """Take a request needing `tokens` from the leases when they cover every limit (else take nothing): whether taken."""

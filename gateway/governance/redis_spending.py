@@ -71,7 +71,7 @@ class Spending:
         assert demand.spend is not None
         if self._added(demand.spend[0], cost_usd):
             return []
-        budget = demand.made_for[0].budget
+        budget = demand.budget
         assert budget is not None
         return self._charge(demand.spend, cost_usd, budget=(demand.whose[0], budget.usd))
 

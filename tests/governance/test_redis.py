@@ -12,10 +12,13 @@ import uvloop
 from gateway.core.errors import PermissionDeniedError, RateLimitedError
 from gateway.core.governance import Budget, BudgetPeriod, LimitKind, Quota, RateLimits
 from gateway.core.settings import Config
+from gateway.core.stores import RedisConnection
 from gateway.core.tree import Route
 from gateway.governance.admission import Admission, Governor
 from gateway.governance.local import Taken
+from gateway.governance.policies import Policies
 from gateway.governance.redis import RedisGovernor
+from gateway.governance.stored_keys import StoredKey, StoredKeys
 from tests.support.governance import Clock, Heard, api_key, limits_config, redis_governor
 from tests.support.redis_monitor import watched
 from tests.support.servers import flush_redis
@@ -106,6 +109,28 @@ async def test_a_restricted_key_is_refused_another_route_without_a_call(url: str
             with pytest.raises(PermissionDeniedError):
                 await governor.admit("a", config.routes["smart"], tokens=0)
         assert seen.sent_naming("EVALSHA") == []
+    finally:
+        await governor.close()
+
+
+async def test_a_stored_key_patched_is_held_to_its_new_routes_and_limits_at_its_next_request(url: str) -> None:
+    """What a tenant's requests on a route draw on is made once per policy and route: a PATCH (a new policy) is seen at once."""
+    stored = StoredKeys()
+    config = limits_config()
+    governor = RedisGovernor(Policies(config, stored=stored), RedisConnection(url=url), timeout=10.0)
+    route = config.routes["fast"]
+    try:
+        stored.by_name = {"issued": StoredKey(name="issued", sha256=b"x", limits=RateLimits(requests_per_minute=1))}
+        await admitted(governor, "issued", route)
+        with pytest.raises(RateLimitedError):
+            await governor.admit("issued", route, tokens=0)
+        stored.by_name = {"issued": StoredKey(name="issued", sha256=b"x", limits=RateLimits(concurrent_requests=5))}
+        assert (await admitted(governor, "issued", route)).requests is None  # no requests limit any more
+        stored.by_name = {"issued": StoredKey(name="issued", sha256=b"x", routes=frozenset({"smart"}), limits=ALL)}
+        with pytest.raises(PermissionDeniedError):
+            await governor.admit("issued", route, tokens=0)
+        stored.by_name = {}  # revoked: the defaults (none)
+        assert await governor.admit("issued", route, tokens=0) is None
     finally:
         await governor.close()
 

@@ -36,7 +36,9 @@ def demand() -> Demand:
     assert limits is not None
     span = budget_span(BudgetPeriod.DAY, NOON)
     checks = admission_checks("a", limits, route=("fast", UNLIMITED), tokens=0, span=span)
-    return Demand.of(checks, holding=Holding(), made_for=(limits, UNLIMITED), whose=("a", "p"), span=span)
+    return Demand.of(
+        checks, holding=Holding(), made_for=(limits, UNLIMITED), whose=("a", "p"), span=span, budget=limits.budget
+    )
 
 
 def test_spend_settled_goes_as_one_item_per_key_and_counts_until_redis_answers() -> None:
