@@ -117,7 +117,7 @@ class RedisGovernor:
     async def admit(self, tenant: str, route: Route, *, tokens: int) -> Admission | None:
         policy = self.policies.policy(tenant)
         demand = self._demands.get((tenant, route.name))
-        if demand is None or not demand.fits(policy, route, self._wall()):  # else its route check and limits stand
+        if demand is None or not demand.fits(policy, route.limits, self._wall()):  # else its route check and limits stand
             check_route(policy, route)
             limits = self.policies.limits(policy)
             if not limits.any and not route.limits.any:
@@ -243,12 +243,12 @@ class RedisGovernor:
             await close_client(self._client)
 
     def _demand(self, tenant: str, route: Route, *, policy: KeyPolicy, limits: RateLimits) -> Demand:
-        """The checks of `tenant`'s requests on `route` under `policy`'s `limits`, made anew when the policy, the route
-        or the budget period changed."""
+        """The checks of `tenant`'s requests on `route` under `policy`'s `limits`, made anew when the policy, the
+        route's limits or the budget period changed."""
         budget = limits.budget
         span = self.fallback.spans.at(budget.period, self._wall()) if budget is not None else None
         checks = admission_checks(tenant, limits, route=(route.name, route.limits), tokens=0, span=span)
-        made_for, whose = (policy, route), (tenant, self.process_id)
+        made_for, whose = (policy, route.limits), (tenant, self.process_id)
         demand = Demand.of(checks, holding=self.holding, made_for=made_for, whose=whose, span=span, budget=budget)
         self._demands[(tenant, route.name)] = demand
         self._send_back(self.holding.take_resized())

@@ -109,9 +109,9 @@ def admission_checks(
 
 @dataclass(slots=True)
 class Demand:
-    """Every check of a tenant's requests on a route, made once for its key's policy and the route (`made_for`) and
-    budget period, with the lease each draws on (None: the budget's), the leases by what they count, and those the
-    headers show."""
+    """Every check of a tenant's requests on a route, made once for its key's policy and the route's limits
+    (`made_for`) and budget period, with the lease each draws on (None: the budget's), the leases by what they count,
+    and those the headers show."""
 
     checks: tuple[Check, ...]
     leases: tuple[Lease | None, ...]
@@ -120,7 +120,7 @@ class Demand:
     tokens: tuple[BucketLease, ...]
     capacities: tuple[int, ...]  # of each tokens lease, when made: the most of it an admission reserved
     shown: tuple[BucketLease | None, BucketLease | None]
-    made_for: tuple[object, object]  # the key's policy and the route: the same objects until a reload or a PATCH
+    made_for: tuple[object, object]  # the key's policy and the route's limits: the same objects until a reload or a PATCH
     budget: Budget | None  # the key's
     whose: tuple[str, str]  # the tenant, and the process id of the governor whose leases these are
     spend: tuple[str, float] | None  # the budget period's spend key, and when it expires
@@ -150,11 +150,12 @@ class Demand:
             shown=(requests[0] if requests else None, tokens[0] if tokens else None),
         )  # fmt: skip
 
-    def fits(self, policy: object, route: object, now: float) -> bool:
-        """Whether it was made for this policy and route (the same objects: a reload or a PATCH makes new ones, and the
-        policy's limits and routes with them), and its budget period has not ended by `now` (epoch seconds)."""
-        made_policy, made_route = self.made_for
-        return made_policy is policy and made_route is route and now < self.until
+    def fits(self, policy: object, route_limits: object, now: float) -> bool:
+        """Whether it was made for this policy and route's limits (the same objects: a reload or a PATCH makes new
+        ones, and the policy's limits and routes with them), and its budget period has not ended by `now` (epoch
+        seconds). The route's limits, not the route: a route given in x-gateway-config is built anew for each request."""
+        made_policy, made_route_limits = self.made_for
+        return made_policy is policy and made_route_limits is route_limits and now < self.until
 
     def take(self, tokens: int, now: float) -> bool:
         """Take a request needing `tokens` from the leases when they cover every limit (else take nothing): whether taken."""

@@ -32,7 +32,6 @@ from gateway.server.metering import METER, Meter
 log = logging.getLogger("gateway")
 
 
-
 def is_governed(governor: Governor) -> bool:
     """Whether `governor` may limit anything (else admission is skipped and nothing is wired in)."""
     return not isinstance(governor, Unlimited)

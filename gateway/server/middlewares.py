@@ -201,7 +201,8 @@ async def _failure_response(request: web.Request, exc: Exception, request_id: st
     anthropic = request.path == ANTHROPIC_PATH or request.path.startswith(ANTHROPIC_PATH + "/")
     if isinstance(exc, GatewayError):
         response = error_response(exc, request_id, anthropic=anthropic)
-        if response.keep_alive is False:  # the error ends the connection
+        if response.keep_alive is False:  # the error ends the connection: sent here, with a limited key's headers
+            add_quota_headers(request_state(request), response.headers)
             await send_and_close(request, response)
         return response
     if isinstance(exc, web.HTTPException):

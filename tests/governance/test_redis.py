@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from datetime import UTC, datetime
 from typing import Any
 
@@ -16,8 +17,9 @@ from gateway.core.stores import RedisConnection
 from gateway.core.tree import Route
 from gateway.governance.admission import Admission, Governor
 from gateway.governance.local import Taken
-from gateway.governance.policies import Policies
+from gateway.governance.policies import INLINE_ROUTE, Policies
 from gateway.governance.redis import RedisGovernor
+from gateway.governance.redis_demands import Held
 from gateway.governance.stored_keys import StoredKey, StoredKeys
 from tests.support.governance import Clock, Heard, api_key, limits_config, redis_governor
 from tests.support.redis_monitor import watched
@@ -124,13 +126,27 @@ async def test_a_stored_key_patched_is_held_to_its_new_routes_and_limits_at_its_
         await admitted(governor, "issued", route)
         with pytest.raises(RateLimitedError):
             await governor.admit("issued", route, tokens=0)
-        stored.by_name = {"issued": StoredKey(name="issued", sha256=b"x", limits=RateLimits(concurrent_requests=5))}
+        five = RateLimits(concurrent_requests=5)
+        stored.by_name = {"issued": StoredKey(name="issued", sha256=b"x", limits=five)}
         assert (await admitted(governor, "issued", route)).requests is None  # no requests limit any more
-        stored.by_name = {"issued": StoredKey(name="issued", sha256=b"x", routes=frozenset({"smart"}), limits=ALL)}
-        with pytest.raises(PermissionDeniedError):
+        stored.by_name = {"issued": StoredKey(name="issued", sha256=b"x", routes=frozenset({"smart"}), limits=five)}
+        with pytest.raises(PermissionDeniedError):  # its routes alone changed
             await governor.admit("issued", route, tokens=0)
         stored.by_name = {}  # revoked: the defaults (none)
         assert await governor.admit("issued", route, tokens=0) is None
+    finally:
+        await governor.close()
+
+
+async def test_requests_on_routes_given_in_x_gateway_config_share_one_demand(url: str) -> None:
+    """Such a route is built anew for each request: what its requests draw on is not made again for each."""
+    config = limits_config(keys=(api_key("a", limits=ALL),))
+    governor = redis_governor(url, config)
+    fast = config.routes["fast"]
+    try:
+        first, second = [await admitted(governor, "a", dataclasses.replace(fast, name=INLINE_ROUTE)) for _ in range(2)]
+        assert isinstance(first.handle, Held) and isinstance(second.handle, Held)
+        assert first.handle.demand is second.handle.demand
     finally:
         await governor.close()
 

@@ -15,9 +15,10 @@ import pytest
 from multidict import CIMultiDict
 from openai.types.chat import ChatCompletionMessageParam
 
+from gateway.core.errors import InvalidRequestError
 from gateway.core.ratelimit_headers import quota_headers
 from gateway.governance.admission import Admission
-from gateway.server import limit_headers
+from gateway.server import handlers, limit_headers
 from gateway.server.keys import ADMISSION
 from tests.support.fakes import FakeUpstream, Step, chat_completion, stream_of
 from tests.support.gateway import KEYS, Gateway
@@ -105,3 +106,20 @@ async def test_a_json_answer_carries_them_once(gateway: Gateway, upstream: FakeU
     raw = await client.chat.completions.with_raw_response.create(model="chat", messages=HELLO)
     assert quotas_shown(raw.headers)
     assert raw.headers.get_list("x-ratelimit-limit-requests") == ["60"]
+
+
+async def test_an_error_that_closes_the_connection_carries_them(
+    gateway: Gateway, upstream: FakeUpstream, recorder: Recorder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Such an error is sent before the middleware's usual step (none is raised after admission today but may be)."""
+
+    def closing(*args: object) -> None:
+        raise InvalidRequestError("Too many messages.", code="invalid_body", headers={"Connection": "close"})
+
+    monkeypatch.setattr(handlers, "check_count", closing)
+    client = await gateway(config(upstream))
+    with pytest.raises(openai.BadRequestError) as caught:
+        await client.with_options(max_retries=0).chat.completions.create(model="chat", messages=HELLO)
+    headers = caught.value.response.headers
+    assert all(headers.get(name) == value for name, value in quota_headers(REQUESTS, TOKENS).items())
+    assert headers.get_list("x-ratelimit-limit-requests") == ["60"]
