@@ -3,7 +3,7 @@
 The same rules as the Redis governor, without a store: a request's route is checked, then the
 key's budget, then the key's concurrency, requests and tokens, then the route's; a request is
 taken from all of them or from none. What a tenant's requests on a route are held to (Terms) is
-worked out once per policy and route; each request then only counts. The counts (a Ledger)
+worked out once per policy and route limits; each request then only counts. The counts (a Ledger)
 outlive a reload: the governor a SIGHUP builds takes its predecessor's ledger, and a bucket
 takes its new limit at the first request held to it (a PATCH makes a new policy, so new Terms).
 """
@@ -152,7 +152,7 @@ class Held:
 
 @dataclass(frozen=True, slots=True)
 class Terms:
-    """What a tenant's requests on a route are held to, worked out once per policy and route.
+    """What a tenant's requests on a route are held to, worked out once per policy and route limits.
 
     `key` and `route_held`: the key's and the route's counts under their limits (None: nothing
     limits the request / the route is not limited). `requests` and `tokens`: the buckets an
@@ -160,7 +160,7 @@ class Terms:
     """
 
     policy: KeyPolicy
-    route: Route
+    route_limits: RateLimits
     key: Held | None
     route_held: Held | None
     budget: Budget | None = None
@@ -200,7 +200,7 @@ class LocalGovernor:
         self._clock = clock
         self._wall = wall
         self.spans = Spans()  # budget periods, worked out once a period
-        self._terms: dict[str, Terms] = {}  # each tenant's, for the route it used last
+        self._terms: dict[tuple[str, str], Terms] = {}  # by tenant and route name
 
     def policy(self, tenant: str) -> KeyPolicy:
         return self.policies.policy(tenant)
@@ -246,23 +246,23 @@ class LocalGovernor:
     def terms(self, tenant: str, route: Route) -> Terms:
         """What `tenant`'s requests on `route` are held to (PermissionDeniedError when it may not use it)."""
         policy = self.policies.policy(tenant)
-        terms = self._terms.get(tenant)
-        if terms is None or terms.policy is not policy or terms.route is not route:
+        terms = self._terms.get((tenant, route.name))
+        if terms is None or terms.policy is not policy or terms.route_limits is not route.limits:
             check_route(policy, route)
-            terms = self._terms[tenant] = self._terms_of(tenant, policy, route)
+            terms = self._terms[(tenant, route.name)] = self._terms_of(tenant, policy, route)
         return terms
 
     def _terms_of(self, tenant: str, policy: KeyPolicy, route: Route) -> Terms:
         limits = self.policies.limits(policy)
         if not limits.any and not route.limits.any:
-            return Terms(policy, route, key=None, route_held=None)
+            return Terms(policy, route.limits, key=None, route_held=None)
         now = self._clock()
         key = Held.under(self.ledger.keys.setdefault(tenant, Counts()), limits, now)
         held = None
         if route.limits.any:
             held = Held.under(self.ledger.routes.setdefault(route.name, Counts()), route.limits, now)
         return Terms(
-            policy, route, key=key, route_held=held, budget=limits.budget,
+            policy, route.limits, key=key, route_held=held, budget=limits.budget,
             requests=shown(key.requests, held.requests if held is not None else None),
             tokens=shown(key.tokens, held.tokens if held is not None else None),
         )  # fmt: skip

@@ -16,10 +16,11 @@ from yarl import URL
 
 from gateway.core.errors import GatewayError
 from gateway.core.settings import CorsConfig
+from gateway.server.limit_headers import RATE_LIMIT_PREFIX, UPSTREAM_RATE_LIMIT_PREFIX
 from gateway.server.middlewares import error_response, new_request_id
 
 ALLOWED_METHODS = "GET, POST, DELETE, OPTIONS"
-RATE_LIMIT_PREFIXES = ("x-ratelimit-", "x-upstream-ratelimit-")
+RATE_LIMIT_PREFIXES = (RATE_LIMIT_PREFIX, UPSTREAM_RATE_LIMIT_PREFIX)
 # What a script may read from an answer. Expose-Headers takes no prefixes and its `*` is void on
 # credentialed requests, so the x-ratelimit-* names are listed, and the upstream's as relayed beside
 # a limited key's own (x-upstream-ratelimit-*); others of either prefix are added per response.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime
 
 import pytest
@@ -12,7 +13,7 @@ from gateway.core.settings import Config
 from gateway.core.tree import Route
 from gateway.governance.admission import Admission
 from gateway.governance.local import LocalGovernor
-from gateway.governance.policies import Policies
+from gateway.governance.policies import INLINE_ROUTE, Policies
 from gateway.governance.stored_keys import StoredKey, StoredKeys
 from tests.support.governance import Clock, Heard, api_key, limits_config
 
@@ -241,3 +242,20 @@ async def test_a_key_going_from_route_to_route_is_held_to_each_route_s_limits() 
         await governor.admit("a", smart, tokens=0)
     assert (await admitted(governor, "a", fast, tokens=10)).tokens == Quota(limit=100, remaining=90,
                                                                             reset_seconds=pytest.approx(6.0))
+
+
+async def test_terms_are_kept_per_route_and_remade_when_the_route_s_limits_change() -> None:
+    """A key using two routes in turn keeps the terms of each; x-gateway-config's routes (a Route each, one name,
+    no limits) share theirs; a route whose limits a reload changed is held to them at its next request."""
+    config = limits_config(keys=(api_key("a", limits=RateLimits(tokens_per_minute=100)),),
+                           routes={"smart": RateLimits(requests_per_minute=1)})
+    governor, _, _ = governor_of(config)
+    fast, smart = config.routes["fast"], config.routes["smart"]
+    kept = governor.terms("a", fast)
+    await admitted(governor, "a", smart)
+    assert governor.terms("a", fast) is kept
+    inline = governor.terms("a", dataclasses.replace(fast, name=INLINE_ROUTE))
+    assert governor.terms("a", dataclasses.replace(fast, name=INLINE_ROUTE)) is inline
+    reloaded = dataclasses.replace(smart, limits=RateLimits(requests_per_minute=2))
+    with pytest.raises(RateLimitedError, match="route 'smart': limit 2"):  # the first one's still counted
+        await governor.admit("a", reloaded, tokens=0)
