@@ -219,17 +219,6 @@ async def test_a_sentinel_failover_is_followed_without_a_500(
     await turn(client, "after", "on the new primary")
 
 
-def demoted(watched: Watched, old: int) -> bool:
-    """Whether every sentinel names another primary than `old`, and `old` has become a replica."""
-    for port in watched.sentinels:
-        with watched.sentinel(port) as sentinel:
-            _, named = sentinel.execute_command("SENTINEL", "GET-MASTER-ADDR-BY-NAME", MASTER_NAME)
-        if int(named) == old:
-            return False
-    with watched.server(old) as server:
-        return bool(server.info("replication")["role"] == "slave")
-
-
 async def test_a_store_writes_to_the_new_primary_once_the_old_one_is_a_replica(
     watched: Watched, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -246,7 +235,7 @@ async def test_a_store_writes_to_the_new_primary_once_the_old_one_is_a_replica(
     try:
         await store.append(key, [entry("user", "before")], system=None)
         old = await asyncio.to_thread(watched.fail_over)
-        await eventually(lambda: demoted(watched, old), seconds=30, what="the old primary is a replica")
+        await eventually(lambda: watched.demoted(old), seconds=30, what="the old primary is a replica")
         async with store.lock(key):  # the scripts' connection still goes to the old primary
             await store.append(key, [entry("user", "after")], system=None)
         with watched.server(watched.primary_port()) as primary:

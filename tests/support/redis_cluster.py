@@ -188,6 +188,16 @@ class Watched:
             sentinel.execute_command("SENTINEL", "FAILOVER", MASTER_NAME)
         return before
 
+    def demoted(self, old: int) -> bool:
+        """Whether every sentinel names another primary than `old`, and `old` has become a replica."""
+        for port in self.sentinels:
+            with self.sentinel(port) as sentinel:
+                _, named = sentinel.execute_command("SENTINEL", "GET-MASTER-ADDR-BY-NAME", MASTER_NAME)
+            if int(named) == old:
+                return False
+        with self.server(old) as server:
+            return bool(server.info("replication")["role"] == "slave")
+
 
 @contextmanager
 def redis_sentinels(
