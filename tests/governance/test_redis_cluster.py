@@ -79,3 +79,41 @@ async def test_two_leasing_replicas_on_a_cluster_never_let_more_through_than_the
     finally:
         for governor in replicas:
             await governor.close()
+
+
+async def test_the_limits_slot_moved_to_another_node_under_load_fails_no_admission(cluster: Cluster) -> None:
+    """A reshard moves the one slot every limit lives in while two replicas admit: none fails, and once it is done
+    both count on its new owner again, with nothing of the limits left behind on the old one."""
+    config = limits_config(keys=(api_key("m", limits=RateLimits(requests_per_minute=100_000, concurrent_requests=8)),),
+                           cluster=True)  # fmt: skip
+    replicas = tuple(redis_governor(cluster.url, config, cluster=True) for _ in range(2))
+    route = config.routes["fast"]
+    key = slots_key("key", "m")
+    moved = asyncio.Event()
+    admitted: list[Admission] = []
+
+    async def admit_until_moved(governor: RedisGovernor) -> None:
+        while not moved.is_set():
+            admission = await governor.admit("m", route, tokens=0)
+            assert admission is not None
+            admitted.append(admission)
+            governor.settle(admission, tokens=0, cost_usd=0.0)
+            await asyncio.sleep(0.001)
+
+    try:
+        load = [asyncio.create_task(admit_until_moved(governor)) for governor in replicas]
+        await eventually(lambda: len(admitted) >= 20, what="admissions under way")
+        source = cluster.owner(key)
+        target = next(port for port in cluster.ports if port != source)
+        await asyncio.to_thread(cluster.move_slot, key, target)
+        await eventually(lambda: len(admitted) >= 200, what="admissions after the move")
+        moved.set()
+        await asyncio.gather(*load)
+        after = [await governor.admit("m", route, tokens=0) for governor in replicas]
+        assert all(admission is not None and not isinstance(admission.handle, Taken) for admission in after)
+        with cluster.node(source) as old, cluster.node(target) as new:
+            assert old.keys("gw:lim:*") == []
+            assert new.exists(bucket_key("key", "m", "requests"))
+    finally:
+        for governor in replicas:
+            await governor.close()
