@@ -85,7 +85,7 @@ async def test_the_limits_slot_moved_to_another_node_under_load_fails_no_admissi
     """A reshard moves the one slot every limit lives in while two replicas admit: none fails, and once it is done
     both count on its new owner again, with nothing of the limits left behind on the old one."""
     config = limits_config(keys=(api_key("m", limits=RateLimits(requests_per_minute=100_000, concurrent_requests=8)),),
-                           cluster=True)  # fmt: skip
+                           cluster=True)  # fmt: skip  # under ten slots none is leased: a call an admission
     replicas = tuple(redis_governor(cluster.url, config, cluster=True) for _ in range(2))
     route = config.routes["fast"]
     key = slots_key("key", "m")
