@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
+import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,6 +30,9 @@ from gateway.config.section import again, refusal
 MAX_SECONDS: Final = 10 * 365 * 24 * 3600.0
 MAX_COUNT: Final = 10**9
 T = TypeVar("T")
+# A number with an exponent as YAML 1.2, JSON and editors' schema checks read it (1e6, 2.5e-3), which
+# PyYAML's YAML 1.1 leaves as text unless it has a dot and a signed exponent (1.0e+6).
+EXPONENT_NUMBER: Final = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)[eE][-+]?[0-9]+")
 # A list's item the schema pass left out (gateway.config.validation), skipped by ListOf.
 LEFT_OUT: Final = object()
 # A `${VAR}` reference as the file is written, where a number, a flag or a choice is expected: the
@@ -155,6 +159,8 @@ def _number(value: Any, kind: type[int] | type[float]) -> float:
         with contextlib.suppress(yaml.YAMLError):
             value = yaml.safe_load(value)
     wanted = "an integer" if kind is int else "a number"
+    if isinstance(value, str) and EXPONENT_NUMBER.fullmatch(value):
+        value = float(value)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise refusal(f"must be {wanted}, got {describe(value)}")
     if isinstance(value, float) and not (math.isfinite(value) and (kind is float or value.is_integer())):

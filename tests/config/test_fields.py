@@ -114,3 +114,32 @@ def test_a_list_skips_the_items_left_out_and_tells_the_others_at_their_places_in
     assert problems == ["codes[3]: must be a status code between 100 and 599, got 600"]
     sample = read(codes=[LEFT_OUT, 503])[0]
     assert sample is not None and sample.codes == (503,)
+
+
+@pytest.mark.parametrize(
+    ("written", "read"),
+    [("1e6", 1_000_000), ("2.5e3", 2_500), ("1E+3", 1_000), (".5e4", 5_000), ("1.0e+6", 1_000_000)],
+)
+def test_a_number_with_an_exponent_is_read_as_yaml_1_2_reads_it(written: str, read: int) -> None:
+    """PyYAML reads 1e6 as text (YAML 1.1 wants 1.0e+6); editors checking the schema read it as a number, as we do."""
+    config = loads(f"""
+        auth: {{keys: [{{name: t, key: sk-t, limits: {{requestsPerMinute: {written}, budget: {{usd: {written}}}}}}}]}}
+        routes: {{m: {{provider: mock}}}}
+    """)
+    limits = config.api_keys[0].limits
+    assert limits is not None and limits.budget is not None
+    assert (limits.requests_per_minute, limits.budget.usd) == (read, float(read))
+    assert loads('memory: {ttlSeconds: "${TTL}"}\n' + MOCK, env={"TTL": "3e3"}).memory.ttl_seconds == 3000
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("memory: {ttlSeconds: 1e300}\n" + MOCK, "memory.ttlSeconds: must be at most"),
+        ("memory: {maxStoredMessages: 1.55e1}\n" + MOCK, "memory.maxStoredMessages: must be an integer, got 15.5"),
+        ("memory: {ttlSeconds: 1e999}\n" + MOCK, "memory.ttlSeconds: must be a number, got inf"),
+        ("memory: {ttlSeconds: 1e}\n" + MOCK, "memory.ttlSeconds: must be a number, got '1e'"),
+    ],
+)
+def test_a_number_with_an_exponent_is_held_to_its_bounds(text: str, problem: str) -> None:
+    assert any(problem in error for error in errors_of(text)), errors_of(text)
