@@ -248,6 +248,16 @@ class ListOf:
             raise ValidationError.from_exception_data(refused.title, placed) from None
 
 
+def key_problem(key: object) -> str | None:
+    """Why a mapping's key as YAML read it is not the text it was written as (a route name, a header), or None."""
+    if isinstance(key, bool) or key is None:
+        return (
+            f"a key written as on, off, yes, no, true, false, null or ~ reads as {key} in YAML (1.1): "
+            "quote it ('on') where it is a name"
+        )
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class MappingOf:
     """A mapping whose keys are taken as text, as written (body params, headers, route names)."""
@@ -258,6 +268,10 @@ class MappingOf:
     def check(self, value: Any) -> dict[str, Any]:
         if not isinstance(value, dict):
             raise refusal(f"must be a mapping, got {describe(value)}")
+        for key in value:
+            problem = key_problem(key)
+            if problem is not None:
+                raise refusal(problem)
         return {str(key): item for key, item in value.items()}
 
 

@@ -20,7 +20,7 @@ import yaml
 
 from gateway.config.access import read_keys, read_limits
 from gateway.config.checks import listed
-from gateway.config.fields import MAX_COUNT, MAX_SECONDS
+from gateway.config.fields import MAX_COUNT, MAX_SECONDS, key_problem
 from gateway.config.interpolation import env_refs, interpolate, secret_forms
 from gateway.config.problems import ConfigError, Problems, describe
 from gateway.config.schema import ConfigFile, Memory
@@ -103,11 +103,13 @@ def _route_names(document: dict[str, Any], problems: Problems) -> list[str]:
     if not isinstance(written, dict):
         return []
     for name in written:
-        problem = route_name_problem(str(name))
+        problem = key_problem(name) or route_name_problem(str(name))
         if problem is not None:
             problems.refuse(("routes", str(name)), problem)
     document["routes"] = {
-        name: body for name, body in written.items() if route_name_problem(str(name)) is None
+        name: body
+        for name, body in written.items()
+        if key_problem(name) is None and route_name_problem(str(name)) is None
     }
     return [str(name) for name in written]
 

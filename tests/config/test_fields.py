@@ -143,3 +143,17 @@ def test_a_number_with_an_exponent_is_read_as_yaml_1_2_reads_it(written: str, re
 )
 def test_a_number_with_an_exponent_is_held_to_its_bounds(text: str, problem: str) -> None:
     assert any(problem in error for error in errors_of(text)), errors_of(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("routes: {on: {provider: mock}}", "routes.True: a key written as on, off, yes, no"),
+        ("routes: {m: {provider: mock, headers: {yes: x}}}", "routes.m.headers: a key written as on, off, yes, no"),
+        ("routes: {m: {provider: mock, overrideParams: {~: 1}}}", "reads as None in YAML"),
+    ],
+)
+def test_a_key_yaml_reads_as_a_boolean_or_null_is_refused_not_renamed(text: str, problem: str) -> None:
+    """`routes: {on: ...}` would otherwise name a route 'True', which no client asks for."""
+    assert any(problem in error for error in errors_of(text)), errors_of(text)
+    assert loads("routes: {'on': {provider: mock}}").routes.keys() == {"on"}
