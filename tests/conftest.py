@@ -12,6 +12,8 @@ from tests.support.fakes import FakeUpstream, Step
 from tests.support.gateway import Gateway, start_gateway, start_upstream
 from tests.support.servers import redis_server
 
+pytest_plugins = ["tests.support.hangs"]  # what a test that hangs leaves to read
+
 # Never time a test: hypothesis' default 200 ms deadline per example failed a property test on a
 # loaded machine (`-n auto` on 2 CPUs). Every test's settings start from this profile.
 settings.register_profile("gateway", deadline=None)
