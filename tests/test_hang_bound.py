@@ -77,3 +77,12 @@ def test_a_teardown_hanging_after_a_timeout_ends_its_worker_and_the_run_names_th
     done = run(tmp_path, "test_hangs_on.py", "test_fine.py")
     assert "crashed while running 'test_hangs_on.py::test_hangs_then_its_teardown_too'" in done.stdout, done.stdout[-3000:]
     assert done.returncode != 0
+
+
+def test_the_clients_tests_are_bounded_past_their_npm_install(request: pytest.FixtureRequest) -> None:
+    items = [item for item in request.session.items if "tests/clients/" in item.nodeid]
+    if not items:
+        pytest.skip("tests/clients was not collected in this run")
+    for item in items:
+        marker = item.get_closest_marker("timeout")
+        assert marker is not None and marker.args == (900,), item.nodeid

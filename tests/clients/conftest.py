@@ -8,6 +8,17 @@ import pytest
 
 from tests.support.node import NODE_DIR, agent_cli, installed
 
+HERE = Path(__file__).parent
+# The first of these tests in a run waits for `npm ci` too (tests/support/node.py bounds it at 600 s,
+# ~800 MB on a machine without npm's cache): past the suite's five minutes, below this bound.
+INSTALLING_SECONDS = 900
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.is_relative_to(HERE):
+            item.add_marker(pytest.mark.timeout(INSTALLING_SECONDS))
+
 
 @pytest.fixture(scope="session")
 def node_client() -> Path:

@@ -259,3 +259,18 @@ async def test_terms_are_kept_per_route_and_remade_when_the_route_s_limits_chang
     reloaded = dataclasses.replace(smart, limits=RateLimits(requests_per_minute=2))
     with pytest.raises(RateLimitedError, match="route 'smart': limit 2"):  # the first one's still counted
         await governor.admit("a", reloaded, tokens=0)
+
+
+async def test_a_stored_key_patched_to_fewer_routes_is_refused_a_route_it_used_at_its_next_request() -> None:
+    stored = StoredKeys()
+    config = limits_config()
+    governor = LocalGovernor(Policies(config, stored=stored), clock=Clock())
+    fast, smart = config.routes["fast"], config.routes["smart"]
+    limits = RateLimits(requests_per_minute=100)
+    stored.by_name = {"issued": StoredKey(name="issued", sha256=b"x", limits=limits)}
+    await admitted(governor, "issued", fast)
+    await admitted(governor, "issued", smart)
+    stored.by_name = {"issued": StoredKey(name="issued", sha256=b"x", routes=frozenset({"smart"}), limits=limits)}
+    with pytest.raises(PermissionDeniedError, match="may not use the route 'fast'"):
+        await governor.admit("issued", fast, tokens=0)
+    await admitted(governor, "issued", smart)

@@ -59,7 +59,7 @@ async def test_slots_held_across_a_sentinel_failover_count_on_the_new_primary(
     gate = asyncio.Event()
     upstream.then(*(Step(body=chat_completion(), gate=gate) for _ in range(3)))  # later requests are answered at once
     config = replica(upstream, watched, tmp_path)
-    first, second = await gateway(config), await gateway(config)
+    first, second = await gateway(config, timeout=120), await gateway(config, timeout=120)  # held past a failover
     held = [asyncio.create_task(outcome(client)) for client in (first, first, second)]
     await eventually(lambda: upstream.active == 3, what="three requests holding the key's three slots")
     assert [await outcome(first), await outcome(second)] == [429, 429]
