@@ -4,8 +4,8 @@ Most admissions make no round trip: they are taken from what this process leased
 (redis_leases), the budget checked against the spend Redis last reported plus what this process
 settled since. The others (and a budget that looks spent, or was reported too long ago: redis_spending)
 go to Redis and take a new lease, those of one pass of the event loop in one call (redis_script's
-SCRIPT, through stores.redis.open_lean's client, or redis-py on a Cluster); settlements (spend, leases
-given back) wait for the next call, or go on their own within `settle_seconds` (freed slots at once).
+SCRIPT, through stores.redis.open_lean's client, or redis-py on a Cluster); how those calls go, with
+the settlements, the liveness record and the corrections, is redis_calls' (the governor's base class).
 
 When Redis cannot be reached no request fails: this process counts alone (a LocalGovernor with the
 same limits), one warning is logged, and Redis is tried again after `retry_seconds`; settlements of
@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import logging
 import math
 import os
 import time
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Any
 
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
@@ -33,6 +32,7 @@ from gateway.core.tree import Route
 from gateway.governance.admission import Admission, GovernanceListener
 from gateway.governance.local import Ledger, LocalGovernor, Taken
 from gateway.governance.policies import Policies, check_route
+from gateway.governance.redis_calls import ScriptCalls
 from gateway.governance.redis_demands import (
     Demand,
     Held,
@@ -40,10 +40,9 @@ from gateway.governance.redis_demands import (
     admission_checks,
     peeked,
     refusal_quotas,
-    settle_in,
 )
 from gateway.governance.redis_leases import IDLE_SECONDS, Holding
-from gateway.governance.redis_script import SCRIPT, Call, Item, ItemKind, Op, Outcome, Unsent
+from gateway.governance.redis_script import SCRIPT, Op, Outcome, Unsent
 from gateway.governance.redis_spending import Spending
 from gateway.governance.refusals import budget_spent
 from gateway.governance.usage import usage_report
@@ -52,10 +51,8 @@ from gateway.stores.redis import Patience, RedisClient, close_client, masked, op
 
 log = logging.getLogger("gateway.governance")
 
-MOST_UNSENT: Final = 50_000  # settlements kept while Redis is away; the oldest go first past it
 
-
-class RedisGovernor:
+class RedisGovernor(ScriptCalls):
     """Admits requests against limits counted in the Redis of `connection`, shared by every process that uses it."""
 
     def __init__(
@@ -75,29 +72,18 @@ class RedisGovernor:
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
     ) -> None:
+        super().__init__(
+            live_seconds=live_seconds, idle_seconds=idle_seconds, settle_seconds=settle_seconds, retry_seconds=retry_seconds
+        )
         self.policies = policies
         self.process_id = process_id or os.urandom(8).hex()  # this process's slots and liveness record
         self.fallback = LocalGovernor(policies, listener=listener, ledger=ledger, clock=clock, wall=wall)
         self._connection = connection
         self._listener = self.spending = Spending(listener, fallback=self.fallback, owner=self.process_id)
-        self._retry_seconds, self._live_ms = retry_seconds, max(1, round(live_seconds * 1000))
-        self._renew_seconds = min(live_seconds / 3, idle_seconds)
-        self._settle_seconds, self._idle_seconds = settle_seconds, idle_seconds
         self._clock, self._wall = clock, wall
-        self._calls = itertools.count()
-        self._instance = os.urandom(4).hex()  # call ids stay unique when a successor takes the process id
-        self._waiting: list[Waiting] = []
         self._demands: dict[tuple[str, str], Demand] = {}  # by tenant and route
-        self._unsent: list[Unsent] = []
-        self._sending: asyncio.Handle | None = None
-        self._sending_later = False  # whether `_sending` is the settlements' timer (uvloop's is no asyncio.TimerHandle)
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._renewing: asyncio.Task[None] | None = None
         self.holding = holding if holding is not None else Holding()  # leases, shared with a successor taking the id
         self.holding.holders.add(self._instance)
-        self.holds_slots = False  # once a slot was taken: the liveness record is renewed from then on
-        self._correcting = False  # a correction of this process's slots is under way: no other call goes
-        self._down, self._down_until = False, 0.0
         self._client: RedisClient | None = None
         self._lean: LeanRedis | None = None
         patience = Patience(socket_seconds=timeout, connect_seconds=timeout, retry=Retry(NoBackoff(), 0))
@@ -254,147 +240,16 @@ class RedisGovernor:
         self._send_back(self.holding.take_resized())
         return demand
 
-    def _send_back(self, items: list[Item]) -> None:
-        """Queue `items` of this process's leases (given back under a lowered limit, or idle) for the next call."""
-        if items:
-            self._queue([Unsent(items=items, owner=self.process_id)])
 
-    def _give_back(self, items: list[Item], *, held: Held) -> None:
-        """Queue `items` freeing what `held` took beyond what its leases keep: slots go at once (another replica's
-        request may be refused for want of one), tokens with the next call or within `settle_seconds`."""
-        if items:
-            slots = any(item.kind is ItemKind.SLOTS for item in items)
-            self._queue([Unsent(items=items, owner=held.demand.whose[1])], delay=0.0 if slots else None)
 
-    def _call(self) -> Call:
-        return Call(process=self.process_id, live_ms=self._live_ms, call_id=f"{self._instance}:{next(self._calls)}")
 
-    def _queue(self, unsent: list[Unsent], *, delay: float | None = None) -> None:
-        if not unsent:  # nothing new (a spend added to an item queued already, whose send is due)
-            return
-        self._unsent += unsent
-        if len(self._unsent) > MOST_UNSENT:
-            del self._unsent[: len(self._unsent) - MOST_UNSENT]
-            self.spending.sending()  # a later spend makes a new item rather than add to one dropped
-        self._send_soon(self._settle_seconds if delay is None else delay)
 
-    def _send_soon(self, delay: float) -> None:
-        """Send what waits at the end of this pass of the loop (admissions), or within `delay` (settlements alone)."""
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:  # settled outside the loop: sent with the next call
-            return
-        if self._sending is not None and (delay or not self._sending_later):
-            return  # a send is due no later than asked
-        if self._sending is not None:  # an admission does not wait for the settlements' timer
-            self._sending.cancel()
-        self._sending_later = bool(delay)
-        self._sending = loop.call_later(delay, self._send) if delay else loop.call_soon(self._send)
 
-    def _send(self) -> None:
-        self._sending = None
-        if self._correcting:  # sent when it ends: a call overtaking it on another connection would be undone
-            return
-        waiting, self._waiting = self._waiting, []
-        if self._clock() < self._down_until:
-            for each in waiting:
-                each.unanswered()
-            if self._unsent and math.isfinite(self._down_until):
-                self._send_soon(max(self._down_until - self._clock(), self._settle_seconds))
-            return
-        if waiting or self._unsent:
-            task = asyncio.get_running_loop().create_task(self._exchange(waiting))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
 
-    def _take_unsent(self) -> list[Unsent]:
-        unsent, self._unsent = self._unsent, []
-        self.spending.sending()
-        return unsent
 
-    async def _exchange(self, waiting: list[Waiting]) -> None:
-        """One call: the unsent settlements, then each waiting admission; their outcomes handed to the admissions."""
-        unsent = self._take_unsent()
-        call = self._call()
-        settled = settle_in(call, unsent)
-        for each in waiting:
-            call.add_arguments(Op.ADMIT, each.asked.args)
-        try:
-            reply = await self._script(keys=call.keys, args=call.args)
-        except Exception as exc:  # whatever the client raised: Redis is unavailable
-            self._unsent[:0] = unsent  # sent when Redis is back, first
-            for each in waiting:  # first: what their leases covered is not in flight when the fallback counts it
-                each.unanswered()
-            self._lost(exc)
-            self._send_soon(self._settle_seconds)
-            return
-        self._reached()
-        outcomes, now = [Outcome.read(answer) for answer in reply], self._clock()
-        self.spending.told(settled, outcomes[: len(settled)], now=now)
-        for each, outcome in zip(waiting, outcomes[len(settled) :], strict=True):
-            self._give_back(each.answered(outcome, now), held=each.held)  # taken for a caller that left: back
 
-    async def _send_unsent(self, *, retire: bool) -> None:
-        unsent = self._take_unsent()
-        call = self._call()
-        settled = settle_in(call, unsent)
-        if retire:
-            call.add(Op.RETIRE, [])
-        if call.operations:
-            try:
-                reply = await self._script(keys=call.keys, args=call.args)
-            except BaseException:  # failed or cut short: kept, for `close` to hand over
-                self._unsent[:0] = unsent
-                raise
-            outcomes = [Outcome.read(answer) for answer in reply[: len(settled)]]
-            self.spending.told(settled, outcomes, now=self._clock())
 
-    def keep_alive(self) -> None:
-        """Renew this process's liveness record every second from now on (outside a running loop: from the next slot)."""
-        self._tend(slots=True)
 
-    def _tend(self, *, slots: bool) -> None:
-        """Give back idle leases from now on, and (`slots`: it leased some) renew the liveness record."""
-        self.holds_slots = self.holds_slots or slots
-        if self._renewing is None:
-            with contextlib.suppress(RuntimeError):  # no running loop
-                self._renewing = asyncio.get_running_loop().create_task(self._renew())
 
-    async def _renew(self) -> None:
-        """Give back idle leases, send what a closed governor handed over, renew liveness, and correct the slots."""
-        while True:
-            await asyncio.sleep(self._renew_seconds)
-            if self._clock() < self._down_until:
-                continue
-            self._send_back(self.holding.idle(self._clock(), seconds=self._idle_seconds))
-            self._queue(self.holding.take_handed())
-            if not self.holds_slots:
-                continue
-            call = self._call()
-            self._correcting = not (self._tasks or self._waiting or self._unsent)
-            if self._correcting:
-                call.add(Op.CORRECT, self.holding.corrections())
-            try:
-                await self._script(keys=call.keys, args=call.args)
-            except Exception as exc:  # whatever the client raised: Redis is unavailable
-                self._lost(exc)
-            else:
-                self._reached()
-            finally:
-                self._correcting = False
-                if self._waiting or self._unsent:
-                    self._send_soon(0.0)
 
-    def _lost(self, exc: BaseException) -> None:
-        self._down_until = self._clock() + self._retry_seconds
-        if not self._down:
-            self._down = True
-            self.holding.lend(self.fallback.ledger)  # its requests in flight count in the fallback too
-            problem = masked(str(exc), self._connection)
-            log.warning("limits: redis unreachable (%s); each process counts alone until it is back", problem)
 
-    def _reached(self) -> None:
-        if self._down:
-            self._down = False
-            self.holding.reclaim()
-            log.warning("limits: redis reachable again; limits are shared again")
