@@ -19,9 +19,10 @@ not at all (SLOTS_COVERED), keeping their place in the reply.
 Concurrency slots are counted per process: a field per process id in a key's slots hash (the
 slots it leased: its requests in flight and the ones it holds ready), read only while that
 process's liveness record (`live:<id>`, renewed by each of its calls and every second while it
-holds slots) exists; a dead process's fields are dropped by the next reader. With each renewal a
-process also sets its fields to the slots it knows it holds, so a count that went wrong (a reply
-lost after the script ran, a Redis restarted empty) is right again within a second.
+holds slots) exists; a dead process's fields are dropped by the next reader. With a renewal that
+no other call of it overlaps (redis_calls), a process also sets its fields to the slots it knows it
+holds, so a count that went wrong (a reply lost after the script ran, a Redis restarted empty) is
+right again within a second, or under steady load at its first such renewal.
 
 A call is safe to run twice (a client may send it again after losing the reply): its reply is
 kept under the process's `reply` key with the call's sequence id, and a second run returns it.
