@@ -102,15 +102,13 @@ def _route_names(document: dict[str, Any], problems: Problems) -> list[str]:
     written = document.get("routes")
     if not isinstance(written, dict):
         return []
+    refused = set()
     for name in written:
         problem = key_problem(name) or route_name_problem(str(name))
         if problem is not None:
             problems.refuse(("routes", str(name)), problem)
-    document["routes"] = {
-        name: body
-        for name, body in written.items()
-        if key_problem(name) is None and route_name_problem(str(name)) is None
-    }
+            refused.add(name)
+    document["routes"] = {name: body for name, body in written.items() if name not in refused}
     return [str(name) for name in written]
 
 

@@ -12,16 +12,15 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import openai
 import pytest
 
 from tests.support.fakes import FakeUpstream, Step, chat_completion
-from tests.support.gateway import GATEWAY_KEY, Gateway
+from tests.support.gateway import Gateway
+from tests.support.limits_replicas import outcome, replica_config
 from tests.support.processes import free_port
 from tests.support.servers import flush_redis, redis_server
 from tests.support.waiting import eventually
 
-HELLO = [{"role": "user", "content": "hello there"}]
 REFILL_SECONDS = 10  # requestsPerMinute 6: one request comes back every 10 s
 
 
@@ -33,22 +32,7 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 def replica(upstream: FakeUpstream, url: str, tmp_path: Path, limits: str) -> str:
-    return f"""
-auth: {{keys: [{{name: team-a, key: {GATEWAY_KEY}, limits: {limits}}}]}}
-limits: {{store: redis, url: "{url}"}}
-memory: {{store: sqlite, path: "{tmp_path / 'memory.db'}"}}
-routes:
-  chat: {{provider: openai, baseUrl: "{upstream.url}", apiKey: up-key}}
-"""
-
-
-async def outcome(client: openai.AsyncOpenAI) -> int:
-    """The status the gateway answered one chat request with."""
-    try:
-        await client.chat.completions.create(model="chat", messages=HELLO)  # type: ignore[arg-type]
-    except openai.RateLimitError:
-        return 429
-    return 200
+    return replica_config(upstream, tmp_path, limits=limits, redis=f'url: "{url}"')
 
 
 async def test_two_replicas_together_admit_no_more_requests_than_the_limit(

@@ -15,15 +15,13 @@ import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 
-import openai
 import pytest
 
 from tests.support.fakes import FakeUpstream, Step, chat_completion
-from tests.support.gateway import GATEWAY_KEY, Gateway
+from tests.support.gateway import Gateway
+from tests.support.limits_replicas import outcome, replica_config
 from tests.support.redis_cluster import MASTER_NAME, Watched, redis_sentinels
 from tests.support.waiting import eventually
-
-HELLO = [{"role": "user", "content": "hello there"}]
 
 
 @pytest.fixture
@@ -35,22 +33,8 @@ def watched(tmp_path: Path) -> Iterator[Watched]:
 
 def replica(upstream: FakeUpstream, watched: Watched, tmp_path: Path) -> str:
     nodes = ", ".join(f"'{node}'" for node in watched.nodes)
-    return f"""
-auth: {{keys: [{{name: team-a, key: {GATEWAY_KEY}, limits: {{concurrentRequests: 3}}}}]}}
-limits: {{store: redis, sentinel: {{masterName: {MASTER_NAME}, nodes: [{nodes}]}}}}
-memory: {{store: sqlite, path: "{tmp_path / 'memory.db'}"}}
-routes:
-  chat: {{provider: openai, baseUrl: "{upstream.url}", apiKey: up-key}}
-"""
-
-
-async def outcome(client: openai.AsyncOpenAI) -> int:
-    """The status the gateway answered one chat request with (any other error than a 429 fails the test)."""
-    try:
-        await client.chat.completions.create(model="chat", messages=HELLO)  # type: ignore[arg-type]
-    except openai.RateLimitError:
-        return 429
-    return 200
+    sentinel = f"sentinel: {{masterName: {MASTER_NAME}, nodes: [{nodes}]}}"
+    return replica_config(upstream, tmp_path, limits="{concurrentRequests: 3}", redis=sentinel)
 
 
 async def test_slots_held_across_a_sentinel_failover_count_on_the_new_primary(
