@@ -3,10 +3,15 @@
 Settlements (spend, leases given back) wait for the next call, or go on their own within
 `settle_seconds` (freed slots at once); the admissions of one pass of the event loop that the
 leases do not cover go in one call. While this process holds slots its liveness record is renewed
-every second, and with it, when no other call is in flight or waits to go, its slots in Redis are
-set to what it holds (a correction): a count gone wrong (a reply lost after its script ran, a
-failover that lost the last writes) comes right at the first quiet second. A call that fails makes
-Redis unreachable for `retry_seconds`: the governor (gateway.governance.redis) counts alone meanwhile.
+every second by a call sent then, with what waits; when no other call of the process is in flight,
+that call also sets its slots in Redis to what it holds (a correction), after its settlements and
+before its admissions: a count gone wrong (a reply lost after its script ran, a failover that lost
+the last writes) comes right within a second, or under steady load with the first call that has
+none in flight beside it. A call that fails makes Redis unreachable for `retry_seconds`: the
+governor (gateway.governance.redis) counts alone meanwhile.
+
+While a reload's governor and the one it replaces share the process's leases (Holding), neither
+corrects: the other's settlements, waiting or in flight, would be counted twice.
 """
 
 from __future__ import annotations
@@ -62,6 +67,7 @@ class ScriptCalls:
         self._tasks: set[asyncio.Task[None]] = set()
         self._renewing: asyncio.Task[None] | None = None
         self.holds_slots = False  # once a slot was taken: the liveness record is renewed from then on
+        self._correct = False  # a renewal is due: the next call corrects this process's slots if it can
         self._correcting = False  # a correction of this process's slots is under way: no other call goes
         self._down, self._down_until = False, 0.0
 
@@ -113,7 +119,7 @@ class ScriptCalls:
             if self._unsent and math.isfinite(self._down_until):
                 self._send_soon(max(self._down_until - self._clock(), self._settle_seconds))
             return
-        if waiting or self._unsent:
+        if waiting or self._unsent or self._correct:
             task = asyncio.get_running_loop().create_task(self._exchange(waiting))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
@@ -124,10 +130,15 @@ class ScriptCalls:
         return unsent
 
     async def _exchange(self, waiting: list[Waiting]) -> None:
-        """One call: the unsent settlements, then each waiting admission; their outcomes handed to the admissions."""
+        """One call: the unsent settlements, a correction when one is due and can go, then each waiting admission;
+        their outcomes handed to the admissions."""
         unsent = self._take_unsent()
         call = self._call()
         settled = settle_in(call, unsent)
+        corrected = self._correct and self._may_correct()
+        if corrected:  # after the settlements it carries, which the leases count already; before its admissions
+            call.add(Op.CORRECT, self.holding.corrections())
+            self._correct, self._correcting = False, True
         for each in waiting:
             call.add_arguments(Op.ADMIT, each.asked.args)
         try:
@@ -139,11 +150,21 @@ class ScriptCalls:
             self._lost(exc)
             self._send_soon(self._settle_seconds)
             return
+        finally:
+            if corrected:  # what waited meanwhile goes now
+                self._correcting = False
+                if self._waiting or self._unsent:
+                    self._send_soon(0.0)
         self._reached()
         outcomes, now = [Outcome.read(answer) for answer in reply], self._clock()
         self.spending.told(settled, outcomes[: len(settled)], now=now)
-        for each, outcome in zip(waiting, outcomes[len(settled) :], strict=True):
+        for each, outcome in zip(waiting, outcomes[len(settled) + corrected :], strict=True):
             self._give_back(each.answered(outcome, now), held=each.held)  # taken for a caller that left: back
+
+    def _may_correct(self) -> bool:
+        """Whether a call about to go may correct this process's slots: no other call of it is in flight (Redis
+        might run it after the correction, which counts it already), and no other governor shares its leases."""
+        return len(self._tasks) <= 1 and len(self.holding.holders) == 1
 
     async def _send_unsent(self, *, retire: bool) -> None:
         unsent = self._take_unsent()
@@ -172,29 +193,17 @@ class ScriptCalls:
                 self._renewing = asyncio.get_running_loop().create_task(self._renew())
 
     async def _renew(self) -> None:
-        """Give back idle leases, send what a closed governor handed over, renew liveness, and correct the slots."""
+        """Give back idle leases, send what a closed governor handed over, and (it holds slots) renew liveness and
+        correct the slots with a call sent at once (see _exchange)."""
         while True:
             await asyncio.sleep(self._renew_seconds)
             if self._clock() < self._down_until:
                 continue
             self._send_back(self.holding.idle(self._clock(), seconds=self._idle_seconds))
             self._queue(self.holding.take_handed())
-            if not self.holds_slots:
-                continue
-            call = self._call()
-            self._correcting = not (self._tasks or self._waiting or self._unsent)
-            if self._correcting:
-                call.add(Op.CORRECT, self.holding.corrections())
-            try:
-                await self._script(keys=call.keys, args=call.args)
-            except Exception as exc:  # whatever the client raised: Redis is unavailable
-                self._lost(exc)
-            else:
-                self._reached()
-            finally:
-                self._correcting = False
-                if self._waiting or self._unsent:
-                    self._send_soon(0.0)
+            if self.holds_slots:
+                self._correct = True
+                self._send_soon(0.0)
 
     def _lost(self, exc: BaseException) -> None:
         self._down_until = self._clock() + self._retry_seconds

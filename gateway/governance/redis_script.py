@@ -22,7 +22,7 @@ process's liveness record (`live:<id>`, renewed by each of its calls and every s
 holds slots) exists; a dead process's fields are dropped by the next reader. With a renewal that
 no other call of it overlaps (redis_calls), a process also sets its fields to the slots it knows it
 holds, so a count that went wrong (a reply lost after the script ran, a Redis restarted empty) is
-right again within a second, or under steady load at its first such renewal.
+right again within a second.
 
 A call is safe to run twice (a client may send it again after losing the reply): its reply is
 kept under the process's `reply` key with the call's sequence id, and a second run returns it.
