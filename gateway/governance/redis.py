@@ -207,9 +207,8 @@ class RedisGovernor(ScriptCalls):
             self._renewing.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._renewing
-        for task in list(self._tasks):  # calls under way end first: their settlements are then unsent or sent
-            with contextlib.suppress(Exception):
-                await task
+        while self._tasks:  # calls under way end first (and those they let go): their settlements unsent or sent
+            await asyncio.gather(*self._tasks, return_exceptions=True)
         for waiting in self._waiting:
             waiting.unanswered()
         self._waiting.clear()

@@ -133,9 +133,11 @@ class ScriptCalls:
         """One call: the unsent settlements, a correction when one is due and can go, then each waiting admission;
         their outcomes handed to the admissions."""
         unsent = self._take_unsent()
+        corrected = self._correct and self._may_correct()
+        if corrected:  # with what a closed governor handed over: the leases count it already, as the rest
+            unsent += self.holding.take_handed()
         call = self._call()
         settled = settle_in(call, unsent)
-        corrected = self._correct and self._may_correct()
         if corrected:  # after the settlements it carries, which the leases count already; before its admissions
             call.add(Op.CORRECT, self.holding.corrections())
             self._correct, self._correcting = False, True
@@ -163,8 +165,9 @@ class ScriptCalls:
 
     def _may_correct(self) -> bool:
         """Whether a call about to go may correct this process's slots: no other call of it is in flight (Redis
-        might run it after the correction, which counts it already), and no other governor shares its leases."""
-        return len(self._tasks) <= 1 and len(self.holding.holders) == 1
+        might run it after the correction, which counts it already), and no other governor shares its leases
+        (nor is this one closing: it is no holder then, and its successor may have calls in flight)."""
+        return len(self._tasks) <= 1 and self.holding.holders == {self._instance}
 
     async def _send_unsent(self, *, retire: bool) -> None:
         unsent = self._take_unsent()

@@ -17,7 +17,7 @@ import redis.asyncio as aioredis
 from gateway.core.governance import Budget, BudgetPeriod, RateLimits
 from gateway.core.settings import Config
 from gateway.governance.redis import RedisGovernor
-from gateway.governance.redis_script import slots_key, spent_key
+from gateway.governance.redis_script import live_key, slots_key, spent_key
 from tests.support.governance import api_key, limits_config, redis_governor
 from tests.support.servers import flush_redis
 from tests.support.waiting import eventually
@@ -126,4 +126,70 @@ async def test_no_correction_while_a_reloads_governors_share_the_leases(redis_ur
         if successor is not None:
             await successor.close()
         await predecessor.close()
+        await client.aclose()
+
+
+async def test_a_closing_governor_does_not_correct(redis_url: str) -> None:
+    """A reload's predecessor, closing, is no longer a holder of the leases: the calls it still sends carry no
+    correction, which could undo an admission of its successor that Redis ran and has not answered yet."""
+    await flush_redis(redis_url)
+    limited = limits_config(keys=(api_key("a", limits=RateLimits(concurrent_requests=9)),))  # a slot ends: sent at once
+    predecessor = redis_governor(redis_url, limited, idle_seconds=0.1)  # renewing ten times a second
+    client = aioredis.Redis.from_url(redis_url)
+    successor: RedisGovernor | None = None
+    script, corrections = predecessor._script, []
+
+    async def recording(*, keys: list[str], args: list[object]) -> object:
+        corrections.append("C" in args)
+        return await script(keys=keys, args=args)
+
+    predecessor._script = recording
+    try:
+        admission = await predecessor.admit("a", limited.routes["fast"], tokens=0)
+        assert admission is not None
+        successor = redis_governor(
+            redis_url, limited, idle_seconds=0.1, process_id=predecessor.process_id, holding=predecessor.holding
+        )
+        successor.keep_alive()
+        await asyncio.sleep(0.35)  # renewals of both while they share the leases: corrections due, none sent
+        sent = len(corrections)
+        assert not any(corrections)
+        predecessor.settle(admission, tokens=0, cost_usd=0.0)  # its last request ends: its slot goes at once
+        await predecessor.close()
+        assert len(corrections) > sent and not any(corrections)
+    finally:
+        if successor is not None:
+            await successor.close()
+        await predecessor.close()
+        await client.aclose()
+
+
+async def test_closing_waits_for_the_admissions_a_correction_held_back(redis_url: str) -> None:
+    """An admission that waited for a correction to end goes before the governor's last call retires the
+    process: its slot does not outlive it in Redis."""
+    await flush_redis(redis_url)
+    limited = limits_config(keys=(api_key("a", limits=RateLimits(concurrent_requests=9)),))  # no top-ups: calls
+    governor = redis_governor(redis_url, limited, idle_seconds=0.1)
+    client = aioredis.Redis.from_url(redis_url)
+    script, correcting = governor._script, asyncio.Event()
+
+    async def slow_corrections(*, keys: list[str], args: list[object]) -> object:
+        if "C" in args:
+            correcting.set()
+            await asyncio.sleep(0.2)
+        return await script(keys=keys, args=args)
+
+    governor._script = slow_corrections
+    try:
+        first = await governor.admit("a", limited.routes["fast"], tokens=0)
+        assert first is not None
+        await asyncio.wait_for(correcting.wait(), 5)
+        waiting = asyncio.create_task(governor.admit("a", limited.routes["fast"], tokens=0))
+        await asyncio.sleep(0.02)  # it waits for the correction to end
+        governor.settle(first, tokens=0, cost_usd=0.0)
+        await governor.close()
+        assert (await waiting) is not None
+        assert not await client.exists(live_key(governor.process_id))  # retired: no field of it counts
+    finally:
+        await governor.close()
         await client.aclose()
