@@ -4,7 +4,8 @@
     python bench/guard.py --update   measure and rewrite bench/baseline.json
 
 The paths are a chat request (`gateway`), a 2-chunk stream (`gateway-stream`), the chat request of a
-key held to every limit a key can have, counted in the process (`gateway-limits`), and a memory turn
+key held to every limit a key can have, counted in the process (`gateway-limits`) and on a
+redis-server the run starts (`gateway-limits-redis`), and a memory turn
 (token_window over a ~20-message history) on SQLite (`gateway-memory`) and on a redis-server the
 run starts (`gateway-memory-redis`: the gateway's instructions, not redis-server's), counted
 under callgrind by `bench/instructions.sh guard` (auth, metrics and the access log on). Counts are nearly
@@ -41,8 +42,10 @@ from typing import Any, Final
 
 HERE: Final = Path(__file__).resolve().parent
 BASELINE: Final = HERE / "baseline.json"
-PATHS: Final = ("gateway", "gateway-stream", "gateway-limits", "gateway-memory", "gateway-memory-redis")
-REQUESTS: Final = 500  # ~70 s for the five paths here; the 200-request warm-up stays
+PATHS: Final = (
+    "gateway", "gateway-stream", "gateway-limits", "gateway-limits-redis", "gateway-memory", "gateway-memory-redis"
+)
+REQUESTS: Final = 500  # ~85 s for the six paths here; the 200-request warm-up stays
 CONNS: Final = 8
 LIMIT: Final = 0.05
 TOOLS: Final = ("valgrind", "callgrind_control", "nginx", "curl", "flock", "redis-server")

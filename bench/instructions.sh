@@ -4,10 +4,11 @@
 # Scenarios: a chat request, a stream of 2 chunks (`-stream`), a stream of 32 chunks (`-long`).
 # Needs valgrind, nginx with the echo module (see run.sh).
 #   bash bench/instructions.sh [SERVER...]   servers: floor gateway nometrics nostreamusage gateway-nolog
-#                                            nometrics-nolog memory memory-redis limits litellm memory-scale
+#                                            nometrics-nolog memory memory-redis limits limits-redis litellm
+#                                            memory-scale
 #                                            (default: all but litellm and memory-scale); guard = what
 #                                            bench/guard.py checks (gateway, gateway-stream, gateway-limits,
-#                                            gateway-memory, gateway-memory-redis)
+#                                            gateway-limits-redis, gateway-memory, gateway-memory-redis)
 # memory-redis: the memory turn of `memory` on a redis-server this script starts on a free port (bench/memory-redis.yaml);
 # its instructions are the gateway's alone, not redis-server's.
 # memory-scale: a memory turn (message_window of 20) over a prefilled SQLite file (bench/fill_memory.py):
@@ -124,6 +125,7 @@ start_redis() {  # a throwaway redis-server on a free port: BENCH_REDIS_URL, whi
   echo "redis-server did not start:" >&2; cat "$run/redis.log" >&2; exit 1
 }
 gateway_memory_redis() { [ -n "$redis_pid" ] || start_redis; gateway memory-redis.yaml; }
+gateway_limits_redis() { [ -n "$redis_pid" ] || start_redis; gateway gateway-limits-redis.yaml; }
 gateway_memory_filled() {  # config conversations messages: the gateway on a file filled before it starts
   local db=/tmp/gateway-bench-memory-scale.db
   rm -f "$db"*
@@ -169,9 +171,12 @@ for server in "${servers[@]}"; do
       ratio memory-conversations-100000 memory-conversations-10 ;;
     limits)  # bench/gateway-limits.yaml: the chat request of a key held to every limit, counted in the process
       scenario "gateway gateway-limits.yaml" gateway-limits ;;
+    limits-redis)  # the same limits counted on a redis-server this script starts (bench/gateway-limits-redis.yaml)
+      scenario gateway_limits_redis gateway-limits-redis ;;
     guard)  # bench/guard.py's paths
       scenario "gateway gateway.yaml" gateway gateway-stream:stream
       scenario "gateway gateway-limits.yaml" gateway-limits
+      scenario gateway_limits_redis gateway-limits-redis
       scenario gateway_memory gateway-memory:memory
       scenario gateway_memory_redis gateway-memory-redis:memory ;;
     litellm)  # gateway.yaml's routes served through litellm (provider hosted_vllm): 20-40x the

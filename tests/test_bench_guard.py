@@ -10,6 +10,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+import yaml
 
 GUARD = Path(__file__).resolve().parent.parent / "bench" / "guard.py"
 
@@ -53,9 +54,17 @@ def test_five_percent_exactly_is_within_the_limit(guard: ModuleType) -> None:
 def test_the_guard_run_of_instructions_sh_measures_every_guarded_path(guard: ModuleType) -> None:
     script = (GUARD.parent / "instructions.sh").read_text(encoding="utf-8")
     block = script[script.index("    guard)") :].split(";;", 1)[0]
-    assert "gateway-memory-redis" in guard.PATHS and "gateway-limits" in guard.PATHS
+    assert {"gateway-memory-redis", "gateway-limits", "gateway-limits-redis"} <= set(guard.PATHS)
     for path in guard.PATHS:
         assert f" {path}" in block or f" {path}:" in block, f"instructions.sh guard does not measure {path}"
+
+
+def test_the_redis_limits_path_is_the_local_one_counted_on_redis() -> None:
+    local, shared = (yaml.safe_load((GUARD.parent / name).read_text(encoding="utf-8"))
+                     for name in ("gateway-limits.yaml", "gateway-limits-redis.yaml"))  # fmt: skip
+    assert local.pop("limits") == {"store": "local"}
+    assert shared.pop("limits") == {"store": "redis", "url": "${BENCH_REDIS_URL}"}
+    assert local == shared
 
 
 def test_a_path_the_baseline_lacks_is_measured_and_fails_the_guard_by_name(
