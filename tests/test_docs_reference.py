@@ -14,6 +14,7 @@ import pytest
 
 from gateway.cli.parser import command_line
 from gateway.cli.reference import commands, config_keys, endpoints, metrics
+from gateway.config.json_schema import config_json_schema
 
 ROOT = Path(__file__).resolve().parent.parent
 HOOK = ROOT / "docs" / "hooks" / "reference.py"
@@ -21,6 +22,13 @@ HOOK = ROOT / "docs" / "hooks" / "reference.py"
 
 def test_every_config_key_has_a_description() -> None:
     assert config_keys.undescribed(config_keys.sections()) == []
+
+
+def test_the_configuration_page_names_every_top_level_section() -> None:
+    """docs/configuration.md's table of sections, each with its page: none left out (limits once was)."""
+    page = (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
+    sections = [key for key in config_json_schema()["properties"] if "_" not in key]  # snake_case: aliases
+    assert sections and [key for key in sections if f"| `{key}` |" not in page] == []
 
 
 def test_every_command_and_flag_has_help() -> None:

@@ -37,7 +37,7 @@ class KeyRefresher:
     def __init__(self, store: KeyStore, known: StoredKeys, *, every: float = REFRESH_SECONDS) -> None:
         self._store = store
         self._known = known
-        self._every = every
+        self.every = every  # seconds between two reads of the store's generation
         self._task: asyncio.Task[None] | None = None
         self._failing = False
         known.awaiting_store = True
@@ -77,7 +77,7 @@ class KeyRefresher:
         except Exception as exc:  # the store failed (KeyStoreUnavailable), or a bug: the refresh goes on either way
             if not self._failing:
                 log.warning(
-                    "stored gateway keys: %s; keeping the keys known, asking again every %gs", exc, self._every,
+                    "stored gateway keys: %s; keeping the keys known, asking again every %gs", exc, self.every,
                     exc_info=not isinstance(exc, KeyStoreUnavailable),
                 )  # fmt: skip
             self._failing = True
@@ -90,5 +90,5 @@ class KeyRefresher:
     async def _run(self, first: asyncio.Future[bool]) -> None:
         await first
         while True:
-            await asyncio.sleep(self._every)
+            await asyncio.sleep(self.every)
             await self.refresh()

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.governance.key_refresh import KeyRefresher
+from gateway.governance.key_refresh import REFRESH_SECONDS, KeyRefresher
 from gateway.governance.key_store_sqlite import SQLiteKeyStore
 from gateway.governance.stored_keys import KeyListing, StoredKeys
 from tests.support.key_stores import stored_key
@@ -25,6 +25,13 @@ class CountedLists(SQLiteKeyStore):
     async def list(self) -> KeyListing:
         self.lists += 1
         return await super().list()
+
+
+def test_a_revocation_reaches_every_process_within_a_second(tmp_path: Path) -> None:
+    """Issue 25's bound: each process's refresher (the app makes it with the default) reads the store's
+    generation more often than once a second, so a revoked key stops working everywhere within one."""
+    refresher = KeyRefresher(SQLiteKeyStore(tmp_path / "keys.db"), StoredKeys())
+    assert refresher.every == REFRESH_SECONDS < 1.0
 
 
 async def test_the_keys_are_known_once_started(tmp_path: Path) -> None:
