@@ -3,7 +3,8 @@
 Settlements (spend, leases given back) wait for the next call, or go on their own within
 `settle_seconds` (freed slots at once); the admissions of one pass of the event loop that the
 leases do not cover go in one call. While this process holds slots its liveness record is renewed
-every second by a call sent then, with what waits; when no other call of the process is in flight,
+every second by a call sent then, with what waits (until a correction finds it holds none: an idle
+process makes no call); when no other call of the process is in flight,
 that call also sets its slots in Redis to what it holds (a correction), after its settlements and
 before its admissions: a count gone wrong (a reply lost after its script ran, a failover that lost
 the last writes) comes right within a second, or under steady load with the first call that has
@@ -66,7 +67,7 @@ class ScriptCalls:
         self._sending_later = False  # whether `_sending` is the settlements' timer (uvloop's is no asyncio.TimerHandle)
         self._tasks: set[asyncio.Task[None]] = set()
         self._renewing: asyncio.Task[None] | None = None
-        self.holds_slots = False  # once a slot was taken: the liveness record is renewed from then on
+        self.holds_slots = False  # a slot was taken since a correction last found none: liveness is renewed
         self._correct = False  # a renewal is due: the next call corrects this process's slots if it can
         self._correcting = False  # a correction of this process's slots is under way: no other call goes
         self._down, self._down_until = False, 0.0
@@ -138,9 +139,12 @@ class ScriptCalls:
             unsent += self.holding.take_handed()
         call = self._call()
         settled = settle_in(call, unsent)
+        slots_held = None  # by the correction, if one goes
         if corrected:  # after the settlements it carries, which the leases count already; before its admissions
-            call.add(Op.CORRECT, self.holding.corrections())
+            corrections = self.holding.corrections()
+            call.add(Op.CORRECT, corrections)
             self._correct, self._correcting = False, True
+            slots_held = any(item.amount for item in corrections)
         for each in waiting:
             call.add_arguments(Op.ADMIT, each.asked.args)
         try:
@@ -158,6 +162,8 @@ class ScriptCalls:
                 if self._waiting or self._unsent:
                     self._send_soon(0.0)
         self._reached()
+        if slots_held is False and not self.holding.holds_slots():  # none in Redis now: no renewal until one is taken
+            self.holds_slots = False
         outcomes, now = [Outcome.read(answer) for answer in reply], self._clock()
         self.spending.told(settled, outcomes[: len(settled)], now=now)
         for each, outcome in zip(waiting, outcomes[len(settled) + corrected :], strict=True):
@@ -210,6 +216,7 @@ class ScriptCalls:
 
     def _lost(self, exc: BaseException) -> None:
         self._down_until = self._clock() + self._retry_seconds
+        self._tend(slots=True)  # renewals try Redis again; once back, their corrections count what the fallback let in
         if not self._down:
             self._down = True
             self.holding.lend(self.fallback.ledger)  # its requests in flight count in the fallback too

@@ -227,6 +227,11 @@ class Holding:
         """Every lease it holds."""
         return (*self.buckets.values(), *self.slots.values())
 
+    def holds_slots(self) -> bool:
+        """Whether any slots lease holds a slot in Redis (leased; or counted by the fallback while Redis was away)."""
+        return any(lease.leased or (lease.counts is not None and lease.counts.in_use > lease.lent)
+                   for lease in self.slots.values())  # fmt: skip
+
     def corrections(self) -> list[Item]:
         """An item setting each slots field of this process to what it leased, and the requests the fallback
         admitted while Redis was away still hold (none: the field goes)."""

@@ -11,15 +11,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from pathlib import Path
 
 import redis.asyncio as aioredis
 
 from gateway.core.governance import Budget, BudgetPeriod, RateLimits
 from gateway.core.settings import Config
+from gateway.governance.local import Taken
 from gateway.governance.redis import RedisGovernor
 from gateway.governance.redis_script import live_key, slots_key, spent_key
 from tests.support.governance import api_key, limits_config, redis_governor
-from tests.support.servers import flush_redis
+from tests.support.servers import RedisProcess, flush_redis
 from tests.support.waiting import eventually
 
 KEY = slots_key("key", "a")
@@ -193,3 +195,65 @@ async def test_closing_waits_for_the_admissions_a_correction_held_back(redis_url
     finally:
         await governor.close()
         await client.aclose()
+
+
+async def test_an_idle_process_stops_calling_once_it_holds_no_slot(redis_url: str) -> None:
+    """Its slots given back idle, a correction finds none: no call after it, and its liveness record ends. A
+    request later takes a slot, and the renewals start again."""
+    await flush_redis(redis_url)
+    limited = config()
+    governor = redis_governor(redis_url, limited, idle_seconds=0.1, live_seconds=0.6)  # renewals every 0.1 s
+    client = aioredis.Redis.from_url(redis_url)
+    script, calls = governor._script, []
+
+    async def counting(*, keys: list[str], args: list[object]) -> object:
+        calls.append(args)
+        return await script(keys=keys, args=args)
+
+    governor._script = counting
+    try:
+        admission = await governor.admit("a", limited.routes["fast"], tokens=0)
+        assert admission is not None and governor.holds_slots
+        governor.settle(admission, tokens=0, cost_usd=0.0)
+        await eventually(lambda: not governor.holds_slots, what="a correction that found no slot held")
+        quiet = len(calls)
+        await asyncio.sleep(1.0)  # ten renewals' time
+        assert len(calls) == quiet
+        assert not await client.exists(live_key(governor.process_id))
+        again = await governor.admit("a", limited.routes["fast"], tokens=0)
+        assert again is not None and governor.holds_slots
+        await eventually(lambda: len(calls) > quiet + 3, what="renewals again while it holds a slot")
+    finally:
+        await governor.close()
+        await client.aclose()
+
+
+async def test_a_request_let_in_while_redis_was_away_counts_there_once_it_is_back(tmp_path: Path) -> None:
+    """An idle process (no renewals) loses Redis and admits a request alone; Redis comes back empty: its
+    renewals, tried again, reach it and the correction counts that request's slot there, with no other traffic."""
+    server = RedisProcess(tmp_path)
+    server.start()
+    limited = config()
+    governor = redis_governor(server.url, limited, idle_seconds=0.1, retry_seconds=0.3, timeout=1.0)
+    client = aioredis.Redis.from_url(server.url)
+    try:
+        first = await governor.admit("a", limited.routes["fast"], tokens=0)
+        assert first is not None
+        governor.settle(first, tokens=0, cost_usd=0.0)
+        await eventually(lambda: not governor.holds_slots, what="renewals stopped")
+        server.stop()
+        alone = await governor.admit("a", limited.routes["fast"], tokens=0)
+        assert alone is not None and isinstance(alone.handle, Taken)
+        server.start()
+
+        async def counted() -> bool:
+            with contextlib.suppress(Exception):
+                return await client.hget(KEY, governor.process_id) == b"1"
+            return False
+
+        await eventually(counted, seconds=10, what="the request let in alone counted in Redis")
+        governor.settle(alone, tokens=0, cost_usd=0.0)
+    finally:
+        await governor.close()
+        await client.aclose()
+        server.stop()
