@@ -237,6 +237,8 @@ class RedisGovernor(ScriptCalls):
         demand = Demand.of(checks, holding=self.holding, made_for=made_for, whose=whose, span=span, budget=budget)
         self._demands[(tenant, route.name)] = demand
         self._send_back(self.holding.take_resized())
+        if self._down:  # Redis is away: the fallback counts this key's leases' requests too, as the others'
+            self.holding.lend(self.fallback.ledger)
         return demand
 
 

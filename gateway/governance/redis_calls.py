@@ -197,7 +197,7 @@ class ScriptCalls:
     def _tend(self, *, slots: bool) -> None:
         """Give back idle leases from now on, and (`slots`: it leased some) renew the liveness record."""
         self.holds_slots = self.holds_slots or slots
-        if self._renewing is None:
+        if self._renewing is None and self._instance in self.holding.holders:  # not once closed
             with contextlib.suppress(RuntimeError):  # no running loop
                 self._renewing = asyncio.get_running_loop().create_task(self._renew())
 
@@ -210,7 +210,7 @@ class ScriptCalls:
                 continue
             self._send_back(self.holding.idle(self._clock(), seconds=self._idle_seconds))
             self._queue(self.holding.take_handed())
-            if self.holds_slots:
+            if self.holds_slots or self.holding.holds_slots():  # its own, or leased by a governor it replaced
                 self._correct = True
                 self._send_soon(0.0)
 

@@ -257,3 +257,91 @@ async def test_a_request_let_in_while_redis_was_away_counts_there_once_it_is_bac
         await governor.close()
         await client.aclose()
         server.stop()
+
+
+async def test_slots_a_lease_kept_for_a_caller_that_left_keep_the_process_alive(redis_url: str) -> None:
+    """An idle process (no renewals) asks Redis for a request whose client leaves before the answer: the lease
+    keeps the slots Redis granted, the next request is taken from it without a call, and the process's liveness
+    is renewed all the same (else other replicas would drop its slots and admit over the limit)."""
+    await flush_redis(redis_url)
+    limited = limits_config(keys=(api_key("a", limits=RateLimits(concurrent_requests=100)),))  # no budget to ask of Redis
+    governor = redis_governor(redis_url, limited, idle_seconds=0.5, live_seconds=0.6)  # renewals every 0.2 s
+    client = aioredis.Redis.from_url(redis_url)
+    script, calls = governor._script, []
+
+    async def slow_once(*, keys: list[str], args: list[object]) -> object:
+        calls.append(args)
+        if len(calls) == 1:
+            await asyncio.sleep(0.3)
+        return await script(keys=keys, args=args)
+
+    try:
+        first = await governor.admit("a", limited.routes["fast"], tokens=0)
+        assert first is not None
+        governor.settle(first, tokens=0, cost_usd=0.0)
+        await eventually(lambda: not governor.holds_slots, what="renewals stopped")
+        governor._script = slow_once
+        leaving = asyncio.create_task(governor.admit("a", limited.routes["fast"], tokens=0))
+        await asyncio.sleep(0.1)
+        leaving.cancel()  # its client left while the call was in flight
+        await eventually(lambda: len(calls) >= 1 and governor.holding.slots[KEY].leased > 0, what="slots granted")
+        taken = await governor.admit("a", limited.routes["fast"], tokens=0)  # from the lease
+        assert taken is not None
+        await asyncio.sleep(1.5)  # over twice the liveness record's 0.6 s
+        assert await client.exists(live_key(governor.process_id))
+        governor.settle(taken, tokens=0, cost_usd=0.0)
+    finally:
+        await governor.close()
+        await client.aclose()
+
+
+async def test_a_governor_closed_while_its_call_fails_makes_no_call_after(redis_url: str) -> None:
+    await flush_redis(redis_url)
+    limited = config()
+    governor = redis_governor(redis_url, limited, idle_seconds=0.1, retry_seconds=0.2)
+    calls = 0
+
+    async def failing(*, keys: list[str], args: list[object]) -> object:
+        nonlocal calls
+        calls += 1
+        await asyncio.sleep(0.2)
+        raise ConnectionError("Redis went away")
+
+    governor._script = failing
+    asking = asyncio.create_task(governor.admit("a", limited.routes["fast"], tokens=0))
+    await asyncio.sleep(0.05)  # its call is in flight
+    await governor.close()
+    await asking
+    made = calls
+    await asyncio.sleep(1.0)  # retries' and renewals' time, several times over
+    assert calls == made
+
+
+async def test_a_key_first_seen_while_redis_is_away_counts_there_once_it_is_back(tmp_path: Path) -> None:
+    server = RedisProcess(tmp_path)
+    server.start()
+    limited = limits_config(keys=tuple(api_key(name, limits=LIMITS) for name in "abc"))
+    governor = redis_governor(server.url, limited, idle_seconds=0.1, retry_seconds=0.3, timeout=1.0)
+    client = aioredis.Redis.from_url(server.url)
+    try:
+        first = await governor.admit("a", limited.routes["fast"], tokens=0)
+        assert first is not None
+        server.stop()
+        noticed = await governor.admit("c", limited.routes["fast"], tokens=0)  # Redis is found away here
+        assert noticed is not None and isinstance(noticed.handle, Taken)
+        alone = await governor.admit("b", limited.routes["fast"], tokens=0)  # b's leases made while it is away
+        assert alone is not None and isinstance(alone.handle, Taken)
+        server.start()
+
+        async def counted() -> bool:
+            with contextlib.suppress(Exception):
+                return await client.hget(slots_key("key", "b"), governor.process_id) == b"1"
+            return False
+
+        await eventually(counted, seconds=10, what="b's request let in alone counted in Redis")
+        for admission in (alone, noticed, first):
+            governor.settle(admission, tokens=0, cost_usd=0.0)
+    finally:
+        await governor.close()
+        await client.aclose()
+        server.stop()
