@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import redis.asyncio as aioredis
@@ -36,6 +37,35 @@ async def field(client: aioredis.Redis, governor: RedisGovernor) -> int:
     return int(await client.hget(KEY, governor.process_id) or 0)
 
 
+def watch(governor: RedisGovernor, before: Callable[[list[object]], Awaitable[None]] | None = None) -> list[list[object]]:
+    """The arguments of every call `governor` makes from now on; `before` runs first (to slow a call, or fail it)."""
+    script, calls = governor._script, []
+
+    async def watched(*, keys: list[str], args: list[object]) -> object:
+        calls.append(args)
+        if before is not None:
+            await before(args)
+        return await script(keys=keys, args=args)
+
+    governor._script = watched
+    return calls
+
+
+def successor_of(predecessor: RedisGovernor, url: str, limited: Config, **options: object) -> RedisGovernor:
+    """A reload's governor, as gateway.governance.build makes it: the predecessor's process id and leases, renewed."""
+    successor = redis_governor(url, limited, process_id=predecessor.process_id, holding=predecessor.holding, **options)
+    successor.keep_alive()
+    return successor
+
+
+async def closed(client: aioredis.Redis, *governors: RedisGovernor | None) -> None:
+    """Close each governor (again, for one its test closed: harmless), then `client`."""
+    for governor in governors:
+        if governor is not None:
+            await governor.close()
+    await client.aclose()
+
+
 async def test_a_correction_goes_with_the_settlements_waiting(redis_url: str) -> None:
     await flush_redis(redis_url)
     limited = config()
@@ -57,8 +87,7 @@ async def test_a_correction_goes_with_the_settlements_waiting(redis_url: str) ->
         await eventually(spent, seconds=5, what="the spend sent by the renewal's call")
         assert await field(client, governor) == held  # set right in the same call
     finally:
-        await governor.close()
-        await client.aclose()
+        await closed(client, governor)
 
 
 async def test_a_correction_comes_under_steady_load(redis_url: str) -> None:
@@ -109,10 +138,7 @@ async def test_no_correction_while_a_reloads_governors_share_the_leases(redis_ur
     try:
         admission = await predecessor.admit("a", limited.routes["fast"], tokens=0)
         assert admission is not None
-        successor = redis_governor(
-            redis_url, limited, idle_seconds=60.0, process_id=predecessor.process_id, holding=predecessor.holding
-        )
-        successor.keep_alive()
+        successor = successor_of(predecessor, redis_url, limited, idle_seconds=60.0)
         held = predecessor.holding.slots[KEY].leased
         await client.hincrby(KEY, predecessor.process_id, 5)
         await asyncio.sleep(2.5)  # two renewals of each
@@ -125,10 +151,7 @@ async def test_no_correction_while_a_reloads_governors_share_the_leases(redis_ur
 
         await eventually(corrected, seconds=5, what="the successor's correction once it is the only one")
     finally:
-        if successor is not None:
-            await successor.close()
-        await predecessor.close()
-        await client.aclose()
+        await closed(client, successor, predecessor)
 
 
 async def test_a_closing_governor_does_not_correct(redis_url: str) -> None:
@@ -139,31 +162,19 @@ async def test_a_closing_governor_does_not_correct(redis_url: str) -> None:
     predecessor = redis_governor(redis_url, limited, idle_seconds=0.1)  # renewing ten times a second
     client = aioredis.Redis.from_url(redis_url)
     successor: RedisGovernor | None = None
-    script, corrections = predecessor._script, []
-
-    async def recording(*, keys: list[str], args: list[object]) -> object:
-        corrections.append("C" in args)
-        return await script(keys=keys, args=args)
-
-    predecessor._script = recording
+    calls = watch(predecessor)
     try:
         admission = await predecessor.admit("a", limited.routes["fast"], tokens=0)
         assert admission is not None
-        successor = redis_governor(
-            redis_url, limited, idle_seconds=0.1, process_id=predecessor.process_id, holding=predecessor.holding
-        )
-        successor.keep_alive()
+        successor = successor_of(predecessor, redis_url, limited, idle_seconds=0.1)
         await asyncio.sleep(0.35)  # renewals of both while they share the leases: corrections due, none sent
-        sent = len(corrections)
-        assert not any(corrections)
+        sent = len(calls)
+        assert not any("C" in args for args in calls)
         predecessor.settle(admission, tokens=0, cost_usd=0.0)  # its last request ends: its slot goes at once
         await predecessor.close()
-        assert len(corrections) > sent and not any(corrections)
+        assert len(calls) > sent and not any("C" in args for args in calls)
     finally:
-        if successor is not None:
-            await successor.close()
-        await predecessor.close()
-        await client.aclose()
+        await closed(client, successor, predecessor)
 
 
 async def test_closing_waits_for_the_admissions_a_correction_held_back(redis_url: str) -> None:
@@ -173,15 +184,14 @@ async def test_closing_waits_for_the_admissions_a_correction_held_back(redis_url
     limited = limits_config(keys=(api_key("a", limits=RateLimits(concurrent_requests=9)),))  # no top-ups: calls
     governor = redis_governor(redis_url, limited, idle_seconds=0.1)
     client = aioredis.Redis.from_url(redis_url)
-    script, correcting = governor._script, asyncio.Event()
+    correcting = asyncio.Event()
 
-    async def slow_corrections(*, keys: list[str], args: list[object]) -> object:
+    async def slow_corrections(args: list[object]) -> None:
         if "C" in args:
             correcting.set()
             await asyncio.sleep(0.2)
-        return await script(keys=keys, args=args)
 
-    governor._script = slow_corrections
+    watch(governor, slow_corrections)
     try:
         first = await governor.admit("a", limited.routes["fast"], tokens=0)
         assert first is not None
@@ -193,8 +203,7 @@ async def test_closing_waits_for_the_admissions_a_correction_held_back(redis_url
         assert (await waiting) is not None
         assert not await client.exists(live_key(governor.process_id))  # retired: no field of it counts
     finally:
-        await governor.close()
-        await client.aclose()
+        await closed(client, governor)
 
 
 async def test_an_idle_process_stops_calling_once_it_holds_no_slot(redis_url: str) -> None:
@@ -204,13 +213,7 @@ async def test_an_idle_process_stops_calling_once_it_holds_no_slot(redis_url: st
     limited = config()
     governor = redis_governor(redis_url, limited, idle_seconds=0.1, live_seconds=0.6)  # renewals every 0.1 s
     client = aioredis.Redis.from_url(redis_url)
-    script, calls = governor._script, []
-
-    async def counting(*, keys: list[str], args: list[object]) -> object:
-        calls.append(args)
-        return await script(keys=keys, args=args)
-
-    governor._script = counting
+    calls = watch(governor)
     try:
         admission = await governor.admit("a", limited.routes["fast"], tokens=0)
         assert admission is not None and governor.holds_slots
@@ -224,8 +227,7 @@ async def test_an_idle_process_stops_calling_once_it_holds_no_slot(redis_url: st
         assert again is not None and governor.holds_slots
         await eventually(lambda: len(calls) > quiet + 3, what="renewals again while it holds a slot")
     finally:
-        await governor.close()
-        await client.aclose()
+        await closed(client, governor)
 
 
 async def test_a_request_let_in_while_redis_was_away_counts_there_once_it_is_back(tmp_path: Path) -> None:
@@ -254,8 +256,7 @@ async def test_a_request_let_in_while_redis_was_away_counts_there_once_it_is_bac
         await eventually(counted, seconds=10, what="the request let in alone counted in Redis")
         governor.settle(alone, tokens=0, cost_usd=0.0)
     finally:
-        await governor.close()
-        await client.aclose()
+        await closed(client, governor)
         server.stop()
 
 
@@ -267,20 +268,19 @@ async def test_slots_a_lease_kept_for_a_caller_that_left_keep_the_process_alive(
     limited = limits_config(keys=(api_key("a", limits=RateLimits(concurrent_requests=100)),))  # no budget to ask of Redis
     governor = redis_governor(redis_url, limited, idle_seconds=0.5, live_seconds=0.6)  # renewals every 0.2 s
     client = aioredis.Redis.from_url(redis_url)
-    script, calls = governor._script, []
+    slowed: list[object] = []
 
-    async def slow_once(*, keys: list[str], args: list[object]) -> object:
-        calls.append(args)
-        if len(calls) == 1:
+    async def slow_once(args: list[object]) -> None:
+        if not slowed:  # the first call from then on
+            slowed.append(args)
             await asyncio.sleep(0.3)
-        return await script(keys=keys, args=args)
 
     try:
         first = await governor.admit("a", limited.routes["fast"], tokens=0)
         assert first is not None
         governor.settle(first, tokens=0, cost_usd=0.0)
         await eventually(lambda: not governor.holds_slots, what="renewals stopped")
-        governor._script = slow_once
+        calls = watch(governor, slow_once)
         leaving = asyncio.create_task(governor.admit("a", limited.routes["fast"], tokens=0))
         await asyncio.sleep(0.1)
         leaving.cancel()  # its client left while the call was in flight
@@ -291,30 +291,25 @@ async def test_slots_a_lease_kept_for_a_caller_that_left_keep_the_process_alive(
         assert await client.exists(live_key(governor.process_id))
         governor.settle(taken, tokens=0, cost_usd=0.0)
     finally:
-        await governor.close()
-        await client.aclose()
+        await closed(client, governor)
 
 
 async def test_a_governor_closed_while_its_call_fails_makes_no_call_after(redis_url: str) -> None:
     await flush_redis(redis_url)
     limited = config()
     governor = redis_governor(redis_url, limited, idle_seconds=0.1, retry_seconds=0.2)
-    calls = 0
-
-    async def failing(*, keys: list[str], args: list[object]) -> object:
-        nonlocal calls
-        calls += 1
+    async def failing(args: list[object]) -> None:
         await asyncio.sleep(0.2)
         raise ConnectionError("Redis went away")
 
-    governor._script = failing
+    calls = watch(governor, failing)
     asking = asyncio.create_task(governor.admit("a", limited.routes["fast"], tokens=0))
     await asyncio.sleep(0.05)  # its call is in flight
     await governor.close()
     await asking
-    made = calls
+    made = len(calls)
     await asyncio.sleep(1.0)  # retries' and renewals' time, several times over
-    assert calls == made
+    assert len(calls) == made
 
 
 async def test_a_key_first_seen_while_redis_is_away_counts_there_once_it_is_back(tmp_path: Path) -> None:
@@ -342,6 +337,5 @@ async def test_a_key_first_seen_while_redis_is_away_counts_there_once_it_is_back
         for admission in (alone, noticed, first):
             governor.settle(admission, tokens=0, cost_usd=0.0)
     finally:
-        await governor.close()
-        await client.aclose()
+        await closed(client, governor)
         server.stop()
