@@ -141,7 +141,7 @@ declare -A measured=()
 floor_server() { start_server "$python" "$floor" "$port" "http://127.0.0.1:18080$1" --uvloop; }
 
 servers=("$@")
-[ ${#servers[@]} -gt 0 ] || servers=(floor gateway nometrics nostreamusage gateway-nolog nometrics-nolog memory memory-redis limits)
+[ ${#servers[@]} -gt 0 ] || servers=(floor gateway nometrics nostreamusage gateway-nolog nometrics-nolog memory memory-redis limits limits-redis)
 for server in "${servers[@]}"; do
   case $server in
     floor)  # the floor passes bytes through: one instance per upstream path
